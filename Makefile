@@ -1,0 +1,46 @@
+# retryscope — the two commands: `make demo` and `make test`. Both work on a fresh machine
+# with only Python >= 3.11 and make: they create .venv and install the project (editable).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: demo test lint typecheck unit bench browser-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/retryscope demo --out retryscope-data $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP) browser-deps
+	$(BIN)/python -m pytest $(ARGS)
+
+test: lint typecheck unit
+
+# Headless Chromium for the UI's browser test: Debian's package, never a browser download.
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium could not be installed: browser tests will be skipped"; \
+	  else echo "chromium not found and cannot install it: browser tests will be skipped"; fi; }
+
+bench: $(STAMP)
+	$(BIN)/python -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) retryscope-data .pytest_cache .mypy_cache .ruff_cache build *.egg-info

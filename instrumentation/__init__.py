@@ -1,0 +1,21 @@
+"""OpenTelemetry instrumentation: the context API, the stamping processor, the exporter."""
+
+from retryscope.instrumentation.context import (
+    Attempt,
+    LogicalRequest,
+    Scope,
+    current_scope,
+    logical_request,
+)
+from retryscope.instrumentation.parquet_exporter import ParquetSpanExporter
+from retryscope.instrumentation.processor import AttemptStampingProcessor
+
+__all__ = [
+    "Attempt",
+    "AttemptStampingProcessor",
+    "LogicalRequest",
+    "ParquetSpanExporter",
+    "Scope",
+    "current_scope",
+    "logical_request",
+]

@@ -1,0 +1,41 @@
+"""retryscope: make retries and fallbacks in AI/LLM harnesses auditable.
+
+The public API most users need::
+
+    from retryscope import logical_request, AttemptStampingProcessor, ParquetSpanExporter
+"""
+
+__version__ = "0.1.0"
+
+from retryscope.instrumentation import (  # noqa: E402
+    Attempt,
+    AttemptStampingProcessor,
+    LogicalRequest,
+    ParquetSpanExporter,
+    current_scope,
+    logical_request,
+)
+from retryscope.vocabulary import (  # noqa: E402
+    Decision,
+    Layer,
+    Outcome,
+    OutcomeKind,
+    RetryOwner,
+    Terminal,
+)
+
+__all__ = [
+    "Attempt",
+    "AttemptStampingProcessor",
+    "Decision",
+    "Layer",
+    "LogicalRequest",
+    "Outcome",
+    "OutcomeKind",
+    "ParquetSpanExporter",
+    "RetryOwner",
+    "Terminal",
+    "__version__",
+    "current_scope",
+    "logical_request",
+]

@@ -1,0 +1,78 @@
+"""The Parquet schema of the audit data set, derived from :mod:`retryscope.vocabulary`.
+
+One row per finished span. Identity, timing and status columns come first, then one typed
+column per dedicated attribute (:data:`retryscope.vocabulary.DEDICATED`), then everything
+else the span carried so nothing is lost: remaining span attributes, resource attributes,
+events and links. Values in the ``*attributes`` maps are JSON-encoded so their OpenTelemetry
+type survives (``"GET"`` is a string, ``3`` an int, ``[1,2]`` an array).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pyarrow as pa
+
+from retryscope.vocabulary import DEDICATED, SCHEMA_VERSION, AttrType
+
+ATTR_MAP: Final = pa.map_(pa.string(), pa.string())
+TIMESTAMP: Final = pa.timestamp("ns")  # UTC; DuckDB reads it as TIMESTAMP_NS
+
+_ARROW_TYPES: Final[dict[AttrType, pa.DataType]] = {
+    AttrType.STR: pa.string(),
+    AttrType.INT: pa.int64(),
+    AttrType.INT32: pa.int32(),
+    AttrType.BOOL: pa.bool_(),
+    AttrType.FLOAT: pa.float64(),
+    AttrType.TIME_NS: TIMESTAMP,
+    AttrType.STR_LIST: pa.list_(pa.string()),
+}
+
+BASE_FIELDS: Final[tuple[pa.Field, ...]] = (
+    pa.field("trace_id", pa.string(), nullable=False),  # 32 lowercase hex
+    pa.field("span_id", pa.string(), nullable=False),  # 16 lowercase hex
+    pa.field("parent_span_id", pa.string()),
+    pa.field("name", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),  # INTERNAL, CLIENT, SERVER, ...
+    pa.field("start_time", TIMESTAMP, nullable=False),
+    pa.field("end_time", TIMESTAMP, nullable=False),
+    pa.field("duration_ms", pa.float64(), nullable=False),
+    pa.field("status_code", pa.string(), nullable=False),  # UNSET, OK, ERROR
+    pa.field("status_message", pa.string()),
+    pa.field("service_name", pa.string()),
+    pa.field("scope_name", pa.string()),
+    pa.field("scope_version", pa.string()),
+)
+
+EVENT_TYPE: Final = pa.struct(
+    [("name", pa.string()), ("time", TIMESTAMP), ("attributes", ATTR_MAP)]
+)
+LINK_TYPE: Final = pa.struct(
+    [("trace_id", pa.string()), ("span_id", pa.string()), ("attributes", ATTR_MAP)]
+)
+
+EXTRA_FIELDS: Final[tuple[pa.Field, ...]] = (
+    pa.field("attributes", ATTR_MAP),  # span attributes without a dedicated column
+    pa.field("resource_attributes", ATTR_MAP),
+    pa.field("events", pa.list_(EVENT_TYPE)),
+    pa.field("links", pa.list_(LINK_TYPE)),
+    pa.field("dropped_attributes", pa.int32()),
+)
+
+
+def arrow_type(t: AttrType) -> pa.DataType:
+    """The Arrow type of a dedicated column of vocabulary type ``t``."""
+    return _ARROW_TYPES[t]
+
+
+SPAN_SCHEMA: Final[pa.Schema] = pa.schema(
+    [
+        *BASE_FIELDS,
+        *(pa.field(a.column, arrow_type(a.type)) for a in DEDICATED),
+        *EXTRA_FIELDS,
+    ],
+    metadata={b"retryscope.schema_version": str(SCHEMA_VERSION).encode()},
+)
+"""Schema of every span file retryscope writes."""
+
+COLUMNS: Final[tuple[str, ...]] = tuple(SPAN_SCHEMA.names)

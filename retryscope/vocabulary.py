@@ -1,0 +1,370 @@
+"""The attribute vocabulary: every span attribute retryscope writes, in one place.
+
+This module is the contract between instrumentation, analytics and dashboards. Each
+:class:`Attr` names an OpenTelemetry attribute key and the dedicated Parquet column it is
+stored in (see :mod:`retryscope.schema`, which is derived from :data:`DEDICATED`). Keys of
+our own start with ``retryscope.``; where OpenTelemetry semantic conventions already name
+the thing (``error.type``, ``http.request.resend_count``, ``gen_ai.*``) we reuse their key.
+
+Domain values (outcomes, kinds, layers, owners, terminals) are enums whose ``value`` is the
+exact string written to spans and Parquet.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+"""Version of the Parquet schema; stored in each file's key-value metadata."""
+
+
+class AttrType(enum.Enum):
+    """How an attribute is typed on the span and in its Parquet column."""
+
+    STR = "string"
+    INT = "int64"
+    INT32 = "int32"
+    BOOL = "bool"
+    FLOAT = "double"
+    TIME_NS = "timestamp_ns"  # an int of unix nanoseconds on the span, a timestamp in Parquet
+    STR_LIST = "list<string>"
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """One attribute: its span key, its Parquet column and type, and what it means."""
+
+    key: str
+    column: str
+    type: AttrType
+    doc: str
+
+
+S, I, I32, B, F, T, L = (
+    AttrType.STR,
+    AttrType.INT,
+    AttrType.INT32,
+    AttrType.BOOL,
+    AttrType.FLOAT,
+    AttrType.TIME_NS,
+    AttrType.STR_LIST,
+)
+
+# --- identity of the logical request (stamped on every span beneath it) -------------------
+SPAN_ROLE = Attr("retryscope.span.role", "span_role", S, "`logical_request` or `attempt`.")
+LOGICAL_REQUEST_ID = Attr(
+    "retryscope.logical_request.id", "logical_request_id", S, "Id of the logical request."
+)
+LOGICAL_REQUEST_DIGEST = Attr(
+    "retryscope.logical_request.digest",
+    "logical_request_digest",
+    S,
+    "SHA-256 of the canonical JSON of the request payload (the payload itself is never kept).",
+)
+IDEMPOTENCY_DIGEST = Attr(
+    "retryscope.idempotency.digest",
+    "idempotency_digest",
+    S,
+    "Domain-separated SHA-256 over tenant, operation and idempotency key (never the raw key).",
+)
+TENANT = Attr("retryscope.tenant", "tenant", S, "Tenant the request runs for.")
+OPERATION = Attr("retryscope.operation", "operation", S, "Logical operation, e.g. `chat`.")
+RETRY_OWNER = Attr(
+    "retryscope.retry.owner", "retry_owner", S, "The one layer declared to own retries."
+)
+POLICY_DIGEST = Attr(
+    "retryscope.policy.digest", "policy_digest", S, "SHA-256 of the retry policy in force."
+)
+DEADLINE = Attr(
+    "retryscope.deadline", "deadline", T, "Absolute deadline of the logical request (unix ns)."
+)
+
+# --- one physical attempt -------------------------------------------------------------------
+LAYER = Attr(
+    "retryscope.attempt.layer",
+    "layer",
+    S,
+    "Layer that made the attempt: workflow, harness, adapter, sdk, transport, queue.",
+)
+ATTEMPT_ORDINAL = Attr(
+    "retryscope.attempt.ordinal",
+    "attempt_ordinal",
+    I32,
+    "1-based attempt number across the logical request (on child spans: the enclosing one).",
+)
+ROUTE_ATTEMPT_ORDINAL = Attr(
+    "retryscope.attempt.route_ordinal",
+    "route_attempt_ordinal",
+    I32,
+    "1-based attempt number on this route.",
+)
+ROUTE_ID = Attr("retryscope.route.id", "route_id", S, "Route the attempt was dispatched to.")
+ROUTE_RELEASE = Attr(
+    "retryscope.route.release",
+    "route_release",
+    S,
+    "Exact release of the route (adapter/model/provider path or its digest).",
+)
+ROUTE_PRIORITY = Attr(
+    "retryscope.route.priority", "route_priority", I32, "Route priority; 0 is the primary."
+)
+FALLBACK = Attr("retryscope.route.fallback", "is_fallback", B, "True when not the primary route.")
+BACKOFF_DELAY_MS = Attr(
+    "retryscope.backoff.delay_ms",
+    "backoff_delay_ms",
+    I,
+    "Delay scheduled before this attempt (after the previous one completed).",
+)
+RETRY_AFTER_MS = Attr(
+    "retryscope.backoff.retry_after_ms",
+    "retry_after_ms",
+    I,
+    "Bounded Retry-After hint the previous attempt received, in ms.",
+)
+NOT_BEFORE = Attr(
+    "retryscope.backoff.not_before", "not_before", T, "Earliest allowed start (unix ns)."
+)
+DEADLINE_REMAINING_MS = Attr(
+    "retryscope.deadline.remaining_ms",
+    "deadline_remaining_ms",
+    I,
+    "Time left until the deadline when the attempt was dispatched.",
+)
+COST_RESERVED = Attr(
+    "retryscope.cost.reserved_micros",
+    "cost_reserved_micros",
+    I,
+    "Worst-case cost reserved before dispatch, integer micro-units of the currency.",
+)
+COST_ACTUAL = Attr(
+    "retryscope.cost.actual_micros",
+    "cost_actual_micros",
+    I,
+    "Actual cost committed after the attempt, integer micro-units.",
+)
+COST_CURRENCY = Attr("retryscope.cost.currency", "cost_currency", S, "ISO 4217 currency code.")
+COST_ESTIMATED = Attr(
+    "retryscope.cost.estimated",
+    "cost_estimated",
+    B,
+    "True when usage was unknown and the reservation stands as the cost.",
+)
+OUTCOME = Attr(
+    "retryscope.outcome",
+    "outcome",
+    S,
+    "success, retryable, non_retryable or indeterminate.",
+)
+OUTCOME_KIND = Attr("retryscope.outcome.kind", "outcome_kind", S, "One of the ten failure kinds.")
+DECISION = Attr(
+    "retryscope.decision",
+    "decision",
+    S,
+    "What the retry owner did after this attempt: complete, retry, fallback, stop.",
+)
+TERMINAL = Attr("retryscope.terminal", "terminal", S, "Terminal of the logical request.")
+ATTEMPT_COUNT = Attr(
+    "retryscope.attempts.count",
+    "attempt_count",
+    I32,
+    "On the logical request span: attempts it made (all layers).",
+)
+RETRIED_LAYERS = Attr(
+    "retryscope.attempts.retried_layers",
+    "retried_layers",
+    L,
+    "On the logical request span: layers that made more than one attempt.",
+)
+
+# --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
+ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
+HTTP_STATUS_CODE = Attr(
+    "http.response.status_code", "http_status_code", I32, "OTel HTTP response status code."
+)
+HTTP_RESEND_COUNT = Attr(
+    "http.request.resend_count",
+    "http_resend_count",
+    I32,
+    "OTel: ordinal of this HTTP resend within one client operation.",
+)
+HTTP_METHOD = Attr("http.request.method", "http_method", S, "OTel HTTP request method.")
+GEN_AI_PROVIDER = Attr("gen_ai.provider.name", "gen_ai_provider_name", S, "OTel GenAI provider.")
+GEN_AI_REQUEST_MODEL = Attr(
+    "gen_ai.request.model", "gen_ai_request_model", S, "OTel GenAI requested model."
+)
+GEN_AI_RESPONSE_MODEL = Attr(
+    "gen_ai.response.model", "gen_ai_response_model", S, "OTel GenAI model that answered."
+)
+GEN_AI_OPERATION = Attr(
+    "gen_ai.operation.name", "gen_ai_operation_name", S, "OTel GenAI operation name."
+)
+GEN_AI_RESPONSE_ID = Attr("gen_ai.response.id", "gen_ai_response_id", S, "OTel GenAI response id.")
+GEN_AI_INPUT_TOKENS = Attr(
+    "gen_ai.usage.input_tokens", "gen_ai_input_tokens", I, "OTel GenAI input tokens."
+)
+GEN_AI_OUTPUT_TOKENS = Attr(
+    "gen_ai.usage.output_tokens", "gen_ai_output_tokens", I, "OTel GenAI output tokens."
+)
+
+DEDICATED: Final[tuple[Attr, ...]] = (
+    SPAN_ROLE,
+    LOGICAL_REQUEST_ID,
+    LOGICAL_REQUEST_DIGEST,
+    IDEMPOTENCY_DIGEST,
+    TENANT,
+    OPERATION,
+    RETRY_OWNER,
+    POLICY_DIGEST,
+    DEADLINE,
+    LAYER,
+    ATTEMPT_ORDINAL,
+    ROUTE_ATTEMPT_ORDINAL,
+    ROUTE_ID,
+    ROUTE_RELEASE,
+    ROUTE_PRIORITY,
+    FALLBACK,
+    BACKOFF_DELAY_MS,
+    RETRY_AFTER_MS,
+    NOT_BEFORE,
+    DEADLINE_REMAINING_MS,
+    COST_RESERVED,
+    COST_ACTUAL,
+    COST_CURRENCY,
+    COST_ESTIMATED,
+    OUTCOME,
+    OUTCOME_KIND,
+    DECISION,
+    TERMINAL,
+    ATTEMPT_COUNT,
+    RETRIED_LAYERS,
+    ERROR_TYPE,
+    HTTP_STATUS_CODE,
+    HTTP_RESEND_COUNT,
+    HTTP_METHOD,
+    GEN_AI_PROVIDER,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
+    GEN_AI_OPERATION,
+    GEN_AI_RESPONSE_ID,
+    GEN_AI_INPUT_TOKENS,
+    GEN_AI_OUTPUT_TOKENS,
+)
+"""Attributes stored in dedicated typed Parquet columns, in column order."""
+
+BY_KEY: Final[dict[str, Attr]] = {a.key: a for a in DEDICATED}
+
+
+# --- domain values ------------------------------------------------------------------------------
+class SpanRole(enum.StrEnum):
+    LOGICAL_REQUEST = "logical_request"
+    ATTEMPT = "attempt"
+
+
+class Outcome(enum.StrEnum):
+    """Family of an observed attempt outcome."""
+
+    SUCCESS = "success"
+    RETRYABLE = "retryable"
+    NON_RETRYABLE = "non_retryable"
+    INDETERMINATE = "indeterminate"
+
+
+class OutcomeKind(enum.StrEnum):
+    """The ten failure kinds; each belongs to exactly one :class:`Outcome` family."""
+
+    TIMEOUT_BEFORE_RESPONSE = "timeout_before_response"
+    RATE_LIMITED = "rate_limited"
+    UNAVAILABLE = "unavailable"
+    REJECTED = "rejected"
+    POLICY_DENIED = "policy_denied"
+    INVALID_REQUEST = "invalid_request"
+    PROTOCOL_VIOLATION = "protocol_violation"
+    INVALID_OUTPUT = "invalid_output"
+    UNKNOWN_PROVIDER_ACCEPTANCE = "unknown_provider_acceptance"
+    STREAM_INTERRUPTED_AFTER_OUTPUT = "stream_interrupted_after_output"
+
+    @property
+    def family(self) -> Outcome:
+        return KIND_FAMILY[self]
+
+
+KIND_FAMILY: Final[dict[OutcomeKind, Outcome]] = {
+    OutcomeKind.TIMEOUT_BEFORE_RESPONSE: Outcome.RETRYABLE,
+    OutcomeKind.RATE_LIMITED: Outcome.RETRYABLE,
+    OutcomeKind.UNAVAILABLE: Outcome.RETRYABLE,
+    OutcomeKind.REJECTED: Outcome.NON_RETRYABLE,
+    OutcomeKind.POLICY_DENIED: Outcome.NON_RETRYABLE,
+    OutcomeKind.INVALID_REQUEST: Outcome.NON_RETRYABLE,
+    OutcomeKind.PROTOCOL_VIOLATION: Outcome.NON_RETRYABLE,
+    OutcomeKind.INVALID_OUTPUT: Outcome.NON_RETRYABLE,
+    OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE: Outcome.INDETERMINATE,
+    OutcomeKind.STREAM_INTERRUPTED_AFTER_OUTPUT: Outcome.INDETERMINATE,
+}
+
+
+class Layer(enum.StrEnum):
+    """Where in the call stack a physical attempt was made, outermost first."""
+
+    WORKFLOW = "workflow"
+    QUEUE = "queue"
+    HARNESS = "harness"
+    ADAPTER = "adapter"
+    SDK = "sdk"
+    TRANSPORT = "transport"
+
+
+class RetryOwner(enum.StrEnum):
+    """Layers that may be declared the single retry owner of a logical request."""
+
+    HARNESS = "harness"
+    ADAPTER = "adapter"
+    TRANSPORT_SDK = "transport_sdk"
+    WORKFLOW = "workflow"
+
+
+class Decision(enum.StrEnum):
+    """What the retry owner decided after observing an attempt."""
+
+    COMPLETE = "complete"
+    RETRY = "retry"
+    FALLBACK = "fallback"
+    STOP = "stop"
+
+
+class Terminal(enum.StrEnum):
+    """How a logical request ended."""
+
+    COMPLETE = "complete"
+    STOP_NON_RETRYABLE = "stop_non_retryable"
+    STOP_INDETERMINATE = "stop_indeterminate"
+    STOP_ATTEMPT_BUDGET = "stop_attempt_budget"
+    STOP_COST_BUDGET = "stop_cost_budget"
+    STOP_DEADLINE = "stop_deadline"
+    STOP_ROUTE_EXHAUSTED = "stop_route_exhausted"
+
+
+class DataBoundary(enum.StrEnum):
+    """Where data may go, ordered from most to least contained (see :data:`BOUNDARY_RANK`)."""
+
+    LOCAL_PROCESS = "local_process"
+    PRIVATE_SERVICE = "private_service"
+    EXTERNAL_PROVIDER = "external_provider"
+
+
+BOUNDARY_RANK: Final[dict[DataBoundary, int]] = {
+    DataBoundary.LOCAL_PROCESS: 0,
+    DataBoundary.PRIVATE_SERVICE: 1,
+    DataBoundary.EXTERNAL_PROVIDER: 2,
+}
+
+STAMP_KEYS: Final[tuple[str, ...]] = (
+    LOGICAL_REQUEST_ID.key,
+    IDEMPOTENCY_DIGEST.key,
+    TENANT.key,
+    OPERATION.key,
+    ATTEMPT_ORDINAL.key,
+    ROUTE_ID.key,
+)
+"""Keys the stamping processor puts on every span started beneath a logical request."""
