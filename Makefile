@@ -23,8 +23,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# mypy cannot follow setuptools' package-dir mapping, so it checks a tree of symlinks laid
+# out as the installed package (retryscope/{instrumentation,analytics,dashboards}).
+TYPECHECK_TREE := build/typecheck
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/retryscope
+	for f in retryscope/*.py retryscope/py.typed; do ln -s $(CURDIR)/$$f $(TYPECHECK_TREE)/retryscope/; done
+	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
 unit: $(STAMP) browser-deps
 	$(BIN)/python -m pytest $(ARGS)

@@ -33,9 +33,7 @@ def _fits(t: AttrType, value: Any) -> bool:
         return isinstance(value, int) and -_INT64_MAX - 1 <= value <= _INT64_MAX
     if t is AttrType.FLOAT:
         return isinstance(value, float | int)
-    if t is AttrType.STR_LIST:
-        return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
-    return False
+    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
 
 
 def encode_value(value: Any) -> str:
@@ -145,4 +143,3 @@ class SpanColumns:
 
 
 _INDEX: Final[dict[str, int]] = {a.key: i for i, a in enumerate(DEDICATED)}
-

@@ -26,10 +26,10 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
-
-from retryscope import vocabulary as v
 from retryscope.instrumentation.classify import classify_exception, error_type
 from retryscope.instrumentation.digests import idempotency_digest, request_digest
+
+from retryscope import vocabulary as v
 from retryscope.vocabulary import (
     Decision,
     Layer,
@@ -154,7 +154,9 @@ class Attempt:
         stamp[v.ATTEMPT_ORDINAL.key] = self.ordinal
         stamp[v.ROUTE_ID.key] = self.route
         scope = Scope(MappingProxyType(stamp), req, self)
-        ctx = otel_context.set_value(_SCOPE_KEY, scope, trace.set_span_in_context(self._span, parent))
+        ctx = otel_context.set_value(
+            _SCOPE_KEY, scope, trace.set_span_in_context(self._span, parent)
+        )
         self._token = otel_context.attach(ctx)
         return self
 
@@ -249,9 +251,7 @@ class Attempt:
             if kind is None:
                 raise ValueError(f"outcome {family.value!r} needs a failure kind")
             if kind.family is not family:
-                raise ValueError(
-                    f"kind {kind.value!r} is {kind.family.value}, not {family.value}"
-                )
+                raise ValueError(f"kind {kind.value!r} is {kind.family.value}, not {family.value}")
         self.outcome, self.kind = family, kind
         attrs: dict[str, AttributeValue] = {v.OUTCOME.key: family.value}
         if kind is not None:

@@ -28,7 +28,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
 from retryscope.instrumentation.columns import SpanColumns
 
 _log = logging.getLogger(__name__)
@@ -208,4 +207,3 @@ class ParquetSpanExporter(SpanExporter):
             raise
         self.files_written.append(final)
         return final
-

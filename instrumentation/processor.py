@@ -16,8 +16,8 @@ import logging
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-
 from retryscope.instrumentation.context import _SCOPE_KEY, Scope
+
 from retryscope.vocabulary import SPAN_ROLE
 
 _log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ The public API most users need::
 
 __version__ = "0.1.0"
 
-from retryscope.instrumentation import (  # noqa: E402
+from retryscope.instrumentation import (
     Attempt,
     AttemptStampingProcessor,
     LogicalRequest,
@@ -15,7 +15,7 @@ from retryscope.instrumentation import (  # noqa: E402
     current_scope,
     logical_request,
 )
-from retryscope.vocabulary import (  # noqa: E402
+from retryscope.vocabulary import (
     Decision,
     Layer,
     Outcome,

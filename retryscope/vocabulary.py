@@ -42,7 +42,7 @@ class Attr:
     doc: str
 
 
-S, I, I32, B, F, T, L = (
+S, INT, I32, B, F, T, L = (
     AttrType.STR,
     AttrType.INT,
     AttrType.INT32,
@@ -114,13 +114,13 @@ FALLBACK = Attr("retryscope.route.fallback", "is_fallback", B, "True when not th
 BACKOFF_DELAY_MS = Attr(
     "retryscope.backoff.delay_ms",
     "backoff_delay_ms",
-    I,
+    INT,
     "Delay scheduled before this attempt (after the previous one completed).",
 )
 RETRY_AFTER_MS = Attr(
     "retryscope.backoff.retry_after_ms",
     "retry_after_ms",
-    I,
+    INT,
     "Bounded Retry-After hint the previous attempt received, in ms.",
 )
 NOT_BEFORE = Attr(
@@ -129,19 +129,19 @@ NOT_BEFORE = Attr(
 DEADLINE_REMAINING_MS = Attr(
     "retryscope.deadline.remaining_ms",
     "deadline_remaining_ms",
-    I,
+    INT,
     "Time left until the deadline when the attempt was dispatched.",
 )
 COST_RESERVED = Attr(
     "retryscope.cost.reserved_micros",
     "cost_reserved_micros",
-    I,
+    INT,
     "Worst-case cost reserved before dispatch, integer micro-units of the currency.",
 )
 COST_ACTUAL = Attr(
     "retryscope.cost.actual_micros",
     "cost_actual_micros",
-    I,
+    INT,
     "Actual cost committed after the attempt, integer micro-units.",
 )
 COST_CURRENCY = Attr("retryscope.cost.currency", "cost_currency", S, "ISO 4217 currency code.")
@@ -202,10 +202,10 @@ GEN_AI_OPERATION = Attr(
 )
 GEN_AI_RESPONSE_ID = Attr("gen_ai.response.id", "gen_ai_response_id", S, "OTel GenAI response id.")
 GEN_AI_INPUT_TOKENS = Attr(
-    "gen_ai.usage.input_tokens", "gen_ai_input_tokens", I, "OTel GenAI input tokens."
+    "gen_ai.usage.input_tokens", "gen_ai_input_tokens", INT, "OTel GenAI input tokens."
 )
 GEN_AI_OUTPUT_TOKENS = Attr(
-    "gen_ai.usage.output_tokens", "gen_ai_output_tokens", I, "OTel GenAI output tokens."
+    "gen_ai.usage.output_tokens", "gen_ai_output_tokens", INT, "OTel GenAI output tokens."
 )
 
 DEDICATED: Final[tuple[Attr, ...]] = (

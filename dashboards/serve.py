@@ -1,0 +1,47 @@
+"""Start the Streamlit audit UI as a subprocess bound to a local address."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).with_name("app.py")
+DATA_ENV = "RETRYSCOPE_DATA"
+
+
+def streamlit_command(port: int, address: str) -> list[str]:
+    """The command line that serves the app (headless, no usage statistics)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        address,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--global.developmentMode",
+        "false",
+    ]
+
+
+def serve(path: str, *, port: int = 8501, address: str = "127.0.0.1") -> int:
+    """Serve the UI over the data set at ``path`` until interrupted; returns the exit code."""
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} is out of range")
+    env = dict(os.environ, **{DATA_ENV: str(Path(path).resolve())})
+    print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
+    proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait(timeout=10)
+        return 0

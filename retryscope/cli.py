@@ -1,0 +1,85 @@
+"""The ``retryscope`` command line (argparse; one subcommand per job).
+
+Each subcommand parses its arguments here and calls the module that does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from retryscope import __version__
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from retryscope.analytics import build_report, connect, format_json, format_text
+
+    con, dataset = connect(args.path)
+    for skipped in dataset.skipped:
+        print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+    report = build_report(con)
+    print(format_json(report) if args.format == "json" else format_text(report))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from retryscope.demo import run_demo
+
+    return run_demo(
+        out=args.out,
+        requests=args.requests,
+        seed=args.seed,
+        serve_ui=not args.no_ui,
+        port=args.port,
+    )
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from retryscope.dashboards.serve import serve
+
+    return serve(args.path, port=args.port, address=args.address)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="retryscope",
+        description="Audit retries and fallbacks of AI/LLM harnesses from OpenTelemetry spans.",
+    )
+    parser.add_argument("--version", action="version", version=f"retryscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("report", help="print the audit report of a data set")
+    p.add_argument("path", help="directory (or file, or s3:// prefix) of span Parquet files")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("demo", help="simulate harness traffic, report it, serve the UI")
+    p.add_argument("--out", default="retryscope-data", help="data directory (default: %(default)s)")
+    p.add_argument("--requests", type=int, default=300, help="logical requests to simulate")
+    p.add_argument("--seed", type=int, default=7, help="seed of the simulation")
+    p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
+    p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
+    p.add_argument("path", help="data directory")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--address", default="127.0.0.1", help="bind address (default: %(default)s)")
+    p.set_defaults(func=_cmd_ui)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"retryscope {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
