@@ -105,8 +105,10 @@ class Attempt:
         layer: Layer,
         route_priority: int,
         attributes: Mapping[str, AttributeValue] | None,
+        parent: Attempt | None = None,
     ) -> None:
         self.request = request
+        self.parent = parent
         self.ordinal = ordinal
         self.route_ordinal = route_ordinal
         self.route = route
@@ -137,12 +139,16 @@ class Attempt:
         attrs[v.FALLBACK.key] = self.route_priority > 0
         if self.route_release is not None:
             attrs[v.ROUTE_RELEASE.key] = self.route_release
+        if self.parent is not None:
+            attrs[v.PARENT_ATTEMPT_ORDINAL.key] = self.parent.ordinal
+            attrs[v.PARENT_LAYER.key] = self.parent.layer.value
         if req.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = req.retry_owner.value
         if req.deadline is not None:
             attrs[v.DEADLINE.key] = req.deadline
             attrs[v.DEADLINE_REMAINING_MS.key] = (req.deadline - now) // _NS_PER_MS
-        parent = trace.set_span_in_context(req.span, otel_context.get_current())
+        parent_span = self.parent.span if self.parent is not None else req.span
+        parent = trace.set_span_in_context(parent_span, otel_context.get_current())
         self._span = req.tracer.start_span(
             f"attempt {self.route}",
             context=parent,
@@ -309,8 +315,8 @@ class LogicalRequest:
         self.attempts: list[Attempt] = []
         self._extra = dict(attributes or {})
         self._lock = threading.Lock()
-        self._next_ordinal = 1
-        self._route_ordinals: Counter[str] = Counter()
+        self._ordinals: Counter[Layer] = Counter()
+        self._route_ordinals: Counter[tuple[Layer, str]] = Counter()
         self._span: Span | None = None
         self._token: object | None = None
         stamp: dict[str, AttributeValue] = {
@@ -388,21 +394,30 @@ class LogicalRequest:
         route_priority: int = 0,
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> Attempt:
-        """A new physical attempt on ``route``, numbered across the request and the route."""
+        """A new physical attempt on ``route``.
+
+        Ordinals count per layer across the request (and per layer and route), so a harness's
+        third try is ordinal 3 however many transport resends came before it. An attempt
+        opened inside another attempt of this request records that one as its parent.
+        """
+        layer = Layer(layer)
+        scope = current_scope()
+        parent = scope.attempt if scope is not None and scope.request is self else None
         with self._lock:
-            ordinal = self._next_ordinal
-            self._next_ordinal += 1
-            self._route_ordinals[route] += 1
-            route_ordinal = self._route_ordinals[route]
+            self._ordinals[layer] += 1
+            self._route_ordinals[layer, route] += 1
+            ordinal = self._ordinals[layer]
+            route_ordinal = self._route_ordinals[layer, route]
         return Attempt(
             self,
             ordinal=ordinal,
             route_ordinal=route_ordinal,
             route=route,
             route_release=route_release,
-            layer=Layer(layer),
+            layer=layer,
             route_priority=route_priority,
             attributes=attributes,
+            parent=parent,
         )
 
     def set_terminal(self, terminal: Terminal | str) -> None:

@@ -92,13 +92,27 @@ ATTEMPT_ORDINAL = Attr(
     "retryscope.attempt.ordinal",
     "attempt_ordinal",
     I32,
-    "1-based attempt number across the logical request (on child spans: the enclosing one).",
+    "1-based attempt number across the logical request, counted per layer "
+    "(on non-attempt child spans: the enclosing attempt's).",
+)
+PARENT_ATTEMPT_ORDINAL = Attr(
+    "retryscope.attempt.parent_ordinal",
+    "parent_attempt_ordinal",
+    I32,
+    "Ordinal of the enclosing attempt one layer up (e.g. the harness attempt a transport "
+    "resend belongs to); absent on outermost attempts.",
+)
+PARENT_LAYER = Attr(
+    "retryscope.attempt.parent_layer",
+    "parent_layer",
+    S,
+    "Layer of the enclosing attempt; absent on outermost attempts.",
 )
 ROUTE_ATTEMPT_ORDINAL = Attr(
     "retryscope.attempt.route_ordinal",
     "route_attempt_ordinal",
     I32,
-    "1-based attempt number on this route.",
+    "1-based attempt number on this route (per layer).",
 )
 ROUTE_ID = Attr("retryscope.route.id", "route_id", S, "Route the attempt was dispatched to.")
 ROUTE_RELEASE = Attr(
@@ -177,6 +191,18 @@ RETRIED_LAYERS = Attr(
     L,
     "On the logical request span: layers that made more than one attempt.",
 )
+GAP_DROPPED_SPANS = Attr(
+    "retryscope.gap.dropped_spans",
+    "gap_dropped_spans",
+    INT,
+    "On a telemetry-gap record: spans known to be lost in its time window.",
+)
+GAP_REASON = Attr(
+    "retryscope.gap.reason",
+    "gap_reason",
+    S,
+    "On a telemetry-gap record: why spans were lost (e.g. buffer_full, queue_overflow).",
+)
 
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
@@ -220,6 +246,8 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     DEADLINE,
     LAYER,
     ATTEMPT_ORDINAL,
+    PARENT_ATTEMPT_ORDINAL,
+    PARENT_LAYER,
     ROUTE_ATTEMPT_ORDINAL,
     ROUTE_ID,
     ROUTE_RELEASE,
@@ -239,6 +267,8 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     TERMINAL,
     ATTEMPT_COUNT,
     RETRIED_LAYERS,
+    GAP_DROPPED_SPANS,
+    GAP_REASON,
     ERROR_TYPE,
     HTTP_STATUS_CODE,
     HTTP_RESEND_COUNT,
@@ -258,8 +288,12 @@ BY_KEY: Final[dict[str, Attr]] = {a.key: a for a in DEDICATED}
 
 # --- domain values ------------------------------------------------------------------------------
 class SpanRole(enum.StrEnum):
+    """What a row of the data set is: a logical request, a physical attempt, or a record of
+    spans the pipeline knows it lost (written by the exporter, not by the application)."""
+
     LOGICAL_REQUEST = "logical_request"
     ATTEMPT = "attempt"
+    TELEMETRY_GAP = "telemetry_gap"
 
 
 class Outcome(enum.StrEnum):
