@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import install_views
+from retryscope.analytics.queries import install_base
 
 from retryscope.schema import SPAN_SCHEMA
 
@@ -92,8 +92,8 @@ def connect(
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
     """A DuckDB connection with views ``spans``, ``attempts``, ``logical_requests`` and
-    the analytics views of ``sql/views.sql`` (``physical_attempts``, ``requests``,
-    ``attempt_facts``, ...), with no filters applied.
+    the analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
+    ``requests``, ``attempt_facts``, ...), with no filters applied.
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
@@ -112,6 +112,6 @@ def connect(
     else:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
     con.execute(VIEWS_SQL)
-    install_views(con)
+    install_base(con)
     apply(con)
     return con, dataset

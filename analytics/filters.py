@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+from retryscope.analytics.queries import load
 
 
 class Dimension(enum.StrEnum):
@@ -71,7 +72,8 @@ def apply(
     *,
     bucket: timedelta = timedelta(hours=1),
 ) -> None:
-    """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``."""
+    """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``: the
+    scope tables (``sql/scope.sql``) are rebuilt when the filters differ from the last."""
     f = filters or Filters()
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
@@ -82,12 +84,18 @@ def apply(
         "rs_tenant": f.tenant,
         "rs_operation": f.operation,
     }
+    con.execute("SET VARIABLE rs_bucket = to_microseconds(?)", [_micros(bucket)])
+    key = repr(sorted(values.items()))
+    current = con.execute("SELECT getvariable('rs_scope_key')").fetchall()
+    if current and current[0][0] == key:
+        return  # the scope tables already hold these requests
     for name, value in values.items():
         if value is None:
             con.execute(f"SET VARIABLE {name} = NULL")
         else:
             con.execute(f"SET VARIABLE {name} = ?", [value])
-    con.execute("SET VARIABLE rs_bucket = to_microseconds(?)", [_micros(bucket)])
+    con.execute(load("scope"))
+    con.execute("SET VARIABLE rs_scope_key = ?", [key])
 
 
 def _micros(delta: timedelta) -> int:

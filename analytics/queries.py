@@ -31,6 +31,6 @@ def arrow(
     return table
 
 
-def install_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the macros and views of ``views.sql`` (needs the ``spans`` view)."""
-    con.execute(load("views"))
+def install_base(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros and filter-independent tables of ``base.sql`` (needs ``spans``)."""
+    con.execute(load("base"))
