@@ -34,8 +34,9 @@ def _rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
 
 
 def _one(table: pa.Table) -> dict[str, Any]:
-    """The single overall row; with no data, zeros (and None for latencies)."""
-    rows = _rows(table, drop=("value",))
+    """The single overall row without its slice and request count (reported once at the
+    top); with no data, zeros (and None for latencies)."""
+    rows = _rows(table, drop=("value", "logical_requests"))
     if rows:
         return rows[0]
     return {
@@ -45,7 +46,7 @@ def _one(table: pa.Table) -> dict[str, Any]:
         if pa.types.is_floating(field.type)
         else 0
         for field in table.schema
-        if field.name != "value"
+        if field.name not in ("value", "logical_requests")
     }
 
 
@@ -119,7 +120,12 @@ def build_report(
         _numbers({"layer": r.pop("value"), **r}, _FLOATS)
         for r in _rows(
             metrics.amplification(con, by=Dimension.LAYER, filters=f),
-            drop=("nested_retry_requests", "max_nested_multiplication"),
+            drop=(
+                "harness_attempts",
+                "hidden_attempts",
+                "nested_retry_requests",
+                "max_nested_multiplication",
+            ),
         )
         if r["value"] is not None
     ]
@@ -152,10 +158,7 @@ def build_report(
         "deadline_exhausted_rate": _ratio(exhausted, logical),
         "terminals": terminals,
         "routes": routes,
-        "amplification": {
-            **{k: v for k, v in amp.items() if k != "logical_requests"},
-            "by_layer": by_layer,
-        },
+        "amplification": {**amp, "by_layer": by_layer},
         "cost": {
             "by_currency": [
                 _numbers(r, _FLOATS) for r in _rows(metrics.cost(con, filters=f), ("value",))
