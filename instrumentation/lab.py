@@ -48,8 +48,12 @@ def _label(text: str) -> str:
 
 CAPABILITY: Final = _label("capability:text-in/json-out/strict-schema/v1")
 BEHAVIOR: Final = _label("behavior:incident-severity-contract/v1")
-REQUEST: Final = request_digest({"operation": "classify_incident", "ticket": "INC-4711"})
-IDEMPOTENCY: Final = idempotency_digest("tenant-lab", "classify_incident", "INC-4711/1")
+TENANT: Final = "tenant-lab"
+OPERATION: Final = "classify_incident"
+IDEMPOTENCY_KEY: Final = "INC-4711/1"
+REQUEST_PAYLOAD: Final = {"operation": OPERATION, "ticket": "INC-4711"}
+REQUEST: Final = request_digest(REQUEST_PAYLOAD)
+IDEMPOTENCY: Final = idempotency_digest(TENANT, OPERATION, IDEMPOTENCY_KEY)
 PRIMARY: Final = FallbackRoute(
     route_id="private-primary",
     route_release_sha256=_label("release:private-primary/model-a/2026-10-01"),
