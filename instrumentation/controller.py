@@ -204,6 +204,11 @@ class RetryController:
             self._lease = rec.lease
             attempts, decided = list(rec.attempts), rec.decided_through
             terminal_committed = rec.terminal is not None
+            if rec.terminal is not None:  # already finished: never dispatch again
+                done = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
+                return RunResult(
+                    rec.terminal, None, done, receipt_json(done), logical_request_id or ""
+                )
         with logical_request(
             operation=operation,
             tenant=tenant,
@@ -246,15 +251,19 @@ class RetryController:
                 if observed.outcome is Outcome.SUCCESS:
                     value = result.value
                 decided = len(attempts)
+            terminal = receipt.terminal
+            timeless = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
+            if timeless.terminal is terminal:  # the terminal did not depend on "now"
+                receipt = timeless
             if not terminal_committed:
                 self._append(
                     EventKind.TERMINAL_COMMITTED,
-                    {"terminal": receipt.terminal.value, "receipt_sha256": receipt_sha256(receipt)},
+                    {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
                 )
-            req.set_terminal(receipt.terminal)
+            req.set_terminal(terminal)
         return RunResult(
-            terminal=receipt.terminal,
-            value=value if receipt.terminal is Terminal.COMPLETE else None,
+            terminal=terminal,
+            value=value if terminal is Terminal.COMPLETE else None,
             receipt=receipt,
             receipt_json=receipt_json(receipt),
             logical_request_id=req.id,

@@ -97,11 +97,11 @@ def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bo
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _LONG_DAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
 _MONTH = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_TIME = r"(?P<h>\d{2}):(?P<m>\d{2}):(?P<s>\d{2})"
-_IMF_FIXDATE = re.compile(rf"{_DAY}, (?P<d>\d{{2}}) {_MONTH} (?P<y>\d{{4}}) {_TIME} GMT")
-_RFC850 = re.compile(rf"{_LONG_DAY}, (?P<d>\d{{2}})-{_MONTH}-(?P<y>\d{{2}}) {_TIME} GMT")
-_ASCTIME = re.compile(rf"{_DAY} {_MONTH} (?P<d>[ \d]\d) {_TIME} (?P<y>\d{{4}})")
-_DELAY_SECONDS = re.compile(r"\d+")
+_TIME = r"(?P<h>[0-9]{2}):(?P<m>[0-9]{2}):(?P<s>[0-9]{2})"
+_IMF_FIXDATE = re.compile(rf"{_DAY}, (?P<d>[0-9]{{2}}) {_MONTH} (?P<y>[0-9]{{4}}) {_TIME} GMT")
+_RFC850 = re.compile(rf"{_LONG_DAY}, (?P<d>[0-9]{{2}})-{_MONTH}-(?P<y>[0-9]{{2}}) {_TIME} GMT")
+_ASCTIME = re.compile(rf"{_DAY} {_MONTH} (?P<d>[ 0-9][0-9]) {_TIME} (?P<y>[0-9]{{4}})")
+_DELAY_SECONDS = re.compile(r"[0-9]+")  # ASCII digits only, no sign
 _MONTHS: Final = {
     m: i + 1
     for i, m in enumerate(

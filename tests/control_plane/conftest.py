@@ -35,6 +35,12 @@ class VirtualClock:
         self.advance_ms(ms)
 
 
+@pytest.fixture
+def clock() -> VirtualClock:
+    """A virtual clock at 1,000 ms after the epoch (the lab's time base)."""
+    return VirtualClock(1_000)
+
+
 @dataclass
 class Spans:
     provider: TracerProvider
