@@ -15,7 +15,7 @@ validate; :func:`policy_to_obj` gives the JSON object whose canonical form is di
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -329,11 +329,6 @@ def policy_from_toml(
 ) -> RetryPolicy:
     """Strictly decode and validate a TOML policy (routes as ``[[routes]]`` tables)."""
     return policy_from_obj(load_toml(text), accepted_owners=accepted_owners)
-
-
-def route_index(policy: RetryPolicy) -> Mapping[str, FallbackRoute]:
-    """Routes by id."""
-    return {r.route_id: r for r in policy.routes}
 
 
 __all__ = [

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -123,3 +126,17 @@ def receiver() -> Iterator[Receiver]:
     state.release.set()
     server.shutdown()
     server.server_close()
+
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+
+
+@pytest.fixture(scope="session")
+def submit() -> Callable[..., Any]:
+    """``crash_worker.submit``: the real HTTP call the worker process makes."""
+    spec = importlib.util.spec_from_file_location("cp_crash_worker", WORKER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.submit  # type: ignore[no-any-return]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +15,6 @@ from retryscope.instrumentation.controller import (
     RetryController,
 )
 from retryscope.instrumentation.evaluator import IdempotencyDrift, RequestDrift
-from retryscope.instrumentation.http_classify import classify_status, parse_retry_after
 from retryscope.instrumentation.lab import (
     IDEMPOTENCY_KEY,
     OPERATION,
@@ -160,34 +157,11 @@ def test_controller_reproduces_the_reference_receipt_exactly(spans: Any, clock: 
         assert a[v.IDEMPOTENCY_DIGEST.key] == policy.idempotency_key_sha256
 
 
-def _http_call(receiver: Any, clock: Any) -> Any:
-    def call(d: Dispatch) -> CallResult:
-        req = urllib.request.Request(
-            f"{receiver.url}/submit?route={d.route.route_id}",
-            data=b"{}",
-            method="POST",
-            headers={"Idempotency-Key": d.idempotency_key},
-        )
-        clock.advance_ms(100)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return CallResult(value=json.load(resp), http_status=resp.status)
-        except urllib.error.HTTPError as err:
-            hint = parse_retry_after(
-                err.headers.get("Retry-After"), now_ms=clock() // 1_000_000, cap_ms=2_000
-            )
-            kind = classify_status(err.code, idempotent=True)
-            assert kind is not None
-            return CallResult(kind=kind, retry_after_ms=hint.delay_ms, http_status=err.code)
-
-    return call
-
-
 def test_controller_over_http_honours_retry_after_and_falls_back(
-    spans: Any, receiver: Any, clock: Any
+    spans: Any, receiver: Any, clock: Any, submit: Any
 ) -> None:
     receiver.script = [(429, {"Retry-After": "1"}), (503, {"Retry-After": "soon"})]
-    result = _controller(clock, spans).run(_http_call(receiver, clock), **RUN)
+    result = _controller(clock, spans).run(submit(receiver.url, clock), **RUN)
     assert result.terminal is Terminal.COMPLETE
     assert result.value == {"result": "ok"}
     assert receiver.submits[IDEMPOTENCY_KEY] == 3  # one receiver request per physical attempt

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
 import subprocess
@@ -41,12 +40,6 @@ from retryscope.instrumentation.lab import (
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-_spec = importlib.util.spec_from_file_location("cp_crash_worker", WORKER)
-assert _spec is not None
-assert _spec.loader is not None
-worker_module = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(worker_module)
-submit: Callable[[str], Any] = worker_module.submit
 
 
 def _poll(receiver: Any) -> Callable[[PendingDispatch], Reconciliation]:
@@ -76,7 +69,7 @@ def _crash_worker_after_dispatch(db: Path, receiver: Any, deadline_ms: int) -> N
     time.sleep(0.3)  # the dead worker's 200 ms lease expires
 
 
-def _run(journal: Journal, receiver: Any, deadline_ms: int) -> Any:
+def _run(journal: Journal, receiver: Any, deadline_ms: int, submit: Any) -> Any:
     policy = replace(reference_policy(), deadline_ms=deadline_ms)
     controller = RetryController(
         policy, journal, reconcile=_poll(receiver), holder="recoverer", lease_ttl_ms=5_000
@@ -91,7 +84,7 @@ def _run(journal: Journal, receiver: Any, deadline_ms: int) -> Any:
 
 
 def test_crash_after_dispatch_recovery_polls_instead_of_resubmitting(
-    tmp_path: Path, receiver: Any
+    tmp_path: Path, receiver: Any, submit: Any
 ) -> None:
     db = tmp_path / "journal.sqlite"
     deadline = time.time_ns() // 1_000_000 + 120_000
@@ -105,7 +98,7 @@ def test_crash_after_dispatch_recovery_polls_instead_of_resubmitting(
         EventKind.ATTEMPT_RESERVED,
         EventKind.ATTEMPT_DISPATCHED,  # durable before the call crossed the boundary
     ]
-    result = _run(journal, receiver, deadline)
+    result = _run(journal, receiver, deadline, submit)
 
     assert result.terminal is Terminal.COMPLETE
     assert receiver.submits[IDEMPOTENCY_KEY] == 1  # not resubmitted
@@ -129,19 +122,21 @@ def test_crash_after_dispatch_recovery_polls_instead_of_resubmitting(
     assert journal.verify(IDEMPOTENCY)[-1].body["terminal"] == "complete"
 
     # A finished request is not run again.
-    again = _run(journal, receiver, deadline)
+    again = _run(journal, receiver, deadline, submit)
     assert again.terminal is Terminal.COMPLETE
     assert receiver.submits[IDEMPOTENCY_KEY] == 1
     journal.close()
 
 
-def test_verified_no_effect_permits_exactly_one_new_dispatch(tmp_path: Path, receiver: Any) -> None:
+def test_verified_no_effect_permits_exactly_one_new_dispatch(
+    tmp_path: Path, receiver: Any, submit: Any
+) -> None:
     db = tmp_path / "journal.sqlite"
     deadline = time.time_ns() // 1_000_000 + 120_000
     receiver.script = [(503, {})]  # the held submission has no effect
     _crash_worker_after_dispatch(db, receiver, deadline)
     with Journal(db) as journal:
-        result = _run(journal, receiver, deadline)
+        result = _run(journal, receiver, deadline, submit)
         assert result.terminal is Terminal.COMPLETE
         assert receiver.polls[IDEMPOTENCY_KEY] == 1
         assert receiver.submits[IDEMPOTENCY_KEY] == 2

@@ -17,6 +17,7 @@ from retryscope.instrumentation.lab import (
 )
 from retryscope.instrumentation.policy import Jitter, RetryPolicy
 from retryscope.instrumentation.receipts import (
+    attempt_to_obj,
     attempts_sha256,
     policy_sha256,
     receipt_json,
@@ -220,26 +221,22 @@ def test_any_attempt_after_a_terminal_is_rejected() -> None:
 
 def test_jitter_is_replayable_and_checked() -> None:
     jittered = replace(reference_policy(), jitter=Jitter("scheduler-2026.11", 7))
-    step = next_step(
-        jittered,
-        failed_route=PRIMARY,
-        failed_route_attempt=1,
-        failed_attempt_ordinal=1,
-        completed_at_ms=1_100,
-        retry_after_ms=100,
-    )
+    steps = [
+        next_step(
+            jittered,
+            failed_route=PRIMARY,
+            failed_route_attempt=1,
+            failed_attempt_ordinal=1,
+            completed_at_ms=1_100,
+            retry_after_ms=100,
+        )
+        for _ in range(2)
+    ]
+    step = steps[0]
     assert step is not None
+    assert steps[1] == step  # same release, seed and attempt: same draw
     assert (step.delay_low_ms, step.delay_high_ms) == (100, 200)
     assert 100 <= step.delay_ms <= 200
-    again = next_step(
-        jittered,
-        failed_route=PRIMARY,
-        failed_route_attempt=1,
-        failed_attempt_ordinal=1,
-        completed_at_ms=1_100,
-        retry_after_ms=100,
-    )
-    assert again == step
     draws = {
         jitter_draw(
             Jitter("scheduler-2026.11", s),
@@ -325,23 +322,16 @@ def test_replay_reports_a_spliced_attempt_as_an_evaluation_error() -> None:
 
 def test_attempts_convert_from_parquet_rows() -> None:
     def row(a: ev.ObservedAttempt, retry_after: int | None) -> dict[str, object]:
-        return {
-            "route_id": a.route_id,
-            "route_release": a.route_release,
-            "route_attempt_ordinal": a.route_attempt_ordinal,
-            "attempt_ordinal": a.attempt_ordinal,
-            "logical_request_digest": a.logical_request_digest,
-            "idempotency_digest": a.idempotency_digest,
-            "start_time": a.start_ms * 1_000_000 + 999_999,  # floor to ms
-            "end_time": a.end_ms * 1_000_000,
-            "not_before": None if a.not_before_ms is None else a.not_before_ms * 1_000_000,
-            "backoff_delay_ms": a.backoff_delay_ms,
-            "retry_after_ms": retry_after,
-            "cost_reserved_micros": a.cost_reserved_micros,
-            "cost_actual_micros": a.cost_actual_micros,
-            "outcome": a.outcome.value,
-            "outcome_kind": a.outcome_kind.value if a.outcome_kind else None,
-        }
+        """The ``attempts`` view's columns: timestamps in ns, the hint one row later."""
+        obj = attempt_to_obj(a)
+        nb = obj.pop("not_before_ms")
+        obj.update(
+            start_time=obj.pop("start_ms") * 1_000_000 + 999_999,  # floors to the ms
+            end_time=obj.pop("end_ms") * 1_000_000,
+            not_before=None if nb is None else nb * 1_000_000,
+            retry_after_ms=retry_after,
+        )
+        return obj
 
     rows = [row(ATTEMPTS[2], None), row(ATTEMPTS[0], None), row(ATTEMPTS[1], 250)]
     assert ev.attempts_from_rows(rows) == ATTEMPTS
