@@ -234,3 +234,58 @@ def test_real_sleep_and_clock(spans: Any) -> None:
     second = result.receipt.attempts[1]
     assert second.not_before_ms is not None
     assert second.start_ms >= second.not_before_ms
+
+
+AUDIT_COLUMNS = """
+    route_id, route_release, route_attempt_ordinal, attempt_ordinal, logical_request_digest,
+    idempotency_digest, epoch_ns(start_time) AS start_time, epoch_ns(end_time) AS end_time,
+    epoch_ns(not_before) AS not_before, backoff_delay_ms, retry_after_ms,
+    cost_reserved_micros, cost_actual_micros, outcome, outcome_kind
+"""
+
+
+def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clock: Any) -> None:
+    """Spans → real Parquet → DuckDB ``attempts`` view → evaluator: the same receipt."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from retryscope.analytics import connect
+    from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+    from retryscope.instrumentation.evaluator import attempts_from_rows, evaluate
+
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(ParquetSpanExporter(tmp_path / "spans")))
+    script = iter(
+        [
+            (
+                100,
+                CallResult(
+                    kind=OutcomeKind.RATE_LIMITED, retry_after_ms=250, cost_actual_micros=150_000
+                ),
+            ),
+            (100, CallResult(kind=OutcomeKind.UNAVAILABLE)),
+            (250, CallResult(value="answer", cost_actual_micros=250_000)),
+        ]
+    )
+
+    def call(d: Dispatch) -> CallResult:
+        duration, result = next(script)
+        clock.advance_ms(duration)
+        return result
+
+    policy = reference_policy()
+    controller = RetryController(policy, clock=clock, sleep=clock.sleep, tracer_provider=provider)
+    result = controller.run(call, **RUN)
+    provider.shutdown()
+
+    con, _ = connect(tmp_path / "spans")
+    cursor = con.execute(
+        f"SELECT {AUDIT_COLUMNS} FROM attempts WHERE logical_request_id = ?",
+        [result.logical_request_id],
+    )
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    audited = evaluate(policy, attempts_from_rows(rows))
+    assert receipt_json(audited) == result.receipt_json
+    (digest,) = con.execute("SELECT DISTINCT policy_digest FROM logical_requests").fetchone()
+    assert digest == policy_sha256(policy)
