@@ -183,7 +183,7 @@ class RetryController:
         """
         self._bind(request, idempotency_key, operation, tenant)
         attempts: list[ObservedAttempt] = []
-        decided, terminal_committed = 0, False
+        decided = 0
         if self.journal is not None:
             rec = self.journal.recover(
                 self.policy.idempotency_key_sha256,
@@ -203,7 +203,6 @@ class RetryController:
                 )
             self._lease = rec.lease
             attempts, decided = list(rec.attempts), rec.decided_through
-            terminal_committed = rec.terminal is not None
             if rec.terminal is not None:  # already finished: never dispatch again
                 done = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
                 return RunResult(
@@ -255,11 +254,10 @@ class RetryController:
             timeless = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
             if timeless.terminal is terminal:  # the terminal did not depend on "now"
                 receipt = timeless
-            if not terminal_committed:
-                self._append(
-                    EventKind.TERMINAL_COMMITTED,
-                    {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
-                )
+            self._append(
+                EventKind.TERMINAL_COMMITTED,
+                {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
+            )
             req.set_terminal(terminal)
         return RunResult(
             terminal=terminal,

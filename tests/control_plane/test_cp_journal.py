@@ -26,6 +26,7 @@ from retryscope.instrumentation.journal import (
     LeaseHeld,
     PendingDispatch,
     ReceiverStatus,
+    ReconcileRequired,
     Reconciliation,
 )
 from retryscope.instrumentation.lab import (
@@ -185,3 +186,41 @@ def test_event_order_is_verified(tmp_path: Path) -> None:
         journal.append(lease, EventKind.ATTEMPT_OBSERVED, {})
         with pytest.raises(JournalCorrupt, match="attempt_observed"):
             journal.verify("k")
+
+
+def test_unresolved_dispatch_is_never_resubmitted(tmp_path: Path) -> None:
+    """A crash inside the call (simulated in process): in progress → no dispatch at all;
+    indeterminate → stop_indeterminate, still without a second dispatch."""
+    policy = replace(reference_policy(), deadline_ms=time.time_ns() // 1_000_000 + 60_000)
+    calls: list[int] = []
+
+    def crash(d: Any) -> Any:
+        calls.append(d.attempt_ordinal)
+        raise KeyboardInterrupt  # escapes like a killed process: no outcome is recorded
+
+    def answer(status: ReceiverStatus) -> Any:
+        return lambda pending: Reconciliation(status)
+
+    with Journal(tmp_path / "j.sqlite") as journal:
+        run = {
+            "request": REQUEST_PAYLOAD,
+            "idempotency_key": IDEMPOTENCY_KEY,
+            "operation": OPERATION,
+            "tenant": TENANT,
+        }
+        with pytest.raises(KeyboardInterrupt):
+            RetryController(policy, journal, holder="w1", lease_ttl_ms=0).run(crash, **run)
+        with pytest.raises(ReconcileRequired):
+            RetryController(
+                policy,
+                journal,
+                holder="w2",
+                lease_ttl_ms=0,
+                reconcile=answer(ReceiverStatus.IN_PROGRESS),
+            ).run(crash, **run)
+        result = RetryController(
+            policy, journal, holder="w3", reconcile=answer(ReceiverStatus.INDETERMINATE)
+        ).run(crash, **run)
+        assert result.terminal is Terminal.STOP_INDETERMINATE
+        assert calls == [1]
+        assert [e.generation for e in journal.verify(IDEMPOTENCY)][-1] == 3
