@@ -110,10 +110,6 @@ class Fields:
     def string(self, name: str) -> str:
         return read_str(self._get(name, True), self.path(name))
 
-    def opt_string(self, name: str) -> str | None:
-        raw = self._get(name, False)
-        return None if raw is None else read_str(raw, self.path(name))
-
     def boolean(self, name: str) -> bool:
         raw = self._get(name, True)
         if not isinstance(raw, bool):
