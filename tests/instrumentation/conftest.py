@@ -106,6 +106,24 @@ def server() -> Iterator[LocalServer]:
     httpd.server_close()
 
 
+class VirtualClockLike:
+    """A hand-advanced clock (unix ns) for exact span times."""
+
+    def __init__(self, start_ns: int = 1_800_000_000_000_000_000) -> None:
+        self.now = start_ns
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance_ms(self, ms: int) -> None:
+        self.now += ms * 1_000_000
+
+
+@pytest.fixture
+def clock() -> VirtualClockLike:
+    return VirtualClockLike()
+
+
 @dataclass
 class Audit:
     provider: TracerProvider
