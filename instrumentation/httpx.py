@@ -220,6 +220,7 @@ class _Send:
     """The span bookkeeping of one HTTP send (shared by the sync and async transports)."""
 
     def __init__(self, owner: _Options, request: httpx.Request) -> None:
+        self.options = owner
         self._attempt: Attempt | None = None
         self._hint: AttributeValue | None = None
         self._span: trace.Span | None = None
@@ -303,6 +304,7 @@ def _finish(send: _Send | None, response: httpx.Response | None, exc: BaseExcept
     try:
         send.finish(response, exc)
     except Exception:
+        send.options.errors += 1
         _log.exception("retryscope: closing the HTTP send span failed")
 
 
@@ -347,6 +349,11 @@ class RetryscopeTransport(httpx.BaseTransport):
         _finish(send, response, None)
         return response
 
+    @property
+    def errors(self) -> int:
+        """Sends whose span bookkeeping failed (contained: the request still went out)."""
+        return self._options.errors
+
     def close(self) -> None:
         self.wrapped.close()
 
@@ -374,6 +381,11 @@ class AsyncRetryscopeTransport(httpx.AsyncBaseTransport):
             raise
         _finish(send, response, None)
         return response
+
+    @property
+    def errors(self) -> int:
+        """Sends whose span bookkeeping failed (contained: the request still went out)."""
+        return self._options.errors
 
     async def aclose(self) -> None:
         await self.wrapped.aclose()

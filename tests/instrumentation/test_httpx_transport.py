@@ -327,3 +327,29 @@ def test_parse_retry_after_hint_is_bounded() -> None:
 )
 def test_status_outcome_kind(status: int, kind: OutcomeKind | None) -> None:
     assert status_outcome_kind(status) is kind
+
+
+def test_requests_contrib_spans_are_transport_attempts(audit: Audit, server: LocalServer) -> None:
+    import requests
+    from opentelemetry.instrumentation.requests import RequestsInstrumentor
+
+    server.reply = lambda _r: ALWAYS_503
+    RequestsInstrumentor().instrument(tracer_provider=audit.provider)
+    try:
+        with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
+            for _ in range(2):
+                with req.attempt("primary") as a:
+                    for _ in range(2):
+                        requests.get(f"{server.url}/v1", timeout=5)
+                    a.set_outcome("unavailable")
+    finally:
+        RequestsInstrumentor().uninstrument()
+    rows = audit.rows(
+        "SELECT parent_attempt_ordinal, list(attempt_ordinal ORDER BY attempt_ordinal), "
+        "list(coalesce(http_resend_count, 0) ORDER BY attempt_ordinal) FROM attempts "
+        "WHERE layer = 'transport' GROUP BY 1 ORDER BY 1"
+    )
+    assert rows == [(1, [1, 2], [0, 1]), (2, [3, 4], [0, 1])]
+    assert audit.rows("SELECT attempts_harness, attempts_transport FROM logical_requests") == [
+        (2, 4)
+    ]
