@@ -25,7 +25,7 @@ import email.utils
 import logging
 import time
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -309,11 +309,14 @@ def _finish(send: _Send | None, response: httpx.Response | None, exc: BaseExcept
 
 
 class _Options:
+    """Settings and error count shared by the sync and async transports."""
+
     def __init__(
         self,
-        route: str,
-        route_release: str | None,
-        tracer_provider: trace.TracerProvider | None,
+        *,
+        route: str = "http",
+        route_release: str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         self.route = route
         self.route_release = route_release
@@ -321,23 +324,26 @@ class _Options:
         self.errors = 0
 
 
-class RetryscopeTransport(httpx.BaseTransport):
+class _Counted:
+    _options: _Options
+
+    @property
+    def errors(self) -> int:
+        """Sends whose span bookkeeping failed (contained: the request still went out)."""
+        return self._options.errors
+
+
+class RetryscopeTransport(_Counted, httpx.BaseTransport):
     """Wraps a sync httpx transport (default ``httpx.HTTPTransport()``); one span per send.
 
     ``route``/``route_release`` name the destination when the send is not inside an
-    attempt (inside one, the attempt's route is used).
+    attempt (inside one, the attempt's route is used); ``tracer_provider`` is used for
+    sends outside a logical request.
     """
 
-    def __init__(
-        self,
-        wrapped: httpx.BaseTransport | None = None,
-        *,
-        route: str = "http",
-        route_release: str | None = None,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
+    def __init__(self, wrapped: httpx.BaseTransport | None = None, **options: Any) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx.HTTPTransport()
-        self._options = _Options(route, route_release, tracer_provider)
+        self._options = _Options(**options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         send = _start(self._options, request)
@@ -349,28 +355,16 @@ class RetryscopeTransport(httpx.BaseTransport):
         _finish(send, response, None)
         return response
 
-    @property
-    def errors(self) -> int:
-        """Sends whose span bookkeeping failed (contained: the request still went out)."""
-        return self._options.errors
-
     def close(self) -> None:
         self.wrapped.close()
 
 
-class AsyncRetryscopeTransport(httpx.AsyncBaseTransport):
-    """The asyncio twin of :class:`RetryscopeTransport`."""
+class AsyncRetryscopeTransport(_Counted, httpx.AsyncBaseTransport):
+    """The asyncio twin of :class:`RetryscopeTransport` (same options)."""
 
-    def __init__(
-        self,
-        wrapped: httpx.AsyncBaseTransport | None = None,
-        *,
-        route: str = "http",
-        route_release: str | None = None,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
+    def __init__(self, wrapped: httpx.AsyncBaseTransport | None = None, **options: Any) -> None:
         self.wrapped = wrapped if wrapped is not None else httpx.AsyncHTTPTransport()
-        self._options = _Options(route, route_release, tracer_provider)
+        self._options = _Options(**options)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         send = _start(self._options, request)
@@ -381,11 +375,6 @@ class AsyncRetryscopeTransport(httpx.AsyncBaseTransport):
             raise
         _finish(send, response, None)
         return response
-
-    @property
-    def errors(self) -> int:
-        """Sends whose span bookkeeping failed (contained: the request still went out)."""
-        return self._options.errors
 
     async def aclose(self) -> None:
         await self.wrapped.aclose()
