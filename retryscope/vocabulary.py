@@ -584,27 +584,11 @@ LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
 """Per-layer attempt counts on the logical request span, one dedicated column per layer."""
 
 
-class BreakerState(enum.StrEnum):
-    """A route's circuit-breaker state at dispatch."""
-
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
 class HedgeResult(enum.StrEnum):
     """How a hedged attempt ended: the committed winner, or a cancelled loser."""
 
     WINNER = "winner"
     CANCELLED = "cancelled"
-
-
-class ReconciliationResult(enum.StrEnum):
-    """What reconciling an indeterminate attempt found out."""
-
-    EFFECT_CONFIRMED = "effect_confirmed"
-    NO_EFFECT = "no_effect"
-    UNKNOWN = "unknown"
 
 
 class ReconciliationMethod(enum.StrEnum):
@@ -653,8 +637,6 @@ STREAM_BYTES_KEY: Final = "retryscope.stream.bytes"
 """Bytes (or characters, for text chunks) delivered to the caller."""
 STREAM_FIRST_EVENT_MS_KEY: Final = "retryscope.stream.first_event_ms"
 """Milliseconds from attempt start to the first delivered event."""
-RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
-"""Name of the span event recording one reconciliation on the logical request."""
 RECONCILIATION_METHOD_KEY: Final = "retryscope.reconciliation.method"
 """How it reconciled (:class:`ReconciliationMethod`)."""
 RECONCILIATION_ATTEMPT_KEY: Final = "retryscope.reconciliation.attempt_ordinal"

@@ -73,9 +73,11 @@ def test_httpx_span_inside_attempt_carries_request_and_ordinal(
         instrumentor.uninstrument()
     con = pipeline.connect()
     rows = con.execute(
-        "SELECT logical_request_id, attempt_ordinal, route_id, http_status_code, http_method,"
-        " idempotency_digest IS NOT NULL FROM spans WHERE kind = 'CLIENT' AND span_role IS NULL"
+        "SELECT logical_request_id, parent_attempt_ordinal, route_id, http_status_code,"
+        " http_method, idempotency_digest IS NOT NULL FROM spans"
+        " WHERE kind = 'CLIENT' AND layer = 'transport'"
     ).fetchall()
+    # the stamping processor makes the HTTP send a transport attempt beneath harness attempt 2
     assert rows == [(req.id, 2, "primary", 200, "POST", True)]
     # nothing of ours leaked into the outgoing request's headers
     (headers,) = server.seen_headers  # type: ignore[attr-defined]

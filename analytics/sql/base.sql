@@ -28,12 +28,41 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
             time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
     END;
 
+-- Outcome and kind of an HTTP send from its status code (or an ERROR span status without one).
+CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
+    CASE
+        WHEN http_status BETWEEN 200 AND 399 THEN 'success'
+        WHEN http_status IN (408, 429) OR http_status >= 500 THEN 'retryable'
+        WHEN http_status >= 400 THEN 'non_retryable'
+        WHEN span_status = 'ERROR' THEN 'retryable'
+    END;
+
+CREATE OR REPLACE MACRO rs_http_outcome_kind(http_status, span_status) AS
+    CASE
+        WHEN http_status = 429 THEN 'rate_limited'
+        WHEN http_status = 408 THEN 'timeout_before_response'
+        WHEN http_status >= 500 THEN 'unavailable'
+        WHEN http_status IN (401, 403) THEN 'rejected'
+        WHEN http_status >= 400 THEN 'invalid_request'
+        WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
+    END;
+
 -- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
 WITH roled AS (
-    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+    -- An HTTP client span the stamping processor marked as a transport attempt carries no
+    -- outcome of its own: it is derived from the HTTP status like an unmarked one. The
+    -- lower layer's declared retries come under either vocabulary name.
+    SELECT * REPLACE (
+        coalesce(outcome, CASE WHEN http_method IS NOT NULL
+            THEN rs_http_outcome(http_status_code, status_code) END) AS outcome,
+        coalesce(outcome_kind, CASE WHEN http_method IS NOT NULL AND outcome IS NULL
+            THEN rs_http_outcome_kind(http_status_code, status_code) END) AS outcome_kind,
+        coalesce(lower_layer_max_retries, lower_max_retries) AS lower_layer_max_retries
+    )
+    FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
 ),
 http AS (
     SELECT * FROM spans
@@ -75,21 +104,8 @@ classified AS (
         h.backoff_delay_ms, h.retry_after_ms, h.not_before,
         coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
         h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
-        CASE
-            WHEN h.http_status_code BETWEEN 200 AND 399 THEN 'success'
-            WHEN h.http_status_code IN (408, 429) OR h.http_status_code >= 500 THEN 'retryable'
-            WHEN h.http_status_code >= 400 THEN 'non_retryable'
-            WHEN h.status_code = 'ERROR' THEN 'retryable'
-        END AS outcome,
-        CASE
-            WHEN h.http_status_code = 429 THEN 'rate_limited'
-            WHEN h.http_status_code = 408 THEN 'timeout_before_response'
-            WHEN h.http_status_code >= 500 THEN 'unavailable'
-            WHEN h.http_status_code IN (401, 403) THEN 'rejected'
-            WHEN h.http_status_code >= 400 THEN 'invalid_request'
-            WHEN h.http_status_code IS NULL AND h.status_code = 'ERROR'
-                THEN 'timeout_before_response'
-        END AS outcome_kind,
+        rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
+        rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
         h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
         h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
         h.http_status_code, h.hedge_ordinal, h.hedge_cancelled, h.breaker_state,
