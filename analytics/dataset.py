@@ -114,4 +114,7 @@ def connect(
     con.execute(VIEWS_SQL)
     install_base(con)
     apply(con)
+    from retryscope.analytics import policy_drift  # needs the base macros and `requests`
+
+    policy_drift.install(con, dataset)
     return con, dataset
