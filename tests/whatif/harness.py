@@ -15,7 +15,11 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from retryscope.analytics.policy_drift import write_policy_side_file
-from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.instrumentation import (
+    AttemptStampingProcessor,
+    ParquetSpanExporter,
+    logical_request,
+)
 from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
 from retryscope.instrumentation.lab import (
     IDEMPOTENCY_KEY,
@@ -28,7 +32,6 @@ from retryscope.instrumentation.lab import (
 from retryscope.instrumentation.policy import RetryPolicy
 from retryscope.instrumentation.receipts import policy_sha256
 
-from retryscope.instrumentation import logical_request
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
 MS = 1_000_000
