@@ -17,6 +17,7 @@ id beyond it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
+from duckdb.func import FunctionNullHandling
 from duckdb.sqltypes import BIGINT, VARCHAR
 from retryscope.analytics.dataset import DataSet
 from retryscope.analytics.filters import Filters, apply
@@ -113,16 +115,14 @@ def load_policy_documents(dataset: DataSet) -> pa.Table:
 def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     """Register ``policy_documents``, the evaluator function and the drift macro on ``con``."""
     con.register("policy_documents", load_policy_documents(dataset))
-    try:
+    with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
         con.remove_function("rs_policy_drift")
-    except duckdb.InvalidInputException:
-        pass  # not registered on this connection yet
     con.create_function(
         "rs_policy_drift",
         drift_json,
         [VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR],
         VARCHAR,
-        null_handling="special",
+        null_handling=FunctionNullHandling.SPECIAL,
         side_effects=False,
     )
     con.execute(load("policy_drift"))

@@ -63,6 +63,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         serve_ui=not args.no_ui,
         port=args.port,
+        scenario=args.scenario,
     )
 
 
@@ -129,6 +130,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="retryscope-data", help="data directory (default: %(default)s)")
     p.add_argument("--requests", type=int, default=300, help="logical requests to simulate")
     p.add_argument("--seed", type=int, default=7, help="seed of the simulation")
+    p.add_argument(
+        "--scenario",
+        choices=(
+            "all",
+            "healthy",
+            "outage-storm",
+            "nested-sdk",
+            "deadline-squeeze",
+            "unsafe-fallback",
+        ),
+        default="all",
+        help="traffic to simulate (default: %(default)s, the requests shared by all five)",
+    )
     p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
     p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
     p.set_defaults(func=_cmd_demo)
