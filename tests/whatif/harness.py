@@ -34,6 +34,8 @@ from retryscope.instrumentation.receipts import policy_sha256
 
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
+__all__ = ["MS", "RUN", "Clock", "Traffic", "policy_with"]
+
 MS = 1_000_000
 RUN = {
     "request": REQUEST_PAYLOAD,
@@ -92,9 +94,10 @@ class Traffic:
         )
         return controller.run(call, logical_request_id=request_id, **RUN).terminal
 
-    def drifting(self, *, request_id: str, backoff_ms: int, second_route: str) -> None:
-        """A harness that stamps the reference policy's digest but retries after
-        ``backoff_ms`` on ``second_route`` (the policy plans 200 ms on the primary)."""
+    def by_hand(self, *, request_id: str, steps: list[tuple[str, int, OutcomeKind | None]]) -> None:
+        """A harness loop that stamps the reference policy's digest but makes its own
+        decisions: each step is (route, backoff ms before it, failure kind or None for a
+        success), every attempt taking 100 ms and reserving the primary's worst case."""
         policy = reference_policy()
         write_policy_side_file(self.directory, policy)
         clock = Clock(1_000)
@@ -107,19 +110,20 @@ class Traffic:
             logical_request_id=request_id,
             **RUN,
         ) as req:
-            with req.attempt(PRIMARY.route_id, route_release=PRIMARY.route_release_sha256) as a:
-                a.set_cost(reserved=PRIMARY.max_attempt_cost_micros)
-                clock.advance_ms(100)
-                a.set_outcome(OutcomeKind.UNAVAILABLE, http_status=503)
-                a.set_decision(Decision.RETRY)
-            clock.advance_ms(backoff_ms)
-            release = PRIMARY.route_release_sha256
-            with req.attempt(second_route, route_release=release) as b:
-                b.set_backoff(delay_ms=backoff_ms, not_before=clock.now)
-                b.set_cost(reserved=PRIMARY.max_attempt_cost_micros)
-                clock.advance_ms(100)
-                b.set_outcome("success", http_status=200)
-                b.set_decision(Decision.COMPLETE)
+            for i, (route, backoff_ms, kind) in enumerate(steps):
+                clock.advance_ms(backoff_ms)
+                release = next(r for r in policy.routes if r.route_id == PRIMARY.route_id)
+                with req.attempt(route, route_release=release.route_release_sha256) as a:
+                    if i:
+                        a.set_backoff(delay_ms=backoff_ms, not_before=clock.now)
+                    a.set_cost(reserved=PRIMARY.max_attempt_cost_micros)
+                    clock.advance_ms(100)
+                    if kind is None:
+                        a.set_outcome("success", http_status=200)
+                        a.set_decision(Decision.COMPLETE)
+                    else:
+                        a.set_outcome(kind)
+                        a.set_decision(Decision.RETRY)
 
     def close(self) -> None:
         self.provider.shutdown()
