@@ -76,7 +76,8 @@ def test_drift_rows_are_findings_of_rule_policy_drift(data: Path) -> None:
     table = findings(con, rule="policy_drift")
     assert table.column("rule_id").to_pylist() == ["policy_drift"] * 3
     evidence = {r["logical_request_id"]: json.loads(r["evidence"]) for r in table.to_pylist()}
-    assert evidence[B]["observed"] == 50 and evidence[B]["planned"] == 200
+    assert evidence[B]["observed"] == 50
+    assert evidence[B]["planned"] == 200
     assert evidence[C]["check"] == "RouteMismatch"
     assert "policy_drift" in findings(con).column("rule_id").to_pylist()
 

@@ -96,7 +96,8 @@ def test_fewer_attempts_or_no_fallback_cut_the_third_attempt(
     rows = _requests(data, policy)
     assert {k for k, r in rows.items() if r["cut_by"] == cut_by} == {B, C, F}
     assert {r["cut_at_attempt"] for r in rows.values() if r["cut_by"]} == {3}
-    assert rows[B]["replayed_status"] == "failed" and rows[A]["replayed_status"] == "success"
+    assert rows[B]["replayed_status"] == "failed"
+    assert rows[A]["replayed_status"] == "success"
 
 
 def test_retry_budget_admits_retries_in_start_order(data: Path) -> None:
@@ -141,7 +142,8 @@ def test_lower_backoff_cap_shifts_retries_and_marks_estimates(data: Path) -> Non
     # a's retry waited for Retry-After (250 ms), which a cap cannot shorten
     assert {k: r["shift_ms"] for k, r in rows.items()} == {A: 0, B: 400, C: 400, E: 200, F: 400}
     assert {k for k, r in rows.items() if r["estimated"]} == {B, F}
-    assert rows[F]["recorded_deadline_miss"] and not rows[F]["replayed_deadline_miss"]
+    assert rows[F]["recorded_deadline_miss"]
+    assert not rows[F]["replayed_deadline_miss"]
     got = _summary(data, WhatIf(max_backoff_ms=0))
     assert got["deadline_misses"] == (1, 0, 0)
     assert got["attempts"] == (13, 13, 13)
@@ -193,4 +195,5 @@ def test_cli_whatif_flags_policy_file_and_errors(data: Path, tmp_path: Path) -> 
     assert missing.returncode == 2
     assert "--policy FILE" in missing.stderr
     bad = _cli("whatif", str(data), "--retry-budget", "2")
-    assert bad.returncode == 2 and "retry_budget" in bad.stderr
+    assert bad.returncode == 2
+    assert "retry_budget" in bad.stderr
