@@ -40,7 +40,11 @@ from retryscope.instrumentation import LowerLayerConfig, logical_request
 from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
 from retryscope.instrumentation.digests import idempotency_digest, request_digest, sha256_hex
 from retryscope.instrumentation.httpx import RetryscopeTransport, status_outcome_kind
-from retryscope.instrumentation.policy import FallbackRoute, Jitter, RetryPolicy
+from retryscope.instrumentation.lab import BEHAVIOR as LAB_BEHAVIOR
+from retryscope.instrumentation.lab import CAPABILITY as LAB_CAPABILITY
+from retryscope.instrumentation.lab import FALLBACK as LAB_FALLBACK
+from retryscope.instrumentation.lab import PRIMARY as LAB_PRIMARY
+from retryscope.instrumentation.policy import Jitter, RetryPolicy
 from retryscope.instrumentation.receipts import policy_sha256
 from retryscope.vocabulary import DataBoundary, Decision, Layer, Outcome, RetryOwner, Terminal
 
@@ -54,32 +58,14 @@ def _label(text: str) -> str:
     return sha256_hex(text.encode("utf-8"))
 
 
-CAPABILITY: Final = _label("capability:chat/json-out/v1")
-BEHAVIOR: Final = _label("behavior:support-summary/v1")
+# The lab's prevalidated routes (same capability contract and behavior class), with the
+# demo's budgets: three tries on the private primary, one on the external fallback.
+CAPABILITY: Final = LAB_CAPABILITY
+BEHAVIOR: Final = LAB_BEHAVIOR
+PRIMARY: Final = replace(LAB_PRIMARY, max_attempts=3, max_attempt_cost_micros=2_000)
+FALLBACK: Final = replace(LAB_FALLBACK, max_attempts=1, max_attempt_cost_micros=12_000)
 OTHER_CAPABILITY: Final = _label("capability:chat/free-text/v0")
 OTHER_BEHAVIOR: Final = _label("behavior:generic-assistant/v0")
-PRIMARY: Final = FallbackRoute(
-    route_id="private-primary",
-    route_release_sha256=_label("release:private-primary/llama-3.3-70b/2026-10"),
-    capability_contract_sha256=CAPABILITY,
-    behavior_class_sha256=BEHAVIOR,
-    data_boundary=DataBoundary.PRIVATE_SERVICE,
-    priority=0,
-    max_attempts=3,
-    supports_idempotency=True,
-    max_attempt_cost_micros=2_000,
-)
-FALLBACK: Final = FallbackRoute(
-    route_id="external-fallback",
-    route_release_sha256=_label("release:external-fallback/gpt-4.1/2026-09"),
-    capability_contract_sha256=CAPABILITY,
-    behavior_class_sha256=BEHAVIOR,
-    data_boundary=DataBoundary.EXTERNAL_PROVIDER,
-    priority=1,
-    max_attempts=1,
-    supports_idempotency=True,
-    max_attempt_cost_micros=12_000,
-)
 UNVETTED: Final = "external-unvetted"
 """The unsafe-fallback scenario's route: external, another contract and behavior class."""
 UNVETTED_RELEASE: Final = _label("release:external-unvetted/cheap-model/2026-08")
