@@ -98,7 +98,8 @@ classified AS (
     FROM http h
     JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
     WHERE e.parent_layer <> 'transport'  -- inside a marked transport attempt: not another one
-)
+),
+unioned AS (
 SELECT
     logical_request_id, trace_id, span_id, parent_span_id, name,
     start_time, end_time, duration_ms,
@@ -114,7 +115,10 @@ SELECT
     FALSE AS classified_from_http
 FROM roled
 UNION ALL BY NAME
-SELECT * FROM classified;
+SELECT * FROM classified
+)
+-- aid: a compact integer key per attempt, so per-attempt computations join back cheaply
+SELECT *, row_number() OVER () AS aid FROM unioned;
 
 -- One row per logical request (from its span and/or its attempts), before filters.
 CREATE OR REPLACE TEMP TABLE request_base AS
@@ -150,9 +154,9 @@ att AS (
         any_value(deadline) AS deadline,
         any_value(idempotency_digest) AS idempotency_digest,
         any_value(logical_request_digest) AS logical_request_digest,
-        arg_min(route_id, (parent_layer IS NOT NULL, start_time)) AS entry_route,
-        arg_min(route_release, (parent_layer IS NOT NULL, start_time)) AS entry_release,
-        arg_min(route_data_boundary, (parent_layer IS NOT NULL, start_time)) AS entry_boundary
+        arg_min(route_id, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_route,
+        arg_min(route_release, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_release,
+        arg_min(route_data_boundary, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_boundary
     FROM physical_attempts
     GROUP BY logical_request_id
 )
