@@ -32,8 +32,19 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
-WITH roled AS (
+WITH marked AS (
     SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+),
+-- an attempt that does not name its enclosing attempt but whose parent span is one
+-- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
+roled AS (
+    SELECT s.* REPLACE (
+        coalesce(s.parent_layer, p.layer) AS parent_layer,
+        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal
+    )
+    FROM marked s
+    LEFT JOIN marked p
+      ON s.parent_layer IS NULL AND p.trace_id = s.trace_id AND p.span_id = s.parent_span_id
 ),
 http AS (
     SELECT * FROM spans
