@@ -25,7 +25,7 @@ def _nested(rec: Recorder) -> None:
                         outcome="success" if ok else "unavailable",
                     )
                 outer.set_outcome("success" if last else "unavailable")
-            clock.tick(100)
+            clock.advance_ms(100)
     clock = Clock(T0 + 60_000 * MS)
     with rec.request(clock, tenant="globex", logical_request_id="r2") as req:
         rec.attempt(req, "primary", ms=200)
@@ -36,7 +36,7 @@ def _nested(rec: Recorder) -> None:
     ):
         with rec.http_span(clock, 503):
             pass
-        clock.tick(5)
+        clock.advance_ms(5)
         with rec.http_span(clock, 200):
             pass
 
@@ -164,7 +164,7 @@ def test_marked_transport_attempt_without_parent_fields_nests_by_span_tree(
                     v.OUTCOME.key: "success" if status == 200 else "retryable",
                 },
             )
-            clock.tick(10)
+            clock.advance_ms(10)
             span.end(end_time=clock())
     con = recorder.connect()
     row = amplification(con).to_pylist()[0]
