@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import zstandard
 from export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
-
-from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.ingest import ingest
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, any_value, decode_traces
+
+from retryscope.cli import main
 
 
 def _exported(tmp_path: Path, spans: list) -> Path:
@@ -41,10 +41,12 @@ def test_json_lines_rows_equal_exporter_rows(tmp_path: Path) -> None:
     got = read_rows(tmp_path / "ingested")
     assert got.equals(expected)
     # the dedicated columns really were filled, and the wrong-typed token count kept in the map
-    http = [r for r in got.to_pylist() if r["name"] == "http POST"][0]
-    assert http["http_status_code"] == 200 and http["logical_request_id"]
+    http = next(r for r in got.to_pylist() if r["name"] == "http POST")
+    assert http["http_status_code"] == 200
+    assert http["logical_request_id"]
     assert ("gen_ai.usage.input_tokens", '"many"') in http["attributes"]
-    assert http["events"][0]["name"] == "sent" and http["links"][0]["span_id"]
+    assert http["events"][0]["name"] == "sent"
+    assert http["links"][0]["span_id"]
 
 
 @pytest.mark.parametrize("compression", ["gzip", "none"])
@@ -60,7 +62,8 @@ def test_s3_layout_proto_and_json(tmp_path: Path, compression: str) -> None:
     (root / "minute=05" / f"traces_123.binpb{suffix}").write_bytes(proto)
     (root / "minute=06" / f"traces_456.json{suffix}").write_bytes(text)
     summary = ingest([tmp_path / "bucket"], tmp_path / "out")
-    assert summary.sources == 2 and summary.rows_written == len(spans)
+    assert summary.sources == 2
+    assert summary.rows_written == len(spans)
     assert read_rows(tmp_path / "out").equals(read_rows(_exported(tmp_path, spans)))
 
 
@@ -74,7 +77,8 @@ def test_zstd_rotated_json_lines_and_pretty_single_document(tmp_path: Path) -> N
     )
     (src / "single.json").write_text(json.dumps(otlp_json_doc(spans[4:]), indent=2))
     summary = ingest([src], tmp_path / "out")
-    assert summary.skipped == 0 and summary.rows_written == len(spans)
+    assert summary.skipped == 0
+    assert summary.rows_written == len(spans)
     assert read_rows(tmp_path / "out").equals(read_rows(_exported(tmp_path, spans)))
 
 
@@ -139,7 +143,8 @@ def test_malformed_lines_reported_and_skipped(
     assert f"{src}:2: invalid JSON" in captured.err
     assert f"{src}:3: traceId: expected 32 hex digits" in captured.err
     assert f"{src}:4: no 'resourceSpans'" in captured.err
-    assert f"spans read: {2 * len(spans)}" in captured.out and "skipped: 3" in captured.out
+    assert f"spans read: {2 * len(spans)}" in captured.out
+    assert "skipped: 3" in captured.out
     assert read_rows(tmp_path / "out").num_rows == 2 * len(spans)
 
 
@@ -150,7 +155,8 @@ def test_truncated_gzip_keeps_lines_read_before(tmp_path: Path) -> None:
     src = tmp_path / "traces.json.gz"
     src.write_bytes(whole[: len(whole) * 3 // 4])
     summary = ingest([src], tmp_path / "out")
-    assert summary.skipped == 1 and "unreadable" in summary.problems[0]
+    assert summary.skipped == 1
+    assert "unreadable" in summary.problems[0]
     assert 0 < summary.rows_written < 50 * len(spans)
 
 
