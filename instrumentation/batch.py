@@ -1,16 +1,18 @@
 """``GapCountingBatchSpanProcessor``: the SDK's ``BatchSpanProcessor`` that counts its drops.
 
-When the SDK's batch queue is full, ``BatchSpanProcessor`` drops the span and only logs
-"Queue full" (through a logger with a duplicate filter, so most drops are not even logged).
-The one place every drop passes through is the processor's internal metrics hook
-(``drop_items``), which the SDK calls once per dropped span whether or not SDK metrics are
-enabled. This subclass wraps that hook, counts each drop exactly, and hands the count to the
-exporter's :meth:`~retryscope.instrumentation.parquet_exporter.ParquetSpanExporter.record_gap`
-(when the exporter has one), so the loss is persisted as a telemetry-gap row.
+When its queue is full, the SDK's ``BatchSpanProcessor`` evicts the oldest queued span and
+only logs "Queue full" (through a logger with a duplicate filter, so most drops are not even
+logged; its internal drop metric also counts a drop when the worker happens to free a slot
+between the check and the insert). This subclass gives the processor a queue that counts
+what it really evicts: insertion and removal hold one lock, so a span is counted lost
+exactly when the bounded deque pushes one out. Each loss goes to the exporter's
+:meth:`~retryscope.instrumentation.parquet_exporter.ParquetSpanExporter.record_gap` (when it
+has one), so it is persisted as a telemetry-gap row.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -22,57 +24,55 @@ from retryscope.instrumentation.gaps import GapReason
 
 _log = logging.getLogger(__name__)
 
-GapSink = Callable[[GapReason, int, int], None]
 
+class _EvictionCountingDeque(collections.deque[Any]):
+    """A bounded deque whose ``appendleft`` reports each item it pushes out of the far end."""
 
-class _DropCounter:
-    """Forwards the SDK's processor-metrics calls and counts dropped items."""
+    def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
+        super().__init__((), maxlen)
+        self._guard = threading.Lock()
+        self._on_evict = on_evict
 
-    def __init__(self, inner: Any, on_drop: Callable[[int, str], None]) -> None:
-        self._inner = inner
-        self._on_drop = on_drop
+    def appendleft(self, item: Any) -> None:
+        with self._guard:
+            evicts = self.maxlen is not None and len(self) >= self.maxlen
+            super().appendleft(item)
+        if evicts:
+            self._on_evict(1)
 
-    def register_queue_size(self, get_queue_size: Callable[[], int]) -> None:
-        self._inner.register_queue_size(get_queue_size)
-
-    def drop_items(self, count: int, error_type: str = "queue_full") -> None:
-        self._on_drop(count, error_type)
-        self._inner.drop_items(count, error_type)
-
-    def finish_items(self, count: int) -> None:
-        self._inner.finish_items(count)
+    def pop(self) -> Any:
+        with self._guard:
+            return super().pop()
 
 
 class GapCountingBatchSpanProcessor(BatchSpanProcessor):
     """A ``BatchSpanProcessor`` whose queue-overflow drops are counted and persisted.
 
-    ``dropped_spans`` counts spans dropped because the queue was full; ``rejected_spans``
-    those offered after shutdown. Queue-overflow drops go to ``span_exporter.record_gap``
-    when the exporter has one (``ParquetSpanExporter`` does).
+    ``dropped_spans`` counts spans lost because the queue was full; each loss is also
+    handed to ``span_exporter.record_gap`` when the exporter has one (``ParquetSpanExporter``
+    does).
     """
 
     def __init__(self, span_exporter: SpanExporter, *args: Any, **kwargs: Any) -> None:
         super().__init__(span_exporter, *args, **kwargs)
         self.dropped_spans = 0
-        self.rejected_spans = 0
         self._count_lock = threading.Lock()
         sink = getattr(span_exporter, "record_gap", None)
-        self._sink: GapSink | None = sink if callable(sink) else None
+        self._sink: Callable[[GapReason, int, int], None] | None = sink if callable(sink) else None
         batch = getattr(self, "_batch_processor", None)
-        metrics = getattr(batch, "_metrics", None)
-        if batch is None or not callable(getattr(metrics, "drop_items", None)):
+        queue = getattr(batch, "_queue", None)
+        if not isinstance(queue, collections.deque) or queue.maxlen is None:
             _log.warning(
-                "retryscope: this opentelemetry-sdk has no batch-processor drop hook; "
+                "retryscope: this opentelemetry-sdk's batch processor has no bounded deque; "
                 "queue-overflow drops cannot be counted"
             )
             return
-        batch._metrics = _DropCounter(metrics, self._on_drop)
+        counting = _EvictionCountingDeque(queue.maxlen, self._on_evict)
+        counting.extend(queue)  # empty at construction; same order (newest first) if not
+        batch._queue = counting  # type: ignore[union-attr]
 
-    def _on_drop(self, count: int, error_type: str) -> None:
+    def _on_evict(self, count: int) -> None:
         with self._count_lock:
-            if error_type == "already_shutdown":
-                self.rejected_spans += count
-                return
             self.dropped_spans += count
         if self._sink is not None:
             try:
