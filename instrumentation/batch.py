@@ -40,7 +40,7 @@ class _EvictionCountingDeque(collections.deque[Any]):
         if evicts:
             self._on_evict(1)
 
-    def pop(self) -> Any:
+    def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
         with self._guard:
             return super().pop()
 
