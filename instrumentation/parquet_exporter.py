@@ -210,7 +210,7 @@ class ParquetSpanExporter(SpanExporter):
                 return SpanExportResult.SUCCESS
             if self._failing and time.monotonic() < self._next_retry:
                 return SpanExportResult.FAILURE
-            ok = self._write_pending(deadline=None)
+            ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -260,9 +260,9 @@ class ParquetSpanExporter(SpanExporter):
         self.record_gap(reason, count)
         _log.error("retryscope: lost %d spans (%s)", count, why)
 
-    def _due(self) -> bool:
+    def _due(self, *, by_rows: bool = True) -> bool:
         return (
-            self._pending_rows >= self.config.rotate_rows
+            (by_rows and self._pending_rows >= self.config.rotate_rows)
             or self._pending_bytes >= self.config.rotate_bytes
             or (
                 self._oldest is not None
@@ -302,10 +302,19 @@ class ParquetSpanExporter(SpanExporter):
     def _clear_pending(self) -> None:
         self._pending, self._pending_rows, self._pending_bytes, self._oldest = [], 0, 0, None
 
-    def _write_pending(self, deadline: float | None) -> bool:
-        """Write everything buffered (and the pending gap rows); False if rows remain."""
+    def _write_pending(self, deadline: float | None, *, whole_files: bool = False) -> bool:
+        """Write everything buffered (and the pending gap rows); False if rows remain.
+
+        ``whole_files``: write only full ``rotate_rows`` files and keep the remainder buffered
+        (a cut by row count then yields files of exactly that size).
+        """
         gaps = self.gaps.drain()
         tables = list(self._pending)
+        tail: pa.Table | None = None
+        cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
+        if whole_files and 0 < cut < self._pending_rows:
+            spans = pa.concat_tables(tables)
+            tables, tail = [spans.slice(0, cut)], spans.slice(cut)
         if gaps:
             tables.append(gap_table(gaps, self._resource))
         if not tables:
@@ -315,7 +324,10 @@ class ParquetSpanExporter(SpanExporter):
             written = write_partitioned(table, self.config, self._namer, deadline=deadline)
         except WriteError as exc:
             self._note_written(exc.written)
-            self._keep_unwritten(exc.remaining)
+            remaining = exc.remaining
+            if tail is not None:
+                remaining = pa.concat_tables([remaining, tail]) if remaining.num_rows else tail
+            self._keep_unwritten(remaining)
             if isinstance(exc.cause, TimeoutError):
                 return False
             self._next_retry = time.monotonic() + self.config.retry_s
@@ -337,6 +349,8 @@ class ParquetSpanExporter(SpanExporter):
             return False
         self._note_written(written)
         self._clear_pending()
+        if tail is not None:
+            self._buffer(tail)
         if self._failing:
             self._failing = False
             _log.info(
