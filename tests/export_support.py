@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,17 @@ def read_rows(directory: Path) -> pa.Table:
     tables = [pq.read_table(f, partitioning=None) for f in files]
     table = pa.concat_tables(tables) if tables else pa.table({})
     return table.sort_by([("trace_id", "ascending"), ("span_id", "ascending")])
+
+
+def run_ok(args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+    """Run a subprocess that must succeed; its stdout."""
+    done = subprocess.run(
+        list(args), env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def last_json_line(stdout: str) -> dict[str, Any]:
+    """The JSON object a script printed last."""
+    return dict(json.loads(stdout.strip().splitlines()[-1]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -14,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from export_support import make_spans
+from export_support import last_json_line, make_spans, run_ok
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.analytics import connect
@@ -97,7 +96,7 @@ _READ_ONLY_SCRIPT = """
 import json, logging, subprocess, sys
 from pathlib import Path
 from opentelemetry.sdk.trace.export import SpanExportResult
-from export_support import make_spans
+from export_support import last_json_line, make_spans, run_ok
 from retryscope.instrumentation import ParquetSpanExporter
 
 mount = Path(sys.argv[1])
@@ -144,16 +143,9 @@ def test_read_only_file_system_then_recovery(tmp_path: Path) -> None:
     script = tmp_path / "ro_writer.py"
     script.write_text(_READ_ONLY_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    done = subprocess.run(
-        ["unshare", "-rm", sys.executable, str(script), str(mount)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
+    result = last_json_line(
+        run_ok(["unshare", "-rm", sys.executable, str(script), str(mount)], env=env)
     )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["failed"] == [True, True, True]
     assert len(result["errors"]) == 1
     assert "Read-only file system" in result["errors"][0]

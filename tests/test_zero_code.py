@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from export_support import run_ok
 from retryscope.analytics import connect
 
 APP = """
@@ -44,15 +44,7 @@ def _run(tmp_path: Path, configurator: str, burst: int, **extra: str) -> Path:
         "RETRYSCOPE_PARQUET_DIR": str(out),
         **extra,
     }
-    done = subprocess.run(
-        [str(INSTRUMENT), sys.executable, str(app), str(burst)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    run_ok([str(INSTRUMENT), sys.executable, str(app), str(burst)], env=env)
     return out
 
 
