@@ -175,6 +175,7 @@ class ParquetSpanExporter(SpanExporter):
         self._resource: Mapping[str, Any] | None = None
         self._lock = threading.Lock()
         self._namer = FileNamer("spans")
+        self._cleaned: set[Path] = set()  # directories rid of dead writers' temporary files
         self._shutdown = False
         self._failing = False
         self._next_retry = 0.0
@@ -321,7 +322,9 @@ class ParquetSpanExporter(SpanExporter):
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         try:
-            written = write_partitioned(table, self.config, self._namer, deadline=deadline)
+            written = write_partitioned(
+                table, self.config, self._namer, deadline=deadline, cleaned=self._cleaned
+            )
         except WriteError as exc:
             self._note_written(exc.written)
             remaining = exc.remaining

@@ -79,6 +79,45 @@ def make_dirs(path: Path, mode: int) -> None:
         os.chmod(directory, mode)
 
 
+def local_host_tag() -> str:
+    """This host's name as it appears in file names."""
+    return socket.gethostname().replace(os.sep, "_").replace(".", "_") or "host"
+
+
+def remove_stale_temps(directory: Path, host: str) -> list[Path]:
+    """Delete temporary files in ``directory`` left by dead writers on this host.
+
+    A temporary name ends ``-<host>-<pid>-<token>-<seq>.parquet.inprogress``; one whose
+    process no longer exists can never be completed. Files of other hosts (shared storage)
+    and of live processes are left alone.
+    """
+    removed: list[Path] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+            continue
+        parts = name.removesuffix(TEMP_SUFFIX).split("-")
+        if len(parts) < 5 or not parts[-3].isdigit() or f"-{host}-{parts[-3]}-" not in name:
+            continue
+        try:
+            os.kill(int(parts[-3]), 0)
+            continue  # the writer is alive
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue  # exists but is not ours to signal
+        path = directory / name
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
 class FileNamer:
     """File names unique per writer: ``<prefix>-<utc stamp>-<host>-<pid>-<token>-<seq>``.
 
@@ -87,7 +126,7 @@ class FileNamer:
 
     def __init__(self, prefix: str = "spans") -> None:
         self.prefix = prefix
-        self._host = socket.gethostname().replace(os.sep, "_").replace(".", "_") or "host"
+        self.host = local_host_tag()
         self._token = secrets.token_hex(3)
         self._pid = os.getpid()
         self._seq = itertools.count(1)
@@ -97,7 +136,7 @@ class FileNamer:
             self._pid, self._token = os.getpid(), secrets.token_hex(3)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         seq = next(self._seq)
-        return f"{self.prefix}-{stamp}-{self._host}-{self._pid}-{self._token}-{seq:06d}.parquet"
+        return f"{self.prefix}-{stamp}-{self.host}-{self._pid}-{self._token}-{seq:06d}.parquet"
 
 
 def write_atomic(table: pa.Table, final: Path, config: ExportConfig) -> Path:
@@ -155,6 +194,7 @@ def write_partitioned(
     root: Path | None = None,
     *,
     deadline: float | None = None,
+    cleaned: set[Path] | None = None,
 ) -> list[Path]:
     """Write ``table`` under ``root`` (default: the configured directory), one file per
     partition and at most ``config.rotate_rows`` rows per file. Returns the files written.
@@ -162,12 +202,16 @@ def write_partitioned(
     On an ``OSError`` the files already renamed stay (they are complete) and
     :class:`WriteError` carries the rows that were not written; past ``deadline`` (a
     ``time.monotonic()`` value) no further file is started and the cause is ``TimeoutError``.
+    Directories not yet in ``cleaned`` are first rid of dead writers' temporary files.
     """
     base = config.directory if root is None else root
     planned = plan_files(table, config)
     written: list[Path] = []
     for index, (relative, chunk) in enumerate(planned):
         directory = base / relative if relative else base
+        if cleaned is not None and directory not in cleaned:
+            remove_stale_temps(directory, namer.host)
+            cleaned.add(directory)
         try:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"deadline passed before {len(planned) - index} more file(s)")

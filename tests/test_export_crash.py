@@ -65,6 +65,7 @@ def test_kill_9_mid_batch(tmp_path: Path) -> None:
         writer.wait(10)
     assert writer.returncode == -signal.SIGKILL
     before = _visible(root)
+    orphans = _temps(root)
     assert len(before) >= 2
     assert all(rows == 4000 for rows in before.values())  # every visible file is complete
     dataset = discover(root)
@@ -80,3 +81,6 @@ def test_kill_9_mid_batch(tmp_path: Path) -> None:
     assert set(before) <= set(after)  # nothing already renamed was lost
     assert sum(after.values()) == sum(before.values()) + 8000
     assert discover(root).skipped == ()
+    # the new writer removed the dead writer's temporary files where it wrote
+    new_dirs = {p.parent for p in set(after) - set(before)}
+    assert all(not t.exists() for t in orphans if t.parent in new_dirs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -224,3 +226,24 @@ def test_v0_file_reads_alongside_v1_with_union_by_name(tmp_path: Path) -> None:
         f"SELECT count(*) FROM read_parquet('{tmp_path}/*.parquet', union_by_name=true)"
     ).fetchall()
     assert raw == [(2,)]
+
+
+def test_dead_writers_temporary_files_are_removed(tmp_path: Path) -> None:
+    from retryscope.instrumentation.parquet_files import local_host_tag
+
+    host = local_host_tag()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    part = tmp_path / "date=2025-11-29" / "hour=22"
+    part.mkdir(parents=True)
+    stale = part / f".spans-20251129T220000Z-{host}-{dead.pid}-abcdef-000001.parquet.inprogress"
+    live = part / f".spans-20251129T220000Z-{host}-{os.getpid()}-abcdef-000002.parquet.inprogress"
+    other = part / f".spans-20251129T220000Z-otherhost-{dead.pid}-abcdef-000003.parquet.inprogress"
+    for path in (stale, live, other):
+        path.write_bytes(b"partial")
+    exporter = ParquetSpanExporter(tmp_path)
+    exporter._buffer(_rows(2))
+    exporter.shutdown()
+    assert not stale.exists()
+    assert live.exists()
+    assert other.exists()
