@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import zstandard
 from export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from retryscope.instrumentation import ParquetSpanExporter
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.ingest import ingest
@@ -201,3 +203,87 @@ def test_enum_names_numbers_and_bad_documents_add_nothing() -> None:
     with pytest.raises(OtlpFormatError, match="kind"):
         decode_traces(bad, cols)
     assert len(cols) == 1
+
+
+_scalars = (
+    st.text(max_size=20)
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
+)
+_values = _scalars | st.lists(_scalars, max_size=4)
+
+
+def _to_any_value(value: object, as_string_ints: bool) -> dict[str, object]:
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value) if as_string_ints else value}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    assert isinstance(value, list)
+    return {"arrayValue": {"values": [_to_any_value(v, as_string_ints) for v in value]}}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    attrs=st.dictionaries(st.text(min_size=1, max_size=12), _values, max_size=6),
+    as_string_ints=st.booleans(),
+)
+def test_decoded_attributes_match_the_exporters_encoding(
+    attrs: dict[str, object], as_string_ints: bool
+) -> None:
+    """Any OTLP attribute set decodes to the row the exporter would write for the same
+    attributes on an SDK span (dedicated columns when the type fits, else the JSON map)."""
+    span = {
+        "traceId": "0a" * 16,
+        "spanId": "0b" * 8,
+        "name": "s",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [
+            {"key": k, "value": _to_any_value(v, as_string_ints)} for k, v in attrs.items()
+        ],
+    }
+    decoded = SpanColumns()
+    decode_traces({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}, decoded)
+    direct = SpanColumns()
+    direct.append(
+        trace_id="0a" * 16,
+        span_id="0b" * 8,
+        parent_span_id=None,
+        name="s",
+        kind="UNSPECIFIED",
+        start_ns=1,
+        end_ns=2,
+        status_code="UNSET",
+        status_message=None,
+        attributes=attrs,
+        resource={},
+        scope_name=None,
+        scope_version=None,
+    )
+    assert decoded.to_table().equals(direct.to_table())
+
+
+def test_cli_names_a_missing_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ingest", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_foreign_files_are_reported_not_fatal(tmp_path: Path) -> None:
+    spans = make_spans(1)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "README.txt").write_text("hello\n")
+    (tmp_path / "src" / "blob.bin").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "src" / ".hidden.json").write_text("{broken")
+    (tmp_path / "src" / "ok.json").write_text(otlp_json_line(spans) + "\n")
+    summary = ingest([tmp_path / "src"], tmp_path / "out")
+    assert summary.sources == 3  # the hidden file is not a source
+    assert summary.rows_written == len(spans)
+    assert summary.skipped == 2
+    assert any("blob.bin" in p for p in summary.problems)
+    assert any("README.txt" in p for p in summary.problems)
