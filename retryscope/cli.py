@@ -48,12 +48,18 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     config = ExportConfig(directory=args.out).with_overrides(
         partitioning=Partitioning(args.partitioning), rotate_rows=args.rotate_rows
     )
-    summary = ingest(
-        args.sources,
-        args.out,
-        config=config,
-        report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
-    )
+    try:
+        summary = ingest(
+            args.sources,
+            args.out,
+            config=config,
+            report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
+        )
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # output not writable, source not readable: sources done so far stay
+        print(f"retryscope ingest: error: {exc}", file=sys.stderr)
+        return 2
     print(summary.format())
     return 1 if summary.skipped else 0
 

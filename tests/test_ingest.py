@@ -287,3 +287,14 @@ def test_foreign_files_are_reported_not_fatal(tmp_path: Path) -> None:
     assert summary.skipped == 2
     assert any("blob.bin" in p for p in summary.problems)
     assert any("README.txt" in p for p in summary.problems)
+
+
+def test_unwritable_output_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "traces.json"
+    src.write_text(otlp_json_line(make_spans(1)) + "\n")
+    (tmp_path / "out").write_text("a file where the output directory should be")
+    code = main(["ingest", str(src), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "retryscope ingest: error:" in capsys.readouterr().err
