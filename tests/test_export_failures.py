@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from export_support import Collect, last_json_line, make_spans, run_ok
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
 from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID
 from retryscope.instrumentation.parquet_exporter import spans_to_columns
+
+from .export_support import Collect, last_json_line, make_spans, run_ok
 
 LOGGER = "retryscope.instrumentation.parquet_exporter"
 
@@ -96,7 +97,7 @@ _READ_ONLY_SCRIPT = """
 import json, logging, subprocess, sys
 from pathlib import Path
 from opentelemetry.sdk.trace.export import SpanExportResult
-from export_support import Collect, last_json_line, make_spans, run_ok
+from export_support import make_spans
 from retryscope.instrumentation import ParquetSpanExporter
 
 mount = Path(sys.argv[1])
