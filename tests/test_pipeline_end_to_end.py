@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ from retryscope.analytics import build_report, connect, discover
 
 from retryscope import logical_request
 
-from .conftest import Pipeline
+from .conftest import Pipeline, loopback_http_server
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,13 +37,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.seen_headers = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with loopback_http_server(_Handler, seen_headers=[]) as srv:
+        yield srv
 
 
 SECRET_KEY = "idem-key-7f3a-SECRET-do-not-log"
