@@ -45,8 +45,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from retryscope.instrumentation.config import ExportConfig, Partitioning
     from retryscope.instrumentation.ingest import ingest
 
-    config = ExportConfig(directory=args.out).with_overrides(
-        partitioning=Partitioning(args.partitioning), rotate_rows=args.rotate_rows
+    config = ExportConfig.from_env().with_overrides(
+        partitioning=Partitioning(args.partitioning) if args.partitioning else None,
+        rotate_rows=args.rotate_rows,
     )
     try:
         summary = ingest(
@@ -105,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--partitioning",
         choices=("hour", "day", "none"),
-        default="hour",
-        help="Hive partitions by span start time (default: %(default)s)",
+        default=None,
+        help="Hive partitions by span start time (default: RETRYSCOPE_PARQUET_PARTITIONING "
+        "or hour); file modes, row groups and codec also follow RETRYSCOPE_PARQUET_*",
     )
     p.add_argument(
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"

@@ -299,3 +299,17 @@ def test_unwritable_output_is_a_clear_error(
     code = main(["ingest", str(src), "--out", str(tmp_path / "out")])
     assert code == 2
     assert "retryscope ingest: error:" in capsys.readouterr().err
+
+
+def test_cli_follows_parquet_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "traces.json"
+    src.write_text(otlp_json_line(make_spans(1)) + "\n")
+    monkeypatch.setenv("RETRYSCOPE_PARQUET_PARTITIONING", "none")
+    monkeypatch.setenv("RETRYSCOPE_PARQUET_FILE_MODE", "640")
+    assert main(["ingest", str(src), "--out", str(tmp_path / "out")]) == 0
+    (written,) = (tmp_path / "out").glob("ingest-*.parquet")
+    assert written.stat().st_mode & 0o777 == 0o640
+    assert main(["ingest", str(src), "--out", str(tmp_path / "o2"), "--partitioning", "day"]) == 0
+    assert [p.parent.name.startswith("date=") for p in (tmp_path / "o2").rglob("*.parquet")] == [
+        True
+    ]
