@@ -7,6 +7,8 @@ retryable here, because retrying it could repeat an effect.
 
 from __future__ import annotations
 
+import sys
+
 from retryscope.vocabulary import Outcome, OutcomeKind
 
 
@@ -18,12 +20,20 @@ def outcome_of(kind: OutcomeKind | str) -> Outcome:
 def classify_exception(exc: BaseException) -> OutcomeKind:
     """Best-effort kind for an unclassified exception.
 
-    Connection refusal means no request bytes were accepted: ``unavailable`` (retryable).
-    A timeout or any other error leaves provider acceptance unknown: indeterminate, so the
-    retry owner reconciles instead of blindly resubmitting.
+    Connection refusal means no request bytes were accepted: ``unavailable`` (retryable);
+    so does httpx's ``ConnectError``, and its connect/pool timeouts are
+    ``timeout_before_response`` (nothing was sent). A read/write timeout or any other error
+    leaves provider acceptance unknown: indeterminate, so the retry owner reconciles instead
+    of blindly resubmitting. httpx is only consulted when the application imported it.
     """
     if isinstance(exc, ConnectionRefusedError):
         return OutcomeKind.UNAVAILABLE
+    httpx = sys.modules.get("httpx")
+    if httpx is not None:
+        if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return OutcomeKind.TIMEOUT_BEFORE_RESPONSE
+        if isinstance(exc, httpx.ConnectError):
+            return OutcomeKind.UNAVAILABLE
     return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
 
 

@@ -32,7 +32,7 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
-from retryscope.instrumentation.classify import error_type
+from retryscope.instrumentation.classify import classify_exception, error_type
 from retryscope.instrumentation.context import Attempt, current_scope
 
 from retryscope import vocabulary as v
@@ -151,15 +151,6 @@ def status_outcome_kind(status: int) -> OutcomeKind | None:
     return OutcomeKind.INVALID_REQUEST
 
 
-def transport_error_kind(exc: BaseException) -> OutcomeKind:
-    """Failure kind of an httpx transport error: did the request possibly reach the server?"""
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return OutcomeKind.TIMEOUT_BEFORE_RESPONSE  # nothing was sent
-    if isinstance(exc, httpx.ConnectError):
-        return OutcomeKind.UNAVAILABLE
-    return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE  # read/write timeout, protocol error, …
-
-
 def _request_attributes(request: httpx.Request) -> dict[str, AttributeValue]:
     url = request.url
     attrs: dict[str, AttributeValue] = {
@@ -208,7 +199,7 @@ def _outcome_attributes(
         if kind is not None:
             attrs[v.ERROR_TYPE.key] = str(response.status_code)
     elif exc is not None:
-        kind = transport_error_kind(exc)
+        kind = classify_exception(exc)
         attrs[v.ERROR_TYPE.key] = error_type(exc)
     attrs[v.OUTCOME.key] = kind.family.value if kind is not None else "success"
     if kind is not None:
@@ -259,7 +250,7 @@ class _Send:
             if response is not None:
                 self._hint = self._record_response(attempt, response)
             elif exc is not None:
-                attempt.set_outcome(transport_error_kind(exc), error=error_type(exc))
+                attempt.set_outcome(classify_exception(exc), error=error_type(exc))
             hint = self._hint
             attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
             if isinstance(hint, int):

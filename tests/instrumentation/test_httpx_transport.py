@@ -353,3 +353,26 @@ def test_requests_contrib_spans_are_transport_attempts(audit: Audit, server: Loc
     assert audit.rows("SELECT attempts_harness, attempts_transport FROM logical_requests") == [
         (2, 4)
     ]
+
+
+def test_unclassified_connect_error_in_a_harness_attempt_is_unavailable(audit: Audit) -> None:
+    """classify_exception knows httpx's never-sent errors without importing httpx itself."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = httpx.Client()
+
+    def call() -> None:
+        with (
+            retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req,
+            req.attempt("primary"),
+        ):
+            client.get(f"http://127.0.0.1:{port}/")
+
+    with pytest.raises(httpx.ConnectError):
+        call()
+    assert audit.rows("SELECT outcome_kind, error_type FROM attempts") == [
+        ("unavailable", "httpx.ConnectError")
+    ]
