@@ -376,3 +376,18 @@ def test_unclassified_connect_error_in_a_harness_attempt_is_unavailable(audit: A
     assert audit.rows("SELECT outcome_kind, error_type FROM attempts") == [
         ("unavailable", "httpx.ConnectError")
     ]
+
+
+def test_one_send_per_harness_attempt_is_not_a_transport_retry(
+    audit: Audit, server: LocalServer
+) -> None:
+    server.reply = lambda _r: ALWAYS_503
+    client = httpx.Client(base_url=server.url, transport=RetryscopeTransport())
+    with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
+        for _ in range(3):
+            with req.attempt("primary") as a:
+                client.get("/v1")
+                a.set_outcome("unavailable")
+    assert audit.rows(
+        "SELECT retried_layers, attempts_harness, attempts_transport FROM logical_requests"
+    ) == [(["harness"], 3, 3)]
