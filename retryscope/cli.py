@@ -41,6 +41,16 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return serve(args.path, port=args.port, address=args.address)
 
 
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from retryscope.instrumentation.lab import run_lab
+
+    result = run_lab(Path(args.out))
+    sys.stdout.write(result.text())
+    return 0 if result.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retryscope",
@@ -67,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="127.0.0.1", help="bind address (default: %(default)s)")
     p.set_defaults(func=_cmd_ui)
+
+    p = sub.add_parser(
+        "lab", help="run the retry/fallback control-plane lab (reference + 12 mutation cases)"
+    )
+    p.add_argument(
+        "--out",
+        default="retryscope-lab",
+        help="directory for the JSON report <policy-sha256>.json (default: %(default)s)",
+    )
+    p.set_defaults(func=_cmd_lab)
     return parser
 
 
