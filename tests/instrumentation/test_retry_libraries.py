@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -130,6 +131,18 @@ def test_tenacity_outside_a_logical_request_is_untouched(server: LocalServer) ->
     assert retrying(_get, client) == "done"
 
 
+STAMINA_KW: dict[str, Any] = {
+    "on": httpx.HTTPStatusError,
+    "attempts": 3,
+    "wait_initial": 0.01,
+    "wait_max": 0.01,
+    "wait_jitter": 0,
+    "route": "primary",
+    "layer": "adapter",
+    "classify": _kind,
+}
+
+
 @pytest.fixture
 def stamina_hook() -> Iterator[None]:
     """Removes retryscope's stamina hook after the test (stamina's config is global)."""
@@ -143,16 +156,7 @@ def test_stamina_decorator_tries_are_attempts(
     _fail_twice(server)
     client = httpx.Client(base_url=server.url, transport=RetryscopeTransport())
 
-    @stamina_retry(
-        on=httpx.HTTPStatusError,
-        attempts=3,
-        wait_initial=0.01,
-        wait_max=0.01,
-        wait_jitter=0,
-        route="primary",
-        layer="adapter",
-        classify=_kind,
-    )
+    @stamina_retry(**STAMINA_KW)
     def call() -> str:
         return _get(client)
 
@@ -181,16 +185,7 @@ def test_stamina_async_retry_context(audit: Audit, server: LocalServer, stamina_
             with retryscope.logical_request(
                 operation="chat", tracer_provider=audit.provider
             ) as req:
-                async for attempt in stamina_retry_context(
-                    on=httpx.HTTPStatusError,
-                    attempts=3,
-                    wait_initial=0.01,
-                    wait_max=0.01,
-                    wait_jitter=0,
-                    route="primary",
-                    layer="adapter",
-                    classify=_kind,
-                ):
+                async for attempt in stamina_retry_context(**STAMINA_KW):
                     with attempt:
                         await _aget(client)
                 return req.id
