@@ -66,11 +66,14 @@ def test_httpx_span_inside_attempt_carries_request_and_ordinal(
     finally:
         instrumentor.uninstrument()
     con = pipeline.connect()
+    # The processor classifies the contrib HTTP span as a transport attempt (issue 4): its
+    # own transport ordinal, the enclosing harness attempt's ordinal as its parent.
     rows = con.execute(
-        "SELECT logical_request_id, attempt_ordinal, route_id, http_status_code, http_method,"
-        " idempotency_digest IS NOT NULL FROM spans WHERE kind = 'CLIENT' AND span_role IS NULL"
+        "SELECT logical_request_id, parent_attempt_ordinal, parent_layer, attempt_ordinal,"
+        " route_id, http_status_code, http_method, idempotency_digest IS NOT NULL FROM spans"
+        " WHERE kind = 'CLIENT' AND span_role = 'attempt' AND layer = 'transport'"
     ).fetchall()
-    assert rows == [(req.id, 2, "primary", 200, "POST", True)]
+    assert rows == [(req.id, 2, "harness", 1, "primary", 200, "POST", True)]
     # nothing of ours leaked into the outgoing request's headers
     (headers,) = server.seen_headers  # type: ignore[attr-defined]
     assert not any("retryscope" in (k + v).lower() for k, v in headers.items())
