@@ -5,6 +5,8 @@ Optional integrations live in their own modules and need their extra installed:
 ``.stamina`` (``[stamina]``).
 """
 
+from retryscope.instrumentation.batch import GapCountingBatchSpanProcessor
+from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.context import (
     Attempt,
     LogicalRequest,
@@ -26,9 +28,12 @@ __all__ = [
     "AttributeHook",
     "CarrierError",
     "Cost",
+    "ExportConfig",
+    "GapCountingBatchSpanProcessor",
     "LogicalRequest",
     "LowerLayerConfig",
     "ParquetSpanExporter",
+    "Partitioning",
     "Price",
     "PriceTable",
     "Scope",

@@ -73,6 +73,30 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return serve(args.path, port=args.port, address=args.address)
 
 
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from retryscope.instrumentation.config import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest import ingest
+
+    config = ExportConfig.from_env().with_overrides(
+        partitioning=Partitioning(args.partitioning) if args.partitioning else None,
+        rotate_rows=args.rotate_rows,
+    )
+    try:
+        summary = ingest(
+            args.sources,
+            args.out,
+            config=config,
+            report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
+        )
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # output not writable, source not readable: sources done so far stay
+        print(f"retryscope ingest: error: {exc}", file=sys.stderr)
+        return 2
+    print(summary.format())
+    return 1 if summary.skipped else 0
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -146,6 +170,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
     p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "ingest",
+        help="turn OTLP trace files from a Collector (JSON lines, S3 layouts, protobuf) into "
+        "span Parquet",
+    )
+    p.add_argument("sources", nargs="+", metavar="SRC", help="files or directories to read")
+    p.add_argument("--out", required=True, help="data directory to write into")
+    p.add_argument(
+        "--partitioning",
+        choices=("hour", "day", "none"),
+        default=None,
+        help="Hive partitions by span start time (default: RETRYSCOPE_PARQUET_PARTITIONING "
+        "or hour); file modes, row groups and codec also follow RETRYSCOPE_PARQUET_*",
+    )
+    p.add_argument(
+        "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
+    )
+    p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
     p.add_argument("path", help="data directory")
