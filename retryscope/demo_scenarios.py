@@ -39,7 +39,7 @@ from retryscope.demo_provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
 from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
 from retryscope.instrumentation.digests import idempotency_digest, request_digest, sha256_hex
-from retryscope.instrumentation.httpx import RetryscopeTransport, status_outcome_kind
+from retryscope.instrumentation.httpx import RetryscopeTransport, send_outcome_kind
 from retryscope.instrumentation.lab import BEHAVIOR as LAB_BEHAVIOR
 from retryscope.instrumentation.lab import CAPABILITY as LAB_CAPABILITY
 from retryscope.instrumentation.lab import FALLBACK as LAB_FALLBACK
@@ -176,7 +176,7 @@ def _policy(ident: Identity, deadline_ns: int, **changes: Any) -> RetryPolicy:
 
 def _result(response: httpx.Response) -> CallResult:
     """The controller's observation of one provider answer."""
-    kind = status_outcome_kind(response.status_code)
+    kind = send_outcome_kind(response, None, idempotent=True)  # the key makes it idempotent
     cost = int(response.headers.get("x-demo-cost-micros", "0"))
     hint = response.headers.get("retry-after-ms")
     if kind is None:
