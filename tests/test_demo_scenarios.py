@@ -55,6 +55,11 @@ def test_outage_storm_shows_synchronized_retries_and_a_storm(tmp_path: Path) -> 
     assert rules["retry_budget_exceeded"] >= 1
     assert report["load"]["max_retry_fraction"] > report["load"]["retry_budget"]
     assert report["requests_with_fallback"] > 0
+    # the controller only falls back to prevalidated routes: every fallback success binds
+    # the request's contract within its allowed boundary
+    assert report["fallback"]["fallback_successes"] > 0
+    assert report["fallback"]["fallback_quality"] == 1.0
+    assert report["fallback"]["boundary_widened_requests"] == 0
 
 
 def test_nested_sdk_shows_hidden_attempts_and_two_retry_owners(tmp_path: Path) -> None:
