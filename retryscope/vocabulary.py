@@ -207,13 +207,57 @@ GAP_REASON = Attr(
     "On a telemetry-gap record: why spans were lost (e.g. buffer_full, queue_overflow).",
 )
 
-# --- instrumentation depth: hedging, breakers, lower layers, streams, prices, reconciliation --
+# --- route compatibility, hedging, breakers, lower layers, streams, prices, reconciliation
+REQUIRED_CAPABILITY_DIGEST = Attr(
+    "retryscope.capability.required_digest",
+    "required_capability_digest",
+    S,
+    "On the logical request span: digest of the capability contract the request requires.",
+)
+REQUIRED_BEHAVIOR_CLASS = Attr(
+    "retryscope.behavior_class.required",
+    "required_behavior_class",
+    S,
+    "On the logical request span: behavior class (or its digest) the request requires.",
+)
+MAX_DATA_BOUNDARY = Attr(
+    "retryscope.data_boundary.max",
+    "max_data_boundary",
+    S,
+    "On the logical request span: widest data boundary policy allows "
+    "(local_process < private_service < external_provider).",
+)
+ROUTE_CAPABILITY_DIGEST = Attr(
+    "retryscope.route.capability_digest",
+    "route_capability_digest",
+    S,
+    "On an attempt: digest of the capability contract the route binds.",
+)
+ROUTE_BEHAVIOR_CLASS = Attr(
+    "retryscope.route.behavior_class",
+    "route_behavior_class",
+    S,
+    "On an attempt: behavior class (or its digest) the route's release is evaluated for.",
+)
+ROUTE_DATA_BOUNDARY = Attr(
+    "retryscope.route.data_boundary",
+    "route_data_boundary",
+    S,
+    "On an attempt: data boundary of the route (local_process, private_service, "
+    "external_provider).",
+)
 HEDGE_ORDINAL = Attr(
     "retryscope.hedge.ordinal",
     "hedge_ordinal",
     I32,
     "0 for the primary of a hedge group, 1, 2, … for hedges racing it; absent when the "
     "attempt is not part of a hedge group. Only hedges may overlap in time.",
+)
+HEDGE_RESULT = Attr(
+    "retryscope.hedge.result",
+    "hedge_result",
+    S,
+    "On a hedged attempt: winner (committed) or cancelled (lost the race; its cost counts).",
 )
 BREAKER_STATE = Attr(
     "retryscope.breaker.state",
@@ -340,6 +384,12 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     RETRIED_LAYERS,
     GAP_DROPPED_SPANS,
     GAP_REASON,
+    REQUIRED_CAPABILITY_DIGEST,
+    REQUIRED_BEHAVIOR_CLASS,
+    MAX_DATA_BOUNDARY,
+    ROUTE_CAPABILITY_DIGEST,
+    ROUTE_BEHAVIOR_CLASS,
+    ROUTE_DATA_BOUNDARY,
     ERROR_TYPE,
     HTTP_STATUS_CODE,
     HTTP_RESEND_COUNT,
@@ -352,6 +402,7 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     GEN_AI_INPUT_TOKENS,
     GEN_AI_OUTPUT_TOKENS,
     HEDGE_ORDINAL,
+    HEDGE_RESULT,
     BREAKER_STATE,
     PRICE_TABLE_DIGEST,
     LOWER_MAX_RETRIES,
@@ -548,7 +599,7 @@ class StreamState(enum.StrEnum):
 # --- plain keys (no dedicated column; kept in the generic attributes map) -------------------
 HEDGE_OWNER_KEY: Final = "retryscope.hedge.owner"
 """Layer that launched the hedge."""
-HEDGE_RESULT_KEY: Final = "retryscope.hedge.result"
+HEDGE_RESULT_KEY: Final = HEDGE_RESULT.key
 """``winner`` or ``cancelled`` (a cancelled loser still carries the cost it incurred)."""
 BREAKER_GENERATION_KEY: Final = "retryscope.breaker.generation"
 """Generation of the breaker (increments on every state change) at dispatch."""

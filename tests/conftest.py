@@ -18,6 +18,7 @@ from retryscope.analytics import connect
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
 from retryscope.demo import VirtualClock
+from tests.recorder import Recorder
 
 
 @dataclass
@@ -69,3 +70,9 @@ def loopback_http_server(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Recorder:
+    """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
+    return Recorder(tmp_path / "data")
