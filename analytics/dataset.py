@@ -108,7 +108,7 @@ def connect(
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
         con.execute(
             "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-            f"{file_list}, union_by_name = true, hive_partitioning = true) "
+            f"{file_list}, union_by_name = true, hive_partitioning = false) "
             # every column of the current schema exists, even if older files lack it
             "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
         )

@@ -55,12 +55,6 @@ def clock() -> VirtualClock:
     return VirtualClock(1_800_000_000_000_000_000)
 
 
-@pytest.fixture
-def recorder(tmp_path: Path) -> Recorder:
-    """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
-    return Recorder(tmp_path / "data")
-
-
 @contextmanager
 def loopback_http_server(
     handler: type[BaseHTTPRequestHandler], **state: object
@@ -76,3 +70,9 @@ def loopback_http_server(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Recorder:
+    """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
+    return Recorder(tmp_path / "data")

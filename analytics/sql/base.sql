@@ -15,20 +15,8 @@ CREATE OR REPLACE MACRO rs_ratio(n, d) AS
 
 CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
 
--- The value of a slicing dimension for one row ('all' when not sliced).
-CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, layer, t) AS
-    CASE dim
-        WHEN 'overall' THEN 'all'
-        WHEN 'route' THEN route_id
-        WHEN 'route_release' THEN route_release
-        WHEN 'tenant' THEN tenant
-        WHEN 'operation' THEN operation
-        WHEN 'layer' THEN layer
-        WHEN 'time_bucket' THEN strftime(
-            time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
-    END;
-
--- Outcome and kind of an HTTP send from its status code (or an ERROR span status without one).
+-- Outcome of an HTTP send that recorded no retryscope outcome, from its status code (a
+-- transport attempt: marked by the stamping processor or classified here).
 CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
     CASE
         WHEN http_status BETWEEN 200 AND 399 THEN 'success'
@@ -47,29 +35,36 @@ CREATE OR REPLACE MACRO rs_http_outcome_kind(http_status, span_status) AS
         WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
     END;
 
+-- The value of a slicing dimension for one row ('all' when not sliced).
+CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, layer, t) AS
+    CASE dim
+        WHEN 'overall' THEN 'all'
+        WHEN 'route' THEN route_id
+        WHEN 'route_release' THEN route_release
+        WHEN 'tenant' THEN tenant
+        WHEN 'operation' THEN operation
+        WHEN 'layer' THEN layer
+        WHEN 'time_bucket' THEN strftime(
+            time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
+    END;
+
 -- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
 WITH marked AS (
-    -- An HTTP client span the stamping processor marked as a transport attempt carries no
-    -- outcome of its own: it is derived from the HTTP status like an unmarked one. The
-    -- lower layer's declared retries come under either vocabulary name.
-    SELECT * REPLACE (
-        coalesce(outcome, CASE WHEN http_method IS NOT NULL
-            THEN rs_http_outcome(http_status_code, status_code) END) AS outcome,
-        coalesce(outcome_kind, CASE WHEN http_method IS NOT NULL AND outcome IS NULL
-            THEN rs_http_outcome_kind(http_status_code, status_code) END) AS outcome_kind,
-        coalesce(lower_layer_max_retries, lower_max_retries) AS lower_layer_max_retries
-    )
-    FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
 ),
 -- an attempt that does not name its enclosing attempt but whose parent span is one
 -- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
 roled AS (
     SELECT s.* REPLACE (
         coalesce(s.parent_layer, p.layer) AS parent_layer,
-        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal
+        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal,
+        coalesce(s.outcome, CASE WHEN s.http_method IS NOT NULL
+            THEN rs_http_outcome(s.http_status_code, s.status_code) END) AS outcome,
+        coalesce(s.outcome_kind, CASE WHEN s.http_method IS NOT NULL AND s.outcome IS NULL
+            THEN rs_http_outcome_kind(s.http_status_code, s.status_code) END) AS outcome_kind
     )
     FROM marked s
     LEFT JOIN marked p
@@ -141,8 +136,9 @@ classified AS (
         rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
         h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
         h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
-        h.http_status_code, h.hedge_ordinal, h.hedge_cancelled, h.breaker_state,
-        h.lower_layer_max_retries,
+        h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
+        h.breaker_state,
+        h.lower_max_retries,
         TRUE AS classified_from_http
     FROM http h
     JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
@@ -159,8 +155,8 @@ SELECT
     cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
     outcome, outcome_kind, decision, retry_owner,
     tenant, operation, idempotency_digest, logical_request_digest,
-    http_status_code, hedge_ordinal, hedge_cancelled, breaker_state,
-    lower_layer_max_retries,
+    http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
+    breaker_state, lower_max_retries,
     FALSE AS classified_from_http
 FROM roled
 UNION ALL BY NAME
