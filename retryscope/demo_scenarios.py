@@ -44,6 +44,7 @@ from retryscope.instrumentation.lab import BEHAVIOR as LAB_BEHAVIOR
 from retryscope.instrumentation.lab import CAPABILITY as LAB_CAPABILITY
 from retryscope.instrumentation.lab import FALLBACK as LAB_FALLBACK
 from retryscope.instrumentation.lab import PRIMARY as LAB_PRIMARY
+from retryscope.instrumentation.lab import reference_policy
 from retryscope.instrumentation.policy import Jitter, RetryPolicy
 from retryscope.instrumentation.receipts import policy_sha256
 from retryscope.vocabulary import DataBoundary, Decision, Layer, Outcome, RetryOwner, Terminal
@@ -156,22 +157,16 @@ def _identity(scenario: str, index: int, rng: random.Random) -> Identity:
 
 
 def _policy(ident: Identity, deadline_ns: int, **changes: Any) -> RetryPolicy:
-    base = RetryPolicy(
-        retry_owner=RetryOwner.HARNESS,
-        logical_request_sha256=request_digest(ident.payload),
-        idempotency_key_sha256=idempotency_digest(ident.tenant, OPERATION, ident.key),
-        capability_contract_sha256=CAPABILITY,
-        behavior_class_sha256=BEHAVIOR,
-        max_data_boundary=DataBoundary.EXTERNAL_PROVIDER,
-        base_backoff_ms=200,
-        max_backoff_ms=1_500,
-        max_retry_after_ms=5_000,
-        max_total_attempts=4,
-        max_total_cost_micros=100_000,
-        deadline_ms=deadline_ns // _MS,
-        routes=(PRIMARY, FALLBACK),
-    )
-    return replace(base, **changes)
+    """The lab's reference policy bound to this request, with the demo's routes and budgets."""
+    values: dict[str, Any] = {
+        "logical_request_sha256": request_digest(ident.payload),
+        "idempotency_key_sha256": idempotency_digest(ident.tenant, OPERATION, ident.key),
+        "max_retry_after_ms": 5_000,
+        "max_total_cost_micros": 100_000,
+        "deadline_ms": deadline_ns // _MS,
+        "routes": (PRIMARY, FALLBACK),
+    }
+    return replace(reference_policy(), **(values | changes))
 
 
 def _result(response: httpx.Response) -> CallResult:
