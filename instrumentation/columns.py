@@ -109,10 +109,16 @@ class SpanColumns:
         if attributes:
             for key, value in attributes.items():
                 attr = BY_KEY.get(key)
-                if attr is not None and _fits(attr.type, value):
-                    row[_INDEX[key]] = list(value) if isinstance(value, tuple) else value
-                else:
+                if attr is None or not _fits(attr.type, value):
                     rest.append((key, encode_value(value)))
+                    continue
+                slot = _INDEX[attr.key]
+                if key == attr.key:
+                    row[slot] = list(value) if isinstance(value, tuple) else value
+                else:  # an older alias: fills the column unless the current key did
+                    rest.append((key, encode_value(value)))
+                    if row[slot] is None:
+                        row[slot] = value
         for column, value in zip(self._dedicated, row, strict=True):
             column.append(value)
         self._attributes.append(rest)

@@ -40,6 +40,8 @@ class Attr:
     column: str
     type: AttrType
     doc: str
+    aliases: tuple[str, ...] = ()
+    """Older keys with the same meaning (e.g. pre-stable HTTP semconv), read into the column."""
 
 
 S, INT, I32, B, F, T, L = (
@@ -280,7 +282,11 @@ LOWER_LAYER_MAX_RETRIES = Attr(
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
 HTTP_STATUS_CODE = Attr(
-    "http.response.status_code", "http_status_code", I32, "OTel HTTP response status code."
+    "http.response.status_code",
+    "http_status_code",
+    I32,
+    "OTel HTTP response status code.",
+    aliases=("http.status_code",),
 )
 HTTP_RESEND_COUNT = Attr(
     "http.request.resend_count",
@@ -288,7 +294,13 @@ HTTP_RESEND_COUNT = Attr(
     I32,
     "OTel: ordinal of this HTTP resend within one client operation.",
 )
-HTTP_METHOD = Attr("http.request.method", "http_method", S, "OTel HTTP request method.")
+HTTP_METHOD = Attr(
+    "http.request.method",
+    "http_method",
+    S,
+    "OTel HTTP request method.",
+    aliases=("http.method",),
+)
 GEN_AI_PROVIDER = Attr("gen_ai.provider.name", "gen_ai_provider_name", S, "OTel GenAI provider.")
 GEN_AI_REQUEST_MODEL = Attr(
     "gen_ai.request.model", "gen_ai_request_model", S, "OTel GenAI requested model."
@@ -367,7 +379,11 @@ DEDICATED: Final[tuple[Attr, ...]] = (
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 
-BY_KEY: Final[dict[str, Attr]] = {a.key: a for a in DEDICATED}
+BY_KEY: Final[dict[str, Attr]] = {
+    **{alias: a for a in DEDICATED for alias in a.aliases},
+    **{a.key: a for a in DEDICATED},
+}
+"""Dedicated attribute by span key, aliases included (the current key wins)."""
 
 
 # --- domain values ------------------------------------------------------------------------------

@@ -1,10 +1,55 @@
+"""Shared fixtures: a real TracerProvider wired like production, writing real Parquet."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from retryscope.analytics import connect
+from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
+from retryscope.demo import VirtualClock
 from tests.recorder import Recorder
+
+
+@dataclass
+class Pipeline:
+    provider: TracerProvider
+    exporter: ParquetSpanExporter
+    directory: Path
+
+    def flush(self) -> None:
+        # BatchSpanProcessor.force_flush exports its queue but does not call the exporter's
+        # force_flush, so the exporter's buffer is flushed explicitly.
+        assert self.provider.force_flush()
+        assert self.exporter.force_flush()
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        self.flush()
+        con, _ = connect(self.directory)
+        return con
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
+    directory = tmp_path / "spans"
+    exporter = ParquetSpanExporter(directory)
+    provider = TracerProvider(resource=Resource.create({"service.name": "retryscope-test"}))
+    provider.add_span_processor(AttemptStampingProcessor())
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    yield Pipeline(provider, exporter, directory)
+    provider.shutdown()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(1_800_000_000_000_000_000)
 
 
 @pytest.fixture
