@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 import duckdb
 import pyarrow as pa
@@ -54,42 +55,66 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-def _sliced(
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    by: Dimension | str,
-    filters: Filters | None,
-    bucket: timedelta,
-) -> pa.Table:
-    apply(con, filters, bucket=bucket)
-    return arrow(con, name, {"dim": Dimension(by).value})
+class SlicedMetric(Protocol):
+    """A metric that can be computed overall or per slice of a :class:`Dimension`."""
+
+    def __call__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        by: Dimension | str = Dimension.OVERALL,
+        filters: Filters | None = None,
+        bucket: timedelta = DEFAULT_BUCKET,
+    ) -> pa.Table: ...
 
 
-def amplification(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
+def _sliced(name: str, doc: str) -> SlicedMetric:
+    """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``)."""
+
+    def metric(
+        con: duckdb.DuckDBPyConnection,
+        *,
+        by: Dimension | str = Dimension.OVERALL,
+        filters: Filters | None = None,
+        bucket: timedelta = DEFAULT_BUCKET,
+    ) -> pa.Table:
+        apply(con, filters, bucket=bucket)
+        return arrow(con, name, {"dim": Dimension(by).value})
+
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = doc
+    return metric
+
+
+amplification = _sliced(
+    "amplification",
     """Logical requests; physical, harness and receiver attempts (receiver: attempts with no
     lower-layer attempt beneath them); amplification ratio = receiver ÷ logical; hidden
     attempts = receiver − harness (or outermost when no harness layer); max and p99
     receiver attempts per request; requests where ≥ 2 layers retried and the largest
-    multiplication among them."""
-    return _sliced(con, "amplification", by, filters, bucket)
-
-
-def cost(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
+    multiplication among them.""",
+)
+cost = _sliced(
+    "cost",
     """Cost per slice and currency (micro-units): total, accepted, cost amplification =
-    total ÷ accepted, wasted, estimated vs measured."""
-    return _sliced(con, "cost", by, filters, bucket)
+    total ÷ accepted, wasted, estimated vs measured.""",
+)
+fallback = _sliced(
+    "fallback",
+    """Fallback rate, success rate, quality (capability, behavior class and boundary bound),
+    degraded and unverified fallbacks, and requests answered across a wider boundary.""",
+)
+deadline = _sliced(
+    "deadline",
+    """Deadline-exhausted requests (``stop_deadline``), late successes, misses, and doomed
+    dispatches (less time left than the route's median attempt latency).""",
+)
+latency = _sliced("latency", """Logical latency p50/p95/p99 next to first-attempt latency (ms).""")
+hedging = _sliced(
+    "hedging",
+    """Hedge rate and waste, dispatches to an open breaker, and requests whose retry owner
+    runs over a lower layer that declares retries of its own (opaque ownership).""",
+)
 
 
 def wasted_cost(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
@@ -124,53 +149,6 @@ def ineffective_retries(
             "max_success_rate": thresholds.ineffective_max_success_rate,
         },
     )
-
-
-def fallback(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
-    """Fallback rate, success rate, quality (capability, behavior class and boundary bound),
-    degraded and unverified fallbacks, and requests answered across a wider boundary."""
-    return _sliced(con, "fallback", by, filters, bucket)
-
-
-def deadline(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
-    """Deadline-exhausted requests (``stop_deadline``), late successes, misses, and doomed
-    dispatches (less time left than the route's median attempt latency)."""
-    return _sliced(con, "deadline", by, filters, bucket)
-
-
-def latency(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
-    """Logical latency p50/p95/p99 next to first-attempt latency (ms)."""
-    return _sliced(con, "latency", by, filters, bucket)
-
-
-def hedging(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
-    """Hedge rate and waste, dispatches to an open breaker, and requests whose retry owner
-    runs over a lower layer that declares retries of its own (opaque ownership)."""
-    return _sliced(con, "hedging", by, filters, bucket)
 
 
 def load(

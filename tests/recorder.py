@@ -1,7 +1,7 @@
 """Audit data sets made by the real pipeline for analytics tests.
 
 A :class:`Recorder` wires a real ``TracerProvider`` with the ``AttemptStampingProcessor``
-and a ``SimpleSpanProcessor`` over the ``ParquetSpanExporter``; requests run through the
+and a ``BatchSpanProcessor`` over the ``ParquetSpanExporter``; requests run through the
 context API on a virtual clock (``clock=``) so every time, latency and deadline is exact.
 """
 
@@ -17,7 +17,7 @@ import duckdb
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from retryscope.analytics import connect
 from retryscope.instrumentation import (
     Attempt,
@@ -52,7 +52,9 @@ class Recorder:
         self.exporter = ParquetSpanExporter(directory)
         self.provider = TracerProvider(resource=Resource.create({"service.name": "test"}))
         self.provider.add_span_processor(AttemptStampingProcessor())
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(self.exporter, max_queue_size=100_000, schedule_delay_millis=60_000)
+        )
         self.tracer = self.provider.get_tracer("test-http")
         self._closed = False
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextvars
 import json
 
-from retryscope import vocabulary as v
 from retryscope.analytics import Thresholds, findings, hedging, load, synchronized_retries
-from tests.recorder import MS, T0, Clock, Recorder
+
+from retryscope import vocabulary as v
+from tests.recorder import T0, Clock, Recorder
 
 
 def _storm(rec: Recorder) -> None:
