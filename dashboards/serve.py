@@ -9,6 +9,8 @@ from pathlib import Path
 
 APP = Path(__file__).with_name("app.py")
 DATA_ENV = "RETRYSCOPE_DATA"
+TRACE_URL_ENV = "RETRYSCOPE_TRACE_URL"
+"""A URL template with ``{trace_id}`` linking a request to a tracing backend."""
 
 
 def streamlit_command(port: int, address: str) -> list[str]:
@@ -32,11 +34,22 @@ def streamlit_command(port: int, address: str) -> list[str]:
     ]
 
 
-def serve(path: str, *, port: int = 8501, address: str = "127.0.0.1") -> int:
-    """Serve the UI over the data set at ``path`` until interrupted; returns the exit code."""
+def serve(
+    path: str,
+    *,
+    port: int = 8501,
+    address: str = "127.0.0.1",
+    trace_url: str | None = None,
+) -> int:
+    """Serve the UI over the data set at ``path`` until interrupted; returns the exit code.
+    ``trace_url`` (else ``$RETRYSCOPE_TRACE_URL``) links requests to a tracing backend."""
     if not 0 < port < 65536:
         raise ValueError(f"port {port} is out of range")
+    if trace_url is not None and "{trace_id}" not in trace_url:
+        raise ValueError(f"trace URL template {trace_url!r} lacks the {{trace_id}} placeholder")
     env = dict(os.environ, **{DATA_ENV: str(Path(path).resolve())})
+    if trace_url is not None:
+        env[TRACE_URL_ENV] = trace_url
     print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
     try:
