@@ -113,6 +113,21 @@ def timeline(
     """One bar per attempt (``lane`` = layer · route, ``start_ms``..``end_ms`` since the
     request started, coloured by ``outcome``), dashed backoff gaps, ``not_before`` ticks and
     the deadline as a red rule."""
+    attempts = attempts[
+        [
+            "lane",
+            "label",
+            "layer",
+            "attempt_ordinal",
+            "route_id",
+            "start_ms",
+            "end_ms",
+            "duration_ms",
+            "outcome",
+            "outcome_kind",
+            "decision",
+        ]
+    ]
     lanes = list(dict.fromkeys(attempts["lane"]))
     y = alt.Y("lane:N", title=None, sort=lanes)
     bars_ = (
