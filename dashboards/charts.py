@@ -20,31 +20,55 @@ Figure = alt.Chart | alt.LayerChart | alt.FacetChart
 _OUTCOME_SCALE = alt.Scale(domain=list(OUTCOME_COLOURS), range=list(OUTCOME_COLOURS.values()))
 
 
-def trend(series: pd.DataFrame, storms: pd.DataFrame, field: str, title: str) -> Figure:
-    """``field`` per time bucket (``bucket`` datetimes) with storm windows (``window_start``,
-    ``window_end``) shaded red behind it."""
+_UTC = alt.Scale(type="utc")
+_UTC_AXIS = alt.Axis(format="%H:%M:%S", labelAngle=0)
+
+
+def trend(
+    series: pd.DataFrame,
+    storms: pd.DataFrame,
+    field: str,
+    title: str,
+    budget: float | None = None,
+) -> Figure:
+    """``field`` per time bucket (``bucket`` datetimes, UTC) with storm windows
+    (``window_start``, ``window_end``) shaded red behind it, and ``budget`` as a dashed
+    line when given."""
     line = (
         alt.Chart(series)
         .mark_line(point=True)
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
+            x=alt.X("bucket:T", title="time (UTC)", scale=_UTC, axis=_UTC_AXIS),
             y=alt.Y(f"{field}:Q", title=title),
-            tooltip=[alt.Tooltip("bucket:T", format="%Y-%m-%d %H:%M:%S"), f"{field}:Q"],
+            tooltip=[
+                alt.Tooltip("utcyearmonthdatehoursminutesseconds(bucket):T", title="bucket (UTC)"),
+                f"{field}:Q",
+            ],
         )
     )
     bands = (
         alt.Chart(storms)
         .mark_rect(color="#e53935", opacity=0.18)
         .encode(
-            x="window_start:T",
+            x=alt.X("window_start:T", scale=_UTC),
             x2="window_end:T",
             tooltip=[
-                alt.Tooltip("window_start:T", title="storm from", format="%H:%M:%S"),
+                alt.Tooltip(
+                    "utcyearmonthdatehoursminutesseconds(window_start):T", title="storm from (UTC)"
+                ),
                 alt.Tooltip("retry_fraction:Q", format=".1%"),
             ],
         )
     )
-    return alt.layer(bands, line).properties(height=220)
+    layers: list[alt.Chart] = [bands, line]
+    if budget is not None:
+        layers.append(
+            alt.Chart(pd.DataFrame({"budget": [budget]}))
+            .mark_rule(strokeDash=[6, 4], color="#b71c1c")
+            .encode(y="budget:Q", tooltip=[alt.Tooltip("budget:Q", title="retry budget")])
+        )
+    chart: Figure = alt.layer(*layers).properties(height=220)
+    return chart
 
 
 def bars(frame: pd.DataFrame, category: str, value: str, title: str) -> Figure:
@@ -111,8 +135,12 @@ def timeline(
     deadline_ms: float | None,
 ) -> Figure:
     """One bar per attempt (``lane`` = layer · route, ``start_ms``..``end_ms`` since the
-    request started, coloured by ``outcome``), dashed backoff gaps, ``not_before`` ticks and
-    the deadline as a red rule."""
+    request started, coloured by ``outcome``, labelled ``#ordinal`` where there is room),
+    dashed backoff gaps, ``not_before`` ticks and the deadline as a red rule. The x axis
+    spans the attempts; a deadline far beyond them is left out (the caller says where)."""
+    last = float(attempts["end_ms"].max()) or 1.0
+    show_deadline = deadline_ms is not None and deadline_ms <= 2 * last
+    upper = max(last, deadline_ms if show_deadline and deadline_ms else 0.0) * 1.05
     attempts = attempts[
         [
             "lane",
@@ -127,17 +155,30 @@ def timeline(
             "outcome_kind",
             "decision",
         ]
-    ]
+    ].copy()
+    attempts["label"] = attempts["label"].where(
+        (attempts["end_ms"] - attempts["start_ms"]) >= upper / 40, ""
+    )
     lanes = list(dict.fromkeys(attempts["lane"]))
+    x = alt.X(
+        "start_ms:Q",
+        title="ms since the request started",
+        scale=alt.Scale(domain=[0, upper], nice=False),
+    )
     y = alt.Y("lane:N", title=None, sort=lanes)
     bars_ = (
         alt.Chart(attempts)
-        .mark_bar(height=18)
+        .mark_bar(height=22, stroke="white", strokeWidth=1)
         .encode(
-            x=alt.X("start_ms:Q", title="ms since the request started"),
+            x=x,
             x2="end_ms:Q",
             y=y,
-            color=alt.Color("outcome:N", scale=_OUTCOME_SCALE, title="outcome"),
+            color=alt.Color(
+                "outcome:N",
+                scale=_OUTCOME_SCALE,
+                title="outcome",
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
+            ),
             tooltip=[
                 "layer:N",
                 "attempt_ordinal:Q",
@@ -152,14 +193,15 @@ def timeline(
     )
     labels = (
         alt.Chart(attempts)
-        .mark_text(align="left", dx=3, dy=-14, fontSize=11)
-        .encode(x="start_ms:Q", y=y, text="label:N")
+        .transform_calculate(mid="(datum.start_ms + datum.end_ms) / 2")
+        .mark_text(color="white", fontSize=11, fontWeight="bold")
+        .encode(x="mid:Q", y=y, text="label:N")
     )
     layers: list[alt.Chart] = [bars_, labels]
     if not gaps.empty:
         layers.append(
             alt.Chart(gaps)
-            .mark_rule(strokeDash=[4, 3], color="#616161")
+            .mark_rule(strokeDash=[4, 3], color="#616161", strokeWidth=2)
             .encode(
                 x="from_ms:Q",
                 x2="to_ms:Q",
@@ -170,21 +212,27 @@ def timeline(
     if not not_before.empty:
         layers.append(
             alt.Chart(not_before)
-            .mark_tick(color="black", thickness=3, size=26)
+            .mark_tick(color="black", thickness=3, size=30)
             .encode(
                 x="not_before_ms:Q",
                 y=y,
                 tooltip=["lane:N", alt.Tooltip("not_before_ms:Q", title="not_before ms")],
             )
         )
-    if deadline_ms is not None:
+    if show_deadline:
         marker = pd.DataFrame({"deadline_ms": [deadline_ms], "label": ["deadline"]})
         layers.append(
             alt.Chart(marker).mark_rule(color="#d50000", strokeWidth=2).encode(x="deadline_ms:Q")
         )
         layers.append(
             alt.Chart(marker)
-            .mark_text(color="#d50000", align="left", dx=4, baseline="top", y=2)
+            .mark_text(color="#d50000", align="right", dx=-4, baseline="top", y=2)
             .encode(x="deadline_ms:Q", text="label:N")
         )
-    return alt.layer(*layers).properties(height=max(120, 48 * len(lanes)))
+    chart: Figure = alt.layer(*layers).properties(height=timeline_height(len(lanes)))
+    return chart
+
+
+def timeline_height(lanes: int) -> int:
+    """Pixels a timeline of ``lanes`` lanes needs (axis and legend included)."""
+    return 110 + 48 * lanes

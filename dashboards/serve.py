@@ -31,6 +31,8 @@ def streamlit_command(port: int, address: str) -> list[str]:
         "false",
         "--global.developmentMode",
         "false",
+        "--client.toolbarMode",
+        "minimal",
     ]
 
 

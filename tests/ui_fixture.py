@@ -21,29 +21,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from retryscope import vocabulary as v
 from tests.recorder import MS, T0, Clock, Recorder
+from tests.test_analytics_fallback import REQUIRED, _route
 
 HOSTILE_TENANT = "o'brien\"; DROP TABLE spans; --"
 HOSTILE_ROUTE = "ext'); SELECT * FROM read_csv('/etc/passwd'); --"
 START = datetime.fromtimestamp(T0 / 1e9, UTC).replace(tzinfo=None)
 PERIOD = (START, START + timedelta(minutes=10))
-CAP, BEHAVIOR = "cap-1", "summarize@v2"
-REQUIRED = {
-    v.REQUIRED_CAPABILITY_DIGEST.key: CAP,
-    v.REQUIRED_BEHAVIOR_CLASS.key: BEHAVIOR,
-    v.MAX_DATA_BOUNDARY.key: "private_service",
-}
-
-
-def _route(
-    cap: str = CAP, behavior: str = BEHAVIOR, boundary: str = "private_service"
-) -> dict[str, Any]:
-    return {
-        v.ROUTE_CAPABILITY_DIGEST.key: cap,
-        v.ROUTE_BEHAVIOR_CLASS.key: behavior,
-        v.ROUTE_DATA_BOUNDARY.key: boundary,
-    }
 
 
 def _nested(rec: Recorder) -> None:

@@ -6,7 +6,14 @@ from __future__ import annotations
 import streamlit as st
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current
-from retryscope.dashboards.views.common import LINK_COLUMN, frame, nothing_in_scope, num, with_links
+from retryscope.dashboards.views.common import (
+    LINK_COLUMN,
+    frame,
+    metric_row,
+    num,
+    overall,
+    with_links,
+)
 
 NESTED_LIMIT = 200
 
@@ -25,18 +32,18 @@ _COLUMNS = [
 def render() -> None:
     ctx = current()
     st.header("Amplification")
-    overall = ctx.source.query("amplification", ctx.filters, "overall").to_pylist()
-    if nothing_in_scope(overall[0]["logical_requests"] if overall else 0):
+    row = overall(ctx, "amplification")
+    if row is None:
         return
-    row = overall[0]
-    cols = st.columns(5)
-    cols[0].metric("Amplification", f"{row['amplification_ratio']:.2f}×")
-    cols[1].metric("Receiver attempts", num(row["receiver_attempts"]))
-    cols[2].metric("Hidden attempts", num(row["hidden_attempts"]))
-    cols[3].metric("Nested-retry requests", num(row["nested_retry_requests"]))
-    cols[4].metric(
-        "Largest product",
-        f"{row['max_nested_multiplication']}×" if row["max_nested_multiplication"] else "–",
+    product = row["max_nested_multiplication"]
+    metric_row(
+        [
+            ("Amplification", f"{row['amplification_ratio']:.2f}×"),
+            ("Receiver attempts", num(row["receiver_attempts"])),
+            ("Hidden attempts", num(row["hidden_attempts"])),
+            ("Nested-retry requests", num(row["nested_retry_requests"])),
+            ("Largest product", f"{product}×" if product else "–"),
+        ]
     )
     st.caption(
         "Receiver attempts: what the provider saw (attempts with nothing beneath them). "

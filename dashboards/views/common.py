@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -14,6 +15,9 @@ REQUEST_PAGE = "views/request.py"
 """The drill-down page script, relative to ``app.py``."""
 REQUEST_URL = "request"
 """Its URL path; ``?id=`` names the request."""
+
+if TYPE_CHECKING:
+    from retryscope.dashboards.context import Context
 
 _BUCKETS = (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 6 * 3600, 86_400, 7 * 86_400)
 
@@ -65,3 +69,18 @@ def nothing_in_scope(logical_requests: int) -> bool:
         st.info("No logical requests match the filters. Widen them in the sidebar.")
         return True
     return False
+
+
+def overall(ctx: Context, query: str) -> dict[str, Any] | None:
+    """The unsliced row of a sliced metric under the filters, or None (after saying so)
+    when the filters select no requests."""
+    rows: list[dict[str, Any]] = ctx.source.query(query, ctx.filters, "overall").to_pylist()
+    if nothing_in_scope(int(rows[0]["logical_requests"]) if rows else 0):
+        return None
+    return rows[0]
+
+
+def metric_row(items: Sequence[tuple[str, str]]) -> None:
+    """One row of ``(label, shown value)`` metrics."""
+    for col, (label, value) in zip(st.columns(len(items)), items, strict=True):
+        col.metric(label, value)

@@ -11,8 +11,9 @@ from retryscope.dashboards.context import current
 from retryscope.dashboards.views.common import (
     LINK_COLUMN,
     frame,
-    nothing_in_scope,
+    metric_row,
     num,
+    overall,
     pct,
     with_links,
 )
@@ -28,16 +29,18 @@ CASE_LIMIT = 500
 def render() -> None:
     ctx = current()
     st.header("Fallbacks")
-    rows = ctx.source.query("fallback", ctx.filters, "overall").to_pylist()
-    if nothing_in_scope(rows[0]["logical_requests"] if rows else 0):
+    row = overall(ctx, "fallback")
+    if row is None:
         return
-    row = rows[0]
-    cols = st.columns(5)
-    cols[0].metric("Fallback rate", pct(row["fallback_rate"]))
-    cols[1].metric("Fallback success", pct(row["fallback_success_rate"]))
-    cols[2].metric("Fallback quality", pct(row["fallback_quality"]))
-    cols[3].metric("Degraded", num(row["degraded_fallbacks"]))
-    cols[4].metric("Boundary widened", num(row["boundary_widened_requests"]))
+    metric_row(
+        [
+            ("Fallback rate", pct(row["fallback_rate"])),
+            ("Fallback success", pct(row["fallback_success_rate"])),
+            ("Fallback quality", pct(row["fallback_quality"])),
+            ("Degraded", num(row["degraded_fallbacks"])),
+            ("Boundary widened", num(row["boundary_widened_requests"])),
+        ]
+    )
     st.caption(
         f"{row['requests_with_fallback']:,} of {row['logical_requests']:,} requests fell back; "
         f"{row['fallback_successes']:,} were answered by a fallback, "

@@ -107,7 +107,8 @@ def render() -> None:
                 windows.rename(columns={"window": "bucket"}),
                 storms,
                 "retry_fraction",
-                "retry fraction of receiver traffic",
+                "retry fraction",
+                budget=DEFAULT_THRESHOLDS.retry_budget,
             ),
             width="stretch",
         )

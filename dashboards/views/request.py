@@ -91,6 +91,28 @@ def timeline_frames(
     return a, gaps, marks
 
 
+_COUNTS = (
+    "attempt_ordinal",
+    "parent_attempt_ordinal",
+    "hedge_ordinal",
+    "backoff_delay_ms",
+    "retry_after_ms",
+    "deadline_remaining_ms",
+    "cost_micros",
+    "http_status_code",
+)
+
+
+def _attribute_rows(bars: pd.DataFrame) -> pd.DataFrame:
+    """The attempts' attributes for display: counts as integers, times to 0.1 ms."""
+    rows = bars[ATTRIBUTES].copy()
+    for column in _COUNTS:
+        rows[column] = rows[column].astype("Int64")
+    for column in ("start_ms", "duration_ms", "not_before_ms"):
+        rows[column] = rows[column].map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
+    return rows.rename(columns={"attempt_ordinal": "ordinal"})
+
+
 def _trace_link(trace_id: str) -> None:
     template = os.environ.get(TRACE_URL_ENV, "").strip()
     if template and "{trace_id}" in template:
@@ -157,13 +179,23 @@ def render() -> None:
             else None
         )
         st.subheader("Attempt timeline")
-        st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
+        lanes = bars["lane"].nunique()
+        st.altair_chart(
+            charts.timeline(bars, gaps, marks, deadline_ms),
+            width="stretch",
+            height=charts.timeline_height(lanes),
+        )
+        beyond = (
+            f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the attempts."
+            if deadline_ms is not None and deadline_ms > 2 * float(bars["end_ms"].max())
+            else ""
+        )
         st.caption(
             "Bars: attempts by layer · route, coloured by outcome. Dashed: backoff gaps. "
-            "Black ticks: not_before. Red line: the deadline."
+            "Black ticks: not_before. Red line: the deadline." + beyond
         )
         st.subheader("Attempts")
-        st.table(bars[ATTRIBUTES].rename(columns={"attempt_ordinal": "ordinal"}))
+        st.table(_attribute_rows(bars))
     st.subheader("Request attributes")
     _summary_table(summary)
 

@@ -62,21 +62,22 @@ def test_hostile_time_text_is_an_error_not_sql(app: AppTest) -> None:
     assert metrics(app) == WHOLE  # the bounds are ignored, the data intact
 
 
+def _run_on(monkeypatch: pytest.MonkeyPatch, data: Path | None) -> AppTest:
+    if data is None:
+        monkeypatch.delenv(DATA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(DATA_ENV, str(data))
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception
+    return at
+
+
 def test_missing_and_empty_data_show_a_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(DATA_ENV, str(tmp_path / "nope"))
-    at = AppTest.from_file(str(APP), default_timeout=30).run()
-    assert not at.exception
-    assert "No data directory" in at.info[0].value
-    monkeypatch.setenv(DATA_ENV, str(tmp_path))
-    at = AppTest.from_file(str(APP), default_timeout=30).run()
-    assert not at.exception
-    assert "No span files" in at.info[0].value
-    monkeypatch.delenv(DATA_ENV)
-    at = AppTest.from_file(str(APP), default_timeout=30).run()
-    assert not at.exception
-    assert "No data directory" in at.info[0].value
+    assert "No data directory" in _run_on(monkeypatch, tmp_path / "nope").info[0].value
+    assert "No span files" in _run_on(monkeypatch, tmp_path).info[0].value
+    assert "No data directory" in _run_on(monkeypatch, None).info[0].value
 
 
 def test_unreadable_files_are_listed_and_the_rest_shown(
@@ -85,9 +86,7 @@ def test_unreadable_files_are_listed_and_the_rest_shown(
     data = tmp_path / "copy"
     shutil.copytree(ui_data, data)
     (data / "broken.parquet").write_bytes(b"PAR1 not really")
-    monkeypatch.setenv(DATA_ENV, str(data))
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    assert not at.exception
+    at = _run_on(monkeypatch, data)
     assert "1 unreadable file(s) skipped" in at.warning[0].value
     assert "broken.parquet" in at.warning[0].value
     assert metrics(at) == WHOLE
@@ -95,8 +94,6 @@ def test_unreadable_files_are_listed_and_the_rest_shown(
 
 def test_only_unreadable_files_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "broken.parquet").write_bytes(b"")
-    monkeypatch.setenv(DATA_ENV, str(tmp_path))
-    at = AppTest.from_file(str(APP), default_timeout=30).run()
-    assert not at.exception
+    at = _run_on(monkeypatch, tmp_path)
     assert "broken.parquet" in at.warning[0].value
     assert "No readable span files" in at.info[0].value
