@@ -78,7 +78,7 @@ def bars(frame: pd.DataFrame, category: str, value: str, title: str) -> Figure:
         .mark_bar()
         .encode(
             x=alt.X(f"{value}:Q", title=title),
-            y=alt.Y(f"{category}:N", title=None, sort="-x"),
+            y=alt.Y(f"{category}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=280)),
             tooltip=[f"{category}:N", f"{value}:Q"],
         )
         .properties(height=alt.Step(24))

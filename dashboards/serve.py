@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from types import FrameType
 
 APP = Path(__file__).with_name("app.py")
 DATA_ENV = "RETRYSCOPE_DATA"
@@ -54,9 +57,23 @@ def serve(
         env[TRACE_URL_ENV] = trace_url
     print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
+    # SIGTERM (a service manager, a test harness) must stop the server too, not orphan it.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
     try:
         return proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         return 0
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

@@ -78,10 +78,13 @@ def served(ui_data: Path, tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    assert proc.returncode == 0
+    with socket.socket() as s:  # the Streamlit child went down with `retryscope ui`
+        assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
 def test_drill_down_renders_the_timeline_in_chromium(served: str, tmp_path: Path) -> None:
