@@ -107,7 +107,8 @@ def heatmap(matrix: pd.DataFrame) -> Figure:
         ],
     )
     labels = base.mark_text(fontSize=12).encode(text=alt.Text("label:N"), color=alt.value("black"))
-    return alt.layer(cells, labels)
+    chart: Figure = alt.layer(cells, labels).properties(height=alt.Step(40))
+    return chart
 
 
 def latency_bars(frame: pd.DataFrame) -> Figure:
@@ -116,7 +117,7 @@ def latency_bars(frame: pd.DataFrame) -> Figure:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("kind:N", title=None),
+            x=alt.X("kind:N", title=None, axis=None),
             xOffset="kind:N",
             y=alt.Y("ms:Q", title="ms"),
             color=alt.Color("kind:N", title=None),
