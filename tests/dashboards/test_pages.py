@@ -159,3 +159,19 @@ def test_findings_page_filters_and_links_rows_to_the_drill_down(app: AppTest) ->
         }
     ]
     assert '"route_data_boundary":"external_provider"' in table["evidence"].iloc[0].replace(" ", "")
+
+
+def test_selecting_a_finding_opens_its_request(app: AppTest) -> None:
+    open_page(app, "findings")
+    (table,) = (d.value for d in app.dataframe)
+    assert list(table["rule_id"][:2]) == ["retry_budget_exceeded", "nested_retry_owners"]
+    # a window-level finding names no request: selecting it stays here
+    app.session_state["findings_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    app.run()
+    assert app.header[0].value == "Findings"
+    app.session_state["findings_table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
+    app.run()
+    assert not app.exception
+    assert app.header[0].value == "Request drill-down"
+    assert app.query_params["id"] == "nested"
+    assert metrics(app)["Retry product"] == "9×"
