@@ -99,7 +99,10 @@ def connect(
     every query works and returns zero rows.
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
-    con = con if con is not None else duckdb.connect(":memory:")
+    if con is None:
+        con = duckdb.connect(":memory:")
+        # CREATE TABLE AS in parallel; every query that needs an order says ORDER BY
+        con.execute("SET preserve_insertion_order = false")
     con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
     if dataset.files:
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"

@@ -450,6 +450,14 @@ class LogicalRequest:
             Outcome.INDETERMINATE: Terminal.STOP_INDETERMINATE,
         }.get(last.outcome or Outcome.INDETERMINATE, Terminal.STOP_ATTEMPT_BUDGET)
 
+    def count_prior_attempt(self, route: str, *, layer: Layer | str = Layer.HARNESS) -> None:
+        """Count an attempt made before this process (e.g. recovered from a durable
+        journal) so the ordinals of new attempts continue after it."""
+        layer = Layer(layer)
+        with self._lock:
+            self._ordinals[layer] += 1
+            self._route_ordinals[layer, route] += 1
+
 
 def logical_request(
     *,

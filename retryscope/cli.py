@@ -58,6 +58,16 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return serve(args.path, port=args.port, address=args.address, trace_url=args.trace_url)
 
 
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from retryscope.instrumentation.lab import run_lab
+
+    result = run_lab(Path(args.out))
+    sys.stdout.write(result.text())
+    return 0 if result.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retryscope",
@@ -104,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
         "http://localhost:16686/trace/{trace_id} (default: $RETRYSCOPE_TRACE_URL)",
     )
     p.set_defaults(func=_cmd_ui)
+
+    p = sub.add_parser(
+        "lab", help="run the retry/fallback control-plane lab (reference + 12 mutation cases)"
+    )
+    p.add_argument(
+        "--out",
+        default="retryscope-lab",
+        help="directory for the JSON report <policy-sha256>.json (default: %(default)s)",
+    )
+    p.set_defaults(func=_cmd_lab)
     return parser
 
 

@@ -54,4 +54,5 @@ def clock() -> VirtualClock:
 
 @pytest.fixture
 def recorder(tmp_path: Path) -> Recorder:
+    """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
     return Recorder(tmp_path / "data")

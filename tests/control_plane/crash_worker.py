@@ -1,0 +1,73 @@
+"""A worker process for the journal crash test: runs the lab request against a receiver.
+
+Usage: python crash_worker.py JOURNAL URL DEADLINE_MS. The receiver holds the submission,
+so the test can kill this process after the dispatch crossed the effect boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation.http_classify import classify_status, parse_retry_after
+from retryscope.instrumentation.journal import Journal
+from retryscope.instrumentation.lab import (
+    IDEMPOTENCY_KEY,
+    OPERATION,
+    REQUEST_PAYLOAD,
+    TENANT,
+    reference_policy,
+)
+
+from retryscope.vocabulary import OutcomeKind
+
+
+def submit(url: str, clock: Any = None) -> Callable[[Dispatch], CallResult]:
+    """A real HTTP call: POST with the idempotency key; statuses and Retry-After classified.
+
+    With a virtual ``clock`` each call takes 100 ms of it.
+    """
+
+    def call(d: Dispatch) -> CallResult:
+        req = urllib.request.Request(
+            f"{url}/submit?route={d.route.route_id}",
+            data=b"{}",
+            method="POST",
+            headers={"Idempotency-Key": d.idempotency_key},
+        )
+        if clock is not None:
+            clock.advance_ms(100)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return CallResult(value=json.load(resp), http_status=resp.status)
+        except urllib.error.HTTPError as err:
+            now_ms = (clock() if clock is not None else time.time_ns()) // 1_000_000
+            hint = parse_retry_after(err.headers.get("Retry-After"), now_ms=now_ms, cap_ms=2_000)
+            kind = classify_status(err.code, idempotent=True) or OutcomeKind.PROTOCOL_VIOLATION
+            return CallResult(kind=kind, retry_after_ms=hint.delay_ms, http_status=err.code)
+
+    return call
+
+
+def main() -> None:
+    journal_path, url, deadline_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    policy = replace(reference_policy(), deadline_ms=deadline_ms)
+    controller = RetryController(policy, Journal(journal_path), holder="worker", lease_ttl_ms=200)
+    controller.run(
+        submit(url),
+        request=REQUEST_PAYLOAD,
+        idempotency_key=IDEMPOTENCY_KEY,
+        operation=OPERATION,
+        tenant=TENANT,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""RetryController against real spans and a real HTTP receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from retryscope.instrumentation.controller import (
+    AttemptFailed,
+    CallResult,
+    Dispatch,
+    RetryController,
+)
+from retryscope.instrumentation.evaluator import IdempotencyDrift, RequestDrift
+from retryscope.instrumentation.lab import (
+    IDEMPOTENCY_KEY,
+    OPERATION,
+    REQUEST_PAYLOAD,
+    TENANT,
+    reference_attempts,
+    reference_policy,
+)
+from retryscope.instrumentation.receipts import policy_sha256, receipt_json
+
+from retryscope import vocabulary as v
+from retryscope.vocabulary import OutcomeKind, Terminal
+
+RUN = {
+    "request": REQUEST_PAYLOAD,
+    "idempotency_key": IDEMPOTENCY_KEY,
+    "operation": OPERATION,
+    "tenant": TENANT,
+}
+
+
+def _controller(clock: Any, spans: Any, **kw: Any) -> RetryController:
+    policy = kw.pop("policy", reference_policy())
+    return RetryController(
+        policy, clock=clock, sleep=clock.sleep, tracer_provider=spans.provider, **kw
+    )
+
+
+def test_controller_reproduces_the_reference_receipt_exactly(spans: Any, clock: Any) -> None:
+    script = [
+        (
+            100,
+            CallResult(
+                kind=OutcomeKind.RATE_LIMITED, retry_after_ms=250, cost_actual_micros=150_000
+            ),
+        ),
+        (100, CallResult(kind=OutcomeKind.UNAVAILABLE)),
+        (250, CallResult(value="answer", cost_actual_micros=250_000)),
+    ]
+    calls: list[Dispatch] = []
+
+    def call(d: Dispatch) -> CallResult:
+        calls.append(d)
+        duration, result = script[len(calls) - 1]
+        clock.advance_ms(duration)
+        return result
+
+    result = _controller(clock, spans).run(call, **RUN)
+    assert (result.terminal, result.value) == (Terminal.COMPLETE, "answer")
+    assert result.receipt.attempts == reference_attempts()
+    assert clock.slept_ms == [250, 200]
+    assert [d.route.route_id for d in calls] == [
+        "private-primary",
+        "private-primary",
+        "external-fallback",
+    ]
+    assert [d.deadline_remaining_ms for d in calls] == [4_000, 3_650, 3_350]
+
+    from retryscope.instrumentation.lab import build_report
+
+    assert json.loads(result.receipt_json) == build_report()["receipt"]  # byte-equal receipt
+    assert result.receipt_json == receipt_json(result.receipt)
+
+    finished = spans.exporter.get_finished_spans()
+    request = next(s for s in finished if s.attributes[v.SPAN_ROLE.key] == "logical_request")
+    attempts = [s for s in finished if s.attributes[v.SPAN_ROLE.key] == "attempt"]
+    assert request.attributes[v.TERMINAL.key] == "complete"
+    assert request.attributes[v.POLICY_DIGEST.key] == policy_sha256(reference_policy())
+    assert request.attributes[v.DEADLINE.key] == 5_000 * 1_000_000
+    expected = [
+        # route, ordinal, route ordinal, delay, hint, not_before ms, remaining,
+        # outcome, kind, decision, reserved, actual
+        (
+            "private-primary",
+            1,
+            1,
+            None,
+            None,
+            None,
+            4_000,
+            "retryable",
+            "rate_limited",
+            "retry",
+            200_000,
+            150_000,
+        ),
+        (
+            "private-primary",
+            2,
+            2,
+            250,
+            250,
+            1_350,
+            3_650,
+            "retryable",
+            "unavailable",
+            "fallback",
+            200_000,
+            None,
+        ),
+        (
+            "external-fallback",
+            3,
+            1,
+            200,
+            None,
+            1_650,
+            3_350,
+            "success",
+            None,
+            "complete",
+            300_000,
+            250_000,
+        ),
+    ]
+    policy = reference_policy()
+    for span, row in zip(attempts, expected, strict=True):
+        a = span.attributes
+        nb = a.get(v.NOT_BEFORE.key)
+        got = (
+            a[v.ROUTE_ID.key],
+            a[v.ATTEMPT_ORDINAL.key],
+            a[v.ROUTE_ATTEMPT_ORDINAL.key],
+            a.get(v.BACKOFF_DELAY_MS.key),
+            a.get(v.RETRY_AFTER_MS.key),
+            None if nb is None else nb // 1_000_000,
+            a[v.DEADLINE_REMAINING_MS.key],
+            a[v.OUTCOME.key],
+            a.get(v.OUTCOME_KIND.key),
+            a[v.DECISION.key],
+            a[v.COST_RESERVED.key],
+            a.get(v.COST_ACTUAL.key),
+        )
+        assert got == row
+        route = next(r for r in policy.routes if r.route_id == row[0])
+        assert a[v.ROUTE_RELEASE.key] == route.route_release_sha256
+        assert a[v.ROUTE_PRIORITY.key] == route.priority
+        assert a[v.COST_ESTIMATED.key] is (row[11] is None)
+        assert a[v.POLICY_DIGEST.key] == policy_sha256(policy)
+        assert a[v.IDEMPOTENCY_DIGEST.key] == policy.idempotency_key_sha256
+
+
+def test_controller_over_http_honours_retry_after_and_falls_back(
+    spans: Any, receiver: Any, clock: Any, submit: Any
+) -> None:
+    receiver.script = [(429, {"Retry-After": "1"}), (503, {"Retry-After": "soon"})]
+    result = _controller(clock, spans).run(submit(receiver.url, clock), **RUN)
+    assert result.terminal is Terminal.COMPLETE
+    assert result.value == {"result": "ok"}
+    assert receiver.submits[IDEMPOTENCY_KEY] == 3  # one receiver request per physical attempt
+    assert clock.slept_ms == [1_000, 200]  # 1 s hint beats the 200 ms backoff; invalid hint ignored
+    statuses = [
+        s.attributes.get(v.HTTP_STATUS_CODE.key)
+        for s in spans.exporter.get_finished_spans()
+        if s.attributes[v.SPAN_ROLE.key] == "attempt"
+    ]
+    assert statuses == [429, 503, 200]
+
+
+def test_non_retryable_and_indeterminate_stop_without_route_shopping(
+    spans: Any, clock: Any
+) -> None:
+    for failure, terminal in [
+        (AttemptFailed(OutcomeKind.POLICY_DENIED, http_status=403), Terminal.STOP_NON_RETRYABLE),
+        (TimeoutError("read timed out"), Terminal.STOP_INDETERMINATE),
+    ]:
+        clock = type(clock)(1_000)
+        calls: list[str] = []
+
+        def call(d: Dispatch, failure: Exception = failure, calls: list[str] = calls) -> Any:
+            calls.append(d.route.route_id)
+            raise failure
+
+        result = _controller(clock, spans).run(call, **RUN)
+        assert result.terminal is terminal
+        assert calls == ["private-primary"]
+        assert result.value is None
+
+
+def test_connection_refused_is_retried_until_the_deadline_stops_it(spans: Any, clock: Any) -> None:
+    calls: list[int] = []
+
+    def call(d: Dispatch) -> Any:
+        calls.append(d.attempt_ordinal)
+        clock.advance_ms(100)
+        raise ConnectionRefusedError
+
+    policy = replace(reference_policy(), deadline_ms=1_600)
+    result = _controller(clock, spans, policy=policy).run(call, **RUN)
+    assert result.terminal is Terminal.STOP_DEADLINE
+    assert calls == [1, 2]  # the fallback could not start before 1,600 ms = the deadline
+    assert result.receipt.decisions[-1].decision.value == "stop"
+
+
+def test_request_and_key_are_bound_before_any_dispatch(spans: Any, clock: Any) -> None:
+    controller = _controller(clock, spans)
+
+    def never(d: Dispatch) -> Any:
+        raise AssertionError("dispatched")
+
+    with pytest.raises(RequestDrift):
+        controller.run(never, **{**RUN, "request": {"ticket": "INC-1"}})
+    with pytest.raises(IdempotencyDrift):
+        controller.run(never, **{**RUN, "idempotency_key": "other"})
+
+
+def test_real_sleep_and_clock(spans: Any) -> None:
+    now_ms = time.time_ns() // 1_000_000
+    policy = replace(reference_policy(), deadline_ms=now_ms + 30_000, base_backoff_ms=30)
+    outcomes = [CallResult(kind=OutcomeKind.UNAVAILABLE), CallResult(value=1)]
+    started = time.monotonic()
+    result = RetryController(policy, tracer_provider=spans.provider).run(
+        lambda d: outcomes[d.attempt_ordinal - 1], **RUN
+    )
+    assert result.terminal is Terminal.COMPLETE
+    assert time.monotonic() - started >= 0.03
+    second = result.receipt.attempts[1]
+    assert second.not_before_ms is not None
+    assert second.start_ms >= second.not_before_ms
+
+
+AUDIT_COLUMNS = """
+    route_id, route_release, route_attempt_ordinal, attempt_ordinal, logical_request_digest,
+    idempotency_digest, epoch_ns(start_time) AS start_time, epoch_ns(end_time) AS end_time,
+    epoch_ns(not_before) AS not_before, backoff_delay_ms, retry_after_ms,
+    cost_reserved_micros, cost_actual_micros, outcome, outcome_kind
+"""
+
+
+def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clock: Any) -> None:
+    """Spans → real Parquet → DuckDB ``attempts`` view → evaluator: the same receipt."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from retryscope.analytics import connect
+    from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+    from retryscope.instrumentation.evaluator import attempts_from_rows, evaluate
+
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(ParquetSpanExporter(tmp_path / "spans")))
+    script = iter(
+        [
+            (
+                100,
+                CallResult(
+                    kind=OutcomeKind.RATE_LIMITED, retry_after_ms=250, cost_actual_micros=150_000
+                ),
+            ),
+            (100, CallResult(kind=OutcomeKind.UNAVAILABLE)),
+            (250, CallResult(value="answer", cost_actual_micros=250_000)),
+        ]
+    )
+
+    def call(d: Dispatch) -> CallResult:
+        duration, result = next(script)
+        clock.advance_ms(duration)
+        return result
+
+    policy = reference_policy()
+    controller = RetryController(policy, clock=clock, sleep=clock.sleep, tracer_provider=provider)
+    result = controller.run(call, **RUN)
+    provider.shutdown()
+
+    con, _ = connect(tmp_path / "spans")
+    cursor = con.execute(
+        f"SELECT {AUDIT_COLUMNS} FROM attempts WHERE logical_request_id = ?",
+        [result.logical_request_id],
+    )
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    audited = evaluate(policy, attempts_from_rows(rows))
+    assert receipt_json(audited) == result.receipt_json
+    (digest,) = con.execute("SELECT DISTINCT policy_digest FROM logical_requests").fetchone()
+    assert digest == policy_sha256(policy)
