@@ -195,28 +195,8 @@ def _controlled(
     controller = RetryController(
         policy, clock=clock, sleep=clock.sleep, tracer_provider=world.tracer_provider
     )
-
-    def described(d: Dispatch) -> CallResult:
-        # what the fallback-quality analytics read: the request's contract and allowed
-        # boundary, and the contract and boundary of the route each attempt used
-        d.attempt.request.span.set_attributes(
-            {
-                v.REQUIRED_CAPABILITY_DIGEST.key: policy.capability_contract_sha256,
-                v.REQUIRED_BEHAVIOR_CLASS.key: policy.behavior_class_sha256,
-                v.MAX_DATA_BOUNDARY.key: policy.max_data_boundary.value,
-            }
-        )
-        d.attempt.set_attributes(
-            {
-                v.ROUTE_CAPABILITY_DIGEST.key: d.route.capability_contract_sha256,
-                v.ROUTE_BEHAVIOR_CLASS.key: d.route.behavior_class_sha256,
-                v.ROUTE_DATA_BOUNDARY.key: d.route.data_boundary.value,
-            }
-        )
-        return call(d)
-
     return controller.run(
-        described,
+        call,
         request=ident.payload,
         idempotency_key=ident.key,
         operation=OPERATION,
