@@ -36,8 +36,18 @@ def _fits(t: AttrType, value: Any) -> bool:
     return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
 
 
+_encode_str = json.encoder.encode_basestring  # the C-accelerated JSON string encoder
+
+
 def encode_value(value: Any) -> str:
     """JSON text of an attribute value, keeping its type (strings quoted)."""
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
     if isinstance(value, tuple):
         value = list(value)
     try:
@@ -63,6 +73,7 @@ class SpanColumns:
         self._events: list[list[dict[str, Any]]] = []
         self._links: list[list[dict[str, Any]]] = []
         self._dropped: list[int] = []
+        self._last_resource: tuple[Mapping[str, Any] | None, list[tuple[str, str]]] = (None, [])
 
     def __len__(self) -> int:
         return len(self._dropped)
@@ -122,7 +133,11 @@ class SpanColumns:
         for column, value in zip(self._dedicated, row, strict=True):
             column.append(value)
         self._attributes.append(rest)
-        self._resource.append(encode_map(resource))
+        last, encoded = self._last_resource
+        if resource is not last:  # spans of one process share one resource object
+            encoded = encode_map(resource)
+            self._last_resource = (resource, encoded)
+        self._resource.append(encoded)
         self._events.append(
             [{"name": n, "time": t, "attributes": encode_map(a)} for n, t, a in events]
         )

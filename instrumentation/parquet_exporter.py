@@ -1,39 +1,63 @@
 """``ParquetSpanExporter``: finished spans to Parquet files a reader can trust.
 
-Use it behind the SDK's ``BatchSpanProcessor``. Batches are converted column by column into
-Arrow and buffered; a file is written when the buffer reaches ``rows_per_file`` rows, when
-it is ``max_age_s`` old, and on ``force_flush``/``shutdown``. Each file is written under a
-hidden temporary name and renamed when complete, so a reader (DuckDB globbing
-``**/*.parquet``) never sees a partial file. Rows are sorted by logical request id and start
-time so a drill-down touches few row groups.
+Use it behind the SDK's ``BatchSpanProcessor`` (better: :class:`GapCountingBatchSpanProcessor`,
+which also records the spans that processor's full queue drops). Each batch is converted
+column by column into Arrow and buffered; a file is cut when the buffer reaches
+``rotate_rows`` rows or ``rotate_bytes`` bytes of Arrow data, when its oldest span is
+``rotate_age_s`` old, and on ``force_flush``/``shutdown``. Files go to Hive partitions, are
+sorted for drill-down, and appear atomically (see :mod:`.parquet_files`). Memory stays
+bounded: at most ``rotate_rows`` rows are buffered while writes succeed, ``buffer_rows``
+while they fail.
 
-A failed write returns ``FAILURE`` and keeps the rows for the next try (bounded by
-``max_buffered_rows``; what must be dropped is counted in :attr:`dropped_spans`).
+A failed write (disk full, permission denied, read-only directory) returns ``FAILURE``,
+logs the cause once per failure episode and keeps the rows in the bounded retry buffer,
+which is written when the directory recovers. Rows that must be dropped are counted in
+:attr:`ParquetSpanExporter.dropped_spans` and persisted as telemetry-gap rows
+(:mod:`.gaps`) by the next successful write.
+
+Without arguments the exporter reads ``RETRYSCOPE_PARQUET_*`` variables (:mod:`.config`),
+which is how ``OTEL_TRACES_EXPORTER=retryscope_parquet`` constructs it.
 """
 
 from __future__ import annotations
 
-import itertools
+import collections
 import logging
 import os
-import socket
 import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from retryscope.instrumentation.columns import SpanColumns
+from retryscope.instrumentation.config import ExportConfig, Partitioning
+from retryscope.instrumentation.gaps import GAP_TRACE_ID, Gap, GapLedger, GapReason, gap_table
+from retryscope.instrumentation.parquet_files import (
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    FileNamer,
+    WriteError,
+    sort_for_drilldown,
+    write_partitioned,
+)
+
+from retryscope.vocabulary import SpanRole
+
+__all__ = [
+    "TEMP_PREFIX",
+    "TEMP_SUFFIX",
+    "ParquetSpanExporter",
+    "sort_for_drilldown",
+    "spans_to_columns",
+]
 
 _log = logging.getLogger(__name__)
-
-TEMP_PREFIX: Final = "."
-TEMP_SUFFIX: Final = ".inprogress"
 
 
 def _hex(value: int, width: int) -> str:
@@ -74,136 +98,329 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
     return cols
 
 
-def sort_for_drilldown(table: pa.Table) -> pa.Table:
-    """Rows ordered by logical request id, then start time (nulls last)."""
-    if table.num_rows < 2:
-        return table
-    order = pc.sort_indices(
-        table,
-        sort_keys=[
-            ("logical_request_id", "ascending", "at_end"),
-            ("start_time", "ascending", "at_end"),
-        ],
+def _gap_rows_of(table: pa.Table) -> pa.Array:
+    """Boolean mask of the telemetry-gap rows of ``table``."""
+    return pc.fill_null(
+        pc.and_(
+            pc.equal(table.column("span_role"), SpanRole.TELEMETRY_GAP.value),
+            pc.equal(table.column("trace_id"), GAP_TRACE_ID),
+        ),
+        False,
     )
-    return table.take(order)
+
+
+def _gaps_of(table: pa.Table) -> list[Gap]:
+    """The gaps recorded by telemetry-gap rows (to put back when they were not written)."""
+    reasons = table.column("gap_reason").to_pylist()
+    starts = pc.cast(table.column("start_time"), pa.int64()).to_pylist()
+    ends = pc.cast(table.column("end_time"), pa.int64()).to_pylist()
+    counts = table.column("gap_dropped_spans").to_pylist()
+    return [
+        Gap(GapReason(reason), start, end, count)
+        for reason, start, end, count in zip(reasons, starts, ends, counts, strict=True)
+        if count
+    ]
 
 
 class ParquetSpanExporter(SpanExporter):
-    """Writes finished spans as zstd Parquet files under ``directory``."""
+    """Writes finished spans as zstd Parquet files under a directory (see the module doc).
+
+    ``directory`` and the keyword arguments override ``config``; ``config`` defaults to
+    :meth:`ExportConfig.from_env`. ``rows_per_file``, ``max_age_s``, ``row_group_size`` and
+    ``max_buffered_rows`` are the older names of ``rotate_rows``, ``rotate_age_s``,
+    ``row_group_rows`` and ``buffer_rows``.
+    """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        directory: str | os.PathLike[str] | None = None,
         *,
-        rows_per_file: int = 200_000,
-        max_age_s: float = 60.0,
-        row_group_size: int = 100_000,
-        compression: str = "zstd",
-        max_buffered_rows: int = 1_000_000,
+        config: ExportConfig | None = None,
+        rows_per_file: int | None = None,
+        rotate_bytes: int | None = None,
+        max_age_s: float | None = None,
+        row_group_size: int | None = None,
+        compression: str | None = None,
+        max_buffered_rows: int | None = None,
+        partitioning: Partitioning | str | None = None,
+        retry_s: float | None = None,
+        file_mode: int | None = None,
+        dir_mode: int | None = None,
     ) -> None:
-        if rows_per_file < 1 or row_group_size < 1 or max_buffered_rows < rows_per_file:
-            raise ValueError(
-                "rows_per_file and row_group_size must be >= 1 and "
-                "max_buffered_rows >= rows_per_file"
-            )
-        self.directory = Path(directory)
-        self.rows_per_file = rows_per_file
-        self.max_age_s = max_age_s
-        self.row_group_size = row_group_size
-        self.compression = compression
-        self.max_buffered_rows = max_buffered_rows
+        base = config if config is not None else ExportConfig.from_env()
+        self.config = base.with_overrides(
+            directory=Path(directory) if directory is not None else None,
+            rotate_rows=rows_per_file,
+            rotate_bytes=rotate_bytes,
+            rotate_age_s=max_age_s,
+            row_group_rows=row_group_size,
+            compression=compression,
+            buffer_rows=max_buffered_rows,
+            partitioning=Partitioning(partitioning) if partitioning is not None else None,
+            retry_s=retry_s,
+            file_mode=file_mode,
+            dir_mode=dir_mode,
+        )
+        self.directory = self.config.directory
         self.dropped_spans = 0
-        self.files_written: list[Path] = []
+        """Spans this exporter lost (retry buffer overflow, unwritable at shutdown)."""
+        self.file_count = 0
+        self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
+        """The most recent files written (the last 1024)."""
+        self.gaps = GapLedger()
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
         self._oldest: float | None = None
+        self._resource: Mapping[str, Any] | None = None
         self._lock = threading.Lock()
-        self._seq = itertools.count(1)
-        self._host = socket.gethostname().replace(os.sep, "_") or "host"
+        self._namer = FileNamer("spans")
+        self._cleaned: set[Path] = set()  # directories rid of dead writers' temporary files
         self._shutdown = False
         self._failing = False
+        self._next_retry = 0.0
+        self._episode_start_dropped = 0
+        self._wake = threading.Event()
+        self._ager: threading.Thread | None = None
+        self._ager_pid = 0
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+
+            def _after_fork_in_child() -> None:
+                exporter = ref()
+                if exporter is not None:
+                    exporter._reset_after_fork()
+
+            os.register_at_fork(after_in_child=_after_fork_in_child)
 
     # -- SpanExporter ------------------------------------------------------------------------
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
-        table = spans_to_columns(spans).to_table()
+        try:
+            table = spans_to_columns(spans).to_table()
+        except Exception as exc:  # a span the schema cannot hold: count it, never raise
+            self._lose(len(spans), GapReason.WRITE_FAILED, f"cannot convert spans: {exc!r}")
+            return SpanExportResult.FAILURE
+        if spans and spans[-1].resource is not None:
+            self._resource = spans[-1].resource.attributes
         with self._lock:
             self._buffer(table)
-            due = self._pending_rows >= self.rows_per_file or (
-                self._oldest is not None and time.monotonic() - self._oldest >= self.max_age_s
-            )
-            if due and not self._write_pending():
+            self._ensure_ager()
+            if not self._due():
+                return SpanExportResult.SUCCESS
+            if self._failing and time.monotonic() < self._next_retry:
                 return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+            ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        with self._lock:
-            return self._write_pending()
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
+            return False
+        try:
+            return self._write_pending(deadline=deadline)
+        finally:
+            self._lock.release()
 
-    def shutdown(self) -> None:
-        with self._lock:
-            if not self._shutdown:
-                self._write_pending()
-                self._shutdown = True
+    def shutdown(self, timeout_millis: float = 30000) -> None:
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
+            _log.error("retryscope: shutdown timed out waiting for a write in progress")
+            self._shutdown = True
+            self._wake.set()
+            return
+        try:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            self._wake.set()
+            if not self._write_pending(deadline=deadline):
+                lost = self._pending_rows
+                self.dropped_spans += lost
+                gap_lost = self.gaps.pending
+                self._clear_pending()
+                self.gaps.drain()
+                _log.error(
+                    "retryscope: shutting down with %d spans (and a gap record of %d lost spans) "
+                    "that could not be written under %s: they are lost",
+                    lost,
+                    gap_lost,
+                    self.directory,
+                )
+        finally:
+            self._lock.release()
+
+    def record_gap(self, reason: GapReason, dropped: int, at_ns: int | None = None) -> None:
+        """Count ``dropped`` spans lost elsewhere (e.g. a full queue); written as a gap row."""
+        self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)
 
     # -- internals ---------------------------------------------------------------------------
+    def _lose(self, count: int, reason: GapReason, why: str) -> None:
+        self.dropped_spans += count
+        self.record_gap(reason, count)
+        _log.error("retryscope: lost %d spans (%s)", count, why)
+
+    def _due(self, *, by_rows: bool = True) -> bool:
+        return (
+            (by_rows and self._pending_rows >= self.config.rotate_rows)
+            or self._pending_bytes >= self.config.rotate_bytes
+            or (
+                self._oldest is not None
+                and time.monotonic() - self._oldest >= self.config.rotate_age_s
+            )
+        )
+
     def _buffer(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
         self._pending.append(table)
         self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
         if self._oldest is None:
             self._oldest = time.monotonic()
-        while self._pending_rows > self.max_buffered_rows and len(self._pending) > 1:
-            dropped = self._pending.pop(0)
-            self._pending_rows -= dropped.num_rows
-            self.dropped_spans += dropped.num_rows
-            _log.error("retryscope: buffer full, dropped %d spans", dropped.num_rows)
+        excess = self._pending_rows - self.config.buffer_rows
+        if excess <= 0:
+            return
+        dropped = 0
+        while excess > 0:
+            first = self._pending[0]
+            if first.num_rows <= excess:
+                self._pending.pop(0)
+                taken = first.num_rows
+                self._pending_bytes -= first.nbytes
+            else:
+                rest = first.slice(excess)
+                self._pending[0] = rest
+                taken = excess
+                self._pending_bytes -= first.nbytes - rest.nbytes
+            excess -= taken
+            dropped += taken
+        self._pending_rows -= dropped
+        self.dropped_spans += dropped
+        self.record_gap(GapReason.BUFFER_FULL, dropped)
 
-    def _write_pending(self) -> bool:
-        if not self._pending:
+    def _clear_pending(self) -> None:
+        self._pending, self._pending_rows, self._pending_bytes, self._oldest = [], 0, 0, None
+
+    def _write_pending(self, deadline: float | None, *, whole_files: bool = False) -> bool:
+        """Write everything buffered (and the pending gap rows); False if rows remain.
+
+        ``whole_files``: write only full ``rotate_rows`` files and keep the remainder buffered
+        (a cut by row count then yields files of exactly that size).
+        """
+        gaps = self.gaps.drain()
+        tables = list(self._pending)
+        tail: pa.Table | None = None
+        cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
+        if whole_files and 0 < cut < self._pending_rows:
+            spans = pa.concat_tables(tables)
+            tables, tail = [spans.slice(0, cut)], spans.slice(cut)
+        if gaps:
+            tables.append(gap_table(gaps, self._resource))
+        if not tables:
             return True
-        table = pa.concat_tables(self._pending)
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         try:
-            while table.num_rows:
-                chunk = table.slice(0, self.rows_per_file)
-                self._write_file(chunk)
-                table = table.slice(chunk.num_rows)  # a later failure keeps only the rest
-        except OSError as exc:
-            self._pending = [table] if table.num_rows else []
-            self._pending_rows = table.num_rows
+            written = write_partitioned(
+                table, self.config, self._namer, deadline=deadline, cleaned=self._cleaned
+            )
+        except WriteError as exc:
+            self._note_written(exc.written)
+            remaining = exc.remaining
+            if tail is not None:
+                remaining = pa.concat_tables([remaining, tail]) if remaining.num_rows else tail
+            self._keep_unwritten(remaining)
+            if isinstance(exc.cause, TimeoutError):
+                return False
+            self._next_retry = time.monotonic() + self.config.retry_s
             if not self._failing:
+                self._failing = True
+                self._episode_start_dropped = self.dropped_spans
                 _log.error(
-                    "retryscope: cannot write spans to %s (%s); keeping %d spans to retry",
+                    "retryscope: cannot write spans under %s (%s); keeping up to %d spans "
+                    "in memory and retrying",
                     self.directory,
                     exc,
-                    table.num_rows,
+                    self.config.buffer_rows,
                 )
-            self._failing = True
             return False
+        except Exception as exc:  # not an I/O problem: these rows can never be written
+            self._clear_pending()
+            self._lose(table.num_rows - len(gaps), GapReason.WRITE_FAILED, f"write raised {exc!r}")
+            self.gaps.restore(gaps)
+            return False
+        self._note_written(written)
+        self._clear_pending()
+        if tail is not None:
+            self._buffer(tail)
         if self._failing:
-            _log.warning("retryscope: writing to %s works again", self.directory)
-        self._failing = False
-        self._pending, self._pending_rows, self._oldest = [], 0, None
+            self._failing = False
+            _log.info(
+                "retryscope: writing under %s works again; %d spans lost during the failure",
+                self.directory,
+                self.dropped_spans - self._episode_start_dropped,
+            )
         return True
 
-    def _write_file(self, table: pa.Table) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        name = f"spans-{stamp}-{self._host}-{os.getpid()}-{next(self._seq):06d}.parquet"
-        final = self.directory / name
-        temp = self.directory / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+    def _note_written(self, files: list[Path]) -> None:
+        self.files_written.extend(files)
+        self.file_count += len(files)
+
+    def _keep_unwritten(self, remaining: pa.Table) -> None:
+        is_gap = _gap_rows_of(remaining)
+        self.gaps.restore(_gaps_of(remaining.filter(is_gap)))
+        spans = remaining.filter(pc.invert(is_gap))
+        oldest = self._oldest
+        self._clear_pending()
+        if spans.num_rows:
+            self._pending = [spans]
+            self._pending_rows = spans.num_rows
+            self._pending_bytes = spans.nbytes
+            self._oldest = oldest if oldest is not None else time.monotonic()
+
+    # -- age-based rotation while no new spans arrive ------------------------------------------
+    def _ensure_ager(self) -> None:
+        if self._ager is not None and self._ager_pid == os.getpid() and self._ager.is_alive():
+            return
+        self._ager_pid = os.getpid()
+        self._ager = threading.Thread(
+            target=_age_loop, args=(weakref.ref(self),), name="retryscope-parquet-age", daemon=True
+        )
+        self._ager.start()
+
+    def _flush_if_old(self) -> None:
+        with self._lock:
+            if self._shutdown or self._oldest is None:
+                return
+            old = time.monotonic() - self._oldest >= self.config.rotate_age_s
+            if old and not (self._failing and time.monotonic() < self._next_retry):
+                self._write_pending(deadline=None)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent writes what it buffered; start afresh."""
+        self._lock = threading.Lock()
+        self._clear_pending()
+        self.gaps = GapLedger()
+        self._namer = FileNamer("spans")
+        self._wake = threading.Event()
+        self._ager = None
+
+
+def _age_loop(ref: weakref.ref[ParquetSpanExporter]) -> None:
+    while True:
+        exporter = ref()
+        if exporter is None or exporter._shutdown:
+            return
+        wake, period = exporter._wake, min(1.0, exporter.config.rotate_age_s / 2)
+        del exporter
+        if wake.wait(period):
+            return
+        exporter = ref()
+        if exporter is None:
+            return
         try:
-            pq.write_table(
-                sort_for_drilldown(table),
-                temp,
-                row_group_size=self.row_group_size,
-                compression=self.compression,
-            )
-            os.replace(temp, final)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        self.files_written.append(final)
-        return final
+            exporter._flush_if_old()
+        except Exception:  # never let the helper thread die noisily
+            _log.exception("retryscope: age-based flush failed")
+        del exporter

@@ -51,6 +51,23 @@ def _cmd_lab(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from retryscope.instrumentation.config import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest import ingest
+
+    config = ExportConfig(directory=args.out).with_overrides(
+        partitioning=Partitioning(args.partitioning), rotate_rows=args.rotate_rows
+    )
+    summary = ingest(
+        args.sources,
+        args.out,
+        config=config,
+        report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
+    )
+    print(summary.format())
+    return 1 if summary.skipped else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="retryscope",
@@ -71,6 +88,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
     p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "ingest",
+        help="turn OTLP trace files from a Collector (JSON lines, S3 layouts, protobuf) into "
+        "span Parquet",
+    )
+    p.add_argument("sources", nargs="+", metavar="SRC", help="files or directories to read")
+    p.add_argument("--out", required=True, help="data directory to write into")
+    p.add_argument(
+        "--partitioning",
+        choices=("hour", "day", "none"),
+        default="hour",
+        help="Hive partitions by span start time (default: %(default)s)",
+    )
+    p.add_argument(
+        "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
+    )
+    p.set_defaults(func=_cmd_ingest)
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
     p.add_argument("path", help="data directory")

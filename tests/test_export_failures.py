@@ -1,0 +1,229 @@
+"""Failed writes, the bounded retry buffer, recovery, and telemetry-gap rows."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from export_support import last_json_line, make_spans, run_ok
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
+from retryscope.analytics import connect
+from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
+from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID
+from retryscope.instrumentation.parquet_exporter import spans_to_columns
+
+LOGGER = "retryscope.instrumentation.parquet_exporter"
+
+
+def _gap_rows(root: Path) -> list[tuple[str, int, str, str]]:
+    con, _ = connect(root)
+    return con.sql(
+        "SELECT gap_reason, gap_dropped_spans, trace_id, span_id FROM spans "
+        "WHERE span_role = 'telemetry_gap' ORDER BY gap_reason"
+    ).fetchall()
+
+
+def _span_rows(root: Path) -> int:
+    con, _ = connect(root)
+    (count,) = con.sql(
+        "SELECT count(*) FROM spans WHERE span_role IS DISTINCT FROM 'telemetry_gap'"
+    ).fetchall()[0]
+    return int(count)
+
+
+def _episode(
+    exporter: ParquetSpanExporter, spans: Sequence[ReadableSpan], exports: int
+) -> list[SpanExportResult]:
+    return [exporter.export(spans) for _ in range(exports)]
+
+
+def test_unwritable_directory_failure_buffer_recovery_and_exact_loss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The data directory's place is taken by a file (works as root, unlike chmod): writes
+    fail, the buffer keeps the newest rows up to its bound, the loss is exact, one log line
+    per episode, and the next good write stores the buffer and a gap row."""
+    root = tmp_path / "data"
+    root.write_text("not a directory")
+    spans = make_spans(1)  # 3 spans
+    exporter = ParquetSpanExporter(root, rows_per_file=3, max_buffered_rows=10, retry_s=0)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        results = _episode(exporter, spans, 6)  # 18 spans, room for 10
+    assert results == [SpanExportResult.FAILURE] * 6
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert "cannot write spans" in errors[0].getMessage()
+    assert "data" in errors[0].getMessage()
+    assert exporter.dropped_spans == 8
+    assert exporter.gaps.pending == 8
+
+    root.unlink()  # the directory recovers
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    assert [r.levelno for r in caplog.records] == [logging.INFO]  # "works again"
+    exporter.shutdown()
+    # the new batch joined the bounded buffer before the write: 3 more of the oldest went
+    assert _span_rows(root) == 10
+    assert exporter.dropped_spans == 11
+    assert _gap_rows(root) == [("buffer_full", 11, GAP_TRACE_ID, GAP_SPAN_ID)]
+
+    # the same exporter failing again later is a new episode: one more line
+    other = tmp_path / "other"
+    other.write_text("x")
+    again = ParquetSpanExporter(other, rows_per_file=3, retry_s=0)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        _episode(again, spans, 3)
+        other.unlink()
+        assert again.export(spans) == SpanExportResult.SUCCESS
+        shutil.rmtree(other)
+        other.write_text("x")
+        _episode(again, spans, 3)
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 2
+
+
+_READ_ONLY_SCRIPT = """
+import json, logging, subprocess, sys
+from pathlib import Path
+from opentelemetry.sdk.trace.export import SpanExportResult
+from export_support import last_json_line, make_spans, run_ok
+from retryscope.instrumentation import ParquetSpanExporter
+
+mount = Path(sys.argv[1])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(mount)], check=True)
+errors = []
+class Count(logging.Handler):
+    def emit(self, record):
+        if record.levelno >= logging.ERROR:
+            errors.append(record.getMessage())
+logging.getLogger("retryscope").addHandler(Count())
+exporter = ParquetSpanExporter(mount / "data", rows_per_file=3, retry_s=0)
+spans = make_spans(1)
+failed = [exporter.export(spans) == SpanExportResult.FAILURE for _ in range(3)]
+subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True)
+flushed = exporter.force_flush()
+rows = sum(
+    __import__("pyarrow.parquet").parquet.read_metadata(p).num_rows
+    for p in (mount / "data").rglob("*.parquet") if not p.name.startswith(".")
+)
+print(json.dumps({"failed": failed, "errors": errors, "flushed": flushed, "rows": rows}))
+"""
+
+
+def _can_mount_read_only(tmp_path: Path) -> bool:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    if shutil.which("unshare") is None:
+        return False
+    done = subprocess.run(
+        ["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(probe)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def test_read_only_file_system_then_recovery(tmp_path: Path) -> None:
+    """A real read-only mount (a private mount namespace; works as root too): FAILURE with
+    the buffer kept and one log line, then after a read-write remount the buffer is written."""
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("cannot create a private read-only mount here (unshare -rm)")
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    script = tmp_path / "ro_writer.py"
+    script.write_text(_READ_ONLY_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    result = last_json_line(
+        run_ok(["unshare", "-rm", sys.executable, str(script), str(mount)], env=env)
+    )
+    assert result["failed"] == [True, True, True]
+    assert len(result["errors"]) == 1
+    assert "Read-only file system" in result["errors"][0]
+    assert result["flushed"] is True
+    assert result["rows"] == 9
+
+
+def test_shutdown_while_failing_counts_what_is_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "data"
+    root.write_text("x")
+    exporter = ParquetSpanExporter(root, rows_per_file=3, retry_s=0)
+    exporter.export(make_spans(1))
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        exporter.shutdown()
+    assert exporter.dropped_spans == 3
+    assert "3 spans" in caplog.records[-1].getMessage()
+    assert exporter.export(make_spans(1)) == SpanExportResult.FAILURE
+
+
+def test_retry_waits_between_failed_attempts(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    root.write_text("x")
+    exporter = ParquetSpanExporter(root, rows_per_file=3, retry_s=60)
+    spans = make_spans(1)
+    exporter.export(spans)
+    root.unlink()
+    assert exporter.export(spans) == SpanExportResult.FAILURE  # within retry_s: not tried
+    assert not root.exists()
+    assert exporter.force_flush()  # an explicit flush always tries
+    assert _span_rows(root) == 6
+
+
+def test_force_flush_honours_its_timeout(tmp_path: Path) -> None:
+    exporter = ParquetSpanExporter(tmp_path, rows_per_file=3)
+    exporter._lock.acquire()  # a write in progress elsewhere
+    try:
+        started = time.monotonic()
+        assert exporter.force_flush(timeout_millis=100) is False
+        assert time.monotonic() - started < 2
+    finally:
+        exporter._lock.release()
+    exporter._buffer(spans_to_columns(make_spans(2)).to_table())
+    assert exporter.force_flush(timeout_millis=0) is False  # deadline passed: nothing started
+    assert exporter.force_flush()
+    assert _span_rows(tmp_path) == 6
+
+
+class _GatedExporter(ParquetSpanExporter):
+    """The real exporter, held at the door of ``export`` so the batch queue fills up."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        self.gate.wait(30)
+        return super().export(spans)
+
+
+def test_batch_queue_overflow_is_counted_exactly_and_persisted(tmp_path: Path) -> None:
+    exporter = _GatedExporter(tmp_path)
+    processor = GapCountingBatchSpanProcessor(
+        exporter, max_queue_size=8, max_export_batch_size=8, schedule_delay_millis=60_000
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for i in range(8):
+        tracer.start_span(f"first-{i}").end()  # wakes the worker, which blocks in export
+    assert exporter.entered.wait(10)
+    for i in range(8 + 5):
+        tracer.start_span(f"second-{i}").end()  # 8 fill the queue, 5 overflow
+    assert processor.dropped_spans == 5
+    exporter.gate.set()
+    provider.shutdown()
+    assert _gap_rows(tmp_path) == [("queue_overflow", 5, GAP_TRACE_ID, GAP_SPAN_ID)]
+    assert _span_rows(tmp_path) == 16
