@@ -28,13 +28,21 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from retryscope.instrumentation.classify import classify_exception, error_type
 from retryscope.instrumentation.digests import idempotency_digest, request_digest
+from retryscope.instrumentation.lower_layer import LowerLayerConfig
+from retryscope.instrumentation.pricing import Cost, PriceTable, Usage
+from retryscope.instrumentation.privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
 
 from retryscope import vocabulary as v
 from retryscope.vocabulary import (
+    LAYER_COUNT_ATTRS,
+    BreakerState,
     Decision,
+    HedgeResult,
     Layer,
     Outcome,
     OutcomeKind,
+    ReconciliationMethod,
+    ReconciliationResult,
     RetryOwner,
     SpanRole,
     Terminal,
@@ -42,6 +50,9 @@ from retryscope.vocabulary import (
 
 Clock = Callable[[], int]
 """Returns the current time as unix nanoseconds."""
+
+ParentKey = tuple[Layer, int] | None
+"""Identifies an attempt's parent within its request: (layer, ordinal), None at the top."""
 
 _SCOPE_KEY: Final = otel_context.create_key("retryscope-scope")
 _TRACER_NAME: Final = "retryscope"
@@ -87,6 +98,11 @@ def _require_int(value: int | None, field: str) -> int | None:
     return value
 
 
+def _breaker_attributes(state: BreakerState | str, generation: int) -> dict[str, AttributeValue]:
+    gen = _require_int(generation, "breaker generation")
+    return {v.BREAKER_STATE.key: BreakerState(state).value, v.BREAKER_GENERATION_KEY: gen or 0}
+
+
 class Attempt:
     """One physical attempt; a context manager around its span.
 
@@ -106,9 +122,18 @@ class Attempt:
         route_priority: int,
         attributes: Mapping[str, AttributeValue] | None,
         parent: Attempt | None = None,
+        sibling_ordinal: int = 1,
+        name: str | None = None,
+        hedge_ordinal: int | None = None,
     ) -> None:
         self.request = request
         self.parent = parent
+        self.sibling_ordinal = sibling_ordinal
+        """1-based number among this layer's attempts under the same parent attempt."""
+        self.hedge_ordinal = hedge_ordinal
+        self.name = name or f"attempt {route}"
+        self.usage: Usage | None = None
+        self.hedge_result: HedgeResult | None = None
         self.ordinal = ordinal
         self.route_ordinal = route_ordinal
         self.route = route
@@ -142,6 +167,14 @@ class Attempt:
         if self.parent is not None:
             attrs[v.PARENT_ATTEMPT_ORDINAL.key] = self.parent.ordinal
             attrs[v.PARENT_LAYER.key] = self.parent.layer.value
+        if self.sibling_ordinal > 1:
+            attrs[v.SIBLING_ORDINAL_KEY] = self.sibling_ordinal
+            if self.layer is Layer.TRANSPORT:  # OTel HTTP: absent on the first send
+                attrs[v.HTTP_RESEND_COUNT.key] = self.sibling_ordinal - 1
+        if self.hedge_ordinal is not None:
+            attrs[v.HEDGE_ORDINAL.key] = self.hedge_ordinal
+        if req._open_sibling(self):
+            attrs[v.OVERLAPPING_KEY] = True
         if req.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = req.retry_owner.value
         if req.deadline is not None:
@@ -150,7 +183,7 @@ class Attempt:
         parent_span = self.parent.span if self.parent is not None else req.span
         parent = trace.set_span_in_context(parent_span, otel_context.get_current())
         self._span = req.tracer.start_span(
-            f"attempt {self.route}",
+            self.name,
             context=parent,
             kind=trace.SpanKind.CLIENT,
             attributes=attrs,
@@ -179,12 +212,13 @@ class Attempt:
                 self.set_outcome(classify_exception(exc), error=error_type(exc))
             else:
                 span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
-        elif self.outcome is None:
+        elif self.outcome is None and self.hedge_result is not HedgeResult.CANCELLED:
             self.set_outcome(Outcome.SUCCESS)  # closed cleanly and unclassified: it worked
         if self.outcome is not None and self.outcome is not Outcome.SUCCESS:
             span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
         self.ended_at = self.request.clock()
         self.request._attempt_finished(self)
+        self.request._close_sibling(self)
         try:
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
@@ -196,6 +230,15 @@ class Attempt:
         if self._span is None:
             raise RuntimeError("attempt is not open: use it as a context manager")
         return self._span
+
+    @property
+    def key(self) -> tuple[Layer, int]:
+        """(layer, ordinal): unique within the logical request."""
+        return (self.layer, self.ordinal)
+
+    @property
+    def parent_key(self) -> ParentKey:
+        return self.parent.key if self.parent is not None else None
 
     # -- what the retry owner records -------------------------------------------------------
     def set_backoff(
@@ -275,8 +318,96 @@ class Attempt:
         self.span.set_attribute(v.DECISION.key, Decision(decision).value)
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
-        """Any further attributes (e.g. ``gen_ai.*``) on the attempt span."""
-        self.span.set_attributes(attributes)
+        """Any further attributes on the attempt span; strings bounded (see ``privacy``)."""
+        self.span.set_attributes(bound_attributes(attributes, self.request.max_string_bytes))
+
+    # -- semantic conventions and cost -------------------------------------------------------
+    def set_gen_ai(
+        self,
+        *,
+        provider: str | None = None,
+        request_model: str | None = None,
+        response_model: str | None = None,
+        operation: str | None = None,
+        response_id: str | None = None,
+    ) -> None:
+        """OpenTelemetry GenAI attributes of the model call this attempt made."""
+        attrs: dict[str, AttributeValue] = {}
+        for attr, value in (
+            (v.GEN_AI_PROVIDER, provider),
+            (v.GEN_AI_REQUEST_MODEL, request_model),
+            (v.GEN_AI_RESPONSE_MODEL, response_model),
+            (v.GEN_AI_OPERATION, operation),
+            (v.GEN_AI_RESPONSE_ID, response_id),
+        ):
+            if value is not None:
+                attrs[attr.key] = value
+        self.set_attributes(attrs)
+
+    def set_usage(
+        self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+    ) -> Usage:
+        """Token usage the provider reported (``gen_ai.usage.*``); kept for pricing."""
+        usage = Usage(input_tokens, output_tokens, cached_input_tokens)
+        self.usage = usage
+        attrs: dict[str, AttributeValue] = {
+            v.GEN_AI_INPUT_TOKENS.key: input_tokens,
+            v.GEN_AI_OUTPUT_TOKENS.key: output_tokens,
+        }
+        if cached_input_tokens:
+            attrs[v.GEN_AI_CACHED_TOKENS_KEY] = cached_input_tokens
+        self.span.set_attributes(attrs)
+        return usage
+
+    def set_error_type(self, error: str) -> None:
+        """OpenTelemetry ``error.type`` (e.g. an exception class or an HTTP status)."""
+        self.set_attributes({v.ERROR_TYPE.key: error})
+
+    def price(self, table: PriceTable, *, reserved: int) -> Cost:
+        """Turn this attempt's usage into cost with ``table`` and record it.
+
+        With usage unknown (never reported) or no price for the route release, the
+        reservation stands as the cost and the cost is marked estimated, with the reason.
+        """
+        cost = table.cost(self.route_release, self.usage, reserved=reserved)
+        self.set_cost(
+            reserved=reserved, actual=cost.micros, currency=cost.currency, estimated=cost.estimated
+        )
+        attrs: dict[str, AttributeValue] = {
+            v.PRICE_TABLE_DIGEST.key: cost.table_digest,
+            v.PRICE_TABLE_VERSION_KEY: cost.table_version,
+        }
+        if cost.estimate_reason is not None:
+            attrs[v.COST_ESTIMATE_REASON_KEY] = cost.estimate_reason
+        self.span.set_attributes(attrs)
+        return cost
+
+    # -- hedging, breakers, lower layers --------------------------------------------------
+    def commit_hedge(self) -> None:
+        """This hedge (or the primary of a hedge group) won: its result is the one used."""
+        self._require_hedge()
+        self.hedge_result = HedgeResult.WINNER
+        self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.WINNER.value)
+
+    def cancel_hedge(self, *, cost_actual: int | None = None, currency: str = "USD") -> None:
+        """This hedge lost and was cancelled; ``cost_actual`` is what it still incurred."""
+        self._require_hedge()
+        self.hedge_result = HedgeResult.CANCELLED
+        self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.CANCELLED.value)
+        if cost_actual is not None:
+            self.set_cost(actual=cost_actual, currency=currency, estimated=False)
+
+    def _require_hedge(self) -> None:
+        if self.hedge_ordinal is None:
+            raise ValueError("not part of a hedge group: open it with hedge_ordinal=")
+
+    def set_breaker(self, state: BreakerState | str, generation: int) -> None:
+        """The route's circuit-breaker state and generation when this attempt dispatched."""
+        self.span.set_attributes(_breaker_attributes(state, generation))
+
+    def declare_lower_layer(self, config: LowerLayerConfig) -> None:
+        """Retry configuration of the layer below (e.g. the SDK client's ``max_retries``)."""
+        self.span.set_attributes(config.attributes())
 
 
 class LogicalRequest:
@@ -296,8 +427,16 @@ class LogicalRequest:
         policy_digest: str | None,
         clock: Clock,
         attributes: Mapping[str, AttributeValue] | None,
+        max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+        role: SpanRole = SpanRole.LOGICAL_REQUEST,
+        parent_context: otel_context.Context | None = None,
+        ordinal_base: Mapping[Layer, int] | None = None,
+        digests: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.tracer = tracer
+        self.role = role
+        self.max_string_bytes = max_string_bytes
+        self._parent_context = parent_context
         self.clock = clock
         self.operation = operation
         self.tenant = tenant
@@ -310,13 +449,19 @@ class LogicalRequest:
             else None
         )
         self.request_digest = request_digest(request) if request is not None else None
+        if digests is not None:  # a continuation carries the digests, never the raw values
+            self.idempotency_digest, self.request_digest = digests
         self.policy_digest = policy_digest
         self.terminal: Terminal | None = None
         self.attempts: list[Attempt] = []
         self._extra = dict(attributes or {})
         self._lock = threading.Lock()
-        self._ordinals: Counter[Layer] = Counter()
+        self._base: Counter[Layer] = Counter(ordinal_base or {})
+        self._ordinals: Counter[Layer] = Counter(self._base)
         self._route_ordinals: Counter[tuple[Layer, str]] = Counter()
+        self._siblings: Counter[tuple[ParentKey, Layer]] = Counter()
+        self._open: Counter[tuple[ParentKey, Layer]] = Counter()
+        self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._span: Span | None = None
         self._token: object | None = None
         stamp: dict[str, AttributeValue] = {
@@ -336,17 +481,18 @@ class LogicalRequest:
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs.update(self._extra)
-        attrs[v.SPAN_ROLE.key] = SpanRole.LOGICAL_REQUEST.value
+        attrs[v.SPAN_ROLE.key] = self.role.value
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         if self.deadline is not None:
             attrs[v.DEADLINE.key] = self.deadline
         self._span = self.tracer.start_span(
-            f"logical_request {self.operation}",
+            f"{self.role.value} {self.operation}",
+            context=self._parent_context,
             attributes=attrs,
             start_time=self.clock(),
         )
-        ctx = trace.set_span_in_context(self._span)
+        ctx = trace.set_span_in_context(self._span, self._parent_context)
         ctx = otel_context.set_value(_SCOPE_KEY, Scope(self.stamp, self), ctx)
         self._token = otel_context.attach(ctx)
         return self
@@ -363,14 +509,17 @@ class LogicalRequest:
             span.record_exception(exc)
             span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
         terminal = self.terminal or self._derived_terminal(end)
-        layer_counts = Counter(a.layer.value for a in self.attempts)
-        span.set_attributes(
-            {
-                v.TERMINAL.key: terminal.value,
-                v.ATTEMPT_COUNT.key: len(self.attempts),
-                v.RETRIED_LAYERS.key: sorted(k for k, n in layer_counts.items() if n > 1),
-            }
-        )
+        with self._lock:
+            totals = Counter(self._ordinals)
+        local = totals - self._base
+        attrs: dict[str, AttributeValue] = {
+            v.TERMINAL.key: terminal.value,
+            v.ATTEMPT_COUNT.key: sum(local.values()),
+            v.RETRIED_LAYERS.key: sorted(k.value for k, n in totals.items() if n > 1),
+        }
+        for layer, attr in LAYER_COUNT_ATTRS.items():
+            attrs[attr.key] = local[layer]
+        span.set_attributes(attrs)
         if terminal is not Terminal.COMPLETE:
             span.set_status(Status(StatusCode.ERROR, terminal.value))
         try:
@@ -393,21 +542,41 @@ class LogicalRequest:
         layer: Layer | str = Layer.HARNESS,
         route_priority: int = 0,
         attributes: Mapping[str, AttributeValue] | None = None,
+        name: str | None = None,
+        hedge_ordinal: int | None = None,
+        hedge_owner: Layer | str | None = None,
+        breaker_state: BreakerState | str | None = None,
+        breaker_generation: int = 0,
+        lower: LowerLayerConfig | None = None,
     ) -> Attempt:
         """A new physical attempt on ``route``.
 
         Ordinals count per layer across the request (and per layer and route), so a harness's
         third try is ordinal 3 however many transport resends came before it. An attempt
         opened inside another attempt of this request records that one as its parent.
+
+        ``hedge_ordinal`` makes it part of a hedge group (0 the primary, 1, 2, … hedges);
+        ``breaker_state``/``breaker_generation`` stamp the route's circuit breaker at
+        dispatch; ``lower`` declares the retry configuration of the layer below. A backoff
+        announced with :meth:`schedule_backoff` in the same scope is recorded on it.
         """
         layer = Layer(layer)
         scope = current_scope()
         parent = scope.attempt if scope is not None and scope.request is self else None
+        parent_key = parent.key if parent is not None else None
+        ordinal, route_ordinal, sibling = self._allocate(layer, route, parent_key)
         with self._lock:
-            self._ordinals[layer] += 1
-            self._route_ordinals[layer, route] += 1
-            ordinal = self._ordinals[layer]
-            route_ordinal = self._route_ordinals[layer, route]
+            pending = self._pending.pop(parent_key, None)
+        extra: dict[str, AttributeValue] = dict(pending or {})
+        if attributes:
+            extra.update(bound_attributes(attributes, self.max_string_bytes))
+        if hedge_ordinal is not None:
+            _require_int(hedge_ordinal, "hedge_ordinal")
+            extra[v.HEDGE_OWNER_KEY] = Layer(hedge_owner or layer).value
+        if breaker_state is not None:
+            extra.update(_breaker_attributes(breaker_state, breaker_generation))
+        if lower is not None:
+            extra.update(lower.attributes())
         return Attempt(
             self,
             ordinal=ordinal,
@@ -416,9 +585,118 @@ class LogicalRequest:
             route_release=route_release,
             layer=layer,
             route_priority=route_priority,
-            attributes=attributes,
+            attributes=extra,
             parent=parent,
+            sibling_ordinal=sibling,
+            name=name,
+            hedge_ordinal=hedge_ordinal,
         )
+
+    def _allocate(self, layer: Layer, route: str, parent_key: ParentKey) -> tuple[int, int, int]:
+        """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` under ``parent_key``."""
+        with self._lock:
+            self._ordinals[layer] += 1
+            self._route_ordinals[layer, route] += 1
+            self._siblings[parent_key, layer] += 1
+            return (
+                self._ordinals[layer],
+                self._route_ordinals[layer, route],
+                self._siblings[parent_key, layer],
+            )
+
+    def _open_sibling(self, attempt: Attempt) -> bool:
+        """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
+        key = (attempt.parent_key, attempt.layer)
+        with self._lock:
+            overlapping = self._open[key] > 0 and attempt.hedge_ordinal is None
+            self._open[key] += 1
+        return overlapping
+
+    def _close_sibling(self, attempt: Attempt) -> None:
+        with self._lock:
+            self._open[attempt.parent_key, attempt.layer] -= 1
+
+    def schedule_backoff(
+        self,
+        *,
+        delay_ms: int | None = None,
+        retry_after_ms: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        """Announce the wait before the next attempt opened in the current scope.
+
+        Retry libraries decide the sleep after an attempt has ended; the next attempt of the
+        same parent records it as its backoff (``delay_ms``) and the server hint the previous
+        one received (``retry_after_ms``). Later announcements in the same scope add to it.
+        """
+        scope = current_scope()
+        parent = scope.attempt if scope is not None and scope.request is self else None
+        attrs: dict[str, AttributeValue] = dict(attributes or {})
+        if (d := _require_int(delay_ms, "delay_ms")) is not None:
+            attrs[v.BACKOFF_DELAY_MS.key] = d
+        if (r := _require_int(retry_after_ms, "retry_after_ms")) is not None:
+            attrs[v.RETRY_AFTER_MS.key] = r
+        key = parent.key if parent is not None else None
+        with self._lock:
+            self._pending.setdefault(key, {}).update(attrs)
+
+    def record_reconciliation(
+        self,
+        result: ReconciliationResult | str,
+        *,
+        method: ReconciliationMethod | str,
+        attempt: Attempt | None = None,
+    ) -> None:
+        """What the harness did after an indeterminate outcome, and what it found.
+
+        Recorded as a ``retryscope.reconciliation`` event on the logical request span (one
+        per reconciliation) and as the span's last reconciliation result, so the analytics
+        can tell a reconciled retry from a blind one.
+        """
+        res = ReconciliationResult(result)
+        attrs: dict[str, AttributeValue] = {
+            v.RECONCILIATION_RESULT.key: res.value,
+            v.RECONCILIATION_METHOD_KEY: ReconciliationMethod(method).value,
+        }
+        if attempt is not None:
+            attrs[v.RECONCILIATION_ATTEMPT_KEY] = attempt.ordinal
+            attrs[v.RECONCILIATION_LAYER_KEY] = attempt.layer.value
+        self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=self.clock())
+        self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
+
+    def transport_attempt_stamp(self, parent: Attempt | None) -> dict[str, AttributeValue]:
+        """Attributes that make a foreign HTTP client span a transport attempt of this request.
+
+        Used by the stamping processor for spans of opentelemetry-instrumentation-httpx /
+        -requests started inside an attempt: the span gets the next transport ordinal, its
+        parent attempt and, from the second send under the same parent, the OTel
+        ``http.request.resend_count``.
+        """
+        route = parent.route if parent is not None else "http"
+        parent_key = parent.key if parent is not None else None
+        ordinal, route_ordinal, sibling = self._allocate(Layer.TRANSPORT, route, parent_key)
+        attrs: dict[str, AttributeValue] = dict(self.stamp)
+        attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
+        attrs[v.LAYER.key] = Layer.TRANSPORT.value
+        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
+        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
+        attrs[v.ROUTE_ID.key] = route
+        if parent is not None:
+            attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
+            attrs[v.PARENT_LAYER.key] = parent.layer.value
+            if parent.route_release is not None:
+                attrs[v.ROUTE_RELEASE.key] = parent.route_release
+        if sibling > 1:
+            attrs[v.SIBLING_ORDINAL_KEY] = sibling
+            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
+        if self.retry_owner is not None:
+            attrs[v.RETRY_OWNER.key] = self.retry_owner.value
+        return attrs
+
+    def ordinals(self) -> dict[Layer, int]:
+        """Attempts allocated so far per layer (including those before a continuation)."""
+        with self._lock:
+            return dict(self._ordinals)
 
     def set_terminal(self, terminal: Terminal | str) -> None:
         """How the request ended; otherwise derived from its last attempt when it closes."""
@@ -435,7 +713,8 @@ class LogicalRequest:
             self.attempts.append(attempt)
 
     def _derived_terminal(self, now: int) -> Terminal:
-        last = self.attempts[-1] if self.attempts else None
+        counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
+        last = counted[-1] if counted else None
         if self.deadline is not None:
             succeeded = last is not None and last.outcome is Outcome.SUCCESS
             # A success completing at or after the deadline loses to the deadline.
@@ -472,11 +751,13 @@ def logical_request(
     tracer_provider: trace.TracerProvider | None = None,
     clock: Clock = time.time_ns,
     attributes: Mapping[str, AttributeValue] | None = None,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
 ) -> LogicalRequest:
     """Open a logical request: ``with logical_request(operation="chat", ...) as req:``.
 
     ``idempotency_key`` and ``request`` are digested at once and never stored raw.
     ``deadline`` is absolute (unix ns or an aware datetime) and is never reset per attempt.
+    String attributes given to its attempts are bounded to ``max_string_bytes``.
     """
     from retryscope import __version__
 
@@ -493,4 +774,5 @@ def logical_request(
         policy_digest=policy_digest,
         clock=clock,
         attributes=attributes,
+        max_string_bytes=max_string_bytes,
     )

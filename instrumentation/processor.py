@@ -6,30 +6,69 @@ parent context in ``on_start`` and stamps the span with the logical request id,
 idempotency digest, tenant, operation, enclosing attempt ordinal and route, so a physical
 HTTP send made by httpx or requests joins its logical request in the audit data set.
 
-It is on the hot path of every span: one context lookup and one ``set_attributes`` call
-with a precomputed mapping. It never raises into the application.
+HTTP client spans are classified here, at ``on_start``, not in the analytics: a span of
+kind CLIENT that carries an HTTP method (``http.request.method``, or the older
+``http.method`` that opentelemetry-instrumentation-httpx/-requests still emit by default)
+started inside a non-transport attempt is one physical send, so it becomes a transport
+attempt of the request (role ``attempt``, layer ``transport``, the next transport ordinal,
+its parent attempt, ``http.request.resend_count`` from the second send on). Doing it here
+keeps ordinals exact (only the process that made the sends can number them) and counts the
+sends in the logical request's per-layer totals. Inside a transport attempt (retryscope's
+own httpx transport) such a span is the same send seen twice and is only stamped. The
+outcome of a classified span is not known at start; the analytics read it from its HTTP
+status attributes.
+
+It is on the hot path of every span: one context lookup, a kind check and one
+``set_attributes`` call with a precomputed mapping. An opt-in attribute hook (add or redact
+attributes; strings bounded) runs only when configured. It never raises into the
+application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanKind
 from retryscope.instrumentation.context import _SCOPE_KEY, Scope
+from retryscope.instrumentation.privacy import (
+    DEFAULT_MAX_STRING_BYTES,
+    AttributeHook,
+    apply_hook,
+)
 
-from retryscope.vocabulary import SPAN_ROLE
+from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE, Layer
 
 _log = logging.getLogger(__name__)
-_ROLE_KEY = SPAN_ROLE.key
+_ROLE_KEY: Final = SPAN_ROLE.key
+_CLIENT: Final = SpanKind.CLIENT
+_HTTP_METHOD_KEYS: Final = (HTTP_METHOD.key, "http.method")
+_TRANSPORT: Final = Layer.TRANSPORT
 
 
 class AttemptStampingProcessor(SpanProcessor):
-    """Stamps spans started under a logical request; leaves all other spans alone."""
+    """Stamps spans started under a logical request; leaves all other spans alone.
 
-    def __init__(self) -> None:
+    ``attribute_hook`` (opt-in) is called with the start attributes of every span under a
+    logical request and returns attributes to add or override (``None`` redacts); its
+    strings are bounded to ``max_string_bytes`` with truncation marked.
+    """
+
+    def __init__(
+        self,
+        *,
+        attribute_hook: AttributeHook | None = None,
+        max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+    ) -> None:
+        if max_string_bytes < 1:
+            raise ValueError(f"max_string_bytes must be >= 1, got {max_string_bytes!r}")
         self.errors = 0
         """Spans whose stamping failed (contained, logged once)."""
+        self._hook = attribute_hook
+        self._max_bytes = max_string_bytes
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
@@ -37,9 +76,17 @@ class AttemptStampingProcessor(SpanProcessor):
             if type(scope) is not Scope:
                 return
             attributes = span.attributes
-            if attributes is not None and _ROLE_KEY in attributes:
-                return  # retryscope's own span: it carries the full record already
-            span.set_attributes(scope.stamp)
+            if attributes is None or _ROLE_KEY not in attributes:
+                if span.kind is _CLIENT and attributes and _is_http(attributes):
+                    attempt = scope.attempt
+                    if attempt is None or attempt.layer is not _TRANSPORT:
+                        span.set_attributes(scope.request.transport_attempt_stamp(attempt))
+                    else:
+                        span.set_attributes(scope.stamp)
+                else:
+                    span.set_attributes(scope.stamp)
+            if self._hook is not None:
+                span.set_attributes(apply_hook(self._hook, span.attributes or {}, self._max_bytes))
         except Exception:  # never break the instrumented application
             self.errors += 1
             if self.errors == 1:
@@ -53,3 +100,7 @@ class AttemptStampingProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def _is_http(attributes: Mapping[str, object]) -> bool:
+    return any(key in attributes for key in _HTTP_METHOD_KEYS)

@@ -12,7 +12,10 @@ from retryscope.instrumentation import (
     AttemptStampingProcessor,
     LogicalRequest,
     ParquetSpanExporter,
+    PriceTable,
     current_scope,
+    extract,
+    inject,
     logical_request,
 )
 from retryscope.vocabulary import (
@@ -33,9 +36,12 @@ __all__ = [
     "Outcome",
     "OutcomeKind",
     "ParquetSpanExporter",
+    "PriceTable",
     "RetryOwner",
     "Terminal",
     "__version__",
     "current_scope",
+    "extract",
+    "inject",
     "logical_request",
 ]

@@ -206,6 +206,64 @@ GAP_REASON = Attr(
     "On a telemetry-gap record: why spans were lost (e.g. buffer_full, queue_overflow).",
 )
 
+# --- instrumentation depth: hedging, breakers, lower layers, streams, prices, reconciliation --
+HEDGE_ORDINAL = Attr(
+    "retryscope.hedge.ordinal",
+    "hedge_ordinal",
+    I32,
+    "0 for the primary of a hedge group, 1, 2, … for hedges racing it; absent when the "
+    "attempt is not part of a hedge group. Only hedges may overlap in time.",
+)
+BREAKER_STATE = Attr(
+    "retryscope.breaker.state",
+    "breaker_state",
+    S,
+    "The route's circuit-breaker state at dispatch: closed, open or half_open.",
+)
+PRICE_TABLE_DIGEST = Attr(
+    "retryscope.cost.price_table_digest",
+    "price_table_digest",
+    S,
+    "SHA-256 of the canonical JSON of the price table that priced this attempt.",
+)
+LOWER_MAX_RETRIES = Attr(
+    "retryscope.lower.max_retries",
+    "lower_max_retries",
+    I32,
+    "Retries the layer below this attempt may still make on its own (e.g. an SDK client's "
+    "max_retries); > 0 under a harness owner is a hidden multiplication.",
+)
+STREAM_EVENTS = Attr(
+    "retryscope.stream.events",
+    "stream_events",
+    INT,
+    "Streamed events delivered to the caller by this attempt.",
+)
+RECONCILIATION_RESULT = Attr(
+    "retryscope.reconciliation.result",
+    "reconciliation_result",
+    S,
+    "On the logical request span: result of the last reconciliation "
+    "(effect_confirmed, no_effect, unknown); each one is also an event.",
+)
+
+
+def _layer_count_attr(layer: str) -> Attr:
+    return Attr(
+        f"retryscope.attempts.{layer}",
+        f"attempts_{layer}",
+        I32,
+        f"On the logical request span: attempts the {layer} layer made (0 when none).",
+    )
+
+
+ATTEMPTS_WORKFLOW = _layer_count_attr("workflow")
+ATTEMPTS_QUEUE = _layer_count_attr("queue")
+ATTEMPTS_HARNESS = _layer_count_attr("harness")
+ATTEMPTS_ADAPTER = _layer_count_attr("adapter")
+ATTEMPTS_SDK = _layer_count_attr("sdk")
+ATTEMPTS_TRANSPORT = _layer_count_attr("transport")
+
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
 HTTP_STATUS_CODE = Attr(
@@ -292,6 +350,18 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     GEN_AI_RESPONSE_ID,
     GEN_AI_INPUT_TOKENS,
     GEN_AI_OUTPUT_TOKENS,
+    HEDGE_ORDINAL,
+    BREAKER_STATE,
+    PRICE_TABLE_DIGEST,
+    LOWER_MAX_RETRIES,
+    STREAM_EVENTS,
+    RECONCILIATION_RESULT,
+    ATTEMPTS_WORKFLOW,
+    ATTEMPTS_QUEUE,
+    ATTEMPTS_HARNESS,
+    ATTEMPTS_ADAPTER,
+    ATTEMPTS_SDK,
+    ATTEMPTS_TRANSPORT,
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 
@@ -310,6 +380,9 @@ class SpanRole(enum.StrEnum):
     LOGICAL_REQUEST = "logical_request"
     ATTEMPT = "attempt"
     TELEMETRY_GAP = "telemetry_gap"
+    CONTINUATION = "continuation"
+    """A logical request continued in another process (see ``retryscope.extract``): same
+    logical request id; its attempts belong to that request, it is not a new one."""
 
 
 class Outcome(enum.StrEnum):
@@ -418,3 +491,109 @@ STAMP_KEYS: Final[tuple[str, ...]] = (
     ROUTE_ID.key,
 )
 """Keys the stamping processor puts on every span started beneath a logical request."""
+
+
+LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
+    Layer.WORKFLOW: ATTEMPTS_WORKFLOW,
+    Layer.QUEUE: ATTEMPTS_QUEUE,
+    Layer.HARNESS: ATTEMPTS_HARNESS,
+    Layer.ADAPTER: ATTEMPTS_ADAPTER,
+    Layer.SDK: ATTEMPTS_SDK,
+    Layer.TRANSPORT: ATTEMPTS_TRANSPORT,
+}
+"""Per-layer attempt counts on the logical request span, one dedicated column per layer."""
+
+
+class BreakerState(enum.StrEnum):
+    """A route's circuit-breaker state at dispatch."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class HedgeResult(enum.StrEnum):
+    """How a hedged attempt ended: the committed winner, or a cancelled loser."""
+
+    WINNER = "winner"
+    CANCELLED = "cancelled"
+
+
+class ReconciliationResult(enum.StrEnum):
+    """What reconciling an indeterminate attempt found out."""
+
+    EFFECT_CONFIRMED = "effect_confirmed"
+    NO_EFFECT = "no_effect"
+    UNKNOWN = "unknown"
+
+
+class ReconciliationMethod(enum.StrEnum):
+    """How the harness reconciled: poll by idempotency key or request id, or read back."""
+
+    IDEMPOTENCY_KEY = "idempotency_key"
+    REQUEST_ID = "request_id"
+    READBACK = "readback"
+
+
+class StreamState(enum.StrEnum):
+    """How a streamed response ended for the caller."""
+
+    COMPLETED = "completed"
+    FAILED_BEFORE_OUTPUT = "failed_before_output"
+    INTERRUPTED_AFTER_OUTPUT = "interrupted_after_output"
+    ABANDONED = "abandoned"
+
+
+# --- plain keys (no dedicated column; kept in the generic attributes map) -------------------
+HEDGE_OWNER_KEY: Final = "retryscope.hedge.owner"
+"""Layer that launched the hedge."""
+HEDGE_RESULT_KEY: Final = "retryscope.hedge.result"
+"""``winner`` or ``cancelled`` (a cancelled loser still carries the cost it incurred)."""
+BREAKER_GENERATION_KEY: Final = "retryscope.breaker.generation"
+"""Generation of the breaker (increments on every state change) at dispatch."""
+OVERLAPPING_KEY: Final = "retryscope.attempt.overlapping"
+"""True on a non-hedge attempt that started while a sibling attempt was still open."""
+SIBLING_ORDINAL_KEY: Final = "retryscope.attempt.sibling_ordinal"
+"""1-based number of this attempt among its layer's attempts under the same parent."""
+LOWER_LAYER_KEY: Final = "retryscope.lower.layer"
+"""Layer below this attempt whose retry configuration is declared."""
+LOWER_TIMEOUT_MS_KEY: Final = "retryscope.lower.timeout_ms"
+"""Per-request timeout of the layer below, in ms."""
+LOWER_SOURCE_KEY: Final = "retryscope.lower.source"
+"""Class of the client the lower-layer configuration was read from."""
+PRICE_TABLE_VERSION_KEY: Final = "retryscope.cost.price_table_version"
+"""Version label of the price table that priced this attempt."""
+COST_ESTIMATE_REASON_KEY: Final = "retryscope.cost.estimate_reason"
+"""Why the cost is an estimate: ``usage_unknown`` or ``price_unknown``."""
+GEN_AI_CACHED_TOKENS_KEY: Final = "gen_ai.usage.cache_read.input_tokens"
+"""OTel GenAI: input tokens served from the provider's cache (part of input tokens)."""
+STREAM_STATE_KEY: Final = "retryscope.stream.state"
+"""How the stream ended for the caller (:class:`StreamState`)."""
+STREAM_BYTES_KEY: Final = "retryscope.stream.bytes"
+"""Bytes (or characters, for text chunks) delivered to the caller."""
+STREAM_FIRST_EVENT_MS_KEY: Final = "retryscope.stream.first_event_ms"
+"""Milliseconds from attempt start to the first delivered event."""
+RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
+"""Name of the span event recording one reconciliation on the logical request."""
+RECONCILIATION_METHOD_KEY: Final = "retryscope.reconciliation.method"
+"""How it reconciled (:class:`ReconciliationMethod`)."""
+RECONCILIATION_ATTEMPT_KEY: Final = "retryscope.reconciliation.attempt_ordinal"
+"""Ordinal of the indeterminate attempt that was reconciled."""
+RECONCILIATION_LAYER_KEY: Final = "retryscope.reconciliation.attempt_layer"
+"""Layer of the indeterminate attempt that was reconciled."""
+HTTP_RETRY_AFTER_RAW_KEY: Final = "retryscope.http.retry_after"
+"""The Retry-After (or retry-after-ms) header as received, bounded to 64 characters."""
+HTTP_RETRY_AFTER_PARSED_MS_KEY: Final = "retryscope.http.retry_after_ms"
+"""That header parsed and bounded, in ms (absent when unparseable)."""
+URL_FULL_KEY: Final = "url.full"
+"""OTel: the request URL, with credentials and secret query values redacted."""
+SERVER_ADDRESS_KEY: Final = "server.address"
+SERVER_PORT_KEY: Final = "server.port"
+WAITED_SO_FAR_MS_KEY: Final = "retryscope.backoff.waited_so_far_ms"
+"""Total time the retry library had slept for this call before this attempt."""
+CAUSED_BY_KEY: Final = "retryscope.retry.caused_by"
+"""``error.type`` of the failure that made the retry library schedule this attempt."""
+TRUNCATED_KEYS_KEY: Final = "retryscope.truncated_keys"
+"""Keys whose string values were cut to the configured bound."""
+REDACTED: Final = "[redacted]"
+"""Value written in place of an attribute an attribute hook redacted."""

@@ -1,0 +1,141 @@
+"""inject/extract: a queue redelivery joins the same logical request with the next ordinal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from opentelemetry import baggage
+from opentelemetry import context as otel_context
+from retryscope.instrumentation import CarrierError
+
+import retryscope
+from tests.instrumentation.conftest import Audit, VirtualClockLike
+
+DEADLINE = 1_800_000_060_000_000_000
+
+
+def _produce(audit: Audit, clock: VirtualClockLike) -> tuple[str, dict[str, str]]:
+    carrier: dict[str, str] = {}
+    token = otel_context.attach(baggage.set_baggage("user", "secret-user"))
+    try:
+        with (
+            retryscope.logical_request(
+                operation="embed",
+                tenant="acme",
+                idempotency_key="raw-key-1",
+                request={"doc": "raw payload"},
+                deadline=DEADLINE,
+                tracer_provider=audit.provider,
+                clock=clock,
+            ) as req,
+            req.attempt("enqueue", layer="harness"),
+        ):
+            retryscope.inject(carrier)
+    finally:
+        otel_context.detach(token)
+    return req.id, carrier
+
+
+def test_redelivered_message_joins_the_request_with_next_queue_ordinal(
+    audit: Audit, clock: VirtualClockLike
+) -> None:
+    request_id, carrier = _produce(audit, clock)
+    assert set(carrier) == {"traceparent", "retryscope"}  # never baggage
+    for needle in ("raw-key-1", "raw payload", "secret-user"):
+        assert needle not in json.dumps(carrier)
+    for delivery in (1, 2, 3):
+        clock.advance_ms(10_000)
+        with (
+            retryscope.extract(
+                carrier, delivery_count=delivery, tracer_provider=audit.provider, clock=clock
+            ) as req,
+            req.attempt("worker", layer="queue") as a,
+        ):
+            assert req.id == request_id
+            assert req.deadline == DEADLINE
+            if delivery < 3:
+                a.set_outcome("unavailable")
+    con = audit.connect()
+    rows = con.execute(
+        "SELECT attempt_ordinal, deadline_remaining_ms, idempotency_digest IS NOT NULL, "
+        "trace_id FROM attempts WHERE layer = 'queue' AND logical_request_id = ? "
+        "ORDER BY attempt_ordinal",
+        [request_id],
+    ).fetchall()
+    assert [r[0] for r in rows] == [1, 2, 3]
+    assert [r[1] for r in rows] == [50_000, 40_000, 30_000]  # absolute deadline, not reset
+    assert all(r[2] for r in rows)
+    origin_trace = con.execute(
+        "SELECT trace_id FROM logical_requests WHERE logical_request_id = ?", [request_id]
+    ).fetchone()
+    assert {r[3] for r in rows} == {origin_trace[0]}
+    assert con.execute(
+        "SELECT count(*) FROM logical_requests WHERE logical_request_id = ?", [request_id]
+    ).fetchone() == (1,)
+    assert con.execute(
+        "SELECT count(*), max(attempts_queue), list(retried_layers ORDER BY start_time)[3] "
+        "FROM spans WHERE span_role = 'continuation' AND logical_request_id = ?",
+        [request_id],
+    ).fetchone() == (3, 1, ["queue"])
+
+
+def test_consumer_in_another_process(audit: Audit, clock: VirtualClockLike, tmp_path: Path) -> None:
+    """The carrier crosses a real process boundary; the consumer writes its own Parquet."""
+    request_id, carrier = _produce(audit, clock)
+    out = tmp_path / "consumer"
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        import retryscope
+        exporter = retryscope.ParquetSpanExporter({str(out)!r})
+        tp = TracerProvider()
+        tp.add_span_processor(retryscope.AttemptStampingProcessor())
+        tp.add_span_processor(SimpleSpanProcessor(exporter))
+        carrier = json.loads(sys.stdin.read())
+        with retryscope.extract(carrier, delivery_count=2, tracer_provider=tp) as req:
+            with req.attempt("worker", layer="queue"):
+                pass
+        exporter.force_flush()
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], input=json.dumps(carrier), text=True, check=True)
+    from retryscope.analytics import connect
+
+    con, _ = connect(out)
+    assert con.execute(
+        "SELECT logical_request_id, attempt_ordinal FROM attempts WHERE layer = 'queue'"
+    ).fetchone() == (request_id, 2)
+
+
+def test_inject_needs_a_logical_request() -> None:
+    with pytest.raises(LookupError, match="no logical request"):
+        retryscope.inject({})
+
+
+@pytest.mark.parametrize(
+    ("carrier", "message"),
+    [
+        ({}, "no 'retryscope' field"),
+        ({"retryscope": "{"}, "not JSON"),
+        ({"retryscope": '{"v":2}'}, "unsupported version"),
+        ({"retryscope": '{"v":1,"id":"x"}'}, "'operation' must be strings"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","deadline":"soon"}'}, "unix ns"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","ordinals":{"moon":1}}'}, "layer"),
+        ({"retryscope": "x" * 5000}, "at most"),
+    ],
+)
+def test_extract_rejects_bad_carriers(carrier: dict[str, str], message: str) -> None:
+    with pytest.raises(CarrierError, match=message):
+        retryscope.extract(carrier)
+
+
+def test_extract_rejects_bad_delivery_count() -> None:
+    with pytest.raises(CarrierError, match="delivery_count"):
+        retryscope.extract({"retryscope": '{"v":1,"id":"x","operation":"o"}'}, delivery_count=0)
