@@ -1,14 +1,57 @@
-"""DuckDB analytics over the audit data set (Parquet written by retryscope)."""
+"""DuckDB analytics over the audit data set (Parquet written by retryscope).
+
+``connect(path)`` opens the views; the functions below return Arrow tables (SQL in
+``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
+"""
 
 from retryscope.analytics.dataset import DataSet, SkippedFile, connect, discover
-from retryscope.analytics.report import build_report, format_json, format_text
+from retryscope.analytics.filters import Dimension, Filters, parse_time
+from retryscope.analytics.findings import RULES, Rule, Severity, findings
+from retryscope.analytics.metrics import (
+    Thresholds,
+    amplification,
+    cost,
+    deadline,
+    fallback,
+    hedging,
+    ineffective_retries,
+    latency,
+    load,
+    retry_effectiveness,
+    synchronized_retries,
+    wasted_cost,
+)
+from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
+from retryscope.analytics.requests import request_attempts, request_summary
 
 __all__ = [
+    "RULES",
     "DataSet",
+    "Dimension",
+    "Filters",
+    "Rule",
+    "Severity",
     "SkippedFile",
+    "Thresholds",
+    "amplification",
     "build_report",
     "connect",
+    "cost",
+    "deadline",
     "discover",
+    "fallback",
+    "findings",
     "format_json",
+    "format_markdown",
     "format_text",
+    "hedging",
+    "ineffective_retries",
+    "latency",
+    "load",
+    "parse_time",
+    "request_attempts",
+    "request_summary",
+    "retry_effectiveness",
+    "synchronized_retries",
+    "wasted_cost",
 ]

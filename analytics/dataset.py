@@ -14,6 +14,8 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+from retryscope.analytics.filters import apply
+from retryscope.analytics.queries import install_base
 
 from retryscope.schema import SPAN_SCHEMA
 
@@ -89,21 +91,27 @@ def connect(
     *,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
-    """A DuckDB connection with views ``spans``, ``attempts`` and ``logical_requests``.
+    """A DuckDB connection with views ``spans``, ``attempts``, ``logical_requests`` and
+    the analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
+    ``requests``, ``attempt_facts``, ...), with no filters applied.
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
     con = con if con is not None else duckdb.connect(":memory:")
+    con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
     if dataset.files:
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
         con.execute(
             "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-            f"{file_list}, union_by_name = true, hive_partitioning = true)"
+            f"{file_list}, union_by_name = true, hive_partitioning = true) "
+            # every column of the current schema exists, even if older files lack it
+            "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
         )
     else:
-        con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
     con.execute(VIEWS_SQL)
+    install_base(con)
+    apply(con)
     return con, dataset

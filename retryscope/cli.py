@@ -13,14 +13,31 @@ from retryscope import __version__
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from retryscope.analytics import build_report, connect, format_json, format_text
+    from retryscope.analytics.commands import filters_from, report
 
-    con, dataset = connect(args.path)
-    for skipped in dataset.skipped:
-        print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
-    report = build_report(con)
-    print(format_json(report) if args.format == "json" else format_text(report))
-    return 0
+    filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
+    return report(args.path, filters, args.format)
+
+
+def _cmd_request(args: argparse.Namespace) -> int:
+    from retryscope.analytics.commands import request
+
+    return request(args.path, args.id, args.format)
+
+
+def _cmd_findings(args: argparse.Namespace) -> int:
+    from retryscope.analytics.commands import filters_from, findings_command
+
+    filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
+    return findings_command(args.path, args.rule, filters, args.format)
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--since", metavar="T", help="requests started at/after T (ISO-8601, UTC)")
+    p.add_argument("--until", metavar="T", help="requests started before T (ISO-8601, UTC)")
+    p.add_argument("--route", metavar="R", help="requests that made an attempt on route R")
+    p.add_argument("--tenant", metavar="T", help="requests of tenant T")
+    p.add_argument("--operation", metavar="OP", help="requests of operation OP")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -78,8 +95,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="print the audit report of a data set")
     p.add_argument("path", help="directory (or file, or s3:// prefix) of span Parquet files")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    _add_filters(p)
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("request", help="show one logical request and its attempts in order")
+    p.add_argument("path", help="data directory")
+    p.add_argument("id", help="logical request id, trace id or idempotency digest")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.set_defaults(func=_cmd_request)
+
+    p = sub.add_parser("findings", help="list violations and anomalies, linked to requests")
+    p.add_argument("path", help="data directory")
+    p.add_argument("--rule", metavar="R", help="only findings of rule R (see README Findings)")
+    _add_filters(p)
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.set_defaults(func=_cmd_findings)
 
     p = sub.add_parser("demo", help="simulate harness traffic, report it, serve the UI")
     p.add_argument("--out", default="retryscope-data", help="data directory (default: %(default)s)")

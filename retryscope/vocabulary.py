@@ -207,12 +207,56 @@ GAP_REASON = Attr(
 )
 
 # --- instrumentation depth: hedging, breakers, lower layers, streams, prices, reconciliation --
+REQUIRED_CAPABILITY_DIGEST = Attr(
+    "retryscope.capability.required_digest",
+    "required_capability_digest",
+    S,
+    "On the logical request span: digest of the capability contract the request requires.",
+)
+REQUIRED_BEHAVIOR_CLASS = Attr(
+    "retryscope.behavior_class.required",
+    "required_behavior_class",
+    S,
+    "On the logical request span: behavior class (or its digest) the request requires.",
+)
+MAX_DATA_BOUNDARY = Attr(
+    "retryscope.data_boundary.max",
+    "max_data_boundary",
+    S,
+    "On the logical request span: widest data boundary policy allows "
+    "(local_process < private_service < external_provider).",
+)
+ROUTE_CAPABILITY_DIGEST = Attr(
+    "retryscope.route.capability_digest",
+    "route_capability_digest",
+    S,
+    "On an attempt: digest of the capability contract the route binds.",
+)
+ROUTE_BEHAVIOR_CLASS = Attr(
+    "retryscope.route.behavior_class",
+    "route_behavior_class",
+    S,
+    "On an attempt: behavior class (or its digest) the route's release is evaluated for.",
+)
+ROUTE_DATA_BOUNDARY = Attr(
+    "retryscope.route.data_boundary",
+    "route_data_boundary",
+    S,
+    "On an attempt: data boundary of the route (local_process, private_service, "
+    "external_provider).",
+)
 HEDGE_ORDINAL = Attr(
     "retryscope.hedge.ordinal",
     "hedge_ordinal",
     I32,
     "0 for the primary of a hedge group, 1, 2, … for hedges racing it; absent when the "
     "attempt is not part of a hedge group. Only hedges may overlap in time.",
+)
+HEDGE_CANCELLED = Attr(
+    "retryscope.hedge.cancelled",
+    "hedge_cancelled",
+    B,
+    "On an attempt: True when it lost a hedge race and was cancelled (its cost still counts).",
 )
 BREAKER_STATE = Attr(
     "retryscope.breaker.state",
@@ -263,6 +307,14 @@ ATTEMPTS_HARNESS = _layer_count_attr("harness")
 ATTEMPTS_ADAPTER = _layer_count_attr("adapter")
 ATTEMPTS_SDK = _layer_count_attr("sdk")
 ATTEMPTS_TRANSPORT = _layer_count_attr("transport")
+
+LOWER_LAYER_MAX_RETRIES = Attr(
+    "retryscope.lower_layer.max_retries",
+    "lower_layer_max_retries",
+    I32,
+    "On an attempt: retries the layer below declares it may make on its own "
+    "(e.g. a provider SDK's max_retries).",
+)
 
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
@@ -339,6 +391,17 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     RETRIED_LAYERS,
     GAP_DROPPED_SPANS,
     GAP_REASON,
+    REQUIRED_CAPABILITY_DIGEST,
+    REQUIRED_BEHAVIOR_CLASS,
+    MAX_DATA_BOUNDARY,
+    ROUTE_CAPABILITY_DIGEST,
+    ROUTE_BEHAVIOR_CLASS,
+    ROUTE_DATA_BOUNDARY,
+    HEDGE_ORDINAL,
+    HEDGE_CANCELLED,
+    BREAKER_STATE,
+    RECONCILIATION_RESULT,
+    LOWER_LAYER_MAX_RETRIES,
     ERROR_TYPE,
     HTTP_STATUS_CODE,
     HTTP_RESEND_COUNT,
@@ -466,6 +529,26 @@ class Terminal(enum.StrEnum):
     STOP_COST_BUDGET = "stop_cost_budget"
     STOP_DEADLINE = "stop_deadline"
     STOP_ROUTE_EXHAUSTED = "stop_route_exhausted"
+
+
+class BreakerState(enum.StrEnum):
+    """A route's circuit-breaker state at dispatch."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class ReconciliationResult(enum.StrEnum):
+    """What reconciling an indeterminate outcome with the receiver found."""
+
+    EFFECT_CONFIRMED = "effect_confirmed"
+    NO_EFFECT = "no_effect"
+    UNKNOWN = "unknown"
+
+
+RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
+"""Name of the span event that records a reconciliation (attribute RECONCILIATION_RESULT)."""
 
 
 class DataBoundary(enum.StrEnum):

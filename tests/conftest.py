@@ -15,6 +15,7 @@ from retryscope.analytics import connect
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
 from retryscope.demo import VirtualClock
+from tests.recorder import Recorder
 
 
 @dataclass
@@ -49,3 +50,8 @@ def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
 @pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock(1_800_000_000_000_000_000)
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Recorder:
+    return Recorder(tmp_path / "data")

@@ -1,0 +1,180 @@
+"""Findings: every violation and anomaly as a row linked to its logical request.
+
+Each rule has an id, a severity, what it means and what to do (README "Findings"). The
+rows come from ``sql/findings.sql``: rule id, severity, logical request id, trace id, span
+id, time and evidence (a JSON object with the numbers that triggered the rule).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+from retryscope.analytics.filters import Filters, apply
+from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds
+from retryscope.analytics.queries import arrow
+
+
+class Severity(enum.StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    severity: Severity
+    meaning: str
+    action: str
+
+
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "not_before_ignored",
+        E,
+        "An attempt started before its not_before: Retry-After or the backoff was ignored.",
+        "Make the scheduler wait until not_before; honour bounded Retry-After hints.",
+    ),
+    Rule(
+        "retry_after_non_retryable",
+        E,
+        "A retry or fallback followed a non-retryable outcome (route shopping).",
+        "Stop on non-retryable outcomes; fix the request or the classification instead.",
+    ),
+    Rule(
+        "unreconciled_retry_after_indeterminate",
+        E,
+        "A retry or fallback followed an indeterminate outcome with no reconciliation "
+        "recorded in between: the effect may now happen twice.",
+        "Reconcile with the receiver (poll by idempotency key or request id) and record the "
+        "result before any further attempt; otherwise stop as indeterminate.",
+    ),
+    Rule(
+        "idempotency_digest_conflict",
+        E,
+        "One idempotency digest was used by logical requests with different request "
+        "digests: the key was reused for a different request.",
+        "Derive a new idempotency key whenever the prompt, context or contract changes.",
+    ),
+    Rule(
+        "attempt_after_terminal",
+        E,
+        "An attempt started after its request's terminal, or after a complete/stop decision.",
+        "Reject dispatch once a request is terminal; check for leaked background retries.",
+    ),
+    Rule(
+        "missing_ordinals",
+        W,
+        "A layer's attempt ordinals of a request are not 1..n: attempts were not recorded.",
+        "Check exporter drops and instrumentation coverage of that layer.",
+    ),
+    Rule(
+        "missing_terminal",
+        W,
+        "A request has attempts but no logical request span or no terminal.",
+        "Make sure every logical request is closed (its span ended) and exported.",
+    ),
+    Rule(
+        "telemetry_gap",
+        W,
+        "The exporter recorded spans it lost in a time window.",
+        "Size the export buffer and queue for the load; treat metrics of that window as "
+        "lower bounds.",
+    ),
+    Rule(
+        "nested_retry_owners",
+        W,
+        "Two or more layers retried within one request: their attempts multiply "
+        "(e.g. harness 3 x transport 3 = 9).",
+        "Keep one retry owner: disable SDK retries (e.g. max_retries=0) or harness retries.",
+    ),
+    Rule(
+        "opaque_retry_ownership",
+        W,
+        "A retry-owning layer runs over a lower layer that declares retries of its own.",
+        "Set the lower layer's retries to 0 so the declared owner sees every attempt.",
+    ),
+    Rule(
+        "fallback_boundary_widening",
+        E,
+        "A request was answered by a route beyond its allowed data boundary "
+        "(e.g. a private request answered by an external provider).",
+        "Remove the route from the request's fallback chain or raise the policy maximum "
+        "deliberately; review the data that left the boundary.",
+    ),
+    Rule(
+        "fallback_capability_mismatch",
+        E,
+        "A fallback answered with a route whose capability contract differs from the request's.",
+        "Only list prevalidated routes binding the same capability digest.",
+    ),
+    Rule(
+        "degraded_fallback",
+        INFO,
+        "A fallback answered with a route of another behavior class (degraded answer).",
+        "Surface the degradation to the caller; allow it only where the product permits.",
+    ),
+    Rule(
+        "late_success",
+        W,
+        "An attempt succeeded after the request's deadline: work nobody could use.",
+        "Pass the remaining deadline to the attempt as its timeout.",
+    ),
+    Rule(
+        "doomed_dispatch",
+        INFO,
+        "An attempt was dispatched with less time left than its route's median latency.",
+        "Do not dispatch when the remaining time is below the route's typical latency.",
+    ),
+    Rule(
+        "breaker_open_dispatch",
+        W,
+        "An attempt was dispatched to a route whose circuit breaker was open.",
+        "Route around open breakers; check that the breaker state is consulted.",
+    ),
+    Rule(
+        "synchronized_retries",
+        W,
+        "Retries of many requests started within a few ms of one another: missing jitter.",
+        "Add (replayable) jitter to the backoff schedule.",
+    ),
+    Rule(
+        "retry_budget_exceeded",
+        W,
+        "In a time window, repeats exceeded the retry budget share of receiver traffic "
+        "(a retry storm).",
+        "Enforce a retry budget (e.g. 10 %) and shed retries when it is spent.",
+    ),
+)
+
+RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
+BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+
+def findings(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    rule: str | None = None,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> pa.Table:
+    """All findings (or those of ``rule``), ordered by time."""
+    if rule is not None and rule not in BY_ID:
+        raise ValueError(f"unknown rule {rule!r}; rules: {', '.join(RULE_IDS)}")
+    apply(con, filters)
+    return arrow(
+        con,
+        "findings",
+        {
+            "rule": rule,
+            "gap_ms": thresholds.sync_gap_ms,
+            "min_requests": thresholds.sync_min_requests,
+            "window_ms": thresholds.load_window_ms,
+            "budget": thresholds.retry_budget,
+        },
+    )

@@ -1,0 +1,36 @@
+"""The analytics SQL, loaded by name from ``analytics/sql/*.sql``, and how it is run.
+
+All SQL of the analytics lives in those files; Python binds parameters (never formats
+values into SQL) and gets Arrow tables back.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+@cache
+def load(name: str) -> str:
+    """The text of ``sql/<name>.sql`` shipped with this package."""
+    path = resources.files("retryscope.analytics").joinpath("sql", f"{name}.sql")
+    if not path.is_file():
+        raise ValueError(f"no analytics query named {name!r}")
+    return path.read_text(encoding="utf-8")
+
+
+def arrow(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
+) -> pa.Table:
+    """Run query ``name`` with named parameters (``$name`` in the SQL) and return Arrow."""
+    table: pa.Table = con.sql(load(name), params=params or {}).to_arrow_table()
+    return table
+
+
+def install_base(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros and filter-independent tables of ``base.sql`` (needs ``spans``)."""
+    con.execute(load("base"))

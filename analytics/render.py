@@ -1,0 +1,60 @@
+"""Render small Arrow result tables (findings, one request's attempts) for the terminal."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if hasattr(value, "to_pydatetime"):  # pandas Timestamp from timestamp[ns]
+        return _cell(value.to_pydatetime())
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _cells(table: pa.Table) -> tuple[list[str], list[list[str]]]:
+    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
+    return list(table.column_names), rows
+
+
+def text_table(table: pa.Table) -> str:
+    """Fixed-width columns (a ``-`` for nulls)."""
+    header, rows = _cells(table)
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def markdown_table(table: pa.Table) -> str:
+    header, rows = _cells(table)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def json_rows(table: pa.Table) -> str:
+    """Rows as a JSON array; times as ISO-8601 strings, evidence parsed into objects."""
+    rows = []
+    for row in table.to_pylist():
+        out: dict[str, Any] = {}
+        for key, value in row.items():
+            if key == "evidence" and isinstance(value, str):
+                out[key] = json.loads(value)
+            elif value is not None and not isinstance(value, str | int | float | bool | list):
+                out[key] = _cell(value)
+            else:
+                out[key] = value
+        rows.append(out)
+    return json.dumps(rows, indent=2)

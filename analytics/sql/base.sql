@@ -1,0 +1,198 @@
+-- Macros and the filter-independent tables every analytics query builds on, computed once
+-- by retryscope.analytics.connect() after the `spans` view exists (temp tables: DuckDB
+-- plans a deep view chain slowly, and every report query would recompute it).
+
+CREATE OR REPLACE MACRO rs_layer_rank(l) AS
+    CASE l WHEN 'workflow' THEN 0 WHEN 'queue' THEN 1 WHEN 'harness' THEN 2
+           WHEN 'adapter' THEN 3 WHEN 'sdk' THEN 4 WHEN 'transport' THEN 5 ELSE 6 END;
+
+CREATE OR REPLACE MACRO rs_boundary_rank(b) AS
+    CASE b WHEN 'local_process' THEN 0 WHEN 'private_service' THEN 1
+           WHEN 'external_provider' THEN 2 END;
+
+CREATE OR REPLACE MACRO rs_ratio(n, d) AS
+    CASE WHEN d > 0 THEN n::DOUBLE / d ELSE 0.0 END;
+
+CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
+
+-- The value of a slicing dimension for one row ('all' when not sliced).
+CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, layer, t) AS
+    CASE dim
+        WHEN 'overall' THEN 'all'
+        WHEN 'route' THEN route_id
+        WHEN 'route_release' THEN route_release
+        WHEN 'tenant' THEN tenant
+        WHEN 'operation' THEN operation
+        WHEN 'layer' THEN layer
+        WHEN 'time_bucket' THEN strftime(
+            time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
+    END;
+
+-- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
+-- instrumentation made inside an attempt without marking them (classified as transport
+-- attempts beneath their innermost enclosing attempt).
+CREATE OR REPLACE TEMP TABLE physical_attempts AS
+WITH roled AS (
+    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+),
+http AS (
+    SELECT * FROM spans
+    WHERE span_role IS NULL AND kind = 'CLIENT' AND http_method IS NOT NULL
+      AND logical_request_id IS NOT NULL
+),
+enclosing AS (
+    SELECT
+        h.trace_id, h.span_id,
+        arg_max(a.layer, rs_layer_rank(a.layer)) AS parent_layer,
+        arg_max(a.attempt_ordinal, rs_layer_rank(a.layer)) AS parent_attempt_ordinal,
+        arg_max(a.route_release, rs_layer_rank(a.layer)) AS route_release,
+        arg_max(a.route_priority, rs_layer_rank(a.layer)) AS route_priority,
+        arg_max(a.is_fallback, rs_layer_rank(a.layer)) AS is_fallback,
+        arg_max(a.route_capability_digest, rs_layer_rank(a.layer)) AS route_capability_digest,
+        arg_max(a.route_behavior_class, rs_layer_rank(a.layer)) AS route_behavior_class,
+        arg_max(a.route_data_boundary, rs_layer_rank(a.layer)) AS route_data_boundary,
+        arg_max(a.retry_owner, rs_layer_rank(a.layer)) AS retry_owner,
+        arg_max(a.deadline, rs_layer_rank(a.layer)) AS deadline
+    FROM http h
+    JOIN roled a
+      ON a.logical_request_id = h.logical_request_id
+     AND a.attempt_ordinal = h.attempt_ordinal
+     AND a.route_id IS NOT DISTINCT FROM h.route_id
+     AND a.start_time <= h.start_time AND a.end_time >= h.end_time
+    GROUP BY h.trace_id, h.span_id
+),
+classified AS (
+    SELECT
+        h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id, h.name,
+        h.start_time, h.end_time, h.duration_ms,
+        'transport' AS layer,
+        (row_number() OVER (
+            PARTITION BY h.logical_request_id ORDER BY h.start_time, h.span_id))::INTEGER
+            AS attempt_ordinal,
+        e.parent_layer, e.parent_attempt_ordinal,
+        h.route_id, e.route_release, e.route_priority, e.is_fallback,
+        e.route_capability_digest, e.route_behavior_class, e.route_data_boundary,
+        h.backoff_delay_ms, h.retry_after_ms, h.not_before,
+        coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
+        h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
+        CASE
+            WHEN h.http_status_code BETWEEN 200 AND 399 THEN 'success'
+            WHEN h.http_status_code IN (408, 429) OR h.http_status_code >= 500 THEN 'retryable'
+            WHEN h.http_status_code >= 400 THEN 'non_retryable'
+            WHEN h.status_code = 'ERROR' THEN 'retryable'
+        END AS outcome,
+        CASE
+            WHEN h.http_status_code = 429 THEN 'rate_limited'
+            WHEN h.http_status_code = 408 THEN 'timeout_before_response'
+            WHEN h.http_status_code >= 500 THEN 'unavailable'
+            WHEN h.http_status_code IN (401, 403) THEN 'rejected'
+            WHEN h.http_status_code >= 400 THEN 'invalid_request'
+            WHEN h.http_status_code IS NULL AND h.status_code = 'ERROR'
+                THEN 'timeout_before_response'
+        END AS outcome_kind,
+        h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
+        h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
+        h.http_status_code, h.hedge_ordinal, h.hedge_cancelled, h.breaker_state,
+        h.lower_layer_max_retries,
+        TRUE AS classified_from_http
+    FROM http h
+    JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
+    WHERE e.parent_layer <> 'transport'  -- inside a marked transport attempt: not another one
+)
+SELECT
+    logical_request_id, trace_id, span_id, parent_span_id, name,
+    start_time, end_time, duration_ms,
+    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
+    route_id, route_release, route_priority, is_fallback,
+    route_capability_digest, route_behavior_class, route_data_boundary,
+    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
+    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
+    outcome, outcome_kind, decision, retry_owner,
+    tenant, operation, idempotency_digest, logical_request_digest,
+    http_status_code, hedge_ordinal, hedge_cancelled, breaker_state,
+    lower_layer_max_retries,
+    FALSE AS classified_from_http
+FROM roled
+UNION ALL BY NAME
+SELECT * FROM classified;
+
+-- One row per logical request (from its span and/or its attempts), before filters.
+CREATE OR REPLACE TEMP TABLE request_base AS
+WITH req AS (
+    SELECT
+        logical_request_id,
+        any_value(trace_id) AS trace_id,
+        min(start_time) AS start_time,
+        max(end_time) AS end_time,
+        any_value(terminal) AS terminal,
+        any_value(tenant) AS tenant,
+        any_value(operation) AS operation,
+        any_value(retry_owner) AS retry_owner,
+        any_value(deadline) AS deadline,
+        any_value(idempotency_digest) AS idempotency_digest,
+        any_value(logical_request_digest) AS logical_request_digest,
+        any_value(required_capability_digest) AS required_capability_digest,
+        any_value(required_behavior_class) AS required_behavior_class,
+        any_value(max_data_boundary) AS max_data_boundary
+    FROM spans
+    WHERE span_role = 'logical_request' AND logical_request_id IS NOT NULL
+    GROUP BY logical_request_id
+),
+att AS (
+    SELECT
+        logical_request_id,
+        any_value(trace_id) AS trace_id,
+        min(start_time) AS start_time,
+        max(end_time) AS end_time,
+        any_value(tenant) AS tenant,
+        any_value(operation) AS operation,
+        any_value(retry_owner) AS retry_owner,
+        any_value(deadline) AS deadline,
+        any_value(idempotency_digest) AS idempotency_digest,
+        any_value(logical_request_digest) AS logical_request_digest,
+        arg_min(route_id, (parent_layer IS NOT NULL, start_time)) AS entry_route,
+        arg_min(route_release, (parent_layer IS NOT NULL, start_time)) AS entry_release,
+        arg_min(route_data_boundary, (parent_layer IS NOT NULL, start_time)) AS entry_boundary
+    FROM physical_attempts
+    GROUP BY logical_request_id
+)
+SELECT
+    coalesce(r.logical_request_id, a.logical_request_id) AS logical_request_id,
+    coalesce(r.trace_id, a.trace_id) AS trace_id,
+    coalesce(r.start_time, a.start_time) AS started_at,
+    coalesce(r.end_time, a.end_time) AS ended_at,
+    r.logical_request_id IS NOT NULL AS has_request_span,
+    r.terminal,
+    coalesce(r.tenant, a.tenant) AS tenant,
+    coalesce(r.operation, a.operation) AS operation,
+    coalesce(r.retry_owner, a.retry_owner) AS retry_owner,
+    coalesce(r.deadline, a.deadline) AS deadline,
+    coalesce(r.idempotency_digest, a.idempotency_digest) AS idempotency_digest,
+    coalesce(r.logical_request_digest, a.logical_request_digest) AS logical_request_digest,
+    r.required_capability_digest,
+    r.required_behavior_class,
+    r.max_data_boundary,
+    a.entry_route,
+    a.entry_release,
+    a.entry_boundary
+FROM req r
+FULL OUTER JOIN att a ON a.logical_request_id = r.logical_request_id;
+
+-- Reconciliations recorded for a request: a span attribute (time unknown when on the
+-- logical request span) or a `retryscope.reconciliation` event (its own time).
+CREATE OR REPLACE TEMP TABLE reconciliations AS
+SELECT logical_request_id,
+       CASE WHEN span_role = 'logical_request' THEN NULL ELSE end_time END AS at,
+       reconciliation_result AS result
+FROM spans
+WHERE reconciliation_result IS NOT NULL AND logical_request_id IS NOT NULL
+UNION ALL
+SELECT logical_request_id, e.time AS at,
+       json_extract_string(e.attributes['retryscope.reconciliation.result'], '$') AS result
+FROM (
+    SELECT logical_request_id, unnest(events) AS e
+    FROM spans
+    WHERE logical_request_id IS NOT NULL AND len(events) > 0
+)
+WHERE e.name = 'retryscope.reconciliation';
+

@@ -1,0 +1,11 @@
+-- The logical requests $id names (logical request id, trace id or idempotency digest).
+SELECT
+    r.logical_request_id, r.trace_id, r.tenant, r.operation, r.retry_owner,
+    r.started_at, r.ended_at, r.deadline, r.terminal, r.idempotency_digest,
+    r.logical_request_digest, r.has_request_span,
+    coalesce(n.retried_layers, []) AS retried_layers,
+    coalesce(n.multiplication, 1) AS multiplication
+FROM request_base r
+LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id
+WHERE r.logical_request_id = $id OR r.trace_id = $id OR r.idempotency_digest = $id
+ORDER BY r.started_at, r.logical_request_id;

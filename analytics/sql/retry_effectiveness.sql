@@ -1,0 +1,18 @@
+-- Success of retries (attempts after a failed attempt in the same retry group), by the
+-- failure kind that preceded them and by their ordinal, per layer.
+SELECT
+    CASE WHEN grouping(after_kind) = 0 THEN 'after_kind' ELSE 'ordinal' END AS slice,
+    layer,
+    after_kind,
+    attempt_ordinal,
+    count(*)::BIGINT AS retries,
+    count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
+    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate
+FROM (
+    SELECT layer, coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
+           attempt_ordinal, outcome
+    FROM attempt_facts
+    WHERE is_retry AND coalesce(prev_outcome, '') <> 'success'
+)
+GROUP BY GROUPING SETS ((layer, after_kind), (layer, attempt_ordinal))
+ORDER BY slice, layer, after_kind NULLS LAST, attempt_ordinal NULLS LAST;

@@ -1,0 +1,135 @@
+"""Amplification, receiver attempts, hidden and nested retries, and transport classification."""
+
+from __future__ import annotations
+
+from retryscope.analytics import Dimension, Filters, amplification, findings
+
+from tests.recorder import MS, T0, Clock, Recorder
+
+
+def _nested(rec: Recorder) -> None:
+    """r1: harness 3 x transport 3 (9 receiver hits); r2: one harness attempt; r3: one harness
+    attempt whose HTTP client (unmarked spans) resent once."""
+    clock = Clock(T0)
+    with rec.request(clock, tenant="acme", logical_request_id="r1") as req:
+        for h in range(3):
+            last = h == 2
+            with req.attempt("primary", layer="harness") as outer:
+                for t in range(3):
+                    ok = last and t == 2
+                    rec.attempt(
+                        req,
+                        "primary",
+                        layer="transport",
+                        ms=10,
+                        outcome="success" if ok else "unavailable",
+                    )
+                outer.set_outcome("success" if last else "unavailable")
+            clock.tick(100)
+    clock = Clock(T0 + 60_000 * MS)
+    with rec.request(clock, tenant="globex", logical_request_id="r2") as req:
+        rec.attempt(req, "primary", ms=200)
+    clock = Clock(T0 + 2 * 60_000 * MS)
+    with (
+        rec.request(clock, tenant="globex", logical_request_id="r3") as req,
+        req.attempt("secondary", layer="harness"),
+    ):
+        with rec.http_span(clock, 503):
+            pass
+        clock.tick(5)
+        with rec.http_span(clock, 200):
+            pass
+
+
+def test_amplification_overall_counts_receiver_attempts_and_nesting(recorder: Recorder) -> None:
+    _nested(recorder)
+    con = recorder.connect()
+    row = amplification(con).to_pylist()
+    assert row == [
+        {
+            "value": "all",
+            "logical_requests": 3,
+            "physical_attempts": 16,  # 3 + 9, 1, 1 + 2 classified HTTP sends
+            "harness_attempts": 5,
+            "receiver_attempts": 12,  # 9 + 1 + 2
+            "amplification_ratio": 4.0,
+            "hidden_attempts": 7,
+            "max_attempts_per_request": 9,
+            "p99_attempts_per_request": 9,
+            "nested_retry_requests": 1,
+            "max_nested_multiplication": 9,
+        }
+    ]
+
+
+def test_amplification_sliced_by_route_layer_tenant_and_bucket(recorder: Recorder) -> None:
+    _nested(recorder)
+    con = recorder.connect()
+    by_route = {
+        r["value"]: (r["logical_requests"], r["receiver_attempts"], r["amplification_ratio"])
+        for r in amplification(con, by=Dimension.ROUTE).to_pylist()
+    }
+    assert by_route == {"primary": (2, 10, 5.0), "secondary": (1, 2, 2.0)}
+    by_layer = {
+        r["value"]: (r["physical_attempts"], r["receiver_attempts"])
+        for r in amplification(con, by="layer").to_pylist()
+    }
+    assert by_layer == {"harness": (5, 1), "transport": (11, 11)}
+    by_tenant = {
+        r["value"]: r["receiver_attempts"] for r in amplification(con, by="tenant").to_pylist()
+    }
+    assert by_tenant == {"acme": 9, "globex": 3}
+    buckets = amplification(con, by="time_bucket").column("value").to_pylist()
+    assert buckets == ["2026-09-21T14:00:00Z"]  # T0 is 14:13:20Z
+
+
+def test_filters_select_whole_requests(recorder: Recorder) -> None:
+    _nested(recorder)
+    con = recorder.connect()
+    only_globex = amplification(con, filters=Filters(tenant="globex")).to_pylist()[0]
+    assert (only_globex["logical_requests"], only_globex["receiver_attempts"]) == (2, 3)
+    on_secondary = amplification(con, filters=Filters(route="secondary")).to_pylist()[0]
+    assert on_secondary["logical_requests"] == 1
+    from datetime import UTC, datetime
+
+    since = datetime.fromtimestamp((T0 + 60_000 * MS) / 1e9, UTC)
+    later = amplification(con, filters=Filters(since=since)).to_pylist()[0]
+    assert later["logical_requests"] == 2
+    until = amplification(con, filters=Filters(until=since)).to_pylist()[0]
+    assert until["logical_requests"] == 1
+
+
+def test_nested_retry_owner_finding_names_layers_and_product(recorder: Recorder) -> None:
+    _nested(recorder)
+    con = recorder.connect()
+    rows = findings(con, rule="nested_retry_owners").to_pylist()
+    assert [r["logical_request_id"] for r in rows] == ["r1"]
+    assert rows[0]["severity"] == "warning"
+    import json
+
+    evidence = json.loads(rows[0]["evidence"])
+    assert evidence == {
+        "retried_layers": ["harness", "transport"],
+        "multiplication": 9,
+        "retry_owner": "harness",
+    }
+
+
+def test_unmarked_http_span_inside_marked_transport_attempt_is_not_counted_twice(
+    recorder: Recorder,
+) -> None:
+    clock = Clock(T0)
+    with (
+        recorder.request(clock, logical_request_id="x") as req,
+        req.attempt("primary", layer="harness"),
+        req.attempt("primary", layer="transport"),
+        recorder.http_span(clock, 200),
+    ):
+        pass
+    con = recorder.connect()
+    row = amplification(con).to_pylist()[0]
+    assert (row["physical_attempts"], row["receiver_attempts"], row["hidden_attempts"]) == (
+        2,
+        1,
+        0,
+    )

@@ -1,0 +1,91 @@
+"""`retryscope report | request | findings` on a data set made by the real pipeline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retryscope.cli import main
+from tests.recorder import MS, T0, Clock, Recorder
+
+
+@pytest.fixture
+def data(recorder: Recorder) -> str:
+    for i, tenant in enumerate(("acme", "globex")):
+        clock = Clock(T0 + i * 3_600_000 * MS)
+        with recorder.request(
+            clock, tenant=tenant, idempotency_key=f"k{i}", logical_request_id=f"req-{tenant}"
+        ) as req:
+            recorder.attempt(req, "p", outcome="rate_limited", reserved=100, gap_ms=20)
+            recorder.attempt(req, "p", reserved=100, actual=80)
+    recorder.connect()
+    return str(recorder.directory)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_report_formats_and_filters(data: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "report", data, "--format", "json", "--tenant", "acme")
+    report = json.loads(out)
+    assert code == 0
+    assert (report["logical_requests"], report["filters"]["tenant"]) == (1, "acme")
+    assert report["cost"]["by_currency"][0]["total_micros"] == 180
+    code, out, _ = _run(capsys, "report", data, "--since", "2026-09-21T15:00:00Z")
+    assert code == 0
+    assert "logical requests" in out
+    assert " 1\n" in out
+    code, out, _ = _run(capsys, "report", data, "--format", "markdown")
+    assert out.startswith("# retryscope audit report")
+    assert "| receiver attempts | 4 |" in out
+
+
+def test_report_rejects_a_bad_time(data: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "report", data, "--since", "yesterday")
+    assert code == 2
+    assert "invalid time 'yesterday'" in err
+
+
+def test_request_by_id_trace_and_idempotency_digest(
+    data: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "request", data, "req-acme", "--format", "json")
+    assert code == 0
+    shown = json.loads(out)
+    assert [a["outcome"] for a in shown["attempts"]] == ["retryable", "success"]
+    assert [a["attempt_ordinal"] for a in shown["attempts"]] == [1, 2]
+    trace_id = shown["requests"][0]["trace_id"]
+    digest = shown["requests"][0]["idempotency_digest"]
+    for ident in (trace_id, digest):
+        code, out, _ = _run(capsys, "request", data, ident)
+        assert code == 0
+        assert "logical request req-acme" in out
+        assert "rate_limited" in out
+    code, _, err = _run(capsys, "request", data, "no-such-request")
+    assert code == 1
+    assert "no logical request" in err
+
+
+def test_findings_command(data: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "findings", data, "--rule", "retry_budget_exceeded", "--format", "json"
+    )
+    rows = json.loads(out)
+    assert code == 0
+    assert len(rows) == 2
+    assert rows[0]["evidence"] == {
+        "attempts": 2,
+        "retries": 1,
+        "retry_fraction": 0.5,
+        "budget": 0.1,
+    }
+    code, out, _ = _run(capsys, "findings", data, "--tenant", "globex", "--format", "markdown")
+    assert code == 0
+    assert out.startswith("| rule_id | severity |")
+    code, _, err = _run(capsys, "findings", data, "--rule", "nope")
+    assert code == 2
+    assert "unknown rule 'nope'" in err

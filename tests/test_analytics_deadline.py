@@ -1,0 +1,88 @@
+"""Deadline exhaustion, late success, misses, doomed dispatch, latency percentiles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from retryscope.analytics import deadline, findings, latency
+
+from tests.recorder import MS, T0, Clock, Recorder
+
+
+def _fixture(rec: Recorder) -> None:
+    # d1: retry dispatched with 300 ms left (route median 400 ms), succeeds 400 ms late
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="d1", deadline=T0 + 1000 * MS) as req:
+        rec.attempt(req, "r", ms=400, outcome="unavailable", gap_ms=300)
+        rec.attempt(req, "r", ms=700)
+    # d2: in time
+    clock = Clock(T0 + 10_000 * MS)
+    with rec.request(clock, logical_request_id="d2", deadline=clock.now + 5000 * MS) as req:
+        rec.attempt(req, "r", ms=300)
+    # d3: the deadline passes during the backoff: the owner stops
+    clock = Clock(T0 + 20_000 * MS)
+    with rec.request(clock, logical_request_id="d3", deadline=clock.now + 1000 * MS) as req:
+        rec.attempt(req, "r", ms=600, outcome="unavailable", gap_ms=500)
+        req.set_terminal("stop_deadline")
+    # d4: no deadline
+    clock = Clock(T0 + 30_000 * MS)
+    with rec.request(clock, logical_request_id="d4") as req:
+        rec.attempt(req, "r", ms=200)
+
+
+def test_deadline_metrics(recorder: Recorder) -> None:
+    _fixture(recorder)
+    con = recorder.connect()
+    assert deadline(con).to_pylist() == [
+        {
+            "value": "all",
+            "logical_requests": 4,
+            "requests_with_deadline": 3,
+            "deadline_exhausted": 2,
+            "deadline_exhausted_rate": 0.5,
+            "late_successes": 1,
+            "deadline_misses": 2,
+            "deadline_miss_rate": 2 / 3,
+            "doomed_dispatches": 1,
+        }
+    ]
+
+
+def test_latency_percentiles(recorder: Recorder) -> None:
+    _fixture(recorder)
+    con = recorder.connect()
+    row = latency(con).to_pylist()[0]
+    # logical: 1400, 300, 1100, 200 ms; first attempts: 400, 300, 600, 200 ms
+    assert row == {
+        "value": "all",
+        "logical_requests": 4,
+        "logical_p50_ms": pytest.approx(700.0),
+        "logical_p95_ms": pytest.approx(1355.0),
+        "logical_p99_ms": pytest.approx(1391.0),
+        "first_attempt_p50_ms": pytest.approx(350.0),
+        "first_attempt_p95_ms": pytest.approx(570.0),
+        "first_attempt_p99_ms": pytest.approx(594.0),
+        "retry_tail_p99_ms": pytest.approx(797.0),
+    }
+
+
+def test_deadline_findings(recorder: Recorder) -> None:
+    _fixture(recorder)
+    con = recorder.connect()
+    late = findings(con, rule="late_success").to_pylist()
+    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in late] == [
+        ("d1", {"route_id": "r", "layer": "harness", "late_ms": 400.0})
+    ]
+    doomed = findings(con, rule="doomed_dispatch").to_pylist()
+    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in doomed] == [
+        (
+            "d1",
+            {
+                "route_id": "r",
+                "layer": "harness",
+                "deadline_remaining_ms": 300,
+                "route_p50_ms": 400.0,
+            },
+        )
+    ]

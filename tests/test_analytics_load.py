@@ -1,0 +1,101 @@
+"""Retry budget windows, synchronized retries, hedging and breakers."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+
+from retryscope.analytics import Thresholds, findings, hedging, load, synchronized_retries
+
+from retryscope import vocabulary as v
+from tests.recorder import T0, Clock, Recorder
+
+
+def _storm(rec: Recorder) -> None:
+    """Five requests fail together at +100 ms and all retry 1 ms apart at +300 ms (no
+    jitter); a sixth retries alone 2 s later."""
+    for i in range(6):
+        clock = Clock(T0)
+        with rec.request(clock, logical_request_id=f"s{i}") as req:
+            rec.attempt(req, outcome="unavailable", gap_ms=200 + i if i < 5 else 2000)
+            rec.attempt(req)
+
+
+def test_synchronized_retries_cluster(recorder: Recorder) -> None:
+    _storm(recorder)
+    con = recorder.connect()
+    clusters = synchronized_retries(con).to_pylist()
+    assert len(clusters) == 1
+    c = clusters[0]
+    assert (c["retries"], c["logical_requests"], c["spread_ms"], c["after_kinds"]) == (
+        5,
+        5,
+        4.0,
+        ["unavailable"],
+    )
+    assert c["logical_request_ids"] == ["s0", "s1", "s2", "s3", "s4"]
+    rows = findings(con, rule="synchronized_retries").to_pylist()
+    assert sorted(r["logical_request_id"] for r in rows) == ["s0", "s1", "s2", "s3", "s4"]
+    assert json.loads(rows[0]["evidence"]) == {
+        "cluster_requests": 5,
+        "cluster_retries": 5,
+        "spread_ms": 4.0,
+        "after_kinds": ["unavailable"],
+    }
+    assert synchronized_retries(con, thresholds=Thresholds(sync_min_requests=6)).num_rows == 0
+
+
+def test_retry_budget_windows(recorder: Recorder) -> None:
+    _storm(recorder)
+    con = recorder.connect()
+    windows = load(con).to_pylist()
+    assert [
+        (w["attempts"], w["retries"], w["retry_fraction"], w["over_budget"]) for w in windows
+    ] == [(12, 6, 0.5, True)]
+    rows = findings(con, rule="retry_budget_exceeded").to_pylist()
+    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in rows] == [
+        (None, {"attempts": 12, "retries": 6, "retry_fraction": 0.5, "budget": 0.1})
+    ]
+    relaxed = Thresholds(retry_budget=0.5)
+    assert findings(con, rule="retry_budget_exceeded", thresholds=relaxed).num_rows == 0
+
+
+def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
+    clock = Clock(T0)
+    with recorder.request(clock, logical_request_id="hedged") as req:
+        sibling = contextvars.copy_context()  # the hedge runs beside, not inside, attempt 1
+        with req.attempt("p") as first:
+            hedge = sibling.run(
+                lambda: req.attempt("p", attributes={v.HEDGE_ORDINAL.key: 1}).__enter__()
+            )
+            clock.tick(100)
+            first.set_cost(reserved=500, actual=400)
+            first.set_decision("complete")
+
+            def cancel() -> None:
+                hedge.set_cost(reserved=500, actual=300)
+                hedge.set_attributes({v.HEDGE_CANCELLED.key: True})
+                hedge.__exit__(None, None, None)
+
+            sibling.run(cancel)
+    with recorder.request(clock, logical_request_id="breaker") as req:
+        recorder.attempt(req, "sick", attributes={v.BREAKER_STATE.key: "open"})
+    with recorder.request(clock, logical_request_id="opaque") as req:
+        recorder.attempt(req, attributes={v.LOWER_LAYER_MAX_RETRIES.key: 2})
+    con = recorder.connect()
+    assert hedging(con).to_pylist() == [
+        {
+            "value": "all",
+            "logical_requests": 3,
+            "hedged_requests": 1,
+            "hedge_rate": 1 / 3,
+            "hedge_attempts": 1,
+            "cancelled_attempts": 1,
+            "hedge_waste_micros": 300,
+            "breaker_open_dispatches": 1,
+            "opaque_ownership_requests": 1,
+        }
+    ]
+    # a hedge is not a retry, and the cancelled loser is not an attempt after a terminal
+    assert findings(con, rule="attempt_after_terminal").num_rows == 0
+    assert findings(con, rule="nested_retry_owners").num_rows == 0
