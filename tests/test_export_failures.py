@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from export_support import last_json_line, make_spans, run_ok
+from tests.export_support import last_json_line, make_spans, run_ok
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.analytics import connect

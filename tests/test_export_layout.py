@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from export_support import make_spans
+from tests.export_support import make_spans
 from opentelemetry.sdk.trace import TracerProvider
 from retryscope.analytics import connect
 from retryscope.instrumentation import ExportConfig, ParquetSpanExporter, Partitioning

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
+from tests.export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from retryscope.instrumentation import ParquetSpanExporter

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from export_support import run_ok
+from tests.export_support import run_ok
 from retryscope.analytics import connect
 
 APP = """
