@@ -27,11 +27,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
@@ -222,20 +223,20 @@ class _SourceWriter:
 def _ingest_json(
     stream: io.BufferedReader, name: str, writer: _SourceWriter, report: Callable[[str], None]
 ) -> tuple[int, int]:
-    """Spans read and items skipped from a JSON source (JSON Lines or one document)."""
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
-    first = text.readline()
-    try:
-        first_doc = json.loads(first) if first.strip() else None
-    except json.JSONDecodeError:
-        first_doc = None
-    if first.strip() and first_doc is None:  # a document spanning several lines
-        body = first + text.read()
+    """Spans read and items skipped from a JSON source (JSON Lines or one document).
+
+    A first line that is not JSON by itself may start a document spanning several lines;
+    when the whole source is not one JSON document either, it is read as lines, so one
+    broken line (invalid JSON, invalid UTF-8, not OTLP) is reported and skipped and every
+    other line is kept.
+    """
+    first = stream.readline()
+    if first.strip() and not _is_json(first):
+        body = first + stream.read()
         try:
-            doc = json.loads(body)
-        except json.JSONDecodeError as exc:
-            report(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}")
-            return 0, 1
+            doc = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _ingest_lines(body.split(b"\n"), name, writer, report)
         try:
             spans = decode_traces(doc, writer.cols)
         except OtlpFormatError as exc:
@@ -243,13 +244,30 @@ def _ingest_json(
             return 0, 1
         writer.maybe_flush()
         return spans, 0
+    return _ingest_lines(itertools.chain([first], stream), name, writer, report)
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return True
+
+
+def _ingest_lines(
+    lines: Iterable[bytes], name: str, writer: _SourceWriter, report: Callable[[str], None]
+) -> tuple[int, int]:
+    """Decode JSON lines; each malformed one is reported as ``name:number`` and skipped."""
     spans = skipped = 0
-    lines: Iterator[str] = iter([first]) if first else iter(())
-    for number, line in enumerate(_chain(lines, text), 1):
-        if not line.strip():
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
         try:
-            spans += decode_traces(json.loads(line), writer.cols)
+            spans += decode_traces(json.loads(raw.decode("utf-8")), writer.cols)
+        except UnicodeDecodeError as exc:
+            report(f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line")
+            skipped += 1
         except json.JSONDecodeError as exc:
             report(f"{name}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
             skipped += 1
@@ -258,11 +276,6 @@ def _ingest_json(
             skipped += 1
         writer.maybe_flush()
     return spans, skipped
-
-
-def _chain(first: Iterator[str], rest: Iterable[str]) -> Iterator[str]:
-    yield from first
-    yield from rest
 
 
 def _ingest_proto(
@@ -333,6 +346,13 @@ def ingest(
     return summary
 
 
+def _named_json(path: Path) -> bool:
+    """A ``.json``/``.jsonl``/``.ndjson`` name (compressed or not): read as JSON even when
+    its first line is broken, so the other lines are kept."""
+    suffixes = [x for x in path.suffixes if x not in (".gz", ".zst", ".zstd")]
+    return bool(suffixes) and suffixes[-1] in (".json", ".jsonl", ".ndjson")
+
+
 def _ingest_file(
     path: Path, writer: _SourceWriter, report: Callable[[str], None]
 ) -> tuple[int, int]:
@@ -340,7 +360,7 @@ def _ingest_file(
     try:
         with _open_decompressed(path) as stream:
             head = stream.peek(256).lstrip()[:1]
-            if head in (b"{", b""):
+            if head in (b"{", b"") or _named_json(path):
                 return _ingest_json(stream, name, writer, report)
             return _ingest_proto(stream.read(), name, writer, report)
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:

@@ -544,8 +544,6 @@ class ReconciliationResult(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
-"""Name of the span event that records a reconciliation (attribute RECONCILIATION_RESULT)."""
 
 
 class DataBoundary(enum.StrEnum):
@@ -584,27 +582,11 @@ LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
 """Per-layer attempt counts on the logical request span, one dedicated column per layer."""
 
 
-class BreakerState(enum.StrEnum):
-    """A route's circuit-breaker state at dispatch."""
-
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
 class HedgeResult(enum.StrEnum):
     """How a hedged attempt ended: the committed winner, or a cancelled loser."""
 
     WINNER = "winner"
     CANCELLED = "cancelled"
-
-
-class ReconciliationResult(enum.StrEnum):
-    """What reconciling an indeterminate attempt found out."""
-
-    EFFECT_CONFIRMED = "effect_confirmed"
-    NO_EFFECT = "no_effect"
-    UNKNOWN = "unknown"
 
 
 class ReconciliationMethod(enum.StrEnum):
@@ -654,7 +636,8 @@ STREAM_BYTES_KEY: Final = "retryscope.stream.bytes"
 STREAM_FIRST_EVENT_MS_KEY: Final = "retryscope.stream.first_event_ms"
 """Milliseconds from attempt start to the first delivered event."""
 RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
-"""Name of the span event recording one reconciliation on the logical request."""
+"""Name of the span event recording one reconciliation on the logical request
+(attribute RECONCILIATION_RESULT)."""
 RECONCILIATION_METHOD_KEY: Final = "retryscope.reconciliation.method"
 """How it reconciled (:class:`ReconciliationMethod`)."""
 RECONCILIATION_ATTEMPT_KEY: Final = "retryscope.reconciliation.attempt_ordinal"

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from tests.export_support import last_json_line, make_spans, run_ok
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
 from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID
 from retryscope.instrumentation.parquet_exporter import spans_to_columns
+
+from tests.export_support import last_json_line, make_spans, run_ok
 
 LOGGER = "retryscope.instrumentation.parquet_exporter"
 

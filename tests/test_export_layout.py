@@ -13,7 +13,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.export_support import make_spans
 from opentelemetry.sdk.trace import TracerProvider
 from retryscope.analytics import connect
 from retryscope.instrumentation import ExportConfig, ParquetSpanExporter, Partitioning
@@ -22,6 +21,7 @@ from retryscope.instrumentation.parquet_exporter import spans_to_columns
 
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SCHEMA_VERSION
+from tests.export_support import make_spans
 
 HOUR_NS = 3600 * 10**9
 T0 = 1_764_453_600 * 10**9  # 2025-11-29T22:00:00Z

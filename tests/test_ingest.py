@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from tests.export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from retryscope.instrumentation import ParquetSpanExporter
@@ -17,6 +16,7 @@ from retryscope.instrumentation.ingest import ingest
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, any_value, decode_traces
 
 from retryscope.cli import main
+from tests.export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
 
 
 def _exported(tmp_path: Path, spans: list) -> Path:

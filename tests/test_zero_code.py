@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.export_support import run_ok
 from retryscope.analytics import connect
+
+from tests.export_support import run_ok
 
 APP = """
 import sys
