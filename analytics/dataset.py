@@ -3,7 +3,9 @@
 Only complete files are read: writers create ``.<name>.inprogress`` files and rename them
 when done, and hidden files are never listed. Every file's footer is checked before DuckDB
 sees it, so one corrupt or truncated file is named and skipped instead of failing the whole
-report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpfs``).
+report; a file whose footer reads but whose pages DuckDB cannot decode is found when the
+first query fails, named and skipped the same way. Object-store URLs (``s3://…``) are
+handed to DuckDB as a glob (``httpfs``).
 """
 
 from __future__ import annotations
@@ -100,18 +102,74 @@ def connect(
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
     con = con if con is not None else duckdb.connect(":memory:")
+    try:
+        _install(con, dataset)
+    except duckdb.Error:
+        # A file whose footer is intact can still hold pages DuckDB cannot decode (a bit
+        # flip, a torn write by a foreign tool). Find it (only on this failure path), name
+        # it as skipped and answer from the rest.
+        bad = {} if dataset.is_remote else _undecodable(dataset.files)
+        if not bad:
+            raise
+        dataset = DataSet(
+            dataset.root,
+            tuple(f for f in dataset.files if f not in bad),
+            (*dataset.skipped, *(SkippedFile(f, why) for f, why in bad.items())),
+        )
+        _install(con, dataset)
+    return con, dataset
+
+
+def _undecodable(files: tuple[str, ...]) -> dict[str, str]:
+    """The files DuckDB cannot read to the end, with the error it gives."""
+    bad: dict[str, str] = {}
+    probe = duckdb.connect(":memory:")
+    try:
+        for f in files:
+            try:
+                probe.sql("SELECT * FROM read_parquet($f)", params={"f": f}).to_arrow_table()
+            except duckdb.Error as exc:
+                bad[f] = f"{type(exc).__name__}: {exc}"
+    finally:
+        probe.close()
+    return bad
+
+
+def _by_layout(dataset: DataSet) -> dict[tuple[str, ...], list[str]]:
+    """The files grouped by the Hive partition keys of their directories (in order)."""
+    if dataset.is_remote:  # one glob; its layout is the writers' (Hive by default)
+        return {("date", "hour"): list(dataset.files)}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    root = Path(dataset.root)
+    for f in dataset.files:
+        try:
+            parts = Path(f).parent.relative_to(root).parts
+        except ValueError:  # the root is the file itself
+            parts = ()
+        keys = tuple(p.split("=", 1)[0] for p in parts if "=" in p)
+        groups.setdefault(keys, []).append(f)
+    return groups
+
+
+def _install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
     if dataset.files:
-        file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
+        # DuckDB refuses to read files of different Hive layouts (date=/hour=, date=, none)
+        # in one call, so each layout gets its own read, joined by name.
+        reads = [
+            "SELECT * FROM read_parquet("
+            "[" + ", ".join(_sql_string(f) for f in files) + "], "
+            f"union_by_name = true, hive_partitioning = {'true' if keys else 'false'})"
+            for keys, files in _by_layout(dataset).items()
+        ]
         con.execute(
-            "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-            f"{file_list}, union_by_name = true, hive_partitioning = true) "
+            "CREATE OR REPLACE VIEW spans AS "
+            + " UNION ALL BY NAME ".join(reads)
             # every column of the current schema exists, even if older files lack it
-            "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
+            + " UNION ALL BY NAME SELECT * FROM _retryscope_empty"
         )
     else:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
     con.execute(VIEWS_SQL)
     install_base(con)
     apply(con)
-    return con, dataset

@@ -544,8 +544,6 @@ class ReconciliationResult(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-
-
 class DataBoundary(enum.StrEnum):
     """Where data may go, ordered from most to least contained (see :data:`BOUNDARY_RANK`)."""
 

@@ -91,7 +91,7 @@ def _holders(node: Any, key: str) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -115,8 +115,8 @@ def test_generated_broken_lines_are_skipped_and_good_lines_kept(
     assert kept == summary.spans_read == summary.rows_written
     good_numbers = {n for n, good in enumerate(plan, 1) if good}
     assert not good_numbers & reported
-    assert kept >= len(good_numbers) * len(SPANS)
-    assert (kept - len(good_numbers) * len(SPANS)) % len(SPANS) == 0
+    # good lines are all kept; a mutated line that still decodes keeps 0..n spans
+    assert len(good_numbers) * len(SPANS) <= kept <= (len(plan) - len(reported)) * len(SPANS)
 
 
 def test_cli_reports_hand_broken_lines_with_file_and_line(

@@ -113,8 +113,11 @@ def _toml_value(value: Any) -> str:
         return _toml_str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
-    return "{" + ", ".join(f"{_toml_str(k)} = {_toml_value(v)}" for k, v in value.items()
-                           if v is not None) + "}"
+    return (
+        "{"
+        + ", ".join(f"{_toml_str(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+        + "}"
+    )
 
 
 def _toml(doc: dict[str, Any]) -> str:
@@ -131,8 +134,12 @@ def _strip_none(value: Any) -> Any:
 
 def _is_valid(p: RetryPolicy) -> bool:
     """An oracle written from the rules (not from the validator's code)."""
-    digests = [p.logical_request_sha256, p.idempotency_key_sha256,
-               p.capability_contract_sha256, p.behavior_class_sha256]
+    digests = [
+        p.logical_request_sha256,
+        p.idempotency_key_sha256,
+        p.capability_contract_sha256,
+        p.behavior_class_sha256,
+    ]
     routes = p.routes
     return (
         p.retry_owner is RetryOwner.HARNESS
