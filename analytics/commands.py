@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 
@@ -80,7 +81,8 @@ def request(path: str, ident: str, fmt: str) -> int:
         return 1
     attempts = request_attempts(con, ident)
     if fmt == "json":
-        print('{"requests": ' + json_rows(summary) + ', "attempts": ' + json_rows(attempts) + "}")
+        shown = {"requests": json_rows(summary), "attempts": json_rows(attempts)}
+        print(json.dumps(shown, indent=2))
         return 0
     table = markdown_table if fmt == "markdown" else text_table
     for row in summary.to_pylist():
@@ -99,7 +101,7 @@ def request(path: str, ident: str, fmt: str) -> int:
 def findings_command(path: str, rule: str | None, filters: Filters, fmt: str) -> int:
     table = findings(_open(path), rule=rule, filters=filters)
     if fmt == "json":
-        print(json_rows(table))
+        print(json.dumps(json_rows(table), indent=2))
     elif fmt == "markdown":
         print(markdown_table(table))
     else:

@@ -101,7 +101,10 @@ def connect(
     every query works and returns zero rows.
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
-    con = con if con is not None else duckdb.connect(":memory:")
+    if con is None:
+        con = duckdb.connect(":memory:")
+        # CREATE TABLE AS in parallel; every query that needs an order says ORDER BY
+        con.execute("SET preserve_insertion_order = false")
     try:
         _install(con, dataset)
     except duckdb.Error:

@@ -44,9 +44,9 @@ def markdown_table(table: pa.Table) -> str:
     return "\n".join(lines)
 
 
-def json_rows(table: pa.Table) -> str:
-    """Rows as a JSON array; times as ISO-8601 strings, evidence parsed into objects."""
-    rows = []
+def json_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows ready for ``json.dumps``: times as ISO-8601 strings, evidence parsed."""
+    rows: list[dict[str, Any]] = []
     for row in table.to_pylist():
         out: dict[str, Any] = {}
         for key, value in row.items():
@@ -57,4 +57,4 @@ def json_rows(table: pa.Table) -> str:
             else:
                 out[key] = value
         rows.append(out)
-    return json.dumps(rows, indent=2)
+    return rows

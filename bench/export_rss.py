@@ -53,7 +53,7 @@ def _batch(start: int, count: int, res: Resource, t0: int) -> list[ReadableSpan]
     return spans
 
 
-def run(spans: int, out: Path, rotate_rows: int) -> dict[str, float]:
+def run(spans: int, out: Path, rotate_rows: int) -> dict[str, float | None]:
     res = Resource.create({"service.name": "bench"})
     exporter = ParquetSpanExporter(out, rows_per_file=rotate_rows, partitioning="none")
     t0 = time.time_ns()
@@ -69,9 +69,9 @@ def run(spans: int, out: Path, rotate_rows: int) -> dict[str, float]:
         "spans": spans,
         "files": exporter.file_count,
         "seconds": round(time.perf_counter() - started, 2),
-        "warm_mib": round(warm, 1),
+        "warm_mib": round(warm, 1) if warm else None,  # None: no file before the end
         "peak_mib": round(peak, 1),
-        "growth_mib": round(peak - warm, 1),
+        "growth_mib": round(peak - warm, 1) if warm else None,
     }
 
 

@@ -79,3 +79,12 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
                 self._sink(GapReason.QUEUE_OVERFLOW, count, time.time_ns())
             except Exception:  # never break the application's span.end()
                 _log.exception("retryscope: recording a queue-overflow gap failed")
+
+    def shutdown(self) -> None:
+        super().shutdown()  # type: ignore[no-untyped-call]
+        if self.dropped_spans and self._sink is None:
+            _log.warning(
+                "retryscope: the batch queue dropped %d spans; this exporter cannot record "
+                "them as telemetry gaps",
+                self.dropped_spans,
+            )

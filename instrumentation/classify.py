@@ -7,6 +7,8 @@ retryable here, because retrying it could repeat an effect.
 
 from __future__ import annotations
 
+from retryscope.instrumentation import http_classify
+
 from retryscope.vocabulary import Outcome, OutcomeKind
 
 
@@ -18,13 +20,14 @@ def outcome_of(kind: OutcomeKind | str) -> Outcome:
 def classify_exception(exc: BaseException) -> OutcomeKind:
     """Best-effort kind for an unclassified exception.
 
-    Connection refusal means no request bytes were accepted: ``unavailable`` (retryable).
-    A timeout or any other error leaves provider acceptance unknown: indeterminate, so the
-    retry owner reconciles instead of blindly resubmitting.
+    Delegates to :func:`retryscope.instrumentation.http_classify.classify_exception` assuming
+    the worst: the request may have been sent and resending is not known to be safe. So
+    connection refusal and httpx connect errors (no request bytes accepted) are
+    ``unavailable`` (retryable), while a timeout or any other error leaves provider
+    acceptance unknown: indeterminate, so the retry owner reconciles instead of blindly
+    resubmitting.
     """
-    if isinstance(exc, ConnectionRefusedError):
-        return OutcomeKind.UNAVAILABLE
-    return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+    return http_classify.classify_exception(exc, idempotent=False, request_sent=True)
 
 
 def error_type(exc: BaseException) -> str:

@@ -510,12 +510,14 @@ class LogicalRequest:
             span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
         terminal = self.terminal or self._derived_terminal(end)
         with self._lock:
-            totals = Counter(self._ordinals)
-        local = totals - self._base
+            local = Counter(self._ordinals) - self._base
+            retried = {layer for (_parent, layer), n in self._siblings.items() if n > 1}
+        # A continuation's attempts after attempts made elsewhere are retries (redelivery).
+        retried.update(layer for layer, n in local.items() if n and self._base[layer])
         attrs: dict[str, AttributeValue] = {
             v.TERMINAL.key: terminal.value,
             v.ATTEMPT_COUNT.key: sum(local.values()),
-            v.RETRIED_LAYERS.key: sorted(k.value for k, n in totals.items() if n > 1),
+            v.RETRIED_LAYERS.key: sorted(layer.value for layer in retried),
         }
         for layer, attr in LAYER_COUNT_ATTRS.items():
             attrs[attr.key] = local[layer]

@@ -13,7 +13,9 @@ attempt that caused them. Outside a logical request it is a plain HTTP client sp
 span records method, ``url.full`` with credentials and secret query values redacted, server
 address and port, the response status with its outcome kind, and the Retry-After (or
 ``retry-after-ms``) header as received (bounded) and parsed; the parsed hint is also
-announced to the next send under the same parent as its ``retry_after_ms``.
+announced to the next send under the same parent as its ``retry_after_ms``. Statuses,
+transport errors and Retry-After are classified and parsed by the control plane's
+:mod:`retryscope.instrumentation.http_classify` (one set of rules for both).
 
 It needs no contrib instrumentation, and it writes nothing into request headers: retryscope
 context never leaves the process this way (use :func:`retryscope.inject` on purpose).
@@ -21,7 +23,6 @@ context never leaves the process this way (use :func:`retryscope.inject` on purp
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import time
 from collections.abc import Mapping
@@ -34,6 +35,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 from retryscope.instrumentation.classify import error_type
 from retryscope.instrumentation.context import Attempt, current_scope
+from retryscope.instrumentation.http_classify import (
+    classify_exception,
+    classify_status,
+    parse_retry_after,
+)
 
 from retryscope import vocabulary as v
 from retryscope.vocabulary import Layer, OutcomeKind
@@ -88,76 +94,43 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))[:URL_MAX_CHARS]
 
 
+def _retry_after_ms_header(value: str | None) -> int | None:
+    """``retry-after-ms`` (OpenAI, Anthropic): ASCII digits only, bounded like Retry-After."""
+    if value is None:
+        return None
+    text = value.strip(" \t")
+    if not text or len(text) > 12 or not (text.isascii() and text.isdigit()):
+        return None
+    return min(int(text), RETRY_AFTER_MAX_MS)
+
+
 def parse_retry_after_hint(
     retry_after: str | None,
     retry_after_ms: str | None = None,
     *,
-    now_s: float | None = None,
-    max_ms: int = RETRY_AFTER_MAX_MS,
+    now_ms: int | None = None,
 ) -> int | None:
-    """A bounded delay in ms from ``retry-after-ms`` or ``Retry-After`` (RFC 9110 §10.2.3).
-
-    Accepts delay-seconds or an HTTP-date; anything longer than
-    :data:`RETRY_AFTER_MAX_CHARS`, negative, or unparseable gives None. A date in the past
-    is 0; every result is clamped to ``max_ms``. (Candidate to move into the control
-    plane's ``http_classify`` module, which owns Retry-After parsing.)
-    """
-    if retry_after_ms is not None:
-        text = retry_after_ms.strip()
-        if 0 < len(text) <= RETRY_AFTER_MAX_CHARS:
-            try:
-                value = float(text)
-            except ValueError:
-                value = -1.0
-            if value >= 0 and value == value and value != float("inf"):
-                return min(int(value), max_ms)
-    if retry_after is None:
-        return None
-    text = retry_after.strip()
-    if not text or len(text) > RETRY_AFTER_MAX_CHARS:
-        return None
-    if text.isascii() and text.isdigit():
-        return min(int(text) * 1000, max_ms)
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:
-        return None
-    now = time.time() if now_s is None else now_s
-    return max(0, min(int((when.timestamp() - now) * 1000), max_ms))
+    """The server's delay hint in ms: ``retry-after-ms`` when valid, else ``Retry-After``
+    parsed strictly (RFC 9110, :func:`http_classify.parse_retry_after`), capped at a day."""
+    from_ms = _retry_after_ms_header(retry_after_ms)
+    if from_ms is not None:
+        return from_ms
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return parse_retry_after(retry_after, now_ms=now, cap_ms=RETRY_AFTER_MAX_MS).delay_ms
 
 
-def status_outcome_kind(status: int) -> OutcomeKind | None:
-    """Failure kind of an HTTP status; None for a success (below 400).
-
-    Conservative: a 5xx other than 503 may have reached the provider, so it is indeterminate.
-    (Candidate to fold into the control plane's ``http_classify`` module.)
-    """
-    if status < 400:
-        return None
-    if status in (425, 429):
-        return OutcomeKind.RATE_LIMITED
-    if status == 408:
-        return OutcomeKind.TIMEOUT_BEFORE_RESPONSE
-    if status == 503:
-        return OutcomeKind.UNAVAILABLE
-    if status >= 500:
-        return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-    if status in (401, 403):
-        return OutcomeKind.REJECTED
-    if status == 451:
-        return OutcomeKind.POLICY_DENIED
-    return OutcomeKind.INVALID_REQUEST
-
-
-def transport_error_kind(exc: BaseException) -> OutcomeKind:
-    """Failure kind of an httpx transport error: did the request possibly reach the server?"""
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return OutcomeKind.TIMEOUT_BEFORE_RESPONSE  # nothing was sent
-    if isinstance(exc, httpx.ConnectError):
-        return OutcomeKind.UNAVAILABLE
-    return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE  # read/write timeout, protocol error, …
+def send_outcome_kind(
+    response: httpx.Response | None, exc: BaseException | None, *, idempotent: bool
+) -> OutcomeKind | None:
+    """Failure kind of one send (None: success). A redirect or other status below 400 is a
+    completed send (httpx follows redirects with another send); the rest is classified by
+    :mod:`retryscope.instrumentation.http_classify`."""
+    if response is not None:
+        status = response.status_code
+        return None if status < 400 else classify_status(status, idempotent=idempotent)
+    if exc is not None:
+        return classify_exception(exc, idempotent=idempotent, request_sent=True)
+    return None
 
 
 def _request_attributes(request: httpx.Request) -> dict[str, AttributeValue]:
@@ -198,21 +171,22 @@ def _is_classified_send(span: trace.Span, request_id: str) -> bool:
 
 
 def _outcome_attributes(
-    response: httpx.Response | None, exc: BaseException | None
+    response: httpx.Response | None, exc: BaseException | None, *, idempotent: bool
 ) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {}
-    kind: OutcomeKind | None = None
     if response is not None:
         attrs.update(_response_attributes(response))
-        kind = status_outcome_kind(response.status_code)
-        if kind is not None:
-            attrs[v.ERROR_TYPE.key] = str(response.status_code)
-    elif exc is not None:
-        kind = transport_error_kind(exc)
-        attrs[v.ERROR_TYPE.key] = error_type(exc)
-    attrs[v.OUTCOME.key] = kind.family.value if kind is not None else "success"
+    kind = send_outcome_kind(response, exc, idempotent=idempotent)
     if kind is not None:
+        attrs[v.ERROR_TYPE.key] = (
+            str(response.status_code)
+            if response is not None
+            else error_type(exc)
+            if exc is not None
+            else kind.value
+        )
         attrs[v.OUTCOME_KIND.key] = kind.value
+    attrs[v.OUTCOME.key] = kind.family.value if kind is not None else "success"
     return attrs
 
 
@@ -222,11 +196,13 @@ class _Send:
     def __init__(self, owner: _Options, request: httpx.Request) -> None:
         self.options = owner
         self._attempt: Attempt | None = None
-        self._hint: AttributeValue | None = None
         self._span: trace.Span | None = None
         self._adopted: trace.Span | None = None
         attrs = _request_attributes(request)
         scope = current_scope()
+        # A bound idempotency key makes resending safe: the classifier may then call a
+        # request timeout a timeout before response instead of unknown acceptance.
+        self._idempotent = scope is not None and scope.request.idempotency_digest is not None
         name = request.method
         current = trace.get_current_span()
         if scope is not None and _is_classified_send(current, scope.request.id):
@@ -253,18 +229,9 @@ class _Send:
     def finish(self, response: httpx.Response | None, exc: BaseException | None) -> None:
         attempt, span, adopted = self._attempt, self._span, self._adopted
         if adopted is not None:
-            adopted.set_attributes(_outcome_attributes(response, exc))
-            return
-        if attempt is not None:
-            if response is not None:
-                self._hint = self._record_response(attempt, response)
-            elif exc is not None:
-                attempt.set_outcome(transport_error_kind(exc), error=error_type(exc))
-            hint = self._hint
-            attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-            if isinstance(hint, int):
-                # The next send under the same parent records the hint this one received.
-                attempt.request.schedule_backoff(retry_after_ms=hint)
+            adopted.set_attributes(_outcome_attributes(response, exc, idempotent=self._idempotent))
+        elif attempt is not None:
+            self._close_attempt(attempt, response, exc)
         elif span is not None:
             if response is not None:
                 span.set_attributes(_response_attributes(response))
@@ -277,16 +244,22 @@ class _Send:
                 span.set_status(Status(StatusCode.ERROR))
             span.end()
 
-    @staticmethod
-    def _record_response(attempt: Attempt, response: httpx.Response) -> AttributeValue | None:
-        attrs = _response_attributes(response)
+    def _close_attempt(
+        self, attempt: Attempt, response: httpx.Response | None, exc: BaseException | None
+    ) -> None:
+        attrs = _outcome_attributes(response, exc, idempotent=self._idempotent)
+        kind = attrs.get(v.OUTCOME_KIND.key)
+        error = attrs.get(v.ERROR_TYPE.key)
         attempt.set_attributes(attrs)
-        kind = status_outcome_kind(response.status_code)
-        if kind is None:
-            attempt.set_outcome("success", http_status=response.status_code)
-        else:
-            attempt.set_outcome(kind, error=str(response.status_code))
-        return attrs.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
+        attempt.set_outcome(
+            str(kind) if kind is not None else "success",
+            error=str(error) if error is not None else None,
+        )
+        hint = attrs.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
+        attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        if isinstance(hint, int):
+            # The next send under the same parent records the hint this one received.
+            attempt.request.schedule_backoff(retry_after_ms=hint)
 
 
 def _start(options: _Options, request: httpx.Request) -> _Send | None:

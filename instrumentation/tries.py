@@ -87,13 +87,17 @@ class Try(AbstractContextManager[Attempt | None]):
     """Wraps one try's context manager (tenacity's or stamina's) with an attempt span.
 
     The attempt is entered inside the library's manager and closed before it, so the span
-    sees the exception before the library swallows it to decide on a retry.
+    sees the exception before the library swallows it to decide on a retry. Other attributes
+    (tenacity's ``retry_state``, stamina's ``num``) are the library manager's.
     """
 
     def __init__(self, inner: AbstractContextManager[Any], options: TryOptions) -> None:
         self._inner = inner
         self._options = options
         self._attempt: Attempt | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
     def __enter__(self) -> Attempt | None:
         self._inner.__enter__()

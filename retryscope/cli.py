@@ -58,6 +58,30 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return serve(args.path, port=args.port, address=args.address)
 
 
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from retryscope.instrumentation.config import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest import ingest
+
+    config = ExportConfig.from_env().with_overrides(
+        partitioning=Partitioning(args.partitioning) if args.partitioning else None,
+        rotate_rows=args.rotate_rows,
+    )
+    try:
+        summary = ingest(
+            args.sources,
+            args.out,
+            config=config,
+            report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
+        )
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # output not writable, source not readable: sources done so far stay
+        print(f"retryscope ingest: error: {exc}", file=sys.stderr)
+        return 2
+    print(summary.format())
+    return 1 if summary.skipped else 0
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -66,23 +90,6 @@ def _cmd_lab(args: argparse.Namespace) -> int:
     result = run_lab(Path(args.out))
     sys.stdout.write(result.text())
     return 0 if result.passed else 1
-
-
-def _cmd_ingest(args: argparse.Namespace) -> int:
-    from retryscope.instrumentation.config import ExportConfig, Partitioning
-    from retryscope.instrumentation.ingest import ingest
-
-    config = ExportConfig(directory=args.out).with_overrides(
-        partitioning=Partitioning(args.partitioning), rotate_rows=args.rotate_rows
-    )
-    summary = ingest(
-        args.sources,
-        args.out,
-        config=config,
-        report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
-    )
-    print(summary.format())
-    return 1 if summary.skipped else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,8 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--partitioning",
         choices=("hour", "day", "none"),
-        default="hour",
-        help="Hive partitions by span start time (default: %(default)s)",
+        default=None,
+        help="Hive partitions by span start time (default: RETRYSCOPE_PARQUET_PARTITIONING "
+        "or hour); file modes, row groups and codec also follow RETRYSCOPE_PARQUET_*",
     )
     p.add_argument(
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"

@@ -9,6 +9,7 @@ type survives (``"GET"`` is a string, ``3`` an int, ``[1,2]`` an array).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import pyarrow as pa
@@ -71,8 +72,23 @@ SPAN_SCHEMA: Final[pa.Schema] = pa.schema(
         *(pa.field(a.column, arrow_type(a.type)) for a in DEDICATED),
         *EXTRA_FIELDS,
     ],
-    metadata={b"retryscope.schema_version": str(SCHEMA_VERSION).encode()},
+    metadata={b"retryscope.schema_version": str(SCHEMA_VERSION).encode()},  # SCHEMA_VERSION_KEY
 )
 """Schema of every span file retryscope writes."""
 
 COLUMNS: Final[tuple[str, ...]] = tuple(SPAN_SCHEMA.names)
+
+SCHEMA_VERSION_KEY: Final = b"retryscope.schema_version"
+"""Parquet key-value metadata key holding the schema version a file was written with."""
+
+
+def schema_version_of(metadata: Mapping[bytes, bytes] | None) -> int:
+    """The schema version recorded in a file's key-value metadata; 0 for files written before
+    versions were recorded. A malformed value raises ``ValueError`` naming it."""
+    raw = (metadata or {}).get(SCHEMA_VERSION_KEY)
+    if raw is None:
+        return 0
+    try:
+        return int(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"malformed {SCHEMA_VERSION_KEY.decode()} metadata: {raw!r}") from None

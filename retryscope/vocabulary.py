@@ -191,7 +191,8 @@ RETRIED_LAYERS = Attr(
     "retryscope.attempts.retried_layers",
     "retried_layers",
     L,
-    "On the logical request span: layers that made more than one attempt.",
+    "On the logical request span: layers that made more than one attempt under the same "
+    "parent attempt, i.e. retried (a transport send per harness attempt is not a retry).",
 )
 GAP_DROPPED_SPANS = Attr(
     "retryscope.gap.dropped_spans",

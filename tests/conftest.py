@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
@@ -52,6 +55,24 @@ def clock() -> VirtualClock:
     return VirtualClock(1_800_000_000_000_000_000)
 
 
+@contextmanager
+def loopback_http_server(
+    handler: type[BaseHTTPRequestHandler], **state: object
+) -> Iterator[ThreadingHTTPServer]:
+    """A threaded HTTP server on 127.0.0.1 (a free port) with ``state`` set as attributes."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for name, value in state.items():
+        setattr(server, name, value)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def recorder(tmp_path: Path) -> Recorder:
+    """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
     return Recorder(tmp_path / "data")

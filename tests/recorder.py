@@ -28,22 +28,10 @@ from retryscope.instrumentation import (
 )
 
 from retryscope import vocabulary as v
+from retryscope.demo import VirtualClock as Clock
 
 MS = 1_000_000
 T0 = 1_790_000_000_000_000_000  # 2026-09-21T14:13:20Z
-
-
-class Clock:
-    """A virtual clock (unix ns) advanced by hand."""
-
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def tick(self, ms: float) -> None:
-        self.now += int(ms * MS)
 
 
 class Recorder:
@@ -90,13 +78,13 @@ class Recorder:
             route_release=release,
             attributes=attributes,
         ) as a:
-            clock.tick(ms)
+            clock.advance_ms(ms)
             if reserved is not None or actual is not None:
                 a.set_cost(reserved=reserved, actual=actual)
             a.set_outcome(outcome)
             if decision is not None:
                 a.set_decision(decision)
-        clock.tick(gap_ms)
+        clock.advance_ms(gap_ms)
         return a
 
     @contextmanager
@@ -113,7 +101,7 @@ class Recorder:
         )
         with trace.use_span(span, end_on_exit=False):
             yield span
-        clock.tick(ms)
+        clock.advance_ms(ms)
         if status is not None:
             span.set_attribute(v.HTTP_STATUS_CODE.key, status)
         if error or (status is not None and status >= 400):
@@ -131,7 +119,7 @@ class Recorder:
             },
             start_time=clock(),
         )
-        clock.tick(ms)
+        clock.advance_ms(ms)
         span.end(end_time=clock())
 
     def unfinished(self, req: LogicalRequest, body: Any) -> None:

@@ -25,7 +25,7 @@ def _nested(rec: Recorder) -> None:
                         outcome="success" if ok else "unavailable",
                     )
                 outer.set_outcome("success" if last else "unavailable")
-            clock.tick(100)
+            clock.advance_ms(100)
     clock = Clock(T0 + 60_000 * MS)
     with rec.request(clock, tenant="globex", logical_request_id="r2") as req:
         rec.attempt(req, "primary", ms=200)
@@ -36,7 +36,7 @@ def _nested(rec: Recorder) -> None:
     ):
         with rec.http_span(clock, 503):
             pass
-        clock.tick(5)
+        clock.advance_ms(5)
         with rec.http_span(clock, 200):
             pass
 
@@ -133,3 +133,44 @@ def test_unmarked_http_span_inside_marked_transport_attempt_is_not_counted_twice
         1,
         0,
     )
+
+
+def test_marked_transport_attempt_without_parent_fields_nests_by_span_tree(
+    recorder: Recorder,
+) -> None:
+    """Should HTTP instrumentation mark its spans as transport attempts without naming the
+    enclosing attempt, the span tree still nests them (no double counting)."""
+    from opentelemetry import trace
+
+    from retryscope import vocabulary as v
+
+    clock = Clock(T0)
+    with (
+        recorder.request(clock, logical_request_id="m") as req,
+        req.attempt("primary", layer="harness"),
+    ):
+        for status in (503, 200):
+            span = recorder.tracer.start_span(
+                "POST",
+                kind=trace.SpanKind.CLIENT,
+                start_time=clock(),
+                attributes={
+                    v.SPAN_ROLE.key: "attempt",
+                    v.LAYER.key: "transport",
+                    v.LOGICAL_REQUEST_ID.key: "m",
+                    v.ROUTE_ID.key: "primary",
+                    v.HTTP_METHOD.key: "POST",
+                    v.HTTP_STATUS_CODE.key: status,
+                    v.OUTCOME.key: "success" if status == 200 else "retryable",
+                },
+            )
+            clock.advance_ms(10)
+            span.end(end_time=clock())
+    con = recorder.connect()
+    row = amplification(con).to_pylist()[0]
+    assert (row["physical_attempts"], row["receiver_attempts"], row["hidden_attempts"]) == (
+        3,
+        2,
+        1,
+    )
+    assert findings(con, rule="nested_retry_owners").num_rows == 0

@@ -68,7 +68,7 @@ def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
             hedge = sibling.run(
                 lambda: req.attempt("p", attributes={v.HEDGE_ORDINAL.key: 1}).__enter__()
             )
-            clock.tick(100)
+            clock.advance_ms(100)
             first.set_cost(reserved=500, actual=400)
             first.set_decision("complete")
 

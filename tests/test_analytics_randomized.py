@@ -90,13 +90,13 @@ def _generate(rec: Recorder, n: int, seed: int) -> Ledger:
                             ):
                                 pass
                         inner_kinds.append(inner)
-                    clock.tick(rng.randint(1, 50))
+                    clock.advance_ms(rng.randint(1, 50))
                     a.set_cost(reserved=reserved, actual=actual)
                     a.set_outcome(kind)
                     a.set_decision(
                         "complete" if ok else "stop" if last else "fallback" if j == 1 else "retry"
                     )
-                clock.tick(rng.randint(0, 200))
+                clock.advance_ms(rng.randint(0, 200))
                 attempt_cost = reserved if actual is None else actual
                 led.total_cost += attempt_cost
                 if ok:

@@ -26,7 +26,7 @@ def test_not_before_ignored(recorder: Recorder) -> None:
         recorder.attempt(req, outcome="rate_limited", gap_ms=50)
         with req.attempt("primary") as a:  # Retry-After said 250 ms; it went after 50
             a.set_backoff(delay_ms=50, retry_after_ms=250, not_before=clock.now + 200 * MS)
-            clock.tick(10)
+            clock.advance_ms(10)
     assert _rows(recorder, "not_before_ignored") == [
         (
             "nb",
@@ -77,7 +77,7 @@ def test_retry_after_indeterminate_needs_reconciliation(recorder: Recorder) -> N
             {v.RECONCILIATION_RESULT.key: v.ReconciliationResult.NO_EFFECT.value},
             timestamp=clock.now,
         )
-        clock.tick(50)
+        clock.advance_ms(50)
         recorder.attempt(req)
     clock = Clock(T0 + 20_000 * MS)
     with recorder.request(
@@ -132,7 +132,7 @@ def test_attempt_after_terminal(recorder: Recorder) -> None:
     clock = Clock(T0 + 10_000 * MS)
     with recorder.request(clock, logical_request_id="after-end") as late_req:
         recorder.attempt(late_req)
-    clock.tick(500)
+    clock.advance_ms(500)
     recorder.attempt(late_req)  # a leaked background retry after the request ended
     assert _rows(recorder, "attempt_after_terminal") == [
         (

@@ -20,7 +20,7 @@ from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpa
 from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID
 from retryscope.instrumentation.parquet_exporter import spans_to_columns
 
-from tests.export_support import last_json_line, make_spans, run_ok
+from .export_support import Collect, last_json_line, make_spans, run_ok
 
 LOGGER = "retryscope.instrumentation.parquet_exporter"
 
@@ -97,7 +97,7 @@ _READ_ONLY_SCRIPT = """
 import json, logging, subprocess, sys
 from pathlib import Path
 from opentelemetry.sdk.trace.export import SpanExportResult
-from export_support import last_json_line, make_spans, run_ok
+from export_support import make_spans
 from retryscope.instrumentation import ParquetSpanExporter
 
 mount = Path(sys.argv[1])
@@ -196,35 +196,90 @@ def test_force_flush_honours_its_timeout(tmp_path: Path) -> None:
     assert _span_rows(tmp_path) == 6
 
 
+class _Door:
+    """Holds an exporter's ``export`` until opened, so the batch queue behind it fills up."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+
+    def hold(self) -> None:
+        self.entered.set()
+        self.opened.wait(30)
+
+
 class _GatedExporter(ParquetSpanExporter):
-    """The real exporter, held at the door of ``export`` so the batch queue fills up."""
+    """The real exporter behind a door."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self.entered = threading.Event()
-        self.gate = threading.Event()
+        self.door = _Door()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.entered.set()
-        self.gate.wait(30)
+        self.door.hold()
         return super().export(spans)
 
 
-def test_batch_queue_overflow_is_counted_exactly_and_persisted(tmp_path: Path) -> None:
-    exporter = _GatedExporter(tmp_path)
+class _GatedCollect(Collect):
+    """An exporter without ``record_gap`` behind a door."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.door = _Door()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.door.hold()
+        return super().export(spans)
+
+
+def _overflow(
+    exporter: _GatedExporter | _GatedCollect, queue: int, extra: int
+) -> tuple[GapCountingBatchSpanProcessor, TracerProvider]:
+    """Fill the processor's queue while the exporter is held, then offer ``extra`` more."""
     processor = GapCountingBatchSpanProcessor(
-        exporter, max_queue_size=8, max_export_batch_size=8, schedule_delay_millis=60_000
+        exporter, max_queue_size=queue, max_export_batch_size=queue, schedule_delay_millis=60_000
     )
     provider = TracerProvider()
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("t")
-    for i in range(8):
+    for i in range(queue):
         tracer.start_span(f"first-{i}").end()  # wakes the worker, which blocks in export
-    assert exporter.entered.wait(10)
-    for i in range(8 + 5):
-        tracer.start_span(f"second-{i}").end()  # 8 fill the queue, 5 overflow
+    assert exporter.door.entered.wait(10)
+    for i in range(queue + extra):
+        tracer.start_span(f"second-{i}").end()  # ``queue`` fill it, ``extra`` overflow
+    exporter.door.opened.set()
+    return processor, provider
+
+
+def test_batch_queue_overflow_is_counted_exactly_and_persisted(tmp_path: Path) -> None:
+    processor, provider = _overflow(_GatedExporter(tmp_path), 8, 5)
     assert processor.dropped_spans == 5
-    exporter.gate.set()
     provider.shutdown()
     assert _gap_rows(tmp_path) == [("queue_overflow", 5, GAP_TRACE_ID, GAP_SPAN_ID)]
     assert _span_rows(tmp_path) == 16
+
+
+def test_shutdown_honours_its_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    exporter = ParquetSpanExporter(tmp_path)
+    exporter._lock.acquire()  # a write in progress elsewhere
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger=LOGGER):
+            exporter.shutdown(timeout_millis=100)
+        assert time.monotonic() - started < 2
+    finally:
+        exporter._lock.release()
+    assert "timed out" in caplog.records[-1].getMessage()
+    assert exporter.export(make_spans(1)) == SpanExportResult.FAILURE
+
+
+def test_queue_drops_without_a_gap_sink_are_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = _GatedCollect()
+    processor, provider = _overflow(sink, 4, 3)
+    with caplog.at_level(logging.WARNING, logger="retryscope.instrumentation.batch"):
+        provider.shutdown()
+    assert processor.dropped_spans == 3
+    assert len(sink.spans) == 8
+    assert "dropped 3 spans" in caplog.records[-1].getMessage()

@@ -19,9 +19,10 @@ from retryscope.instrumentation import ExportConfig, ParquetSpanExporter, Partit
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.parquet_exporter import spans_to_columns
 
-from retryscope.schema import SPAN_SCHEMA
+from retryscope.schema import SPAN_SCHEMA, schema_version_of
 from retryscope.vocabulary import SCHEMA_VERSION
-from tests.export_support import make_spans
+
+from .export_support import make_spans
 
 HOUR_NS = 3600 * 10**9
 T0 = 1_764_453_600 * 10**9  # 2025-11-29T22:00:00Z
@@ -213,6 +214,10 @@ def test_v0_file_reads_alongside_v1_with_union_by_name(tmp_path: Path) -> None:
     )
     assert not dropped & set(v0.column_names)
     pq.write_table(v0, tmp_path / "v0.parquet")
+    assert schema_version_of(pq.read_metadata(tmp_path / "v0.parquet").metadata) == 0
+    assert schema_version_of(pq.read_metadata(next(tmp_path.glob("spans-*"))).metadata) == 1
+    with pytest.raises(ValueError, match="malformed"):
+        schema_version_of({b"retryscope.schema_version": b"v2"})
     assert b"retryscope.schema_version" not in (
         pq.read_metadata(tmp_path / "v0.parquet").metadata or {}
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.export_support import last_json_line, run_ok
+from .export_support import last_json_line, run_ok
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "export_rss.py"
 

@@ -16,7 +16,8 @@ from retryscope.instrumentation.ingest import ingest
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, any_value, decode_traces
 
 from retryscope.cli import main
-from tests.export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
+
+from .export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
 
 
 def _exported(tmp_path: Path, spans: list) -> Path:
@@ -287,3 +288,28 @@ def test_foreign_files_are_reported_not_fatal(tmp_path: Path) -> None:
     assert summary.skipped == 2
     assert any("blob.bin" in p for p in summary.problems)
     assert any("README.txt" in p for p in summary.problems)
+
+
+def test_unwritable_output_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "traces.json"
+    src.write_text(otlp_json_line(make_spans(1)) + "\n")
+    (tmp_path / "out").write_text("a file where the output directory should be")
+    code = main(["ingest", str(src), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "retryscope ingest: error:" in capsys.readouterr().err
+
+
+def test_cli_follows_parquet_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "traces.json"
+    src.write_text(otlp_json_line(make_spans(1)) + "\n")
+    monkeypatch.setenv("RETRYSCOPE_PARQUET_PARTITIONING", "none")
+    monkeypatch.setenv("RETRYSCOPE_PARQUET_FILE_MODE", "640")
+    assert main(["ingest", str(src), "--out", str(tmp_path / "out")]) == 0
+    (written,) = (tmp_path / "out").glob("ingest-*.parquet")
+    assert written.stat().st_mode & 0o777 == 0o640
+    assert main(["ingest", str(src), "--out", str(tmp_path / "o2"), "--partitioning", "day"]) == 0
+    assert [p.parent.name.startswith("date=") for p in (tmp_path / "o2").rglob("*.parquet")] == [
+        True
+    ]

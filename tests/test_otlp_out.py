@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import gzip
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -19,6 +18,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from retryscope.instrumentation import AttemptStampingProcessor
 
 import retryscope
+
+from .conftest import loopback_http_server
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -46,13 +47,8 @@ class _Receiver(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.received = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with loopback_http_server(_Receiver, received=[]) as server:
+        yield server
 
 
 def _value(any_value: object) -> object:

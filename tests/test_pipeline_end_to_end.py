@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ from retryscope.analytics import build_report, connect, discover
 
 from retryscope import logical_request
 
-from .conftest import Pipeline
+from .conftest import Pipeline, loopback_http_server
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,13 +37,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.seen_headers = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with loopback_http_server(_Handler, seen_headers=[]) as srv:
+        yield srv
 
 
 SECRET_KEY = "idem-key-7f3a-SECRET-do-not-log"
@@ -72,11 +66,14 @@ def test_httpx_span_inside_attempt_carries_request_and_ordinal(
     finally:
         instrumentor.uninstrument()
     con = pipeline.connect()
+    # The processor classifies the contrib HTTP span as a transport attempt (issue 4): its
+    # own transport ordinal, the enclosing harness attempt's ordinal as its parent.
     rows = con.execute(
-        "SELECT logical_request_id, attempt_ordinal, route_id, http_status_code, http_method,"
-        " idempotency_digest IS NOT NULL FROM spans WHERE kind = 'CLIENT' AND span_role IS NULL"
+        "SELECT logical_request_id, parent_attempt_ordinal, parent_layer, attempt_ordinal,"
+        " route_id, http_status_code, http_method, idempotency_digest IS NOT NULL FROM spans"
+        " WHERE kind = 'CLIENT' AND span_role = 'attempt' AND layer = 'transport'"
     ).fetchall()
-    assert rows == [(req.id, 2, "primary", 200, "POST", True)]
+    assert rows == [(req.id, 2, "harness", 1, "primary", 200, "POST", True)]
     # nothing of ours leaked into the outgoing request's headers
     (headers,) = server.seen_headers  # type: ignore[attr-defined]
     assert not any("retryscope" in (k + v).lower() for k, v in headers.items())
@@ -93,9 +90,9 @@ def test_unfinished_temp_file_is_never_read(pipeline: Pipeline, clock) -> None:
         with req.attempt("r"):
             pass
     pipeline.flush()
-    (done,) = pipeline.directory.glob("*.parquet")
+    (done,) = pipeline.directory.rglob("*.parquet")  # under its date=/hour= partition
     # a writer that died mid-file leaves only its hidden temporary name behind
-    partial = pipeline.directory / f".{done.name}.inprogress"
+    partial = done.parent / f".{done.name}.inprogress"
     partial.write_bytes(done.read_bytes()[: done.stat().st_size // 2])
     (pipeline.directory / "nested").mkdir()
     (pipeline.directory / "nested" / ".x.parquet.inprogress").write_bytes(b"PAR1")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from retryscope.analytics import connect
 
-from tests.export_support import run_ok
+from .export_support import run_ok
 
 APP = """
 import sys

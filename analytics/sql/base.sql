@@ -32,34 +32,67 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
-WITH roled AS (
+WITH marked AS (
     SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
 ),
-http AS (
-    SELECT * FROM spans
-    WHERE span_role IS NULL AND kind = 'CLIENT' AND http_method IS NOT NULL
-      AND logical_request_id IS NOT NULL
+-- an attempt that does not name its enclosing attempt but whose parent span is one
+-- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
+roled AS (
+    SELECT s.* REPLACE (
+        coalesce(s.parent_layer, p.layer) AS parent_layer,
+        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal
+    )
+    FROM marked s
+    LEFT JOIN marked p
+      ON s.parent_layer IS NULL AND p.trace_id = s.trace_id AND p.span_id = s.parent_span_id
 ),
-enclosing AS (
+-- HTTP client spans under a logical request, in current or older HTTP semantic
+-- conventions (`http.method`/`http.status_code` stay in the attributes map)
+http AS (
+    SELECT * FROM (
+        SELECT * REPLACE (
+            coalesce(http_method, json_extract_string(attributes['http.method'], '$'))
+                AS http_method,
+            coalesce(http_status_code, TRY_CAST(attributes['http.status_code'] AS INTEGER))
+                AS http_status_code
+        )
+        FROM spans
+        WHERE span_role IS NULL AND kind = 'CLIENT' AND logical_request_id IS NOT NULL
+    )
+    WHERE http_method IS NOT NULL
+),
+-- the innermost enclosing attempt: the parent span when it is one, else the deepest
+-- attempt of the stamped ordinal and route whose time span contains the HTTP span
+candidates AS (
     SELECT
-        h.trace_id, h.span_id,
-        arg_max(a.layer, rs_layer_rank(a.layer)) AS parent_layer,
-        arg_max(a.attempt_ordinal, rs_layer_rank(a.layer)) AS parent_attempt_ordinal,
-        arg_max(a.route_release, rs_layer_rank(a.layer)) AS route_release,
-        arg_max(a.route_priority, rs_layer_rank(a.layer)) AS route_priority,
-        arg_max(a.is_fallback, rs_layer_rank(a.layer)) AS is_fallback,
-        arg_max(a.route_capability_digest, rs_layer_rank(a.layer)) AS route_capability_digest,
-        arg_max(a.route_behavior_class, rs_layer_rank(a.layer)) AS route_behavior_class,
-        arg_max(a.route_data_boundary, rs_layer_rank(a.layer)) AS route_data_boundary,
-        arg_max(a.retry_owner, rs_layer_rank(a.layer)) AS retry_owner,
-        arg_max(a.deadline, rs_layer_rank(a.layer)) AS deadline
+        h.trace_id AS http_trace_id, h.span_id AS http_span_id,
+        a.layer, a.attempt_ordinal, a.route_release, a.route_priority, a.is_fallback,
+        a.route_capability_digest, a.route_behavior_class, a.route_data_boundary,
+        a.retry_owner, a.deadline,
+        (a.span_id = h.parent_span_id, rs_layer_rank(a.layer)) AS preference
     FROM http h
     JOIN roled a
       ON a.logical_request_id = h.logical_request_id
      AND a.attempt_ordinal = h.attempt_ordinal
      AND a.route_id IS NOT DISTINCT FROM h.route_id
-     AND a.start_time <= h.start_time AND a.end_time >= h.end_time
-    GROUP BY h.trace_id, h.span_id
+     AND (a.span_id = h.parent_span_id
+          OR (a.start_time <= h.start_time AND a.end_time >= h.end_time))
+),
+enclosing AS (
+    SELECT
+        http_trace_id AS trace_id, http_span_id AS span_id,
+        arg_max(layer, preference) AS parent_layer,
+        arg_max(attempt_ordinal, preference) AS parent_attempt_ordinal,
+        arg_max(route_release, preference) AS route_release,
+        arg_max(route_priority, preference) AS route_priority,
+        arg_max(is_fallback, preference) AS is_fallback,
+        arg_max(route_capability_digest, preference) AS route_capability_digest,
+        arg_max(route_behavior_class, preference) AS route_behavior_class,
+        arg_max(route_data_boundary, preference) AS route_data_boundary,
+        arg_max(retry_owner, preference) AS retry_owner,
+        arg_max(deadline, preference) AS deadline
+    FROM candidates
+    GROUP BY http_trace_id, http_span_id
 ),
 classified AS (
     SELECT
@@ -98,7 +131,8 @@ classified AS (
     FROM http h
     JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
     WHERE e.parent_layer <> 'transport'  -- inside a marked transport attempt: not another one
-)
+),
+unioned AS (
 SELECT
     logical_request_id, trace_id, span_id, parent_span_id, name,
     start_time, end_time, duration_ms,
@@ -114,7 +148,10 @@ SELECT
     FALSE AS classified_from_http
 FROM roled
 UNION ALL BY NAME
-SELECT * FROM classified;
+SELECT * FROM classified
+)
+-- aid: a compact integer key per attempt, so per-attempt computations join back cheaply
+SELECT *, row_number() OVER () AS aid FROM unioned;
 
 -- One row per logical request (from its span and/or its attempts), before filters.
 CREATE OR REPLACE TEMP TABLE request_base AS
@@ -150,9 +187,10 @@ att AS (
         any_value(deadline) AS deadline,
         any_value(idempotency_digest) AS idempotency_digest,
         any_value(logical_request_digest) AS logical_request_digest,
-        arg_min(route_id, (parent_layer IS NOT NULL, start_time)) AS entry_route,
-        arg_min(route_release, (parent_layer IS NOT NULL, start_time)) AS entry_release,
-        arg_min(route_data_boundary, (parent_layer IS NOT NULL, start_time)) AS entry_boundary
+        arg_min(route_id, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_route,
+        arg_min(route_release, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_release,
+        arg_min(route_data_boundary, start_time) FILTER (WHERE parent_layer IS NULL)
+            AS entry_boundary
     FROM physical_attempts
     GROUP BY logical_request_id
 )

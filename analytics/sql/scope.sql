@@ -12,33 +12,34 @@ WHERE (getvariable('rs_since') IS NULL OR started_at >= getvariable('rs_since'))
   AND (getvariable('rs_route') IS NULL OR logical_request_id IN (
         SELECT logical_request_id FROM physical_attempts WHERE route_id = getvariable('rs_route')));
 
--- Attempts of in-scope requests with what each analysis needs: their place in their retry
--- group (same request, layer and enclosing attempt), leaf-ness (nothing beneath them, so the
--- receiver saw them), cost, acceptance, and the request's own fields.
+-- Each in-scope attempt's place in its retry group (same request, layer and enclosing
+-- attempt). Kept narrow: sorting wide rows is the expensive part of a window.
+CREATE OR REPLACE TEMP TABLE attempt_groups AS
+SELECT
+    aid,
+    row_number() OVER g AS group_position,
+    lag(outcome) OVER g AS prev_outcome,
+    lag(outcome_kind) OVER g AS prev_kind,
+    lag(decision) OVER g AS prev_decision,
+    lag(end_time) OVER g AS prev_end,
+    lag(route_id) OVER g AS prev_route_id
+FROM physical_attempts
+WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
+WINDOW g AS (
+    PARTITION BY logical_request_id, layer, parent_layer, parent_attempt_ordinal
+    ORDER BY attempt_ordinal, start_time
+);
+
+-- Attempts of in-scope requests with what each analysis needs: their retry group place,
+-- leaf-ness (nothing beneath them, so the receiver saw them), cost, acceptance, and the
+-- request's own fields.
 CREATE OR REPLACE TEMP TABLE attempt_facts AS
-WITH a AS (
-    SELECT p.*
-    FROM physical_attempts p
-    WHERE p.logical_request_id IN (SELECT logical_request_id FROM requests)
-),
-children AS (
+WITH children AS (
     SELECT DISTINCT logical_request_id, parent_layer, parent_attempt_ordinal
-    FROM a WHERE parent_layer IS NOT NULL
+    FROM physical_attempts WHERE parent_layer IS NOT NULL
 ),
 w AS (
-    SELECT
-        a.*,
-        row_number() OVER g AS group_position,
-        lag(outcome) OVER g AS prev_outcome,
-        lag(outcome_kind) OVER g AS prev_kind,
-        lag(decision) OVER g AS prev_decision,
-        lag(end_time) OVER g AS prev_end,
-        lag(route_id) OVER g AS prev_route_id
-    FROM a
-    WINDOW g AS (
-        PARTITION BY logical_request_id, layer, parent_layer, parent_attempt_ordinal
-        ORDER BY attempt_ordinal, start_time
-    )
+    SELECT p.*, g.* EXCLUDE (aid) FROM physical_attempts p JOIN attempt_groups g ON g.aid = p.aid
 )
 SELECT
     w.*,
@@ -127,7 +128,8 @@ WITH agg AS (
             FILTER (WHERE a.accepted AND a.is_fallback) AS fallback_route,
         coalesce(bool_or(NOT a.boundary_allowed) FILTER (WHERE a.accepted), FALSE)
             AS boundary_widened,
-        arg_min(a.duration_ms, (a.parent_layer IS NOT NULL, a.start_time)) AS first_attempt_ms,
+        arg_min(a.duration_ms, a.start_time) FILTER (WHERE a.parent_layer IS NULL)
+            AS first_attempt_ms,
         coalesce(bool_or(a.outcome = 'success' AND a.end_time > a.request_deadline), FALSE)
             AS late_success,
         count(*) FILTER (WHERE a.deadline_remaining_ms < l.p50_ms) AS doomed_dispatches

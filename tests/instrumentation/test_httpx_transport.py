@@ -15,7 +15,7 @@ from retryscope.instrumentation.httpx import (
     RetryscopeTransport,
     parse_retry_after_hint,
     redact_url,
-    status_outcome_kind,
+    send_outcome_kind,
 )
 from retryscope.instrumentation.lower_layer import describe_client
 
@@ -304,29 +304,34 @@ def test_redact_url_removes_credentials_and_secret_query_values() -> None:
 
 
 def test_parse_retry_after_hint_is_bounded() -> None:
+    day = 24 * 3600 * 1000
     assert parse_retry_after_hint("120") == 120_000
-    assert parse_retry_after_hint(None, "250") == 250
-    assert parse_retry_after_hint("99999999999") == 24 * 3600 * 1000
+    assert parse_retry_after_hint("120", "250") == 250  # retry-after-ms wins when valid
+    assert parse_retry_after_hint("2", "-1") == 2000
+    assert parse_retry_after_hint("99999999999") == day
+    assert parse_retry_after_hint("1" * 65) == day
     assert parse_retry_after_hint("-5") is None
-    assert parse_retry_after_hint("1" * 65) is None
     assert parse_retry_after_hint("soon") is None
-    assert parse_retry_after_hint("Wed, 21 Oct 2015 07:28:00 GMT", now_s=1445412470.0) == 10_000
-    assert parse_retry_after_hint("Wed, 21 Oct 2015 07:28:00 GMT", now_s=2e9) == 0
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert parse_retry_after_hint(date, now_ms=1_445_412_470_000) == 10_000
+    assert parse_retry_after_hint(date, now_ms=2_000_000_000_000) == 0
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"),
+    ("status", "idempotent", "kind"),
     [
-        (200, None),
-        (429, OutcomeKind.RATE_LIMITED),
-        (503, OutcomeKind.UNAVAILABLE),
-        (500, OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE),
-        (401, OutcomeKind.REJECTED),
-        (400, OutcomeKind.INVALID_REQUEST),
+        (200, False, None),
+        (302, False, None),  # a redirect is a completed send; httpx follows with another
+        (429, False, OutcomeKind.RATE_LIMITED),
+        (503, False, OutcomeKind.UNAVAILABLE),
+        (408, False, OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE),
+        (408, True, OutcomeKind.TIMEOUT_BEFORE_RESPONSE),
+        (400, False, OutcomeKind.INVALID_REQUEST),
     ],
 )
-def test_status_outcome_kind(status: int, kind: OutcomeKind | None) -> None:
-    assert status_outcome_kind(status) is kind
+def test_send_outcome_kind(status: int, idempotent: bool, kind: OutcomeKind | None) -> None:
+    response = httpx.Response(status)
+    assert send_outcome_kind(response, None, idempotent=idempotent) is kind
 
 
 def test_requests_contrib_spans_are_transport_attempts(audit: Audit, server: LocalServer) -> None:
@@ -353,3 +358,41 @@ def test_requests_contrib_spans_are_transport_attempts(audit: Audit, server: Loc
     assert audit.rows("SELECT attempts_harness, attempts_transport FROM logical_requests") == [
         (2, 4)
     ]
+
+
+def test_unclassified_connect_error_in_a_harness_attempt_is_unavailable(audit: Audit) -> None:
+    """classify_exception knows httpx's never-sent errors without importing httpx itself."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = httpx.Client()
+
+    def call() -> None:
+        with (
+            retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req,
+            req.attempt("primary"),
+        ):
+            client.get(f"http://127.0.0.1:{port}/")
+
+    with pytest.raises(httpx.ConnectError):
+        call()
+    assert audit.rows("SELECT outcome_kind, error_type FROM attempts") == [
+        ("unavailable", "httpx.ConnectError")
+    ]
+
+
+def test_one_send_per_harness_attempt_is_not_a_transport_retry(
+    audit: Audit, server: LocalServer
+) -> None:
+    server.reply = lambda _r: ALWAYS_503
+    client = httpx.Client(base_url=server.url, transport=RetryscopeTransport())
+    with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
+        for _ in range(3):
+            with req.attempt("primary") as a:
+                client.get("/v1")
+                a.set_outcome("unavailable")
+    assert audit.rows(
+        "SELECT retried_layers, attempts_harness, attempts_transport FROM logical_requests"
+    ) == [(["harness"], 3, 3)]

@@ -9,8 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import TracerProvider
 from retryscope.instrumentation import CarrierError
 
 import retryscope
@@ -139,3 +142,51 @@ def test_extract_rejects_bad_carriers(carrier: dict[str, str], message: str) -> 
 def test_extract_rejects_bad_delivery_count() -> None:
     with pytest.raises(CarrierError, match="delivery_count"):
         retryscope.extract({"retryscope": '{"v":1,"id":"x","operation":"o"}'}, delivery_count=0)
+
+
+@given(
+    operation=st.text(min_size=1, max_size=40),
+    tenant=st.none() | st.text(max_size=40),
+    key=st.none() | st.text(max_size=40),
+    deadline=st.none() | st.integers(0, 2**62),
+    harness=st.integers(0, 50),
+    queue=st.integers(0, 50),
+    delivery=st.integers(1, 20),
+)
+def test_inject_extract_round_trip(
+    operation: str,
+    tenant: str | None,
+    key: str | None,
+    deadline: int | None,
+    harness: int,
+    queue: int,
+    delivery: int,
+) -> None:
+    provider = TracerProvider()
+    carrier: dict[str, str] = {}
+    with retryscope.logical_request(
+        operation=operation,
+        tenant=tenant,
+        idempotency_key=key,
+        deadline=deadline,
+        tracer_provider=provider,
+    ) as req:
+        for _ in range(harness):
+            with req.attempt("h"):
+                pass
+        for _ in range(queue):
+            with req.attempt("q", layer="queue"):
+                pass
+        retryscope.inject(carrier)
+    out = retryscope.extract(carrier, delivery_count=delivery, tracer_provider=provider)
+    assert (out.id, out.operation, out.tenant, out.deadline) == (
+        req.id,
+        operation,
+        tenant,
+        deadline,
+    )
+    assert (out.idempotency_digest, out.request_digest) == (req.idempotency_digest, None)
+    with out, out.attempt("w", layer="queue") as a:
+        assert a.ordinal == queue + delivery
+    with out, out.attempt("h2") as b:
+        assert b.ordinal == harness + 1

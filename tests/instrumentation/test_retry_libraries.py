@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -130,6 +131,18 @@ def test_tenacity_outside_a_logical_request_is_untouched(server: LocalServer) ->
     assert retrying(_get, client) == "done"
 
 
+STAMINA_KW: dict[str, Any] = {
+    "on": httpx.HTTPStatusError,
+    "attempts": 3,
+    "wait_initial": 0.01,
+    "wait_max": 0.01,
+    "wait_jitter": 0,
+    "route": "primary",
+    "layer": "adapter",
+    "classify": _kind,
+}
+
+
 @pytest.fixture
 def stamina_hook() -> Iterator[None]:
     """Removes retryscope's stamina hook after the test (stamina's config is global)."""
@@ -143,16 +156,7 @@ def test_stamina_decorator_tries_are_attempts(
     _fail_twice(server)
     client = httpx.Client(base_url=server.url, transport=RetryscopeTransport())
 
-    @stamina_retry(
-        on=httpx.HTTPStatusError,
-        attempts=3,
-        wait_initial=0.01,
-        wait_max=0.01,
-        wait_jitter=0,
-        route="primary",
-        layer="adapter",
-        classify=_kind,
-    )
+    @stamina_retry(**STAMINA_KW)
     def call() -> str:
         return _get(client)
 
@@ -181,16 +185,7 @@ def test_stamina_async_retry_context(audit: Audit, server: LocalServer, stamina_
             with retryscope.logical_request(
                 operation="chat", tracer_provider=audit.provider
             ) as req:
-                async for attempt in stamina_retry_context(
-                    on=httpx.HTTPStatusError,
-                    attempts=3,
-                    wait_initial=0.01,
-                    wait_max=0.01,
-                    wait_jitter=0,
-                    route="primary",
-                    layer="adapter",
-                    classify=_kind,
-                ):
+                async for attempt in stamina_retry_context(**STAMINA_KW):
                     with attempt:
                         await _aget(client)
                 return req.id
@@ -205,3 +200,46 @@ def test_stamina_hook_install_is_idempotent_and_removable(stamina_hook: None) ->
     assert hooks.count(retryscope_hook) == 1
     uninstall_hook()
     assert retryscope_hook not in stamina.instrumentation.get_on_retry_hooks()
+
+
+def test_tenacity_threads_keep_their_own_backoff(audit: Audit, server: LocalServer) -> None:
+    """Concurrent retry loops in threads: each try's backoff and sends stay in its request."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    server.reply = lambda r: Reply(503) if r.headers.get("x-try") != "3" else Reply(200)
+    client = httpx.Client(base_url=server.url, transport=RetryscopeTransport())
+    barrier = threading.Barrier(4)
+
+    def run(i: int) -> str:
+        retrying = instrument(
+            tenacity.Retrying(
+                stop=tenacity.stop_after_attempt(3),
+                wait=tenacity.wait_fixed(0.01 * (i + 1)),
+                retry=tenacity.retry_if_exception_type(httpx.HTTPStatusError),
+            ),
+            route=f"r{i}",
+            classify=_kind,
+        )
+        barrier.wait()
+        with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
+            for attempt in retrying:
+                with attempt:
+                    n = attempt.retry_state.attempt_number
+                    client.get("/v1", headers={"x-try": str(n)}).raise_for_status()
+        return req.id
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(run, range(4)))
+    for i, request_id in enumerate(ids):
+        rows = audit.rows(
+            "SELECT list(attempt_ordinal ORDER BY attempt_ordinal), "
+            "list(backoff_delay_ms ORDER BY attempt_ordinal), list(DISTINCT route_id) "
+            f"FROM attempts WHERE layer = 'adapter' AND logical_request_id = '{request_id}'"
+        )
+        sleep = 10 * (i + 1)
+        assert rows == [([1, 2, 3], [None, sleep, sleep], [f"r{i}"])]
+        assert audit.rows(
+            "SELECT count(*) FROM attempts WHERE layer = 'transport' "
+            f"AND logical_request_id = '{request_id}'"
+        ) == [(3,)]
