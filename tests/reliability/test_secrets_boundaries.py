@@ -11,7 +11,6 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +32,7 @@ from retryscope.instrumentation.journal import Journal
 
 import retryscope
 from retryscope.demo import idempotency_key, prompt_text
+from tests.conftest import loopback_http_server
 from tests.reliability.support import audit
 
 API_KEYS = {
@@ -111,13 +111,8 @@ class _Recorder(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    srv.seen = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with loopback_http_server(_Recorder, seen=[]) as srv:
+        yield srv
 
 
 @pytest.fixture
