@@ -41,12 +41,14 @@ from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, decode_proto, decode_traces
 from retryscope.instrumentation.parquet_files import FileNamer, make_dirs, write_partitioned
+from zstandard import ZstdError
 
 LEDGER_DIR: Final = ".retryscope-ingest"
 LEDGER_FILE: Final = "ledger.jsonl"
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _CHUNK: Final = 1 << 20
+_PLAIN_JSON: Final = (".json", ".jsonl", ".ndjson")
 
 
 @dataclass(slots=True)
@@ -96,8 +98,11 @@ def file_digest(path: Path) -> str:
 
 
 def _open_decompressed(path: Path) -> io.BufferedReader:
-    """The file's bytes, gunzipped or zstd-decompressed when its content says so."""
+    """The file's bytes, gunzipped or zstd-decompressed when its content says so (a file
+    named as plain JSON is read as it is, so a broken first line is only that line)."""
     raw = path.open("rb")
+    if path.suffix in _PLAIN_JSON:
+        return raw
     magic = raw.peek(4)[:4]
     if magic.startswith(_GZIP_MAGIC):
         return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"))
@@ -350,7 +355,7 @@ def _named_json(path: Path) -> bool:
     """A ``.json``/``.jsonl``/``.ndjson`` name (compressed or not): read as JSON even when
     its first line is broken, so the other lines are kept."""
     suffixes = [x for x in path.suffixes if x not in (".gz", ".zst", ".zstd")]
-    return bool(suffixes) and suffixes[-1] in (".json", ".jsonl", ".ndjson")
+    return bool(suffixes) and suffixes[-1] in _PLAIN_JSON
 
 
 def _ingest_file(
@@ -363,7 +368,7 @@ def _ingest_file(
             if head in (b"{", b"") or _named_json(path):
                 return _ingest_json(stream, name, writer, report)
             return _ingest_proto(stream.read(), name, writer, report)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, ZstdError) as exc:
         # truncated or corrupt compression, undecodable text: keep what was read before it
         kept = len(writer.cols) + writer.rows
         report(f"{name}: unreadable after {kept} spans: {type(exc).__name__}: {exc}")
