@@ -31,9 +31,47 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
 -- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
+-- What an HTTP send observed, from its status (a span ERROR without a status: no response).
+CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
+    CASE
+        WHEN http_status BETWEEN 200 AND 399 THEN 'success'
+        WHEN http_status IN (408, 429) OR http_status >= 500 THEN 'retryable'
+        WHEN http_status >= 400 THEN 'non_retryable'
+        WHEN span_status = 'ERROR' THEN 'retryable'
+    END;
+
+CREATE OR REPLACE MACRO rs_http_kind(http_status, span_status) AS
+    CASE
+        WHEN http_status = 429 THEN 'rate_limited'
+        WHEN http_status = 408 THEN 'timeout_before_response'
+        WHEN http_status >= 500 THEN 'unavailable'
+        WHEN http_status IN (401, 403) THEN 'rejected'
+        WHEN http_status >= 400 THEN 'invalid_request'
+        WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
+    END;
+
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
-WITH marked AS (
-    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+WITH attempt_spans AS (
+    SELECT * REPLACE (
+        coalesce(http_status_code, TRY_CAST(attributes['http.status_code'] AS INTEGER))
+            AS http_status_code
+    ),
+    coalesce(http_method, json_extract_string(attributes['http.method'], '$')) IS NOT NULL
+        AS is_http_send
+    FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+),
+-- a transport attempt the stamping processor classified at start (an HTTP client span of
+-- an instrumentation) has no outcome of its own: it is read from its HTTP status
+marked AS (
+    SELECT * REPLACE (
+        CASE WHEN outcome IS NULL AND is_http_send
+             THEN rs_http_outcome(http_status_code, status_code) ELSE outcome END AS outcome,
+        CASE WHEN outcome IS NULL AND is_http_send
+             THEN rs_http_kind(http_status_code, status_code) ELSE outcome_kind END
+            AS outcome_kind
+    ),
+    outcome IS NULL AND is_http_send AS from_http
+    FROM attempt_spans
 ),
 -- an attempt that does not name its enclosing attempt but whose parent span is one
 -- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
@@ -108,21 +146,8 @@ classified AS (
         h.backoff_delay_ms, h.retry_after_ms, h.not_before,
         coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
         h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
-        CASE
-            WHEN h.http_status_code BETWEEN 200 AND 399 THEN 'success'
-            WHEN h.http_status_code IN (408, 429) OR h.http_status_code >= 500 THEN 'retryable'
-            WHEN h.http_status_code >= 400 THEN 'non_retryable'
-            WHEN h.status_code = 'ERROR' THEN 'retryable'
-        END AS outcome,
-        CASE
-            WHEN h.http_status_code = 429 THEN 'rate_limited'
-            WHEN h.http_status_code = 408 THEN 'timeout_before_response'
-            WHEN h.http_status_code >= 500 THEN 'unavailable'
-            WHEN h.http_status_code IN (401, 403) THEN 'rejected'
-            WHEN h.http_status_code >= 400 THEN 'invalid_request'
-            WHEN h.http_status_code IS NULL AND h.status_code = 'ERROR'
-                THEN 'timeout_before_response'
-        END AS outcome_kind,
+        rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
+        rs_http_kind(h.http_status_code, h.status_code) AS outcome_kind,
         h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
         h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
         h.http_status_code, h.hedge_ordinal, h.hedge_cancelled, h.breaker_state,
@@ -145,7 +170,7 @@ SELECT
     tenant, operation, idempotency_digest, logical_request_digest,
     http_status_code, hedge_ordinal, hedge_cancelled, breaker_state,
     lower_layer_max_retries,
-    FALSE AS classified_from_http
+    from_http AS classified_from_http
 FROM roled
 UNION ALL BY NAME
 SELECT * FROM classified
