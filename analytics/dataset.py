@@ -138,38 +138,15 @@ def _undecodable(files: tuple[str, ...]) -> dict[str, str]:
     return bad
 
 
-def _by_layout(dataset: DataSet) -> dict[tuple[str, ...], list[str]]:
-    """The files grouped by the Hive partition keys of their directories (in order)."""
-    if dataset.is_remote:  # one glob; its layout is the writers' (Hive by default)
-        return {("date", "hour"): list(dataset.files)}
-    groups: dict[tuple[str, ...], list[str]] = {}
-    root = Path(dataset.root)
-    for f in dataset.files:
-        try:
-            parts = Path(f).parent.relative_to(root).parts
-        except ValueError:  # the root is the file itself
-            parts = ()
-        keys = tuple(p.split("=", 1)[0] for p in parts if "=" in p)
-        groups.setdefault(keys, []).append(f)
-    return groups
-
-
 def _install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
     if dataset.files:
-        # DuckDB refuses to read files of different Hive layouts (date=/hour=, date=, none)
-        # in one call, so each layout gets its own read, joined by name.
-        reads = [
-            "SELECT * FROM read_parquet("
-            "[" + ", ".join(_sql_string(f) for f in files) + "], "
-            f"union_by_name = true, hive_partitioning = {'true' if keys else 'false'})"
-            for keys, files in _by_layout(dataset).items()
-        ]
+        file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
         con.execute(
-            "CREATE OR REPLACE VIEW spans AS "
-            + " UNION ALL BY NAME ".join(reads)
+            "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
+            f"{file_list}, union_by_name = true, hive_partitioning = false) "
             # every column of the current schema exists, even if older files lack it
-            + " UNION ALL BY NAME SELECT * FROM _retryscope_empty"
+            "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
         )
     else:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")

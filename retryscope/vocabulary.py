@@ -207,7 +207,7 @@ GAP_REASON = Attr(
     "On a telemetry-gap record: why spans were lost (e.g. buffer_full, queue_overflow).",
 )
 
-# --- instrumentation depth: hedging, breakers, lower layers, streams, prices, reconciliation --
+# --- route compatibility, hedging, breakers, lower layers, streams, prices, reconciliation
 REQUIRED_CAPABILITY_DIGEST = Attr(
     "retryscope.capability.required_digest",
     "required_capability_digest",
@@ -253,11 +253,11 @@ HEDGE_ORDINAL = Attr(
     "0 for the primary of a hedge group, 1, 2, … for hedges racing it; absent when the "
     "attempt is not part of a hedge group. Only hedges may overlap in time.",
 )
-HEDGE_CANCELLED = Attr(
-    "retryscope.hedge.cancelled",
-    "hedge_cancelled",
-    B,
-    "On an attempt: True when it lost a hedge race and was cancelled (its cost still counts).",
+HEDGE_RESULT = Attr(
+    "retryscope.hedge.result",
+    "hedge_result",
+    S,
+    "On a hedged attempt: winner (committed) or cancelled (lost the race; its cost counts).",
 )
 BREAKER_STATE = Attr(
     "retryscope.breaker.state",
@@ -308,14 +308,6 @@ ATTEMPTS_HARNESS = _layer_count_attr("harness")
 ATTEMPTS_ADAPTER = _layer_count_attr("adapter")
 ATTEMPTS_SDK = _layer_count_attr("sdk")
 ATTEMPTS_TRANSPORT = _layer_count_attr("transport")
-
-LOWER_LAYER_MAX_RETRIES = Attr(
-    "retryscope.lower_layer.max_retries",
-    "lower_layer_max_retries",
-    I32,
-    "On an attempt: retries the layer below declares it may make on its own "
-    "(e.g. a provider SDK's max_retries).",
-)
 
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
@@ -398,11 +390,6 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     ROUTE_CAPABILITY_DIGEST,
     ROUTE_BEHAVIOR_CLASS,
     ROUTE_DATA_BOUNDARY,
-    HEDGE_ORDINAL,
-    HEDGE_CANCELLED,
-    BREAKER_STATE,
-    RECONCILIATION_RESULT,
-    LOWER_LAYER_MAX_RETRIES,
     ERROR_TYPE,
     HTTP_STATUS_CODE,
     HTTP_RESEND_COUNT,
@@ -414,9 +401,13 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     GEN_AI_RESPONSE_ID,
     GEN_AI_INPUT_TOKENS,
     GEN_AI_OUTPUT_TOKENS,
+    HEDGE_ORDINAL,
+    HEDGE_RESULT,
+    BREAKER_STATE,
     PRICE_TABLE_DIGEST,
     LOWER_MAX_RETRIES,
     STREAM_EVENTS,
+    RECONCILIATION_RESULT,
     ATTEMPTS_WORKFLOW,
     ATTEMPTS_QUEUE,
     ATTEMPTS_HARNESS,
@@ -529,22 +520,6 @@ class Terminal(enum.StrEnum):
     STOP_ROUTE_EXHAUSTED = "stop_route_exhausted"
 
 
-class BreakerState(enum.StrEnum):
-    """A route's circuit-breaker state at dispatch."""
-
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
-class ReconciliationResult(enum.StrEnum):
-    """What reconciling an indeterminate outcome with the receiver found."""
-
-    EFFECT_CONFIRMED = "effect_confirmed"
-    NO_EFFECT = "no_effect"
-    UNKNOWN = "unknown"
-
-
 class DataBoundary(enum.StrEnum):
     """Where data may go, ordered from most to least contained (see :data:`BOUNDARY_RANK`)."""
 
@@ -581,11 +556,27 @@ LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
 """Per-layer attempt counts on the logical request span, one dedicated column per layer."""
 
 
+class BreakerState(enum.StrEnum):
+    """A route's circuit-breaker state at dispatch."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
 class HedgeResult(enum.StrEnum):
     """How a hedged attempt ended: the committed winner, or a cancelled loser."""
 
     WINNER = "winner"
     CANCELLED = "cancelled"
+
+
+class ReconciliationResult(enum.StrEnum):
+    """What reconciling an indeterminate attempt found out."""
+
+    EFFECT_CONFIRMED = "effect_confirmed"
+    NO_EFFECT = "no_effect"
+    UNKNOWN = "unknown"
 
 
 class ReconciliationMethod(enum.StrEnum):
@@ -608,7 +599,7 @@ class StreamState(enum.StrEnum):
 # --- plain keys (no dedicated column; kept in the generic attributes map) -------------------
 HEDGE_OWNER_KEY: Final = "retryscope.hedge.owner"
 """Layer that launched the hedge."""
-HEDGE_RESULT_KEY: Final = "retryscope.hedge.result"
+HEDGE_RESULT_KEY: Final = HEDGE_RESULT.key
 """``winner`` or ``cancelled`` (a cancelled loser still carries the cost it incurred)."""
 BREAKER_GENERATION_KEY: Final = "retryscope.breaker.generation"
 """Generation of the breaker (increments on every state change) at dispatch."""
@@ -635,8 +626,7 @@ STREAM_BYTES_KEY: Final = "retryscope.stream.bytes"
 STREAM_FIRST_EVENT_MS_KEY: Final = "retryscope.stream.first_event_ms"
 """Milliseconds from attempt start to the first delivered event."""
 RECONCILIATION_EVENT: Final = "retryscope.reconciliation"
-"""Name of the span event recording one reconciliation on the logical request
-(attribute RECONCILIATION_RESULT)."""
+"""Name of the span event recording one reconciliation on the logical request."""
 RECONCILIATION_METHOD_KEY: Final = "retryscope.reconciliation.method"
 """How it reconciled (:class:`ReconciliationMethod`)."""
 RECONCILIATION_ATTEMPT_KEY: Final = "retryscope.reconciliation.attempt_ordinal"

@@ -74,14 +74,14 @@ def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
 
             def cancel() -> None:
                 hedge.set_cost(reserved=500, actual=300)
-                hedge.set_attributes({v.HEDGE_CANCELLED.key: True})
+                hedge.set_attributes({v.HEDGE_RESULT.key: "cancelled"})
                 hedge.__exit__(None, None, None)
 
             sibling.run(cancel)
     with recorder.request(clock, logical_request_id="breaker") as req:
         recorder.attempt(req, "sick", attributes={v.BREAKER_STATE.key: "open"})
     with recorder.request(clock, logical_request_id="opaque") as req:
-        recorder.attempt(req, attributes={v.LOWER_LAYER_MAX_RETRIES.key: 2})
+        recorder.attempt(req, attributes={v.LOWER_MAX_RETRIES.key: 2})
     con = recorder.connect()
     assert hedging(con).to_pylist() == [
         {

@@ -188,14 +188,14 @@ def test_telemetry_gap(recorder: Recorder) -> None:
 def test_opaque_ownership_and_breaker_open(recorder: Recorder) -> None:
     clock = Clock(T0)
     with recorder.request(clock, logical_request_id="opaque") as req:
-        recorder.attempt(req, attributes={v.LOWER_LAYER_MAX_RETRIES.key: 2})
+        recorder.attempt(req, attributes={v.LOWER_MAX_RETRIES.key: 2})
     with recorder.request(clock, logical_request_id="breaker") as req:
         recorder.attempt(req, "sick", attributes={v.BREAKER_STATE.key: "open"})
     assert _rows(recorder, "opaque_retry_ownership") == [
         (
             "opaque",
             "warning",
-            {"layer": "harness", "retry_owner": "harness", "lower_layer_max_retries": 2},
+            {"layer": "harness", "retry_owner": "harness", "lower_max_retries": 2},
         )
     ]
     assert _rows(recorder, "breaker_open_dispatch") == [

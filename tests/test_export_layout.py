@@ -69,8 +69,13 @@ def test_hive_partitions_by_start_hour_and_unique_names(tmp_path: Path) -> None:
     host_pid = f"-{os.getpid()}-"
     assert all(host_pid in f.name and f.name.startswith("spans-") for f in files)
     con, _ = connect(tmp_path)
-    got = con.sql("SELECT hour, count(*) FROM spans GROUP BY hour ORDER BY hour").fetchall()
-    assert got == [(21, 5), (22, 5)]
+    # each file sits in the partition of its rows' start hour
+    got = con.sql(
+        "SELECT hour(start_time) AS h, count(*), count(DISTINCT filename) FROM read_parquet("
+        f"'{tmp_path}/**/*.parquet', filename = true, hive_partitioning = true) "
+        "WHERE hour = hour(start_time) GROUP BY h ORDER BY h"
+    ).fetchall()
+    assert got == [(21, 5, 1), (22, 5, 1)]
     day = ParquetSpanExporter(tmp_path / "d", partitioning="day")
     day._buffer(_rows(3))
     day.shutdown()

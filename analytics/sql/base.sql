@@ -15,6 +15,26 @@ CREATE OR REPLACE MACRO rs_ratio(n, d) AS
 
 CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
 
+-- Outcome of an HTTP send that recorded no retryscope outcome, from its status code (a
+-- transport attempt: marked by the stamping processor or classified here).
+CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
+    CASE
+        WHEN http_status BETWEEN 200 AND 399 THEN 'success'
+        WHEN http_status IN (408, 429) OR http_status >= 500 THEN 'retryable'
+        WHEN http_status >= 400 THEN 'non_retryable'
+        WHEN span_status = 'ERROR' THEN 'retryable'
+    END;
+
+CREATE OR REPLACE MACRO rs_http_outcome_kind(http_status, span_status) AS
+    CASE
+        WHEN http_status = 429 THEN 'rate_limited'
+        WHEN http_status = 408 THEN 'timeout_before_response'
+        WHEN http_status >= 500 THEN 'unavailable'
+        WHEN http_status IN (401, 403) THEN 'rejected'
+        WHEN http_status >= 400 THEN 'invalid_request'
+        WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
+    END;
+
 -- The value of a slicing dimension for one row ('all' when not sliced).
 CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, layer, t) AS
     CASE dim
@@ -31,54 +51,20 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
 -- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
--- What an HTTP send observed, from its status (a span ERROR without a status: no response).
-CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
-    CASE
-        WHEN http_status BETWEEN 200 AND 399 THEN 'success'
-        WHEN http_status IN (408, 429) OR http_status >= 500 THEN 'retryable'
-        WHEN http_status >= 400 THEN 'non_retryable'
-        WHEN span_status = 'ERROR' THEN 'retryable'
-    END;
-
-CREATE OR REPLACE MACRO rs_http_kind(http_status, span_status) AS
-    CASE
-        WHEN http_status = 429 THEN 'rate_limited'
-        WHEN http_status = 408 THEN 'timeout_before_response'
-        WHEN http_status >= 500 THEN 'unavailable'
-        WHEN http_status IN (401, 403) THEN 'rejected'
-        WHEN http_status >= 400 THEN 'invalid_request'
-        WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
-    END;
-
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
-WITH attempt_spans AS (
-    SELECT * REPLACE (
-        coalesce(http_status_code, TRY_CAST(attributes['http.status_code'] AS INTEGER))
-            AS http_status_code
-    ),
-    coalesce(http_method, json_extract_string(attributes['http.method'], '$')) IS NOT NULL
-        AS is_http_send
-    FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
-),
--- a transport attempt the stamping processor classified at start (an HTTP client span of
--- an instrumentation) has no outcome of its own: it is read from its HTTP status
-marked AS (
-    SELECT * REPLACE (
-        CASE WHEN outcome IS NULL AND is_http_send
-             THEN rs_http_outcome(http_status_code, status_code) ELSE outcome END AS outcome,
-        CASE WHEN outcome IS NULL AND is_http_send
-             THEN rs_http_kind(http_status_code, status_code) ELSE outcome_kind END
-            AS outcome_kind
-    ),
-    outcome IS NULL AND is_http_send AS from_http
-    FROM attempt_spans
+WITH marked AS (
+    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
 ),
 -- an attempt that does not name its enclosing attempt but whose parent span is one
 -- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
 roled AS (
     SELECT s.* REPLACE (
         coalesce(s.parent_layer, p.layer) AS parent_layer,
-        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal
+        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal,
+        coalesce(s.outcome, CASE WHEN s.http_method IS NOT NULL
+            THEN rs_http_outcome(s.http_status_code, s.status_code) END) AS outcome,
+        coalesce(s.outcome_kind, CASE WHEN s.http_method IS NOT NULL AND s.outcome IS NULL
+            THEN rs_http_outcome_kind(s.http_status_code, s.status_code) END) AS outcome_kind
     )
     FROM marked s
     LEFT JOIN marked p
@@ -147,11 +133,12 @@ classified AS (
         coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
         h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
         rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
-        rs_http_kind(h.http_status_code, h.status_code) AS outcome_kind,
+        rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
         h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
         h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
-        h.http_status_code, h.hedge_ordinal, h.hedge_cancelled, h.breaker_state,
-        h.lower_layer_max_retries,
+        h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
+        h.breaker_state,
+        h.lower_max_retries,
         TRUE AS classified_from_http
     FROM http h
     JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
@@ -168,9 +155,9 @@ SELECT
     cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
     outcome, outcome_kind, decision, retry_owner,
     tenant, operation, idempotency_digest, logical_request_digest,
-    http_status_code, hedge_ordinal, hedge_cancelled, breaker_state,
-    lower_layer_max_retries,
-    from_http AS classified_from_http
+    http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
+    breaker_state, lower_max_retries,
+    FALSE AS classified_from_http
 FROM roled
 UNION ALL BY NAME
 SELECT * FROM classified

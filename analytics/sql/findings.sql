@@ -140,9 +140,9 @@ WITH rows AS (
     SELECT 'opaque_retry_ownership', 'warning',
            logical_request_id, trace_id, span_id, start_time,
            json_object('layer', layer, 'retry_owner', retry_owner,
-                       'lower_layer_max_retries', lower_layer_max_retries)
+                       'lower_max_retries', lower_max_retries)
     FROM attempt_facts
-    WHERE retry_owner IS NOT NULL AND coalesce(lower_layer_max_retries, 0) > 0
+    WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
 
     UNION ALL
     SELECT 'fallback_boundary_widening', 'error',

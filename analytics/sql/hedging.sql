@@ -12,7 +12,7 @@ SELECT
         AS hedge_waste_micros,
     count(*) FILTER (WHERE breaker_state = 'open')::BIGINT AS breaker_open_dispatches,
     count(DISTINCT logical_request_id) FILTER (
-        WHERE retry_owner IS NOT NULL AND coalesce(lower_layer_max_retries, 0) > 0
+        WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
     )::BIGINT AS opaque_ownership_requests
 FROM attempt_facts
 GROUP BY ALL

@@ -50,13 +50,13 @@ def test_threaded_hedges_winner_committed_loser_cancelled_with_cost(
         assert sorted(f.result() for f in futures) == ["/fast", "/slow"]
     rows = audit.rows(
         "SELECT hedge_ordinal, attributes['retryscope.hedge.owner'], "
-        "attributes['retryscope.hedge.result'], outcome, cost_actual_micros, "
+        "hedge_result, outcome, cost_actual_micros, "
         "attributes['retryscope.attempt.overlapping'] "
         "FROM attempts WHERE layer = 'harness' ORDER BY hedge_ordinal"
     )
     assert rows == [
-        (0, '"harness"', '"cancelled"', None, 120, None),
-        (1, '"harness"', '"winner"', "success", None, None),
+        (0, '"harness"', "cancelled", None, 120, None),
+        (1, '"harness"', "winner", "success", None, None),
     ]
     assert audit.rows(
         "SELECT terminal, attempts_harness, attempts_transport FROM logical_requests"
