@@ -23,21 +23,17 @@ import pytest
 from tests.export_support import last_json_line, run_ok
 
 SCRIPT = r"""
-import json, logging, os, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 import pyarrow.parquet as pq
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.instrumentation import ParquetSpanExporter
+from tests.export_support import error_lines
 
 mode, mount = sys.argv[1], Path(sys.argv[2])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mount)], check=True)
-errors = []
-class Count(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.ERROR:
-            errors.append(record.getMessage())
-logging.getLogger("retryscope").addHandler(Count())
+errors = error_lines()
 
 provider = TracerProvider()
 tracer = provider.get_tracer("faults")
