@@ -60,6 +60,7 @@ from retryscope.instrumentation.receipts import (
 )
 from retryscope.instrumentation.schedule import bounded_hint_ms
 
+from retryscope import vocabulary as v
 from retryscope.vocabulary import Outcome, OutcomeKind, RetryOwner, Terminal
 
 _NS_PER_MS: Final = 1_000_000
@@ -219,6 +220,11 @@ class RetryController:
             policy_digest=self.policy_sha256,
             tracer_provider=self.tracer_provider,
             clock=self.clock,
+            attributes={
+                v.REQUIRED_CAPABILITY_DIGEST.key: self.policy.capability_contract_sha256,
+                v.REQUIRED_BEHAVIOR_CLASS.key: self.policy.behavior_class_sha256,
+                v.MAX_DATA_BOUNDARY.key: self.policy.max_data_boundary.value,
+            },
         ) as req:
             for a in attempts:
                 req.count_prior_attempt(a.route_id)
@@ -295,6 +301,11 @@ class RetryController:
             route.route_id,
             route_release=route.route_release_sha256,
             route_priority=route.priority,
+            attributes={
+                v.ROUTE_CAPABILITY_DIGEST.key: route.capability_contract_sha256,
+                v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
+                v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
+            },
         ) as att:
             if (att.ordinal, att.route_ordinal) != (
                 plan.attempt_ordinal,

@@ -55,7 +55,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_ui(args: argparse.Namespace) -> int:
     from retryscope.dashboards.serve import serve
 
-    return serve(args.path, port=args.port, address=args.address)
+    return serve(args.path, port=args.port, address=args.address, trace_url=args.trace_url)
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -150,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="data directory")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="127.0.0.1", help="bind address (default: %(default)s)")
+    p.add_argument(
+        "--trace-url",
+        default=None,
+        help="URL template linking a request to a tracing backend, e.g. "
+        "http://localhost:16686/trace/{trace_id} (default: $RETRYSCOPE_TRACE_URL)",
+    )
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser(

@@ -289,3 +289,25 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
     assert receipt_json(audited) == result.receipt_json
     (digest,) = con.execute("SELECT DISTINCT policy_digest FROM logical_requests").fetchone()
     assert digest == policy_sha256(policy)
+    # the controller stamps what the analytics need to judge fallback quality
+    from retryscope.analytics import fallback
+
+    (req_row,) = con.execute(
+        "SELECT required_capability_digest, required_behavior_class, max_data_boundary"
+        " FROM logical_requests"
+    ).fetchall()
+    assert req_row == (
+        policy.capability_contract_sha256,
+        policy.behavior_class_sha256,
+        policy.max_data_boundary.value,
+    )
+    routes = con.execute(
+        "SELECT DISTINCT route_id, route_capability_digest, route_data_boundary FROM attempts"
+        " ORDER BY route_id"
+    ).fetchall()
+    assert routes == sorted(
+        (r.route_id, r.capability_contract_sha256, r.data_boundary.value) for r in policy.routes
+    )
+    (overall,) = fallback(con).to_pylist()
+    assert overall["fallback_successes"] == 1
+    assert overall["fallback_quality"] == 1.0

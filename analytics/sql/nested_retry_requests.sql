@@ -1,0 +1,23 @@
+-- Requests in scope where two or more layers retried, largest multiplication first, with
+-- each retried layer's largest retry group (e.g. 'harness 3 × transport 3'). $limit rows.
+WITH groups AS (
+    SELECT logical_request_id, layer, count(*) FILTER (WHERE NOT is_hedge) AS n
+    FROM attempt_facts
+    WHERE logical_request_id IN (
+        SELECT logical_request_id FROM request_nesting WHERE retried_layer_count >= 2)
+    GROUP BY logical_request_id, layer, parent_layer, parent_attempt_ordinal
+),
+layers AS (
+    SELECT logical_request_id, layer, max(n) AS max_n FROM groups GROUP BY ALL
+)
+SELECT
+    r.logical_request_id, r.trace_id, r.started_at, r.tenant, r.operation,
+    string_agg(l.layer || ' ' || l.max_n, ' × ' ORDER BY rs_layer_rank(l.layer))
+        FILTER (WHERE l.max_n > 1) AS product,
+    any_value(n.multiplication)::BIGINT AS multiplication
+FROM layers l
+JOIN request_nesting n ON n.logical_request_id = l.logical_request_id
+JOIN requests r ON r.logical_request_id = l.logical_request_id
+GROUP BY r.logical_request_id, r.trace_id, r.started_at, r.tenant, r.operation
+ORDER BY multiplication DESC, r.started_at, r.logical_request_id
+LIMIT $limit;

@@ -1,0 +1,137 @@
+"""Data access of the audit UI.
+
+One DuckDB connection per version of the data set (``st.cache_resource``), locked down so
+it can read only the data set's files and its configuration cannot be changed; query
+results are cached (``st.cache_data``) on the data set's file list, mtimes and sizes, so new
+files show on the next refresh. The analytics binds filters as connection state (DuckDB
+temp tables and variables, which a cursor does not share), so queries on the connection are
+serialised by a lock instead of running on cursors. Every query is a function of
+``retryscope.analytics``: SQL lives there, with bound parameters only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import streamlit as st
+from retryscope.analytics import (
+    DataSet,
+    Filters,
+    amplification,
+    build_report,
+    connect,
+    deadline,
+    discover,
+    fallback,
+    findings,
+    latency,
+    load,
+    request_attempts,
+    request_summary,
+)
+from retryscope.analytics.browse import (
+    dimension_values,
+    nested_retry_requests,
+    retry_success_matrix,
+    time_range,
+)
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
+
+
+def fingerprint(root: str) -> Fingerprint:
+    """Path, mtime and size of every visible Parquet file under ``root`` (stat only)."""
+    base = Path(root)
+    paths = [base] if base.is_file() else sorted(base.rglob("*.parquet"))
+    out = []
+    for path in paths:
+        if any(part.startswith((".", "_")) for part in path.relative_to(base).parts):
+            continue
+        try:
+            stat = path.stat()
+        except OSError:  # removed while listing
+            continue
+        out.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Store:
+    con: duckdb.DuckDBPyConnection
+    dataset: DataSet
+    lock: threading.Lock
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
+    """Only the data set's files stay readable; nothing can be written outside memory."""
+    con.execute("SET allowed_paths = ?", [list(dataset.files)])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+@st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
+def _store(root: str, version: Fingerprint) -> Store:
+    dataset = discover(root)
+    con, _ = connect(dataset)
+    _lock_down(con, dataset)
+    return Store(con, dataset, threading.Lock())
+
+
+def _filters(key: FilterKey | None) -> Filters | None:
+    return None if key is None else Filters(*key)
+
+
+def _bucket(args: tuple[Any, ...]) -> timedelta:
+    return timedelta(seconds=float(args[1])) if len(args) > 1 else timedelta(hours=1)
+
+
+QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[Any, ...]], Any]] = {
+    "report": lambda con, f, a: build_report(con, f),
+    "amplification": lambda con, f, a: amplification(con, by=a[0], filters=f, bucket=_bucket(a)),
+    "fallback": lambda con, f, a: fallback(con, by=a[0], filters=f),
+    "deadline": lambda con, f, a: deadline(con, by=a[0], filters=f),
+    "latency": lambda con, f, a: latency(con, by=a[0], filters=f),
+    "load": lambda con, f, a: load(con, filters=f),
+    "findings": lambda con, f, a: findings(con, rule=a[0] if a else None, filters=f),
+    "nested_retry_requests": lambda con, f, a: nested_retry_requests(con, filters=f, limit=a[0]),
+    "retry_success_matrix": lambda con, f, a: retry_success_matrix(con, filters=f),
+    "dimension_values": lambda con, f, a: dimension_values(con),
+    "time_range": lambda con, f, a: time_range(con),
+    "request_summary": lambda con, f, a: request_summary(con, a[0]),
+    "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
+}
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def _query(
+    root: str, version: Fingerprint, name: str, key: FilterKey | None, args: tuple[Any, ...]
+) -> Any:
+    store = _store(root, version)
+    with store.lock:
+        return QUERIES[name](store.con, _filters(key), args)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The data set the UI shows, at the version seen by this script run."""
+
+    root: str
+    version: Fingerprint
+
+    @property
+    def dataset(self) -> DataSet:
+        return _store(self.root, self.version).dataset
+
+    def query(self, name: str, filters: Filters | None = None, *args: Any) -> Any:
+        """Result of query ``name`` (a key of :data:`QUERIES`) under ``filters``."""
+        key: FilterKey | None = None
+        if filters is not None:
+            key = (filters.since, filters.until, filters.route, filters.tenant, filters.operation)
+        return _query(self.root, self.version, name, key, args)

@@ -1,0 +1,69 @@
+"""Fixtures of the UI tests: the known data set (tests/ui_fixture.py) and AppTest helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
+from streamlit.testing.v1 import AppTest
+
+from tests import ui_fixture
+
+
+@pytest.fixture(scope="session")
+def ui_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ui_fixture.build(tmp_path_factory.mktemp("ui") / "spans")
+
+
+@pytest.fixture
+def app(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app over the known data set, after its first run (Overview)."""
+    monkeypatch.setenv(DATA_ENV, str(ui_data))
+    monkeypatch.delenv(TRACE_URL_ENV, raising=False)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def deltas(at: AppTest) -> dict[str, str | None]:
+    return {m.label: (m.delta or None) for m in at.metric}
+
+
+def select(at: AppTest, key: str, value: Any) -> AppTest:
+    at.selectbox(key=key).set_value(value).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def type_text(at: AppTest, key: str, text: str) -> AppTest:
+    at.text_input(key=key).input(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list[tuple[dict[str, Any], dict[str, pa.Table]]]:
+    """Every Altair chart shown: its Vega-Lite spec and its data sets (by name)."""
+    out = []
+    for element in at.get("vega_lite_chart"):
+        proto = element.proto
+        data = {d.name: pa.ipc.open_stream(d.data.data).read_all() for d in proto.datasets}
+        out.append((json.loads(proto.spec), data))
+    return out
+
+
+def subheaders(at: AppTest) -> list[str]:
+    return [s.value for s in at.subheader]

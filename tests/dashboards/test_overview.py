@@ -1,0 +1,99 @@
+"""Overview page and app shell: KPI row against the known data set, change vs the previous
+period, storm windows in the trends, missing/empty/unreadable data."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from retryscope.dashboards.serve import APP, DATA_ENV
+from streamlit.testing.v1 import AppTest
+
+from tests.dashboards.conftest import charts, deltas, metrics, type_text
+
+WHOLE = {
+    "Logical requests": "9",
+    "Amplification": "2.33×",  # 21 receiver attempts / 9 requests
+    "Cost amplification": "–",  # no costs recorded
+    "Fallback rate": "33.3%",
+    "Deadline exhausted": "11.1%",
+    "Violations": "9",  # errors and warnings: nested, widening, mismatch, late, 5 storm windows
+}
+
+
+def test_kpis_of_the_whole_data_set(app: AppTest) -> None:
+    assert metrics(app) == WHOLE
+    assert all(d is None for d in deltas(app).values())
+    assert "Set a time range" in app.caption[0].value
+
+
+def test_trends_mark_the_storm_windows(app: AppTest) -> None:
+    layered = [spec for spec, _ in charts(app)]
+    assert len(layered) == 3
+    spec, data = charts(app)[0]
+    bands = data[spec["layer"][0]["data"]["name"]]
+    # each 60 s window holding a request that retried is over the 10 % retry budget
+    assert bands.num_rows == 5
+    line = data[spec["layer"][1]["data"]["name"]].to_pydict()
+    assert sum(line["logical_requests"]) == 9
+    assert max(line["amplification_ratio"]) == 9.0  # the nested request's bucket
+
+
+def test_change_vs_previous_period(app: AppTest) -> None:
+    type_text(app, "filter_since", "2026-09-21T14:13:20Z")
+    type_text(app, "filter_until", "2026-09-21T14:23:20Z")
+    shown = metrics(app)
+    assert shown["Logical requests"] == "7"
+    assert shown["Amplification"] == "2.71×"  # 19 / 7
+    assert shown["Fallback rate"] == "42.9%"
+    change = deltas(app)
+    assert change["Logical requests"] == "+5"  # vs prev1, prev2
+    assert change["Amplification"] == "+1.71×"  # vs 1.00×
+    assert change["Fallback rate"] == "+42.9%"
+    assert "previous period 2026-09-21 14:03:20 – 2026-09-21 14:13:20" in app.caption[0].value
+
+
+def test_hostile_time_text_is_an_error_not_sql(app: AppTest) -> None:
+    type_text(app, "filter_since", "'; DROP TABLE spans; --")
+    assert "Since (UTC): invalid time" in app.sidebar.error[0].value
+    type_text(app, "filter_until", "read_csv('/etc/passwd')")
+    assert len(app.sidebar.error) == 2
+    assert metrics(app) == WHOLE  # the bounds are ignored, the data intact
+
+
+def _run_on(monkeypatch: pytest.MonkeyPatch, data: Path | None) -> AppTest:
+    if data is None:
+        monkeypatch.delenv(DATA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(DATA_ENV, str(data))
+    at = AppTest.from_file(str(APP), default_timeout=30).run()
+    assert not at.exception
+    return at
+
+
+def test_missing_and_empty_data_show_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "No data directory" in _run_on(monkeypatch, tmp_path / "nope").info[0].value
+    assert "No span files" in _run_on(monkeypatch, tmp_path).info[0].value
+    assert "No data directory" in _run_on(monkeypatch, None).info[0].value
+
+
+def test_unreadable_files_are_listed_and_the_rest_shown(
+    ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "copy"
+    shutil.copytree(ui_data, data)
+    (data / "broken.parquet").write_bytes(b"PAR1 not really")
+    at = _run_on(monkeypatch, data)
+    assert "1 unreadable file(s) skipped" in at.warning[0].value
+    assert "broken.parquet" in at.warning[0].value
+    assert metrics(at) == WHOLE
+
+
+def test_only_unreadable_files_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken.parquet").write_bytes(b"")
+    at = _run_on(monkeypatch, tmp_path)
+    assert "broken.parquet" in at.warning[0].value
+    assert "No readable span files" in at.info[0].value

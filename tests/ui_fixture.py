@@ -1,0 +1,91 @@
+"""A small audit data set with known numbers for the UI tests, made by the real pipeline
+(context API, TracerProvider, AttemptStampingProcessor, ParquetSpanExporter) on virtual
+clocks. Nine logical requests; seven start in the ten minutes from T0 (``PERIOD``), two in
+the ten minutes before (the previous period).
+
+- ``nested``: acme; harness 3 × transport 3 (9 receiver attempts), 100 ms backoffs with
+  not_before, deadline T0 + 5 s, idempotency key; 290 ms long.
+- ``widening``: the hostile tenant; falls back to the hostile route on an external
+  provider although the request allows private services only (boundary widening).
+- ``degraded``: acme; the fallback answers with another behavior class.
+- ``mismatch``: globex; the fallback binds another capability digest.
+- ``deadline``: globex; 1 s deadline, a retry dispatched with 50 ms left succeeds at
+  1350 ms (deadline exhausted, late success, doomed dispatch).
+- ``ok1`` (acme), ``ok2`` (globex, operation ``embed``): one successful attempt each.
+- ``prev1``, ``prev2``: acme, before T0, one successful attempt each.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tests.recorder import MS, T0, Clock, Recorder
+from tests.test_analytics_fallback import REQUIRED, _route
+
+HOSTILE_TENANT = "o'brien\"; DROP TABLE spans; --"
+HOSTILE_ROUTE = "ext'); SELECT * FROM read_csv('/etc/passwd'); --"
+START = datetime.fromtimestamp(T0 / 1e9, UTC).replace(tzinfo=None)
+PERIOD = (START, START + timedelta(minutes=10))
+
+
+def _nested(rec: Recorder) -> None:
+    clock = Clock(T0)
+    with rec.request(
+        clock,
+        tenant="acme",
+        logical_request_id="nested",
+        deadline=T0 + 5000 * MS,
+        idempotency_key="order-42",
+    ) as req:
+        for h in range(3):
+            last = h == 2
+            with req.attempt("primary", layer="harness") as outer:
+                if h:
+                    outer.set_backoff(delay_ms=100, not_before=clock.now)
+                for t in range(3):
+                    rec.attempt(
+                        req,
+                        "primary",
+                        layer="transport",
+                        ms=10,
+                        outcome="success" if last and t == 2 else "unavailable",
+                    )
+                outer.set_outcome("success" if last else "unavailable")
+            if not last:
+                clock.advance_ms(100)
+
+
+def _fallback(rec: Recorder, rid: str, at_s: int, tenant: str, route: str, **kw: str) -> None:
+    clock = Clock(T0 + at_s * 1000 * MS)
+    with rec.request(clock, tenant=tenant, logical_request_id=rid, attributes=REQUIRED) as req:
+        rec.attempt(req, "primary", outcome="unavailable", attributes=_route(), gap_ms=200)
+        rec.attempt(req, route, priority=1, attributes=_route(**kw))
+
+
+def _single(rec: Recorder, rid: str, at_s: int, tenant: str, **kw: Any) -> None:
+    clock = Clock(T0 + at_s * 1000 * MS)
+    with rec.request(clock, tenant=tenant, logical_request_id=rid, **kw) as req:
+        rec.attempt(req, "primary", ms=100 if rid != "ok1" else 200)
+
+
+def build(directory: Path) -> Path:
+    """Write the data set into ``directory`` and return it."""
+    rec = Recorder(directory)
+    _nested(rec)
+    _fallback(rec, "widening", 60, HOSTILE_TENANT, HOSTILE_ROUTE, boundary="external_provider")
+    _fallback(rec, "degraded", 120, "acme", "fb-cheap", behavior="cheaper@v1")
+    _fallback(rec, "mismatch", 180, "globex", "fb-other", cap="cap-2")
+    clock = Clock(T0 + 240_000 * MS)
+    with rec.request(
+        clock, tenant="globex", logical_request_id="deadline", deadline=clock.now + 1000 * MS
+    ) as req:
+        rec.attempt(req, "primary", ms=600, outcome="unavailable", gap_ms=350)
+        rec.attempt(req, "primary", ms=400)
+    _single(rec, "ok1", 300, "acme")
+    _single(rec, "ok2", 360, "globex", operation="embed")
+    _single(rec, "prev1", -300, "acme")
+    _single(rec, "prev2", -240, "acme")
+    rec.connect()  # flushes and shuts the pipeline down
+    return directory
