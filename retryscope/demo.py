@@ -11,6 +11,7 @@ the same seed gives the same traffic.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import uuid
@@ -26,6 +27,8 @@ from retryscope.instrumentation import (
     ParquetSpanExporter,
     logical_request,
 )
+from retryscope.instrumentation.config import ExportConfig
+from retryscope.instrumentation.parquet_files import make_dirs
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
 MARKER = ".retryscope-demo"
@@ -46,6 +49,16 @@ class Route:
 PRIMARY = Route("private-primary", "llama-3.3-70b@2026-10", 0, 3, 2_000, 700.0)
 FALLBACK = Route("external-fallback", "gpt-4.1@2026-09", 1, 2, 12_000, 1_100.0)
 BASE_BACKOFF_MS, MAX_BACKOFF_MS, RETRY_AFTER_CAP_MS = 200, 1_500, 5_000
+
+
+def idempotency_key(index: int) -> str:
+    """The raw idempotency key of demo request ``index`` (only its digest is recorded)."""
+    return f"demo-key-{index}"
+
+
+def prompt_text(index: int) -> str:
+    """The prompt of demo request ``index`` (only the request digest is recorded)."""
+    return f"summarise ticket {index}"
 
 
 class VirtualClock:
@@ -88,12 +101,12 @@ def simulate_request(
     tight = rng.random() < 0.2
     deadline = clock.now + (2_500 if tight else 9_000) * _MS
     tenant = rng.choice(("acme", "globex", "initech"))
-    request = {"messages": [{"role": "user", "content": f"summarise ticket {index}"}]}
+    request = {"messages": [{"role": "user", "content": prompt_text(index)}]}
     lrid = uuid.UUID(int=rng.getrandbits(128), version=4).hex
     with logical_request(
         operation="chat",
         tenant=tenant,
-        idempotency_key=f"demo-key-{index}",
+        idempotency_key=idempotency_key(index),
         request=request,
         deadline=deadline,
         retry_owner="harness",
@@ -162,10 +175,13 @@ def prepare_out_dir(out: Path) -> None:
         raise ValueError(
             f"{out} exists and was not written by `retryscope demo`; choose another --out"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    modes = ExportConfig.from_env()  # owner-only by default, like the exporter's own files
+    make_dirs(out, modes.dir_mode)
     for old in out.rglob("*.parquet"):
         old.unlink()
-    (out / MARKER).write_text("written by retryscope demo; its files are replaced on each run\n")
+    fd = os.open(out / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, modes.file_mode)
+    with os.fdopen(fd, "w") as marker:
+        marker.write("written by retryscope demo; its files are replaced on each run\n")
 
 
 def generate(out: Path, requests: int, seed: int, *, progress: bool = True) -> ParquetSpanExporter:
