@@ -3,7 +3,9 @@
 Only complete files are read: writers create ``.<name>.inprogress`` files and rename them
 when done, and hidden files are never listed. Every file's footer is checked before DuckDB
 sees it, so one corrupt or truncated file is named and skipped instead of failing the whole
-report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpfs``).
+report; a file whose footer reads but whose pages DuckDB cannot decode is found when the
+first query fails, named and skipped the same way. Object-store URLs (``s3://…``) are
+handed to DuckDB as a glob (``httpfs``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,40 @@ def connect(
         con = duckdb.connect(":memory:")
         # CREATE TABLE AS in parallel; every query that needs an order says ORDER BY
         con.execute("SET preserve_insertion_order = false")
+    try:
+        _install(con, dataset)
+    except duckdb.Error:
+        # A file whose footer is intact can still hold pages DuckDB cannot decode (a bit
+        # flip, a torn write by a foreign tool). Find it (only on this failure path), name
+        # it as skipped and answer from the rest.
+        bad = {} if dataset.is_remote else _undecodable(dataset.files)
+        if not bad:
+            raise
+        dataset = DataSet(
+            dataset.root,
+            tuple(f for f in dataset.files if f not in bad),
+            (*dataset.skipped, *(SkippedFile(f, why) for f, why in bad.items())),
+        )
+        _install(con, dataset)
+    return con, dataset
+
+
+def _undecodable(files: tuple[str, ...]) -> dict[str, str]:
+    """The files DuckDB cannot read to the end, with the error it gives."""
+    bad: dict[str, str] = {}
+    probe = duckdb.connect(":memory:")
+    try:
+        for f in files:
+            try:
+                probe.sql("SELECT * FROM read_parquet($f)", params={"f": f}).to_arrow_table()
+            except duckdb.Error as exc:
+                bad[f] = f"{type(exc).__name__}: {exc}"
+    finally:
+        probe.close()
+    return bad
+
+
+def _install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
     if dataset.files:
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
@@ -120,4 +156,3 @@ def connect(
     from retryscope.analytics import policy_drift  # needs the base macros and `requests`
 
     policy_drift.install(con, dataset)
-    return con, dataset

@@ -87,6 +87,14 @@ RULES: tuple[Rule, ...] = (
         "lower bounds.",
     ),
     Rule(
+        "telemetry_anomaly",
+        W,
+        "A span no correct writer produces: a trace/span id that is not 32/16 lowercase hex, "
+        "an end before its start, or attempt ordinals of a layer out of dispatch order.",
+        "Fix the writer (or the clock skew between processes); treat the request's metrics "
+        "as unreliable until then.",
+    ),
+    Rule(
         "nested_retry_owners",
         W,
         "Two or more layers retried within one request: their attempts multiply "

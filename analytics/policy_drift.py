@@ -32,6 +32,7 @@ from duckdb.sqltypes import BIGINT, VARCHAR
 from retryscope.analytics.dataset import DataSet
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.queries import load
+from retryscope.instrumentation.config import ExportConfig
 from retryscope.instrumentation.digests import canonical_json
 from retryscope.instrumentation.evaluator import (
     AttemptRejected,
@@ -48,6 +49,7 @@ from retryscope.instrumentation.evaluator import (
     attempts_from_rows,
     evaluate,
 )
+from retryscope.instrumentation.parquet_files import make_dirs
 from retryscope.instrumentation.policy import (
     PolicyError,
     RetryPolicy,
@@ -85,13 +87,18 @@ def policy_side_file(data_dir: str | os.PathLike[str], digest: str) -> Path:
 
 def write_policy_side_file(data_dir: str | os.PathLike[str], policy: RetryPolicy) -> Path:
     """Write ``policy`` as ``<data_dir>/_policies/<sha256>.json`` (its canonical JSON, the
-    bytes its digest is taken over) and return the path. Idempotent."""
+    bytes its digest is taken over) and return the path. Idempotent; file and folder modes
+    follow ``RETRYSCOPE_PARQUET_*`` like the span files (owner-only by default)."""
     path = policy_side_file(data_dir, policy_sha256(policy))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    modes = ExportConfig.from_env()  # owner-only by default, like the span files
+    make_dirs(path.parent, modes.dir_mode)
     body = canonical_json(policy_to_obj(policy), integers_only=True)
     if not path.exists() or path.read_bytes() != body:
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_bytes(body)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, modes.file_mode)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), modes.file_mode)  # exact mode whatever the umask
+            out.write(body)
         tmp.replace(path)
     return path
 

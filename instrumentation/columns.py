@@ -3,10 +3,19 @@
 Shared by the Parquet exporter (finished SDK spans) and the OTLP ingest (Collector files),
 so both produce identical rows. Dedicated attributes go to their typed column; a value of
 the wrong type stays in the generic ``attributes`` map instead (nothing is lost).
+
+Values the SDK accepts but JSON or UTF-8 cannot hold directly are still kept: bytes are
+encoded as base64 text (as OTLP's ``bytesValue`` is on ingest), other objects as their
+``repr``. Parquet strings must be valid UTF-8, so a lone surrogate (``"\\ud800"``, e.g. from
+badly decoded input) is written as its ``\\uXXXX`` escape: inside the JSON-encoded values
+that escape decodes back to exactly the original string; in plain text columns (span name,
+attribute keys, dedicated string columns) it stays visible as the escape. The repair runs
+only when Arrow refuses a column, so the common path pays nothing for it.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -51,9 +60,43 @@ def encode_value(value: Any) -> str:
     if isinstance(value, tuple):
         value = list(value)
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=True)
+        return json.dumps(value, ensure_ascii=False, allow_nan=True, default=_json_default)
     except (TypeError, ValueError):
         return json.dumps(repr(value), ensure_ascii=False)
+
+
+def _json_default(value: Any) -> Any:
+    """JSON form of what ``json`` cannot encode itself: bytes as base64, anything else its
+    ``repr`` (the SDK accepts bytes and, for extended attributes, arbitrary values)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return repr(value)
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone surrogate replaced by its ``\\uXXXX`` escape (valid UTF-8)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _repaired(value: Any) -> Any:
+    """``value`` (a cell: str, list, tuple, dict) with every string made UTF-8 safe."""
+    if isinstance(value, str):
+        return utf8_safe(value)
+    if isinstance(value, list):
+        return [_repaired(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_repaired(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _repaired(v) for k, v in value.items()}
+    return value
+
+
+def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """``pa.array(values, type_)``; strings Arrow refuses (lone surrogates) are escaped."""
+    try:
+        return pa.array(values, type=type_)
+    except UnicodeEncodeError:
+        return pa.array([_repaired(v) for v in values], type=type_)
 
 
 def encode_map(attributes: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -149,9 +192,9 @@ class SpanColumns:
     def to_table(self) -> pa.Table:
         arrays: list[pa.Array] = []
         for name, values in self._base.items():
-            arrays.append(pa.array(values, type=SPAN_SCHEMA.field(name).type))
+            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
         for attr, values in zip(DEDICATED, self._dedicated, strict=True):
-            arrays.append(pa.array(values, type=SPAN_SCHEMA.field(attr.column).type))
+            arrays.append(_array(values, SPAN_SCHEMA.field(attr.column).type))
         for name, values in (
             ("attributes", self._attributes),
             ("resource_attributes", self._resource),
@@ -159,7 +202,7 @@ class SpanColumns:
             ("links", self._links),
             ("dropped_attributes", self._dropped),
         ):
-            arrays.append(pa.array(values, type=SPAN_SCHEMA.field(name).type))
+            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
         return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
 
 

@@ -32,6 +32,7 @@ class GapReason(enum.StrEnum):
     BUFFER_FULL = "buffer_full"  # the exporter's retry buffer overflowed while writes failed
     QUEUE_OVERFLOW = "queue_overflow"  # BatchSpanProcessor's queue was full
     WRITE_FAILED = "write_failed"  # a batch could not be written at shutdown
+    REJECTED = "rejected"  # a span the schema cannot hold (e.g. a time beyond int64 ns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,11 +27,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
@@ -40,12 +41,14 @@ from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, decode_proto, decode_traces
 from retryscope.instrumentation.parquet_files import FileNamer, make_dirs, write_partitioned
+from zstandard import ZstdError
 
 LEDGER_DIR: Final = ".retryscope-ingest"
 LEDGER_FILE: Final = "ledger.jsonl"
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _CHUNK: Final = 1 << 20
+_PLAIN_JSON: Final = (".json", ".jsonl", ".ndjson")
 
 
 @dataclass(slots=True)
@@ -95,8 +98,11 @@ def file_digest(path: Path) -> str:
 
 
 def _open_decompressed(path: Path) -> io.BufferedReader:
-    """The file's bytes, gunzipped or zstd-decompressed when its content says so."""
+    """The file's bytes, gunzipped or zstd-decompressed when its content says so (a file
+    named as plain JSON is read as it is, so a broken first line is only that line)."""
     raw = path.open("rb")
+    if path.suffix in _PLAIN_JSON:
+        return raw
     magic = raw.peek(4)[:4]
     if magic.startswith(_GZIP_MAGIC):
         return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"))
@@ -222,20 +228,20 @@ class _SourceWriter:
 def _ingest_json(
     stream: io.BufferedReader, name: str, writer: _SourceWriter, report: Callable[[str], None]
 ) -> tuple[int, int]:
-    """Spans read and items skipped from a JSON source (JSON Lines or one document)."""
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict")
-    first = text.readline()
-    try:
-        first_doc = json.loads(first) if first.strip() else None
-    except json.JSONDecodeError:
-        first_doc = None
-    if first.strip() and first_doc is None:  # a document spanning several lines
-        body = first + text.read()
+    """Spans read and items skipped from a JSON source (JSON Lines or one document).
+
+    A first line that is not JSON by itself may start a document spanning several lines;
+    when the whole source is not one JSON document either, it is read as lines, so one
+    broken line (invalid JSON, invalid UTF-8, not OTLP) is reported and skipped and every
+    other line is kept.
+    """
+    first = stream.readline()
+    if first.strip() and not _is_json(first):
+        body = first + stream.read()
         try:
-            doc = json.loads(body)
-        except json.JSONDecodeError as exc:
-            report(f"{name}:{exc.lineno}: invalid JSON: {exc.msg}")
-            return 0, 1
+            doc = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _ingest_lines(body.split(b"\n"), name, writer, report)
         try:
             spans = decode_traces(doc, writer.cols)
         except OtlpFormatError as exc:
@@ -243,13 +249,30 @@ def _ingest_json(
             return 0, 1
         writer.maybe_flush()
         return spans, 0
+    return _ingest_lines(itertools.chain([first], stream), name, writer, report)
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return True
+
+
+def _ingest_lines(
+    lines: Iterable[bytes], name: str, writer: _SourceWriter, report: Callable[[str], None]
+) -> tuple[int, int]:
+    """Decode JSON lines; each malformed one is reported as ``name:number`` and skipped."""
     spans = skipped = 0
-    lines: Iterator[str] = iter([first]) if first else iter(())
-    for number, line in enumerate(_chain(lines, text), 1):
-        if not line.strip():
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
         try:
-            spans += decode_traces(json.loads(line), writer.cols)
+            spans += decode_traces(json.loads(raw.decode("utf-8")), writer.cols)
+        except UnicodeDecodeError as exc:
+            report(f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line")
+            skipped += 1
         except json.JSONDecodeError as exc:
             report(f"{name}:{number}: invalid JSON: {exc.msg} (column {exc.colno})")
             skipped += 1
@@ -258,11 +281,6 @@ def _ingest_json(
             skipped += 1
         writer.maybe_flush()
     return spans, skipped
-
-
-def _chain(first: Iterator[str], rest: Iterable[str]) -> Iterator[str]:
-    yield from first
-    yield from rest
 
 
 def _ingest_proto(
@@ -333,6 +351,13 @@ def ingest(
     return summary
 
 
+def _named_json(path: Path) -> bool:
+    """A ``.json``/``.jsonl``/``.ndjson`` name (compressed or not): read as JSON even when
+    its first line is broken, so the other lines are kept."""
+    suffixes = [x for x in path.suffixes if x not in (".gz", ".zst", ".zstd")]
+    return bool(suffixes) and suffixes[-1] in _PLAIN_JSON
+
+
 def _ingest_file(
     path: Path, writer: _SourceWriter, report: Callable[[str], None]
 ) -> tuple[int, int]:
@@ -340,10 +365,10 @@ def _ingest_file(
     try:
         with _open_decompressed(path) as stream:
             head = stream.peek(256).lstrip()[:1]
-            if head in (b"{", b""):
+            if head in (b"{", b"") or _named_json(path):
                 return _ingest_json(stream, name, writer, report)
             return _ingest_proto(stream.read(), name, writer, report)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, ZstdError) as exc:
         # truncated or corrupt compression, undecodable text: keep what was read before it
         kept = len(writer.cols) + writer.rows
         report(f"{name}: unreadable after {kept} spans: {type(exc).__name__}: {exc}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -171,8 +172,18 @@ def _chain(prev: str, generation: int, kind: str, body_json: str) -> str:
 class Journal:
     """One SQLite file (WAL) holding the events and leases of many logical requests."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, file_mode: int = 0o600) -> None:
+        """Open (or create) the journal at ``path``; a new file gets exactly ``file_mode``
+        (owner-only by default, whatever the umask; SQLite gives its -wal/-shm files the
+        same mode)."""
         self.path = Path(path)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, file_mode)
+        except FileExistsError:
+            pass
+        else:
+            os.fchmod(fd, file_mode)
+            os.close(fd)
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

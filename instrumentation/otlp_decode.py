@@ -41,6 +41,41 @@ def _int(value: Any, what: str) -> int:
     raise OtlpFormatError(f"{what}: expected an integer, got {value!r}")
 
 
+_INT64_MAX: Final = 2**63 - 1
+_INT32_MAX: Final = 2**31 - 1
+
+
+def _time(value: Any, what: str) -> int:
+    """A unix-nanosecond time that fits a Parquet ``timestamp[ns]`` (int64, not negative)."""
+    ns = _int(value, what)
+    if not 0 <= ns <= _INT64_MAX:
+        raise OtlpFormatError(f"{what}: {ns} is outside 0..2^63-1 nanoseconds")
+    return ns
+
+
+def _count(value: Any, what: str) -> int:
+    n = _int(value, what)
+    if not 0 <= n <= _INT32_MAX:
+        raise OtlpFormatError(f"{what}: {n} is outside 0..2^31-1")
+    return n
+
+
+def _opt_str(value: Any, what: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise OtlpFormatError(f"{what}: expected a string, got {value!r}")
+    return value
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise OtlpFormatError(f"{what}: expected an object, got {value!r}")
+    return value
+
+
 def _float(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -154,9 +189,11 @@ def decode_traces(doc: Any, cols: SpanColumns, *, base64_ids: bool = False) -> i
         raise OtlpFormatError("no 'resourceSpans': not OTLP trace data")
     rows: list[dict[str, Any]] = []
     for rs in _list(doc, "resourceSpans", "document"):
-        resource = attributes((rs.get("resource") or {}).get("attributes"))
+        rs = _mapping(rs, "resourceSpans[]")
+        resource = attributes(_mapping(rs.get("resource"), "resource").get("attributes"))
         for ss in _list(rs, "scopeSpans", "resourceSpans"):
-            scope = ss.get("scope") or {}
+            ss = _mapping(ss, "scopeSpans[]")
+            scope = _mapping(ss.get("scope"), "scope")
             for span in _list(ss, "spans", "scopeSpans"):
                 rows.append(_span_row(span, resource, scope, base64_ids=base64_ids))
     for row in rows:
@@ -170,32 +207,32 @@ def _span_row(
     if not isinstance(span, Mapping):
         raise OtlpFormatError(f"span: expected an object, got {span!r}")
     parent = span.get("parentSpanId") or ""
-    status = span.get("status") or {}
-    start = _int(span.get("startTimeUnixNano", 0), "startTimeUnixNano")
-    end = _int(span.get("endTimeUnixNano", start), "endTimeUnixNano")
+    status = _mapping(span.get("status"), "status")
+    start = _time(span.get("startTimeUnixNano", 0), "startTimeUnixNano")
+    end = _time(span.get("endTimeUnixNano", start), "endTimeUnixNano")
     return {
         "trace_id": _hex_id(span.get("traceId"), 32, "traceId", base64_ids=base64_ids),
         "span_id": _hex_id(span.get("spanId"), 16, "spanId", base64_ids=base64_ids),
         "parent_span_id": (
             _hex_id(parent, 16, "parentSpanId", base64_ids=base64_ids) if parent else None
         ),
-        "name": str(span.get("name", "")),
+        "name": _opt_str(span.get("name"), "name") or "",
         "kind": _enum(span.get("kind", 0), _KINDS, "SPAN_KIND_", "kind"),
         "start_ns": start,
         "end_ns": end,
         "status_code": _enum(status.get("code", 0), _STATUS, "STATUS_CODE_", "status.code"),
-        "status_message": status.get("message") or None,
+        "status_message": _opt_str(status.get("message"), "status.message"),
         "attributes": attributes(span.get("attributes")),
         "resource": resource,
-        "scope_name": scope.get("name") or None,
-        "scope_version": scope.get("version") or None,
+        "scope_name": _opt_str(scope.get("name"), "scope.name"),
+        "scope_version": _opt_str(scope.get("version"), "scope.version"),
         "events": [
             (
-                str(e.get("name", "")),
-                _int(e.get("timeUnixNano", 0), "event.timeUnixNano"),
+                _opt_str(e.get("name"), "event.name") or "",
+                _time(e.get("timeUnixNano", 0), "event.timeUnixNano"),
                 attributes(e.get("attributes")),
             )
-            for e in _list(span, "events", "span")
+            for e in (_mapping(e, "events[]") for e in _list(span, "events", "span"))
         ],
         "links": [
             (
@@ -203,9 +240,11 @@ def _span_row(
                 _hex_id(link.get("spanId"), 16, "link.spanId", base64_ids=base64_ids),
                 attributes(link.get("attributes")),
             )
-            for link in _list(span, "links", "span")
+            for link in (_mapping(x, "links[]") for x in _list(span, "links", "span"))
         ],
-        "dropped_attributes": _int(span.get("droppedAttributesCount", 0), "droppedAttributesCount"),
+        "dropped_attributes": _count(
+            span.get("droppedAttributesCount", 0), "droppedAttributesCount"
+        ),
     }
 
 

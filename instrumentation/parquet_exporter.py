@@ -47,6 +47,7 @@ from retryscope.instrumentation.parquet_files import (
     write_partitioned,
 )
 
+from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 
 __all__ = [
@@ -199,9 +200,8 @@ class ParquetSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         try:
             table = spans_to_columns(spans).to_table()
-        except Exception as exc:  # a span the schema cannot hold: count it, never raise
-            self._lose(len(spans), GapReason.WRITE_FAILED, f"cannot convert spans: {exc!r}")
-            return SpanExportResult.FAILURE
+        except Exception:  # a span the schema cannot hold: keep the others, count it
+            table = self._convert_one_by_one(spans)
         if spans and spans[-1].resource is not None:
             self._resource = spans[-1].resource.attributes
         with self._lock:
@@ -256,6 +256,21 @@ class ParquetSpanExporter(SpanExporter):
         self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)
 
     # -- internals ---------------------------------------------------------------------------
+    def _convert_one_by_one(self, spans: Sequence[ReadableSpan]) -> pa.Table:
+        """The batch without the spans that cannot be converted (each counted as rejected),
+        so one bad span never costs the batch it arrived in."""
+        good: list[pa.Table] = []
+        first_error: Exception | None = None
+        for span in spans:
+            try:
+                good.append(spans_to_columns([span]).to_table())
+            except Exception as exc:
+                first_error = first_error or exc
+        rejected = len(spans) - len(good)
+        if rejected:
+            self._lose(rejected, GapReason.REJECTED, f"cannot convert span: {first_error!r}")
+        return pa.concat_tables(good) if good else SPAN_SCHEMA.empty_table()
+
     def _lose(self, count: int, reason: GapReason, why: str) -> None:
         self.dropped_spans += count
         self.record_gap(reason, count)

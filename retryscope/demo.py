@@ -10,6 +10,7 @@ files (``_policies/``). The same ``--seed`` gives the same data.
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -20,10 +21,30 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from retryscope.analytics.policy_drift import POLICY_DIR
 from retryscope.demo_provider import SimulatedProvider
-from retryscope.demo_scenarios import SCENARIOS, START_NS, VirtualClock, World, arrivals, run_one
+from retryscope.demo_scenarios import (
+    SCENARIOS,
+    START_NS,
+    VirtualClock,
+    World,
+    arrivals,
+    idempotency_key,
+    prompt_text,
+    run_one,
+)
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.instrumentation.config import ExportConfig
+from retryscope.instrumentation.parquet_files import make_dirs
 
-__all__ = ["MARKER", "SCENARIOS", "VirtualClock", "generate", "prepare_out_dir", "run_demo"]
+__all__ = [
+    "MARKER",
+    "SCENARIOS",
+    "VirtualClock",
+    "generate",
+    "idempotency_key",
+    "prepare_out_dir",
+    "prompt_text",
+    "run_demo",
+]
 
 MARKER = ".retryscope-demo"
 _SCENARIO_SPACING_NS = 3_600 * 1_000_000_000  # each scenario in its own hour
@@ -48,12 +69,15 @@ def prepare_out_dir(out: Path) -> None:
         raise ValueError(
             f"{out} exists and was not written by `retryscope demo`; choose another --out"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    modes = ExportConfig.from_env()  # owner-only by default, like the exporter's own files
+    make_dirs(out, modes.dir_mode)
     for old in out.rglob("*.parquet"):
         old.unlink()
     for old in (out / POLICY_DIR).glob("*.json"):
         old.unlink()
-    (out / MARKER).write_text("written by retryscope demo; its files are replaced on each run\n")
+    fd = os.open(out / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, modes.file_mode)
+    with os.fdopen(fd, "w") as marker:
+        marker.write("written by retryscope demo; its files are replaced on each run\n")
 
 
 def generate(
@@ -78,7 +102,7 @@ def generate(
                     n = counts.get(name, 0)
                     start = START_NS + k * _SCENARIO_SPACING_NS
                     for i, at in enumerate(arrivals(name, n, start, rng)):
-                        run_one(world, name, i, at, rng)
+                        run_one(world, name, i, at, rng, number=done)
                         done += 1
                         if progress and (done % step == 0 or done == total):
                             print(f"\rsimulating  {done:>6}/{total} logical requests", end="")

@@ -145,14 +145,25 @@ class Identity:
     payload: dict[str, Any]
 
 
-def _identity(scenario: str, index: int, rng: random.Random) -> Identity:
+def idempotency_key(number: int) -> str:
+    """The raw idempotency key of the run's ``number``-th request (only its digest is
+    recorded; it goes to the provider as the ``idempotency-key`` header)."""
+    return f"demo-key-{number}"
+
+
+def prompt_text(number: int) -> str:
+    """The prompt of the run's ``number``-th request (only the request digest is recorded)."""
+    return f"summarise ticket {number}"
+
+
+def _identity(scenario: str, index: int, number: int, rng: random.Random) -> Identity:
     return Identity(
         scenario,
         index,
         uuid.UUID(int=rng.getrandbits(128), version=4).hex,
         rng.choice(("acme", "globex", "initech")),
-        f"demo-{scenario}-{index}",
-        {"scenario": scenario, "messages": [{"role": "user", "content": f"ticket {index}"}]},
+        idempotency_key(number),
+        {"scenario": scenario, "messages": [{"role": "user", "content": prompt_text(number)}]},
     )
 
 
@@ -317,9 +328,17 @@ def _unsafe(world: World, ident: Identity, clock: VirtualClock) -> None:
         req.set_terminal(Terminal.STOP_ROUTE_EXHAUSTED)
 
 
-def run_one(world: World, scenario: str, index: int, arrival_ns: int, rng: random.Random) -> None:
-    """Simulate logical request ``index`` of ``scenario`` arriving at ``arrival_ns``."""
-    ident = _identity(scenario, index, rng)
+def run_one(
+    world: World,
+    scenario: str,
+    index: int,
+    arrival_ns: int,
+    rng: random.Random,
+    *,
+    number: int,
+) -> None:
+    """Simulate request ``index`` of ``scenario`` (the run's ``number``-th) at ``arrival_ns``."""
+    ident = _identity(scenario, index, number, rng)
     clock = VirtualClock(arrival_ns)
     world.latency.clock = clock
     if scenario == "unsafe-fallback":

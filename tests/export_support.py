@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -117,3 +118,17 @@ def run_ok(args: Sequence[str], *, env: dict[str, str] | None = None, timeout: f
 def last_json_line(stdout: str) -> dict[str, Any]:
     """The JSON object a script printed last."""
     return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+
+def error_lines(logger: str = "retryscope") -> list[str]:
+    """A list that collects the messages ``logger`` logs at ERROR or above from now on (for
+    scripts run in a subprocess that report what they logged)."""
+    lines: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR:
+                lines.append(record.getMessage())
+
+    logging.getLogger(logger).addHandler(_Collect())
+    return lines

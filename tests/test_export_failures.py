@@ -94,20 +94,15 @@ def test_unwritable_directory_failure_buffer_recovery_and_exact_loss(
 
 
 _READ_ONLY_SCRIPT = """
-import json, logging, subprocess, sys
+import json, subprocess, sys
 from pathlib import Path
 from opentelemetry.sdk.trace.export import SpanExportResult
-from export_support import make_spans
+from export_support import error_lines, make_spans
 from retryscope.instrumentation import ParquetSpanExporter
 
 mount = Path(sys.argv[1])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(mount)], check=True)
-errors = []
-class Count(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.ERROR:
-            errors.append(record.getMessage())
-logging.getLogger("retryscope").addHandler(Count())
+errors = error_lines()
 exporter = ParquetSpanExporter(mount / "data", rows_per_file=3, retry_s=0)
 spans = make_spans(1)
 failed = [exporter.export(spans) == SpanExportResult.FAILURE for _ in range(3)]

@@ -88,6 +88,46 @@ WITH rows AS (
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
+    -- Spans no correct writer produces: malformed ids, time running backwards. Spans of
+    -- no logical request count too (a foreign writer's spans have none).
+    SELECT 'telemetry_anomaly', 'warning',
+           logical_request_id, trace_id, span_id, start_time,
+           json_object('problem', problem, 'name', name,
+                       'duration_ms', (epoch_ns(end_time) - epoch_ns(start_time)) / 1000000.0)
+    FROM (
+        SELECT *,
+               CASE
+                   WHEN NOT regexp_full_match(trace_id, '[0-9a-f]{32}') THEN 'bad_trace_id'
+                   WHEN NOT regexp_full_match(span_id, '[0-9a-f]{16}') THEN 'bad_span_id'
+                   WHEN NOT regexp_full_match(coalesce(parent_span_id, '0000000000000000'),
+                                              '[0-9a-f]{16}') THEN 'bad_parent_span_id'
+                   WHEN end_time < start_time THEN 'end_before_start'
+               END AS problem
+        FROM spans
+        WHERE span_role IS DISTINCT FROM 'telemetry_gap'
+    )
+    WHERE problem IS NOT NULL
+      AND (logical_request_id IS NULL
+           OR logical_request_id IN (SELECT logical_request_id FROM requests))
+      AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
+      AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
+
+    UNION ALL
+    -- Ordinals are handed out in dispatch order, so a later attempt of a layer with a
+    -- smaller ordinal means skewed clocks or a writer that numbers attempts wrongly.
+    SELECT 'telemetry_anomaly', 'warning',
+           logical_request_id, trace_id, span_id, start_time,
+           json_object('problem', 'ordinals_out_of_order', 'layer', layer,
+                       'attempt_ordinal', attempt_ordinal, 'previous_ordinal', previous_ordinal)
+    FROM (
+        SELECT *, lag(attempt_ordinal) OVER (
+                   PARTITION BY logical_request_id, layer
+                   ORDER BY start_time, attempt_ordinal) AS previous_ordinal
+        FROM attempt_facts
+    )
+    WHERE previous_ordinal > attempt_ordinal
+
+    UNION ALL
     SELECT 'nested_retry_owners', 'warning',
            n.logical_request_id, r.trace_id, NULL, r.started_at,
            json_object('retried_layers', n.retried_layers, 'multiplication', n.multiplication,

@@ -1,0 +1,80 @@
+"""Helpers of the reliability suite: a production-shaped pipeline writing real Parquet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from retryscope.instrumentation import (
+    AttemptStampingProcessor,
+    GapCountingBatchSpanProcessor,
+    ParquetSpanExporter,
+)
+
+
+@dataclass
+class Audit:
+    """Real TracerProvider → AttemptStampingProcessor → (Gap-counting) BatchSpanProcessor →
+    ParquetSpanExporter, plus the SDK's in-memory exporter as the record of what the
+    application created."""
+
+    provider: TracerProvider
+    exporter: ParquetSpanExporter
+    batch: GapCountingBatchSpanProcessor
+    created: InMemorySpanExporter | None
+    directory: Path
+
+    def close(self) -> None:
+        assert self.provider.force_flush(60_000)
+        assert self.exporter.force_flush(60_000)
+        self.provider.shutdown()
+
+
+@contextmanager
+def audit(
+    directory: Path,
+    *,
+    record_created: bool = True,
+    max_queue_size: int = 2048,
+    **exporter_options: Any,
+) -> Iterator[Audit]:
+    exporter = ParquetSpanExporter(directory, **exporter_options)
+    provider = TracerProvider(resource=Resource.create({"service.name": "reliability"}))
+    provider.add_span_processor(AttemptStampingProcessor())
+    created = InMemorySpanExporter() if record_created else None
+    if created is not None:
+        provider.add_span_processor(SimpleSpanProcessor(created))
+    batch = GapCountingBatchSpanProcessor(exporter, max_queue_size=max_queue_size)
+    provider.add_span_processor(batch)
+    a = Audit(provider, exporter, batch, created, directory)
+    try:
+        yield a
+    finally:
+        a.provider.shutdown()
+
+
+def visible_files(directory: Path) -> list[Path]:
+    return sorted(
+        p for p in directory.rglob("*.parquet") if not any(x.startswith(".") for x in p.parts)
+    )
+
+
+def rows(directory: Path) -> pa.Table:
+    """Every row written under ``directory`` (schema columns only)."""
+    tables = [pq.read_table(f, partitioning=None) for f in visible_files(directory)]
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def json_round_trip(value: Any) -> Any:
+    """What a JSON reader gets back for ``value`` (JSON itself joins adjacent surrogates)."""
+    return json.loads(json.dumps(value, allow_nan=True))

@@ -1,0 +1,111 @@
+"""Corrupt, truncated, zero-byte and foreign Parquet files among good ones: the report names
+and skips each and still answers from the rest (the UI's warning is tested with the UI)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from retryscope.analytics import build_report, connect, findings
+from retryscope.instrumentation import ParquetSpanExporter
+
+from retryscope.cli import main
+from tests.export_support import make_spans
+from tests.reliability.support import visible_files
+
+
+def _good_data(root: Path, writers: int = 3) -> list[Path]:
+    for _ in range(writers):
+        exporter = ParquetSpanExporter(root)
+        exporter.export(make_spans(4))
+        exporter.shutdown()
+    return visible_files(root)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "data"
+    _good_data(root)
+    return root
+
+
+def _flip(path: Path, start: int, stop: int) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(start, min(stop, len(data))):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_report_names_and_skips_every_bad_file_and_answers(
+    template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(template, root)
+    good = visible_files(root)
+    reference = build_report(connect(root)[0])
+    part = good[0].parent
+    bad = {
+        "zero.parquet": b"",
+        "truncated.parquet": good[0].read_bytes()[: good[0].stat().st_size // 2],
+        "no-footer.parquet": good[0].read_bytes()[:-1],
+        "magic-only.parquet": b"PAR1PAR1",
+    }
+    for name, data in bad.items():
+        (part / name).write_bytes(data)
+    pages = part / "pages-corrupt.parquet"  # footer intact, column pages garbled
+    shutil.copy(good[0], pages)
+    _flip(pages, 200, 1200)
+    foreign = part / "foreign.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), foreign)
+    names = {*bad, pages.name, foreign.name}
+
+    con, dataset = connect(root)
+    assert {Path(s.path).name for s in dataset.skipped} == names
+    assert all(s.reason for s in dataset.skipped)
+    report = build_report(con)
+    # the good files (the copy of good[0] with garbled pages is not one) answer unchanged
+    for key in ("logical_requests", "physical_attempts", "receiver_attempts", "completed"):
+        assert report[key] == reference[key], key
+    assert findings(con).num_rows == findings(connect(template)[0]).num_rows
+
+    assert main(["report", str(root), "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    for name in names:
+        assert f"warning: skipped {part / name}: " in err, name
+    assert main(["findings", str(root)]) == 0
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_any_damage_to_one_file_never_stops_the_report(
+    template: Path, tmp_path_factory: Any, data: Any
+) -> None:
+    root = tmp_path_factory.mktemp("damage") / "data"
+    shutil.copytree(template, root)
+    victim = visible_files(root)[0]
+    size = victim.stat().st_size
+    if data.draw(st.booleans(), label="truncate"):
+        victim.write_bytes(victim.read_bytes()[: data.draw(st.integers(0, size - 1))])
+        must_skip = True
+    else:
+        start = data.draw(st.integers(0, size - 1))
+        _flip(victim, start, start + data.draw(st.integers(1, 64)))
+        must_skip = False
+    con, dataset = connect(root)
+    report = build_report(con)  # never raises
+    skipped = {s.path for s in dataset.skipped}
+    assert skipped <= {str(victim)}
+    if must_skip:
+        assert skipped == {str(victim)}
+    if skipped:
+        assert report["logical_requests"] == 2 * 4  # the two untouched files
