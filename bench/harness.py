@@ -62,7 +62,7 @@ class Result:
     def line(self) -> str:
         shown = "—" if self.value is None else _fmt(self.value, self.unit)
         target = f"[{self.target.text}]" if self.target is not None else ""
-        head = f"  {self.name:<52} {shown:>12} {target:<22} {self.verdict.value:<7}"
+        head = f"  {self.name:<62} {shown:>11} {target:<20} {self.verdict.value:<7}"
         tail = "  ".join(f"{k} {v}" for k, v in self.details.items())
         text = f"{head} {tail}".rstrip()
         return f"{text}\n      {self.note}" if self.note else text
