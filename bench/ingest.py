@@ -59,7 +59,7 @@ def otlp_json_lines(path: Path, spans: int, seed: int) -> Path:
 
 
 def run(settings: Settings) -> list[Result]:
-    n = settings.scaled(102_400, 1_024)
+    n = settings.scaled(25_600, 1_024)
     src = otlp_json_lines(
         settings.data_dir / f"otlp-{n}-seed-{settings.seed}.jsonl", n, settings.seed
     )
