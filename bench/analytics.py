@@ -126,6 +126,7 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
 
 def _metrics(data: Generated, rounds: int) -> list[Result]:
     con, _ = connect(data.path)
+    con.execute("SET enable_progress_bar = false")
     report = build_report(con)
     results = []
     for name in pandas_metrics.PANDAS:

@@ -47,6 +47,7 @@ def run(settings: Settings) -> list[Result]:
     samples = data.sample_ids[:: 3 if not settings.quick else 1][:8]
     use_cli = cli_has_request()
     con, _ = connect(data.path)
+    con.execute("SET enable_progress_bar = false")
 
     def warm(column: str, value: str) -> float:
         began = time.perf_counter()
