@@ -207,7 +207,7 @@ def run(settings: Settings) -> list[Result]:
             {**describe(data), "generated in": f"{data.seconds:.0f} s"},
         )
     ]
-    results += _report_vs_pandas(data, 3 if not settings.quick else 1)
+    results += _report_vs_pandas(data, 2 if not settings.quick else 1)
     results += _metrics(data, 3 if not settings.quick else 1)
     if settings.huge:
         results += _huge(settings)
