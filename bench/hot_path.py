@@ -75,6 +75,19 @@ def _request_scope(provider: TracerProvider) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _baggage_scope(stamp: Mapping[str, str]) -> Iterator[None]:
+    """The stamp's values in Baggage, for the BaggageSpanProcessor to copy."""
+    ctx = otel_context.get_current()
+    for key, value in stamp.items():
+        ctx = baggage.set_baggage(key, value, ctx)
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def _third_party_spans(tracer: Tracer, n: int) -> None:
     for _ in range(n):
         with tracer.start_as_current_span(
@@ -112,14 +125,8 @@ def _check_stamping(stamp: Mapping[str, str]) -> None:
             _third_party_spans(provider.get_tracer("bench.thirdparty"), 1)
 
     def bagged(provider: TracerProvider) -> None:
-        ctx = otel_context.get_current()
-        for key, value in stamp.items():
-            ctx = baggage.set_baggage(key, value, ctx)
-        token = otel_context.attach(ctx)
-        try:
+        with _baggage_scope(stamp):
             _third_party_spans(provider.get_tracer("bench.thirdparty"), 1)
-        finally:
-            otel_context.detach(token)
 
     for setup, body, what in (
         (lambda p: p.add_span_processor(AttemptStampingProcessor()), stamped, "stamping"),
@@ -172,15 +179,8 @@ def run(settings: Settings) -> list[Result]:
 
     def case_baggage() -> None:
         tracer = bagging.get_tracer("bench.thirdparty")
-        with tracer.start_as_current_span("parent"):
-            ctx = otel_context.get_current()
-            for key, value in stamp.items():
-                ctx = baggage.set_baggage(key, value, ctx)
-            token = otel_context.attach(ctx)
-            try:
-                _third_party_spans(tracer, n)
-            finally:
-                otel_context.detach(token)
+        with tracer.start_as_current_span("parent"), _baggage_scope(stamp):
+            _third_party_spans(tracer, n)
 
     spans = interleave(
         {"plain": case_plain, "stamped": case_stamped, "baggage": case_baggage}, rounds=rounds
