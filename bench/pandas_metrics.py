@@ -16,10 +16,22 @@ import pandas as pd
 ROLES = ("attempt", "logical_request")
 
 DUCKDB_SQL: dict[str, str] = {
+    # receiver attempts (attempts with no lower-layer attempt beneath them) per request
     "amplification_ratio": """
-        SELECT count(*) FILTER (WHERE span_role = 'attempt')::DOUBLE
-               / count(DISTINCT logical_request_id)
-        FROM spans WHERE span_role IN ('attempt', 'logical_request')""",
+        WITH a AS (
+            SELECT logical_request_id, layer, attempt_ordinal, parent_layer,
+                   parent_attempt_ordinal
+            FROM spans WHERE span_role = 'attempt'
+        ),
+        parents AS (
+            SELECT DISTINCT logical_request_id, parent_layer AS layer,
+                   parent_attempt_ordinal AS attempt_ordinal
+            FROM a WHERE parent_layer IS NOT NULL
+        )
+        SELECT (SELECT count(*) FROM a ANTI JOIN parents
+                    USING (logical_request_id, layer, attempt_ordinal))::DOUBLE
+               / (SELECT count(DISTINCT logical_request_id) FROM spans
+                  WHERE span_role IN ('attempt', 'logical_request'))""",
     "fallback_rate": """
         SELECT count(DISTINCT logical_request_id)
                    FILTER (WHERE span_role = 'attempt' AND is_fallback)::DOUBLE
@@ -45,8 +57,30 @@ def _read(path: str, columns: list[str], roles: tuple[str, ...] = ROLES) -> pd.D
 
 
 def amplification_ratio(path: str) -> float:
-    df = _read(path, ["span_role", "logical_request_id"])
-    return float((df["span_role"] == "attempt").sum()) / df["logical_request_id"].nunique()
+    df = _read(
+        path,
+        [
+            "span_role",
+            "logical_request_id",
+            "layer",
+            "attempt_ordinal",
+            "parent_layer",
+            "parent_attempt_ordinal",
+        ],
+    )
+    key = ["logical_request_id", "layer", "attempt_ordinal"]
+    attempts = df[df["span_role"] == "attempt"]
+    parents = (
+        attempts.loc[
+            attempts["parent_layer"].notna(),
+            ["logical_request_id", "parent_layer", "parent_attempt_ordinal"],
+        ]
+        .set_axis(key, axis=1)
+        .drop_duplicates()
+    )
+    marked = attempts[key].merge(parents, on=key, how="left", indicator=True)
+    receivers = int((marked["_merge"] == "left_only").sum())
+    return float(receivers) / df["logical_request_id"].nunique()
 
 
 def fallback_rate(path: str) -> float:
