@@ -401,7 +401,10 @@ class RetryController:
             return exc.result
         except Exception as exc:  # any escape is an observation, classified conservatively
             att.span.record_exception(exc)
-            return CallResult(kind=classify_exception(exc), error=error_type(exc))
+            # what the call already observed on the attempt (e.g. the streaming wrapper's
+            # stream_interrupted_after_output) outranks a guess from the exception's type
+            kind = att.kind if att.kind is not None else classify_exception(exc)
+            return CallResult(kind=kind, error=error_type(exc))
         return raw if isinstance(raw, CallResult) else CallResult(value=raw)
 
 

@@ -311,3 +311,32 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
     (overall,) = fallback(con).to_pylist()
     assert overall["fallback_successes"] == 1
     assert overall["fallback_quality"] == 1.0
+
+
+def test_stream_interrupted_after_output_stops_for_reconciliation(spans: Any, clock: Any) -> None:
+    """Output reached the caller, then the connection broke: no retry, no fallback splice."""
+    from retryscope.instrumentation.streaming import stream
+
+    delivered: list[str] = []
+    routes: list[str] = []
+
+    def chunks() -> Any:
+        yield "The incident is "
+        yield "severity 2 because"
+        raise ConnectionRefusedError("peer went away mid-stream")  # retryable if guessed
+
+    def call(d: Dispatch) -> Any:
+        routes.append(d.route.route_id)
+        for chunk in stream(d.attempt, chunks()):
+            delivered.append(chunk)
+        return "".join(delivered)
+
+    result = _controller(clock, spans).run(call, **RUN)
+    assert result.terminal is Terminal.STOP_INDETERMINATE
+    assert routes == ["private-primary"]  # nothing appended from the fallback
+    assert delivered == ["The incident is ", "severity 2 because"]
+    (attempt,) = [
+        s for s in spans.exporter.get_finished_spans() if s.attributes[v.SPAN_ROLE.key] == "attempt"
+    ]
+    assert attempt.attributes[v.OUTCOME_KIND.key] == "stream_interrupted_after_output"
+    assert attempt.attributes[v.STREAM_EVENTS.key] == 2
