@@ -153,3 +153,6 @@ def _install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     con.execute(VIEWS_SQL)
     install_base(con)
     apply(con)
+    from retryscope.analytics import policy_drift  # needs the base macros and `requests`
+
+    policy_drift.install(con, dataset)

@@ -158,6 +158,16 @@ RULES: tuple[Rule, ...] = (
         "(a retry storm).",
         "Enforce a retry budget (e.g. 10 %) and shed retries when it is spent.",
     ),
+    Rule(
+        "policy_drift",
+        W,
+        "The retry owner's recorded attempts differ from what the request's own policy "
+        "(side file `_policies/<policy_digest>.json`) planned: another route or release, "
+        "another delay or not_before, an attempt past a budget, or another terminal.",
+        "Check that the controller evaluating the policy is the only retry owner and that "
+        "the deployed policy is the reviewed one; the evidence names the field and both "
+        "numbers.",
+    ),
 )
 
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)

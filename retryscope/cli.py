@@ -32,6 +32,20 @@ def _cmd_findings(args: argparse.Namespace) -> int:
     return findings_command(args.path, args.rule, filters, args.format)
 
 
+def _cmd_whatif(args: argparse.Namespace) -> int:
+    from retryscope.analytics.commands import filters_from, whatif_command
+
+    filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
+    overrides = {
+        "max_attempts": args.max_attempts,
+        "no_fallback": args.no_fallback,
+        "max_backoff_ms": args.max_backoff_ms,
+        "retry_budget": args.retry_budget,
+        "window_ms": None if args.window_s is None else round(args.window_s * 1000),
+    }
+    return whatif_command(args.path, args.policy, overrides, filters, args.format)
+
+
 def _add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", metavar="T", help="requests started at/after T (ISO-8601, UTC)")
     p.add_argument("--until", metavar="T", help="requests started before T (ISO-8601, UTC)")
@@ -49,6 +63,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         serve_ui=not args.no_ui,
         port=args.port,
+        scenario=args.scenario,
     )
 
 
@@ -119,10 +134,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_findings)
 
+    p = sub.add_parser("whatif", help="replay recorded requests under another retry policy")
+    p.add_argument("path", help="data directory")
+    p.add_argument(
+        "--policy", metavar="FILE", help="control-plane policy (JSON, or TOML by .toml suffix)"
+    )
+    p.add_argument("--max-attempts", type=int, metavar="N", help="total attempts per request")
+    p.add_argument("--no-fallback", action="store_true", help="never use a fallback route")
+    p.add_argument("--max-backoff-ms", type=int, metavar="M", help="cap of a retry's delay")
+    p.add_argument(
+        "--retry-budget", type=float, metavar="F", help="retries per first attempt (0.1 = 10 %%)"
+    )
+    p.add_argument("--window-s", type=float, metavar="S", help="retry-budget window (60 s)")
+    _add_filters(p)
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.set_defaults(func=_cmd_whatif)
+
     p = sub.add_parser("demo", help="simulate harness traffic, report it, serve the UI")
     p.add_argument("--out", default="retryscope-data", help="data directory (default: %(default)s)")
     p.add_argument("--requests", type=int, default=300, help="logical requests to simulate")
     p.add_argument("--seed", type=int, default=7, help="seed of the simulation")
+    p.add_argument(
+        "--scenario",
+        choices=(
+            "all",
+            "healthy",
+            "outage-storm",
+            "nested-sdk",
+            "deadline-squeeze",
+            "unsafe-fallback",
+        ),
+        default="all",
+        help="traffic to simulate (default: %(default)s, the requests shared by all five)",
+    )
     p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
     p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
     p.set_defaults(func=_cmd_demo)

@@ -213,6 +213,16 @@ WITH rows AS (
                        'retry_fraction', retry_fraction, 'budget', $budget::DOUBLE)
     FROM load_windows($window_ms, $budget)
     WHERE over_budget
+
+    UNION ALL
+    SELECT 'policy_drift', 'warning',
+           logical_request_id, trace_id, span_id, time,
+           json_object('drift', drift, 'check', "check", 'field', field,
+                       'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
+                       'observed', observed, 'planned', planned,
+                       'policy_digest', policy_digest, 'message', message)
+    FROM policy_drift_rows()
+    WHERE $rule IS NULL OR $rule = 'policy_drift'  -- the evaluator runs only when asked
 )
 SELECT rule_id, severity, logical_request_id, trace_id, span_id, time::TIMESTAMP_NS AS time,
        evidence::VARCHAR AS evidence

@@ -1,0 +1,72 @@
+-- Policy drift: each logical request that carries a policy digest whose document is a side
+-- file of the data set (table `policy_documents`, loaded by connect()) is re-evaluated by
+-- the control-plane evaluator (Python UDF rs_policy_drift, one call per request) on its
+-- retry owner's attempts, grouped here in attempt order. Requests in scope of the current
+-- filters only, at most getvariable('rs_drift_cap') of them (a deterministic sample by
+-- hash of the logical request id when there are more).
+CREATE OR REPLACE MACRO policy_drift_rows() AS TABLE
+WITH req AS (
+    SELECT s.logical_request_id,
+           any_value(s.trace_id) AS trace_id,
+           any_value(s.span_id) AS span_id,
+           any_value(s.policy_digest) AS policy_digest,
+           any_value(s.terminal) AS terminal,
+           any_value(s.logical_request_digest) AS logical_request_digest,
+           any_value(s.idempotency_digest) AS idempotency_digest,
+           max(epoch_ns(s.end_time)) AS ended_ns
+    FROM spans s
+    WHERE s.span_role = 'logical_request' AND s.policy_digest IS NOT NULL
+      AND s.logical_request_id IN (SELECT logical_request_id FROM requests)
+    GROUP BY s.logical_request_id
+),
+sampled AS (
+    SELECT r.*, d.document
+    FROM req r JOIN policy_documents d ON d.policy_digest = r.policy_digest
+    ORDER BY hash(r.logical_request_id), r.logical_request_id
+    LIMIT coalesce(getvariable('rs_drift_cap'), 10000)
+),
+owner_layer AS (
+    -- the retry owner's attempts: the outermost marked layer of the request
+    SELECT logical_request_id, arg_min(layer, rs_layer_rank(layer)) AS layer
+    FROM spans
+    WHERE span_role = 'attempt' AND logical_request_id IN (SELECT logical_request_id FROM sampled)
+    GROUP BY logical_request_id
+),
+attempts AS (
+    SELECT a.logical_request_id,
+           to_json(list({
+               'route_id': a.route_id, 'route_release': a.route_release,
+               'route_attempt_ordinal': a.route_attempt_ordinal,
+               'attempt_ordinal': a.attempt_ordinal,
+               'logical_request_digest': coalesce(a.logical_request_digest, q.logical_request_digest),
+               'idempotency_digest': coalesce(a.idempotency_digest, q.idempotency_digest),
+               'start_time': epoch_ns(a.start_time), 'end_time': epoch_ns(a.end_time),
+               'outcome': a.outcome, 'outcome_kind': a.outcome_kind,
+               'not_before': epoch_ns(a.not_before), 'backoff_delay_ms': a.backoff_delay_ms,
+               'retry_after_ms': a.retry_after_ms,
+               'cost_reserved_micros': a.cost_reserved_micros,
+               'cost_actual_micros': a.cost_actual_micros
+           } ORDER BY a.attempt_ordinal, a.start_time))::VARCHAR AS attempts
+    FROM spans a
+    JOIN owner_layer o ON o.logical_request_id = a.logical_request_id AND o.layer = a.layer
+    JOIN sampled q ON q.logical_request_id = a.logical_request_id
+    WHERE a.span_role = 'attempt'
+    GROUP BY a.logical_request_id
+),
+evaluated AS (
+    SELECT q.logical_request_id, q.trace_id, q.span_id, q.policy_digest,
+           unnest(from_json(
+               rs_policy_drift(q.document, q.policy_digest, q.terminal, q.ended_ns,
+                               coalesce(a.attempts, '[]')),
+               '[{"drift":"VARCHAR","check":"VARCHAR","field":"VARCHAR",
+                  "attempt_ordinal":"BIGINT","route_id":"VARCHAR","time_ns":"BIGINT",
+                  "observed":"JSON","planned":"JSON","message":"VARCHAR"}]'
+           )) AS d
+    FROM sampled q LEFT JOIN attempts a ON a.logical_request_id = q.logical_request_id
+)
+SELECT logical_request_id, trace_id, span_id, policy_digest,
+       d.drift AS drift, d."check" AS "check", d.field AS field,
+       d.attempt_ordinal AS attempt_ordinal, d.route_id AS route_id,
+       make_timestamp_ns(d.time_ns) AS time,
+       d.observed AS observed, d.planned AS planned, d.message AS message
+FROM evaluated;
