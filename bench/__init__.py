@@ -1,0 +1,1 @@
+"""retryscope benchmarks and the performance budget: ``python -m bench`` (``make bench``)."""

@@ -1,0 +1,70 @@
+"""Work run in a fresh child process so its peak RSS is its own: ``python -m bench.child``.
+
+``report PATH`` times ``connect(PATH)`` + ``build_report`` (optionally on a DuckDB
+connection with a memory limit and a spill directory); ``pandas PATH`` computes the same
+headline figures with pandas. Each prints one JSON object: seconds, peak RSS, figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run_report(path: str, memory_limit: str | None, temp_dir: str | None) -> dict[str, Any]:
+    import duckdb
+    from retryscope.analytics import build_report, connect
+
+    config: dict[str, str] = {}
+    if memory_limit:
+        config["memory_limit"] = memory_limit
+    if temp_dir:
+        config["temp_directory"] = temp_dir
+    began = time.perf_counter()
+    con, _ = connect(path, con=duckdb.connect(":memory:", config=config))
+    connected = time.perf_counter()
+    report = build_report(con)
+    done = time.perf_counter()
+    return {
+        "seconds": done - began,
+        "connect_seconds": connected - began,
+        "report_seconds": done - connected,
+        "figures": report,
+    }
+
+
+def run_pandas(path: str) -> dict[str, Any]:
+    from bench import pandas_metrics
+
+    began = time.perf_counter()
+    figures = pandas_metrics.report(path)
+    return {"seconds": time.perf_counter() - began, "figures": figures}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.child")
+    parser.add_argument("what", choices=("report", "pandas"))
+    parser.add_argument("path")
+    parser.add_argument("--memory-limit")
+    parser.add_argument("--temp-dir")
+    args = parser.parse_args(argv)
+    if args.what == "report":
+        out = run_report(args.path, args.memory_limit, args.temp_dir)
+    else:
+        out = run_pandas(args.path)
+    out["peak_rss_bytes"] = peak_rss_bytes()
+    json.dump(out, sys.stdout, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,247 @@
+"""Target 1: the cost of stamping on the hot path of every span.
+
+Three ways to create the same third-party span (an LLM HTTP client span with 12
+attributes), all as children of an open span, on TracerProviders without exporters so only
+span creation is measured:
+
+* plain: no processor (the baseline);
+* stamped: ``AttemptStampingProcessor`` inside ``logical_request(...)``/``req.attempt(...)``;
+* baggage: opentelemetry-processor-baggage's ``BaggageSpanProcessor`` copying the same
+  values from Baggage.
+
+And attempt spans opened by the context API against plain spans that carry the same
+attributes (the attempt span's full final attribute set, passed at start), on the same
+provider with the stamping processor: 100 attempts per logical request against 100 plain
+spans per parent span, so the request's own span is amortised and the request keeps a
+bounded list of attempts, as in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from opentelemetry import baggage
+from opentelemetry import context as otel_context
+from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from bench.harness import Result, Target, interleave, micros
+from bench.settings import Settings
+from retryscope import AttemptStampingProcessor, LogicalRequest, current_scope, logical_request
+from retryscope.vocabulary import ATTEMPT_ORDINAL, IDEMPOTENCY_DIGEST, LOGICAL_REQUEST_ID
+
+THIRD_PARTY_ATTRIBUTES: Mapping[str, AttributeValue] = {
+    "http.request.method": "POST",
+    "url.full": "https://llm.internal.example/v1/chat/completions",
+    "server.address": "llm.internal.example",
+    "server.port": 443,
+    "network.protocol.version": "1.1",
+    "http.response.status_code": 200,
+    "user_agent.original": "OpenAI/Python 1.99.0",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": "gpt-4.1",
+    "gen_ai.operation.name": "chat",
+    "gen_ai.usage.input_tokens": 812,
+    "gen_ai.usage.output_tokens": 233,
+}
+REQUIRED_STAMP = (LOGICAL_REQUEST_ID.key, IDEMPOTENCY_DIGEST.key, ATTEMPT_ORDINAL.key)
+DEADLINE_IN_NS = 3_600 * 10**9
+RELEASE = "llama-3.3-70b@2026-10"
+PER_REQUEST = 100  # attempts per logical request (or plain spans per parent) in a round
+
+
+def _request(provider: TracerProvider) -> LogicalRequest:
+    """A logical request as a harness opens it: tenant, idempotency key, payload, deadline."""
+    return logical_request(
+        operation="chat",
+        tenant="acme",
+        idempotency_key="bench-key",
+        request={"messages": [{"role": "user", "content": "hello"}]},
+        deadline=time.time_ns() + DEADLINE_IN_NS,
+        tracer_provider=provider,
+    )
+
+
+@contextlib.contextmanager
+def _request_scope(provider: TracerProvider) -> Iterator[None]:
+    """An open logical request and harness attempt, as a harness has around its SDK call."""
+    with _request(provider) as req, req.attempt("private-primary", route_release=RELEASE):
+        yield
+
+
+@contextlib.contextmanager
+def _baggage_scope(stamp: Mapping[str, str]) -> Iterator[None]:
+    """The stamp's values in Baggage, for the BaggageSpanProcessor to copy."""
+    ctx = otel_context.get_current()
+    for key, value in stamp.items():
+        ctx = baggage.set_baggage(key, value, ctx)
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def _third_party_spans(tracer: Tracer, n: int) -> None:
+    for _ in range(n):
+        with tracer.start_as_current_span(
+            "POST /v1/chat/completions", kind=SpanKind.CLIENT, attributes=THIRD_PARTY_ATTRIBUTES
+        ):
+            pass
+
+
+def _stamp_values(provider: TracerProvider) -> dict[str, str]:
+    """The values the stamping processor puts on a span, as strings (Baggage holds strings)."""
+    with _request_scope(provider):
+        scope = current_scope()
+        if scope is None:
+            raise RuntimeError("no retryscope scope inside logical_request/attempt")
+        return {key: str(value) for key, value in scope.stamp.items()}
+
+
+def _captured(
+    provider_setup: Callable[[TracerProvider], None], body: Callable[[TracerProvider], None]
+) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider_setup(provider)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    body(provider)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _check_stamping(stamp: Mapping[str, str]) -> None:
+    """Both stamping cases really put the values on the third-party span."""
+
+    def stamped(provider: TracerProvider) -> None:
+        with _request_scope(provider):
+            _third_party_spans(provider.get_tracer("bench.thirdparty"), 1)
+
+    def bagged(provider: TracerProvider) -> None:
+        with _baggage_scope(stamp):
+            _third_party_spans(provider.get_tracer("bench.thirdparty"), 1)
+
+    for setup, body, what in (
+        (lambda p: p.add_span_processor(AttemptStampingProcessor()), stamped, "stamping"),
+        (
+            lambda p: p.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS)),
+            bagged,
+            "baggage",
+        ),
+    ):
+        spans = [s for s in _captured(setup, body) if s.name.startswith("POST")]
+        attrs = spans[0].attributes or {}
+        missing = [k for k in REQUIRED_STAMP if k not in attrs]
+        if missing:
+            raise RuntimeError(f"{what} processor did not stamp {missing} on a third-party span")
+
+
+def _attempt_attributes(
+    provider_setup: Callable[[TracerProvider], None],
+) -> dict[str, AttributeValue]:
+    """The attributes a context-API attempt span ends up with (to give the plain span)."""
+
+    def body(provider: TracerProvider) -> None:
+        with _request_scope(provider):
+            pass
+
+    spans = [s for s in _captured(provider_setup, body) if s.name.startswith("attempt")]
+    return dict(spans[0].attributes or {})
+
+
+def run(settings: Settings) -> list[Result]:
+    n = settings.scaled(20_000, 300)
+    rounds = settings.rounds
+
+    plain = TracerProvider()
+    stamping = TracerProvider()
+    stamping.add_span_processor(AttemptStampingProcessor())
+    bagging = TracerProvider()
+    bagging.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS))
+    stamp = _stamp_values(TracerProvider())
+    _check_stamping(stamp)
+
+    def case_plain() -> None:
+        tracer = plain.get_tracer("bench.thirdparty")
+        with tracer.start_as_current_span("parent"):
+            _third_party_spans(tracer, n)
+
+    def case_stamped() -> None:
+        with _request_scope(stamping):
+            _third_party_spans(stamping.get_tracer("bench.thirdparty"), n)
+
+    def case_baggage() -> None:
+        tracer = bagging.get_tracer("bench.thirdparty")
+        with tracer.start_as_current_span("parent"), _baggage_scope(stamp):
+            _third_party_spans(tracer, n)
+
+    spans = interleave(
+        {"plain": case_plain, "stamped": case_stamped, "baggage": case_baggage}, rounds=rounds
+    )
+    t_plain, t_stamped, t_bag = (spans.median(c) for c in ("plain", "stamped", "baggage"))
+    added_stamp, added_bag = t_stamped - t_plain, t_bag - t_plain
+
+    attempts_n = settings.scaled(10_000, 200)
+    attempt_attrs = _attempt_attributes(lambda p: p.add_span_processor(AttemptStampingProcessor()))
+
+    def case_plain_attempt() -> None:
+        tracer = stamping.get_tracer("bench.plain")
+        for _ in range(attempts_n // PER_REQUEST):
+            with tracer.start_as_current_span("parent"):
+                for _ in range(PER_REQUEST):
+                    with tracer.start_as_current_span(
+                        "attempt private-primary", kind=SpanKind.CLIENT, attributes=attempt_attrs
+                    ):
+                        pass
+
+    def case_context_attempt() -> None:
+        for _ in range(attempts_n // PER_REQUEST):
+            with _request(stamping) as req:
+                for _ in range(PER_REQUEST):
+                    with req.attempt("private-primary", route_release=RELEASE):
+                        pass
+
+    attempts = interleave(
+        {"plain": case_plain_attempt, "context": case_context_attempt}, rounds=rounds
+    )
+    name = "hot path"
+    return [
+        Result(
+            name,
+            "stamped third-party span / plain span",
+            spans.ratio("stamped", "plain"),
+            "×",
+            Target(at_most=1.15, text="≤ 1.15×"),
+            {"plain": micros(t_plain, n), "stamped": micros(t_stamped, n)},
+        ),
+        Result(
+            name,
+            "added time: stamping / BaggageSpanProcessor",
+            added_stamp / added_bag if added_bag > 0 else float("inf"),
+            "×",
+            Target(at_most=1.0, text="< 1× (less added)"),
+            {
+                "stamping adds": micros(added_stamp, n),
+                "baggage adds": micros(added_bag, n),
+                "baggage ratio": f"{spans.ratio('baggage', 'plain'):.2f}×",
+            },
+        ),
+        Result(
+            name,
+            f"context-API attempt / plain span ({len(attempt_attrs)} attrs)",
+            attempts.ratio("context", "plain"),
+            "×",
+            Target(at_most=1.3, text="≤ 1.3×"),
+            {
+                "plain": micros(attempts.median("plain"), attempts_n),
+                "attempt": micros(attempts.median("context"), attempts_n),
+            },
+        ),
+    ]
