@@ -9,13 +9,13 @@ report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpf
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import install_base
+from retryscope.analytics.queries import install_macros
 
 from retryscope.schema import SPAN_SCHEMA
 
@@ -86,24 +86,54 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def new_connection(
+    *,
+    memory_limit: str | None = None,
+    temp_directory: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection set up for the analytics: one thread per usable core,
+    no insertion order kept (CREATE TABLE AS runs in parallel; every query that needs an
+    order says ORDER BY), and a spill directory so work beyond ``memory_limit`` (DuckDB's
+    default when None: 80 % of RAM) goes to disk instead of failing."""
+    config: dict[str, str | int | bool] = {
+        "threads": threads or _cores(),
+        "preserve_insertion_order": False,
+        "temp_directory": os.fspath(
+            temp_directory or Path(tempfile.gettempdir()) / "retryscope-duckdb"
+        ),
+    }
+    if memory_limit:
+        config["memory_limit"] = memory_limit
+    return duckdb.connect(":memory:", config=config)
+
+
 def connect(
     data: DataSet | str | os.PathLike[str],
     *,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
-    """A DuckDB connection with views ``spans``, ``attempts``, ``logical_requests`` and
-    the analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
-    ``requests``, ``attempt_facts``, ...), with no filters applied.
+    """A DuckDB connection (``con``, or :func:`new_connection`) with views ``spans``,
+    ``attempts``, ``logical_requests`` and the analytics macros. Nothing is read yet: the
+    analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
+    ``requests``, ``attempt_facts``, ...) are built when a query first needs them.
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
     if con is None:
-        con = duckdb.connect(":memory:")
-        # CREATE TABLE AS in parallel; every query that needs an order says ORDER BY
-        con.execute("SET preserve_insertion_order = false")
-    con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
+        con = new_connection()
+    # a table, not a registered Arrow object: cursors (drill-downs) see it too
+    con.register("_retryscope_empty_arrow", SPAN_SCHEMA.empty_table())
+    con.execute(
+        "CREATE OR REPLACE TABLE _retryscope_empty AS SELECT * FROM _retryscope_empty_arrow"
+    )
+    con.unregister("_retryscope_empty_arrow")
     if dataset.files:
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
         con.execute(
@@ -115,6 +145,5 @@ def connect(
     else:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
     con.execute(VIEWS_SQL)
-    install_base(con)
-    apply(con)
+    install_macros(con)
     return con, dataset
