@@ -6,7 +6,7 @@
 
 from retryscope.analytics.dataset import DataSet, SkippedFile, connect, discover
 from retryscope.analytics.filters import Dimension, Filters, parse_time
-from retryscope.analytics.findings import RULES, Rule, Severity, findings
+from retryscope.analytics.findings import RULES, Rule, Severity, finding_counts, findings
 from retryscope.analytics.metrics import (
     Thresholds,
     amplification,
@@ -40,6 +40,7 @@ __all__ = [
     "deadline",
     "discover",
     "fallback",
+    "finding_counts",
     "findings",
     "format_json",
     "format_markdown",
