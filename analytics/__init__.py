@@ -22,7 +22,7 @@ from retryscope.analytics.metrics import (
     wasted_cost,
 )
 from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics.requests import request_attempts, request_summary
+from retryscope.analytics.requests import request_attempts, request_detail, request_summary
 
 __all__ = [
     "RULES",
@@ -51,6 +51,7 @@ __all__ = [
     "load",
     "parse_time",
     "request_attempts",
+    "request_detail",
     "request_summary",
     "retry_effectiveness",
     "synchronized_retries",

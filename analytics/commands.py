@@ -13,7 +13,7 @@ from retryscope.analytics.filters import Filters, parse_time
 from retryscope.analytics.findings import findings
 from retryscope.analytics.render import json_rows, markdown_table, text_table
 from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics.requests import request_attempts, request_summary
+from retryscope.analytics.requests import request_detail
 
 REQUEST_COLUMNS = (
     "layer",
@@ -70,8 +70,7 @@ def report(path: str, filters: Filters, fmt: str) -> int:
 
 def request(path: str, ident: str, fmt: str) -> int:
     """Print one logical request; exit 1 when ``ident`` names none."""
-    con = _open(path)
-    summary = request_summary(con, ident)
+    summary, attempts = request_detail(_open(path), ident)
     if summary.num_rows == 0:
         print(
             f"retryscope request: no logical request with id, trace id or idempotency "
@@ -79,7 +78,6 @@ def request(path: str, ident: str, fmt: str) -> int:
             file=sys.stderr,
         )
         return 1
-    attempts = request_attempts(con, ident)
     if fmt == "json":
         shown = {"requests": json_rows(summary), "attempts": json_rows(attempts)}
         print(json.dumps(shown, indent=2))

@@ -39,6 +39,9 @@ class DataSet:
     root: str
     files: tuple[str, ...]
     skipped: tuple[SkippedFile, ...] = field(default=())
+    same_schema: bool = False
+    """All files have one schema (checked by :func:`discover`), so DuckDB need not read
+    every file's schema to unify them."""
 
     @property
     def is_remote(self) -> bool:
@@ -70,6 +73,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
     files: list[str] = []
     skipped: list[SkippedFile] = []
+    schemas = set()
     for candidate in candidates:
         try:
             meta = pq.read_metadata(candidate)
@@ -79,7 +83,8 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
             skipped.append(SkippedFile(str(candidate), f"{type(exc).__name__}: {exc}"))
             continue
         files.append(str(candidate))
-    return DataSet(text, tuple(files), tuple(skipped))
+        schemas.add(meta.schema.to_arrow_schema().remove_metadata())
+    return DataSet(text, tuple(files), tuple(skipped), same_schema=len(schemas) == 1)
 
 
 def _sql_string(value: str) -> str:
@@ -138,7 +143,8 @@ def connect(
         file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
         con.execute(
             "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-            f"{file_list}, union_by_name = true, hive_partitioning = false) "
+            f"{file_list}, union_by_name = {str(not dataset.same_schema).lower()}, "
+            "hive_partitioning = false) "
             # every column of the current schema exists, even if older files lack it
             "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
         )

@@ -46,3 +46,10 @@ def request_attempts(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
     remaining, cost, outcome, decision."""
     with _request_scope(con, ident) as cur:
         return arrow(cur, "request", {"id": ident})
+
+
+def request_detail(con: duckdb.DuckDBPyConnection, ident: str) -> tuple[pa.Table, pa.Table]:
+    """:func:`request_summary` and :func:`request_attempts` from one lookup (what
+    ``retryscope request`` prints)."""
+    with _request_scope(con, ident) as cur:
+        return arrow(cur, "request_summary", {"id": ident}), arrow(cur, "request", {"id": ident})
