@@ -105,7 +105,7 @@ def new_connection(
     no insertion order kept (CREATE TABLE AS runs in parallel; every query that needs an
     order says ORDER BY), and a spill directory so work beyond ``memory_limit`` (DuckDB's
     default when None: 80 % of RAM) goes to disk instead of failing."""
-    config: dict[str, str | int | bool] = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "threads": threads or _cores(),
         "preserve_insertion_order": False,
         "temp_directory": os.fspath(
