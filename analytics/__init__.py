@@ -4,7 +4,7 @@
 ``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
 """
 
-from retryscope.analytics.dataset import DataSet, SkippedFile, connect, discover
+from retryscope.analytics.dataset import DataSet, SkippedFile, connect, discover, new_connection
 from retryscope.analytics.filters import Dimension, Filters, parse_time
 from retryscope.analytics.findings import RULES, Rule, Severity, finding_counts, findings
 from retryscope.analytics.metrics import (
@@ -49,6 +49,7 @@ __all__ = [
     "ineffective_retries",
     "latency",
     "load",
+    "new_connection",
     "parse_time",
     "request_attempts",
     "request_detail",

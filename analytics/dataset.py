@@ -109,7 +109,8 @@ def new_connection(
         "threads": threads or _cores(),
         "preserve_insertion_order": False,
         "temp_directory": os.fspath(
-            temp_directory or Path(tempfile.gettempdir()) / "retryscope-duckdb"
+            # per process: DuckDB creates it on the first spill and removes it on close
+            temp_directory or Path(tempfile.gettempdir()) / f"retryscope-duckdb-{os.getpid()}"
         ),
     }
     if memory_limit:
