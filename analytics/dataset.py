@@ -153,4 +153,7 @@ def connect(
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
     con.execute(VIEWS_SQL)
     install_macros(con)
+    # tables built over an earlier data set on this connection are stale: rebuild on use
+    con.execute("SET VARIABLE rs_base_built = false")
+    con.execute("SET VARIABLE rs_scope_key = NULL")
     return con, dataset
