@@ -4,9 +4,16 @@
 ``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
 """
 
-from retryscope.analytics.dataset import DataSet, SkippedFile, connect, discover
+from retryscope.analytics.dataset import (
+    DataSet,
+    SkippedFile,
+    connect,
+    discover,
+    new_connection,
+    skipped_files,
+)
 from retryscope.analytics.filters import Dimension, Filters, parse_time
-from retryscope.analytics.findings import RULES, Rule, Severity, findings
+from retryscope.analytics.findings import RULES, Rule, Severity, finding_counts, findings
 from retryscope.analytics.metrics import (
     Thresholds,
     amplification,
@@ -22,7 +29,7 @@ from retryscope.analytics.metrics import (
     wasted_cost,
 )
 from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics.requests import request_attempts, request_summary
+from retryscope.analytics.requests import request_attempts, request_detail, request_summary
 
 __all__ = [
     "RULES",
@@ -40,6 +47,7 @@ __all__ = [
     "deadline",
     "discover",
     "fallback",
+    "finding_counts",
     "findings",
     "format_json",
     "format_markdown",
@@ -48,10 +56,13 @@ __all__ = [
     "ineffective_retries",
     "latency",
     "load",
+    "new_connection",
     "parse_time",
     "request_attempts",
+    "request_detail",
     "request_summary",
     "retry_effectiveness",
+    "skipped_files",
     "synchronized_retries",
     "wasted_cost",
 ]

@@ -7,17 +7,19 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 from retryscope.analytics.filters import Filters, apply
-from retryscope.analytics.queries import arrow
+from retryscope.analytics.queries import arrow, ensure_base
 
 
 def dimension_values(con: duckdb.DuckDBPyConnection) -> pa.Table:
     """``dimension`` (tenant | operation | route), ``value``, ``logical_requests`` over the
     whole data set (filters do not narrow the choices they are made from)."""
+    ensure_base(con)
     return arrow(con, "dimension_values")
 
 
 def time_range(con: duckdb.DuckDBPyConnection) -> pa.Table:
     """One row: first and last logical request start, and the number of requests."""
+    ensure_base(con)
     return arrow(con, "time_range")
 
 

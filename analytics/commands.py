@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import duckdb
 import pyarrow.compute as pc
-from retryscope.analytics.dataset import connect
+from retryscope.analytics.dataset import connect, skipped_files
 from retryscope.analytics.filters import Filters, parse_time
 from retryscope.analytics.findings import findings
 from retryscope.analytics.render import json_rows, markdown_table, text_table
 from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics.requests import request_attempts, request_summary
+from retryscope.analytics.requests import request_detail
 
 REQUEST_COLUMNS = (
     "layer",
@@ -35,11 +36,16 @@ REQUEST_COLUMNS = (
 """Columns of ``retryscope request`` in text/markdown (JSON has them all)."""
 
 
-def _open(path: str) -> duckdb.DuckDBPyConnection:
+@contextmanager
+def _open(path: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The data set's connection; afterwards, a warning for every file that was skipped
+    (unreadable when listed, or undecodable when the command first read it)."""
     con, dataset = connect(path)
-    for skipped in dataset.skipped:
-        print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
-    return con
+    try:
+        yield con
+    finally:
+        for skipped in skipped_files(con, dataset):
+            print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
 
 
 def filters_from(
@@ -64,14 +70,16 @@ def report(path: str, filters: Filters, fmt: str) -> int:
         "markdown": format_markdown,
         "text": format_text,
     }
-    print(rendered[fmt](build_report(_open(path), filters)))
+    with _open(path) as con:
+        report = build_report(con, filters)
+    print(rendered[fmt](report))
     return 0
 
 
 def request(path: str, ident: str, fmt: str) -> int:
     """Print one logical request; exit 1 when ``ident`` names none."""
-    con = _open(path)
-    summary = request_summary(con, ident)
+    with _open(path) as con:
+        summary, attempts = request_detail(con, ident)
     if summary.num_rows == 0:
         print(
             f"retryscope request: no logical request with id, trace id or idempotency "
@@ -79,7 +87,6 @@ def request(path: str, ident: str, fmt: str) -> int:
             file=sys.stderr,
         )
         return 1
-    attempts = request_attempts(con, ident)
     if fmt == "json":
         shown = {"requests": json_rows(summary), "attempts": json_rows(attempts)}
         print(json.dumps(shown, indent=2))
@@ -99,7 +106,8 @@ def request(path: str, ident: str, fmt: str) -> int:
 
 
 def findings_command(path: str, rule: str | None, filters: Filters, fmt: str) -> int:
-    table = findings(_open(path), rule=rule, filters=filters)
+    with _open(path) as con:
+        table = findings(con, rule=rule, filters=filters)
     if fmt == "json":
         print(json.dumps(json_rows(table), indent=2))
     elif fmt == "markdown":
@@ -128,7 +136,8 @@ def whatif_command(
         policy = WhatIf(**given)  # type: ignore[arg-type]
     else:
         raise ValueError("give --policy FILE or at least one of the what-if flags")
-    table = whatif(_open(path), policy, filters=filters)
+    with _open(path) as con:
+        table = whatif(con, policy, filters=filters)
     if fmt == "json":
         rows = [
             {

@@ -3,21 +3,19 @@
 Only complete files are read: writers create ``.<name>.inprogress`` files and rename them
 when done, and hidden files are never listed. Every file's footer is checked before DuckDB
 sees it, so one corrupt or truncated file is named and skipped instead of failing the whole
-report; a file whose footer reads but whose pages DuckDB cannot decode is found when the
-first query fails, named and skipped the same way. Object-store URLs (``s3://…``) are
-handed to DuckDB as a glob (``httpfs``).
+report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpfs``).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import install_base
+from retryscope.analytics.queries import install_macros
 
 from retryscope.schema import SPAN_SCHEMA
 
@@ -41,6 +39,9 @@ class DataSet:
     root: str
     files: tuple[str, ...]
     skipped: tuple[SkippedFile, ...] = field(default=())
+    same_schema: bool = False
+    """All files have one schema (checked by :func:`discover`), so DuckDB need not read
+    every file's schema to unify them."""
 
     @property
     def is_remote(self) -> bool:
@@ -72,6 +73,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
     files: list[str] = []
     skipped: list[SkippedFile] = []
+    schemas = set()
     for candidate in candidates:
         try:
             meta = pq.read_metadata(candidate)
@@ -81,11 +83,39 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
             skipped.append(SkippedFile(str(candidate), f"{type(exc).__name__}: {exc}"))
             continue
         files.append(str(candidate))
-    return DataSet(text, tuple(files), tuple(skipped))
+        schemas.add(meta.schema.to_arrow_schema().remove_metadata())
+    return DataSet(text, tuple(files), tuple(skipped), same_schema=len(schemas) == 1)
 
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def new_connection(
+    *,
+    memory_limit: str | None = None,
+    temp_directory: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection set up for the analytics: one thread per usable core,
+    no insertion order kept (CREATE TABLE AS runs in parallel; every query that needs an
+    order says ORDER BY), and a spill directory so work beyond ``memory_limit`` (DuckDB's
+    default when None: 80 % of RAM) goes to disk instead of failing."""
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "threads": threads or _cores(),
+        "preserve_insertion_order": False,
+        "temp_directory": os.fspath(
+            # per process: DuckDB creates it on the first spill and removes it on close
+            temp_directory or Path(tempfile.gettempdir()) / f"retryscope-duckdb-{os.getpid()}"
+        ),
+    }
+    if memory_limit:
+        config["memory_limit"] = memory_limit
+    return duckdb.connect(":memory:", config=config)
 
 
 def connect(
@@ -93,38 +123,59 @@ def connect(
     *,
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
-    """A DuckDB connection with views ``spans``, ``attempts``, ``logical_requests`` and
-    the analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
-    ``requests``, ``attempt_facts``, ...), with no filters applied.
+    """A DuckDB connection (``con``, or :func:`new_connection`) with views ``spans``,
+    ``attempts``, ``logical_requests`` and the analytics macros. Nothing is read yet: the
+    analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
+    ``requests``, ``attempt_facts``, ...) are built when a query first needs them.
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
     """
     dataset = data if isinstance(data, DataSet) else discover(data)
     if con is None:
-        con = duckdb.connect(":memory:")
-        # CREATE TABLE AS in parallel; every query that needs an order says ORDER BY
-        con.execute("SET preserve_insertion_order = false")
-    try:
-        _install(con, dataset)
-    except duckdb.Error:
-        # A file whose footer is intact can still hold pages DuckDB cannot decode (a bit
-        # flip, a torn write by a foreign tool). Find it (only on this failure path), name
-        # it as skipped and answer from the rest.
-        bad = {} if dataset.is_remote else _undecodable(dataset.files)
-        if not bad:
-            raise
-        dataset = DataSet(
-            dataset.root,
-            tuple(f for f in dataset.files if f not in bad),
-            (*dataset.skipped, *(SkippedFile(f, why) for f, why in bad.items())),
-        )
-        _install(con, dataset)
+        con = new_connection()
+    # a table, not a registered Arrow object: cursors (drill-downs) see it too
+    con.register("_retryscope_empty_arrow", SPAN_SCHEMA.empty_table())
+    con.execute(
+        "CREATE OR REPLACE TABLE _retryscope_empty AS SELECT * FROM _retryscope_empty_arrow"
+    )
+    con.unregister("_retryscope_empty_arrow")
+    _create_spans_view(con, dataset.files, union=not dataset.same_schema)
+    con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_skipped (path VARCHAR, reason VARCHAR)")
+    con.execute(VIEWS_SQL)
+    install_macros(con)
+    from retryscope.analytics import policy_drift  # registers the evaluator and its macro
+
+    policy_drift.install(con, dataset)
+    # tables built over an earlier data set on this connection are stale: rebuild on use
+    con.execute("SET VARIABLE rs_base_built = false")
+    con.execute("SET VARIABLE rs_scope_key = NULL")
     return con, dataset
 
 
-def _undecodable(files: tuple[str, ...]) -> dict[str, str]:
-    """The files DuckDB cannot read to the end, with the error it gives."""
+def _create_spans_view(
+    con: duckdb.DuckDBPyConnection, files: tuple[str, ...] | list[str], *, union: bool
+) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_files (path VARCHAR)")
+    if not files:
+        con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
+        return
+    con.executemany("INSERT INTO _retryscope_files VALUES (?)", [[f] for f in files])
+    file_list = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+    con.execute(
+        "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
+        f"{file_list}, union_by_name = {str(union).lower()}, hive_partitioning = false) "
+        # every column of the current schema exists, even if older files lack it
+        "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
+    )
+
+
+def drop_undecodable_files(con: duckdb.DuckDBPyConnection) -> bool:
+    """After a query failed: find the files whose footer is intact but whose pages DuckDB
+    cannot decode (a bit flip, a torn write by a foreign tool), record them as skipped and
+    point ``spans`` at the rest. Returns False when no file is to blame. Only this failure
+    path reads every file; opening a data set stays free of reads."""
+    files = [str(f) for (f,) in con.execute("SELECT path FROM _retryscope_files").fetchall()]
     bad: dict[str, str] = {}
     probe = duckdb.connect(":memory:")
     try:
@@ -135,24 +186,17 @@ def _undecodable(files: tuple[str, ...]) -> dict[str, str]:
                 bad[f] = f"{type(exc).__name__}: {exc}"
     finally:
         probe.close()
-    return bad
+    if not bad:
+        return False
+    con.executemany(
+        "INSERT INTO _retryscope_skipped VALUES (?, ?)", [[f, r] for f, r in bad.items()]
+    )
+    _create_spans_view(con, [f for f in files if f not in bad], union=True)
+    return True
 
 
-def _install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
-    con.register("_retryscope_empty", SPAN_SCHEMA.empty_table())
-    if dataset.files:
-        file_list = "[" + ", ".join(_sql_string(f) for f in dataset.files) + "]"
-        con.execute(
-            "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-            f"{file_list}, union_by_name = true, hive_partitioning = false) "
-            # every column of the current schema exists, even if older files lack it
-            "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
-        )
-    else:
-        con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
-    con.execute(VIEWS_SQL)
-    install_base(con)
-    apply(con)
-    from retryscope.analytics import policy_drift  # needs the base macros and `requests`
-
-    policy_drift.install(con, dataset)
+def skipped_files(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> tuple[SkippedFile, ...]:
+    """Every file skipped so far: unreadable footers found when the data set was listed,
+    and files whose pages failed to decode when a query first read them."""
+    late = con.execute("SELECT path, reason FROM _retryscope_skipped ORDER BY path").fetchall()
+    return (*dataset.skipped, *(SkippedFile(str(p), str(r)) for p, r in late))

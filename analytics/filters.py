@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import duckdb
-from retryscope.analytics.queries import load
+from retryscope.analytics.queries import ensure_base, load
 
 
 class Dimension(enum.StrEnum):
@@ -73,7 +73,8 @@ def apply(
     bucket: timedelta = timedelta(hours=1),
 ) -> None:
     """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``: the
-    scope tables (``sql/scope.sql``) are rebuilt when the filters differ from the last."""
+    scope tables (``sql/scope.sql``) are rebuilt when the filters differ from the last
+    (the base tables of ``sql/base.sql`` are built first, once per connection)."""
     f = filters or Filters()
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
@@ -89,6 +90,7 @@ def apply(
     current = con.execute("SELECT getvariable('rs_scope_key')").fetchall()
     if current and current[0][0] == key:
         return  # the scope tables already hold these requests
+    ensure_base(con)
     for name, value in values.items():
         if value is None:
             con.execute(f"SET VARIABLE {name} = NULL")

@@ -1,8 +1,9 @@
 """Findings: every violation and anomaly as a row linked to its logical request.
 
 Each rule has an id, a severity, what it means and what to do (README "Findings"). The
-rows come from ``sql/findings.sql``: rule id, severity, logical request id, trace id, span
-id, time and evidence (a JSON object with the numbers that triggered the rule).
+rows come from the macro ``finding_rows`` of ``sql/findings.sql``: rule id, severity,
+logical request id, trace id, span id, time and evidence (a JSON object with the numbers
+that triggered the rule).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import duckdb
 import pyarrow as pa
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds
-from retryscope.analytics.queries import arrow
+from retryscope.analytics.policy_drift import install_macro as install_drift_macro
+from retryscope.analytics.queries import arrow, load
 
 
 class Severity(enum.StrEnum):
@@ -174,6 +176,15 @@ RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
 
 
+def _params(thresholds: Thresholds) -> dict[str, object]:
+    return {
+        "gap_ms": thresholds.sync_gap_ms,
+        "min_requests": thresholds.sync_min_requests,
+        "window_ms": thresholds.load_window_ms,
+        "budget": thresholds.retry_budget,
+    }
+
+
 def findings(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -185,14 +196,23 @@ def findings(
     if rule is not None and rule not in BY_ID:
         raise ValueError(f"unknown rule {rule!r}; rules: {', '.join(RULE_IDS)}")
     apply(con, filters)
-    return arrow(
-        con,
-        "findings",
-        {
-            "rule": rule,
-            "gap_ms": thresholds.sync_gap_ms,
-            "min_requests": thresholds.sync_min_requests,
-            "window_ms": thresholds.load_window_ms,
-            "budget": thresholds.retry_budget,
-        },
-    )
+    install_drift_macro(con)  # finding_rows reads policy_drift_rows()
+    con.execute(load("findings"))
+    return arrow(con, "finding_list", {"rule": rule, **_params(thresholds)})
+
+
+def finding_counts(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> dict[str, int]:
+    """How many findings each rule has (every rule id, 0 when none), without building the
+    rows: what a report needs on a data set with millions of findings."""
+    apply(con, filters)
+    install_drift_macro(con)  # finding_rows reads policy_drift_rows()
+    con.execute(load("findings"))
+    counts = dict.fromkeys(RULE_IDS, 0)
+    for row in arrow(con, "findings_counts", _params(thresholds)).to_pylist():
+        counts[str(row["rule_id"])] = int(row["n"])
+    return counts

@@ -120,7 +120,7 @@ def load_policy_documents(dataset: DataSet) -> pa.Table:
 
 
 def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
-    """Register ``policy_documents``, the evaluator function and the drift macro on ``con``."""
+    """Register ``policy_documents`` and the evaluator function on ``con`` (cheap)."""
     con.register("policy_documents", load_policy_documents(dataset))
     with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
         con.remove_function("rs_policy_drift")
@@ -132,6 +132,10 @@ def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
         null_handling=FunctionNullHandling.SPECIAL,
         side_effects=False,
     )
+
+
+def install_macro(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``policy_drift_rows()`` over the scope tables (after ``apply``: they exist)."""
     con.execute(load("policy_drift"))
 
 
@@ -147,6 +151,7 @@ def policy_drift(
     if max_requests < 1:
         raise ValueError(f"max_requests must be >= 1, got {max_requests}")
     apply(con, filters)
+    install_macro(con)
     con.execute("SET VARIABLE rs_drift_cap = ?", [max_requests])
     table: pa.Table = con.sql(
         "SELECT * FROM policy_drift_rows() ORDER BY time, logical_request_id"

@@ -31,6 +31,24 @@ def arrow(
     return table
 
 
-def install_base(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the macros and filter-independent tables of ``base.sql`` (needs ``spans``)."""
-    con.execute(load("base"))
+def install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros of ``macros.sql`` (cheap: nothing is read)."""
+    con.execute(load("macros"))
+
+
+def ensure_base(con: duckdb.DuckDBPyConnection) -> None:
+    """Build the filter-independent tables of ``base.sql`` over ``spans`` the first time a
+    query on ``con`` needs them (``connect`` builds nothing, so opening a data set and
+    looking up one request stay cheap)."""
+    built = con.execute("SELECT getvariable('rs_base_built')").fetchall()
+    if built and built[0][0]:
+        return
+    try:
+        con.execute(load("base"))
+    except duckdb.Error:
+        from retryscope.analytics.dataset import drop_undecodable_files
+
+        if not drop_undecodable_files(con):
+            raise
+        con.execute(load("base"))  # over the files that decode
+    con.execute("SET VARIABLE rs_base_built = true")

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 from retryscope.analytics import metrics
 from retryscope.analytics.filters import Dimension, Filters, apply
-from retryscope.analytics.findings import RULE_IDS, findings
+from retryscope.analytics.findings import finding_counts
 from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics.queries import arrow
 
@@ -132,10 +132,7 @@ def build_report(
     effectiveness = _rows(metrics.retry_effectiveness(con, filters=f))
     load = metrics.load(con, filters=f, thresholds=thresholds)
     clusters = metrics.synchronized_retries(con, filters=f, thresholds=thresholds)
-    found = findings(con, filters=f, thresholds=thresholds)
-    counts = {r: 0 for r in RULE_IDS}
-    for row in found.group_by("rule_id").aggregate([("rule_id", "count")]).to_pylist():
-        counts[str(row["rule_id"])] = int(row["rule_id_count"])
+    counts = finding_counts(con, filters=f, thresholds=thresholds)
     fractions = load.column("retry_fraction").to_pylist()
 
     return {
@@ -199,7 +196,7 @@ def build_report(
         },
         "hedging": _numbers(_one(metrics.hedging(con, filters=f)), _FLOATS),
         "violations": counts,
-        "findings": found.num_rows,
+        "findings": sum(counts.values()),
     }
 
 

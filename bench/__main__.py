@@ -2,7 +2,8 @@
 
 Prints, for every benchmark, each ratio against its baseline measured side by side in this
 run, with the absolute figures; exits 1 when a target is missed (unless ``--no-targets``)
-and 2 when a benchmark fails to run.
+and 2 when a benchmark fails to run. ``python -m bench export-rss [ARGS]`` runs the exporter's
+peak-RSS check instead (``bench/export_rss.py``: ``--spans N``, ``--rotate-rows N``, ``--out DIR``).
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["export-rss"]:
+        from bench.export_rss import main as export_rss
+
+        return export_rss(argv[1:])
     args = parse_args(argv)
     settings = Settings.make(
         quick=args.quick,

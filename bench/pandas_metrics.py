@@ -16,20 +16,20 @@ import pandas as pd
 ROLES = ("attempt", "logical_request")
 
 DUCKDB_SQL: dict[str, str] = {
-    # receiver attempts (attempts with no lower-layer attempt beneath them) per request
+    # receiver attempts (no attempt beneath them) per logical request, as the report counts
     "amplification_ratio": """
         WITH a AS (
             SELECT logical_request_id, layer, attempt_ordinal, parent_layer,
                    parent_attempt_ordinal
-            FROM spans WHERE span_role = 'attempt'
+            FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
         ),
         parents AS (
-            SELECT DISTINCT logical_request_id, parent_layer AS layer,
-                   parent_attempt_ordinal AS attempt_ordinal
+            SELECT DISTINCT logical_request_id, parent_layer, parent_attempt_ordinal
             FROM a WHERE parent_layer IS NOT NULL
         )
-        SELECT (SELECT count(*) FROM a ANTI JOIN parents
-                    USING (logical_request_id, layer, attempt_ordinal))::DOUBLE
+        SELECT (SELECT count(*) FROM a ANTI JOIN parents p
+                ON p.logical_request_id = a.logical_request_id AND p.parent_layer = a.layer
+               AND p.parent_attempt_ordinal = a.attempt_ordinal)::DOUBLE
                / (SELECT count(DISTINCT logical_request_id) FROM spans
                   WHERE span_role IN ('attempt', 'logical_request'))""",
     "fallback_rate": """
@@ -57,30 +57,21 @@ def _read(path: str, columns: list[str], roles: tuple[str, ...] = ROLES) -> pd.D
 
 
 def amplification_ratio(path: str) -> float:
-    df = _read(
-        path,
-        [
-            "span_role",
-            "logical_request_id",
-            "layer",
-            "attempt_ordinal",
-            "parent_layer",
-            "parent_attempt_ordinal",
-        ],
-    )
+    """Receiver attempts (attempts no other attempt of the request names as its parent) per
+    logical request."""
     key = ["logical_request_id", "layer", "attempt_ordinal"]
-    attempts = df[df["span_role"] == "attempt"]
+    df = _read(path, ["span_role", *key, "parent_layer", "parent_attempt_ordinal"])
+    attempts = df.loc[df["span_role"] == "attempt", key].astype({"attempt_ordinal": "Int64"})
+    with_parent = df[(df["span_role"] == "attempt") & df["parent_layer"].notna()]
     parents = (
-        attempts.loc[
-            attempts["parent_layer"].notna(),
-            ["logical_request_id", "parent_layer", "parent_attempt_ordinal"],
-        ]
-        .set_axis(key, axis=1)
+        with_parent[["logical_request_id", "parent_layer", "parent_attempt_ordinal"]]
         .drop_duplicates()
+        .set_axis(key, axis=1)
+        .astype({"attempt_ordinal": "Int64"})
     )
-    marked = attempts[key].merge(parents, on=key, how="left", indicator=True)
-    receivers = int((marked["_merge"] == "left_only").sum())
-    return float(receivers) / df["logical_request_id"].nunique()
+    merged = attempts.merge(parents, on=key, how="left", indicator=True)
+    receiver = int((merged["_merge"] == "left_only").sum())
+    return receiver / df["logical_request_id"].nunique()
 
 
 def fallback_rate(path: str) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 from retryscope.dashboards.context import sidebar
@@ -40,16 +41,8 @@ def _source() -> Source | None:
         st.info(f"No span files under {root} yet. Refresh once the exporter has written some.")
         return None
     source = Source(root, version)
-    skipped = source.dataset.skipped
-    if skipped:
-        listed = "\n".join(f"- `{s.path}`: {s.reason}" for s in skipped[:SKIPPED_LISTED])
-        more = (
-            f"\n- … and {len(skipped) - SKIPPED_LISTED} more"
-            if len(skipped) > SKIPPED_LISTED
-            else ""
-        )
-        st.warning(f"{len(skipped)} unreadable file(s) skipped:\n{listed}{more}")
     if not source.dataset.files:
+        _warn_skipped(st.empty(), source)
         st.info(f"No readable span files under {root}.")
         return None
     return source
@@ -61,12 +54,25 @@ def main() -> None:
     source = _source()
     if source is None:
         return
+    warning = st.empty()  # filled after the page ran: reading may find undecodable files
     sidebar(source)
     pages = [
         st.Page(path, title=title, url_path=url, default=i == 0)
         for i, (path, title, url) in enumerate(PAGES)
     ]
     st.navigation(pages).run()
+    _warn_skipped(warning, source)
+
+
+def _warn_skipped(slot: Any, source: Source) -> None:
+    skipped = source.skipped()
+    if not skipped:
+        return
+    listed = "\n".join(f"- `{s.path}`: {s.reason}" for s in skipped[:SKIPPED_LISTED])
+    more = (
+        f"\n- … and {len(skipped) - SKIPPED_LISTED} more" if len(skipped) > SKIPPED_LISTED else ""
+    )
+    slot.warning(f"{len(skipped)} unreadable file(s) skipped:\n{listed}{more}")
 
 
 main()

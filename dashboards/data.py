@@ -41,6 +41,7 @@ from retryscope.analytics.browse import (
     retry_success_matrix,
     time_range,
 )
+from retryscope.analytics.dataset import SkippedFile, skipped_files
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
@@ -128,6 +129,12 @@ class Source:
     @property
     def dataset(self) -> DataSet:
         return _store(self.root, self.version).dataset
+
+    def skipped(self) -> tuple[SkippedFile, ...]:
+        """Files skipped so far: unreadable when listed, or undecodable when first read."""
+        store = _store(self.root, self.version)
+        with store.lock:
+            return skipped_files(store.con, store.dataset)
 
     def query(self, name: str, filters: Filters | None = None, *args: Any) -> Any:
         """Result of query ``name`` (a key of :data:`QUERIES`) under ``filters``."""

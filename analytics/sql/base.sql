@@ -1,74 +1,48 @@
--- Macros and the filter-independent tables every analytics query builds on, computed once
--- by retryscope.analytics.connect() after the `spans` view exists (temp tables: DuckDB
--- plans a deep view chain slowly, and every report query would recompute it).
-
-CREATE OR REPLACE MACRO rs_layer_rank(l) AS
-    CASE l WHEN 'workflow' THEN 0 WHEN 'queue' THEN 1 WHEN 'harness' THEN 2
-           WHEN 'adapter' THEN 3 WHEN 'sdk' THEN 4 WHEN 'transport' THEN 5 ELSE 6 END;
-
-CREATE OR REPLACE MACRO rs_boundary_rank(b) AS
-    CASE b WHEN 'local_process' THEN 0 WHEN 'private_service' THEN 1
-           WHEN 'external_provider' THEN 2 END;
-
-CREATE OR REPLACE MACRO rs_ratio(n, d) AS
-    CASE WHEN d > 0 THEN n::DOUBLE / d ELSE 0.0 END;
-
-CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
-
--- Outcome of an HTTP send that recorded no retryscope outcome, from its status code (a
--- transport attempt: marked by the stamping processor or classified here).
-CREATE OR REPLACE MACRO rs_http_outcome(http_status, span_status) AS
-    CASE
-        WHEN http_status BETWEEN 200 AND 399 THEN 'success'
-        WHEN http_status IN (408, 429) OR http_status >= 500 THEN 'retryable'
-        WHEN http_status >= 400 THEN 'non_retryable'
-        WHEN span_status = 'ERROR' THEN 'retryable'
-    END;
-
-CREATE OR REPLACE MACRO rs_http_outcome_kind(http_status, span_status) AS
-    CASE
-        WHEN http_status = 429 THEN 'rate_limited'
-        WHEN http_status = 408 THEN 'timeout_before_response'
-        WHEN http_status >= 500 THEN 'unavailable'
-        WHEN http_status IN (401, 403) THEN 'rejected'
-        WHEN http_status >= 400 THEN 'invalid_request'
-        WHEN http_status IS NULL AND span_status = 'ERROR' THEN 'timeout_before_response'
-    END;
-
--- The value of a slicing dimension for one row ('all' when not sliced).
-CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, layer, t) AS
-    CASE dim
-        WHEN 'overall' THEN 'all'
-        WHEN 'route' THEN route_id
-        WHEN 'route_release' THEN route_release
-        WHEN 'tenant' THEN tenant
-        WHEN 'operation' THEN operation
-        WHEN 'layer' THEN layer
-        WHEN 'time_bucket' THEN strftime(
-            time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
-    END;
+-- The filter-independent tables every analytics query builds on, computed once per
+-- connection when a query first needs them (retryscope.analytics.queries.ensure_base), over
+-- whatever `spans` names: the whole data set, or one request's rows for a drill-down.
+-- Temp tables: DuckDB plans a deep view chain slowly, and every report query would
+-- recompute it.
 
 -- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
 -- instrumentation made inside an attempt without marking them (classified as transport
 -- attempts beneath their innermost enclosing attempt).
 CREATE OR REPLACE TEMP TABLE physical_attempts AS
-WITH marked AS (
-    SELECT * FROM spans WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
-),
+WITH
 -- an attempt that does not name its enclosing attempt but whose parent span is one
--- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree
+-- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree;
+-- the context API and the stamping processor stamp parent_layer/parent_attempt_ordinal,
+-- so only the (narrow) unstamped rows are joined, never the whole attempt table
+unstamped AS (
+    SELECT DISTINCT trace_id, span_id, parent_span_id
+    FROM spans
+    WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+      AND parent_layer IS NULL AND parent_span_id IS NOT NULL
+),
+tree_parents AS (
+    SELECT u.trace_id, u.span_id, u.parent_span_id,
+           p.layer AS parent_layer, p.attempt_ordinal AS parent_attempt_ordinal
+    FROM unstamped u
+    JOIN (
+        SELECT trace_id, span_id, layer, attempt_ordinal
+        FROM spans
+        WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
+    ) p ON p.trace_id = u.trace_id AND p.span_id = u.parent_span_id
+),
 roled AS (
     SELECT s.* REPLACE (
-        coalesce(s.parent_layer, p.layer) AS parent_layer,
-        coalesce(s.parent_attempt_ordinal, p.attempt_ordinal) AS parent_attempt_ordinal,
+        coalesce(s.parent_layer, p.parent_layer) AS parent_layer,
+        coalesce(s.parent_attempt_ordinal, p.parent_attempt_ordinal) AS parent_attempt_ordinal,
         coalesce(s.outcome, CASE WHEN s.http_method IS NOT NULL
             THEN rs_http_outcome(s.http_status_code, s.status_code) END) AS outcome,
         coalesce(s.outcome_kind, CASE WHEN s.http_method IS NOT NULL AND s.outcome IS NULL
             THEN rs_http_outcome_kind(s.http_status_code, s.status_code) END) AS outcome_kind
     )
-    FROM marked s
-    LEFT JOIN marked p
-      ON s.parent_layer IS NULL AND p.trace_id = s.trace_id AND p.span_id = s.parent_span_id
+    FROM spans s
+    LEFT JOIN tree_parents p
+      ON s.parent_layer IS NULL AND p.trace_id = s.trace_id AND p.span_id = s.span_id
+     AND p.parent_span_id = s.parent_span_id
+    WHERE s.span_role = 'attempt' AND s.logical_request_id IS NOT NULL
 ),
 -- HTTP client spans under a logical request, in current or older HTTP semantic
 -- conventions (`http.method`/`http.status_code` stay in the attributes map)
@@ -95,7 +69,12 @@ candidates AS (
         a.retry_owner, a.deadline,
         (a.span_id = h.parent_span_id, rs_layer_rank(a.layer)) AS preference
     FROM http h
-    JOIN roled a
+    JOIN (
+        SELECT *
+        FROM spans
+        WHERE span_role = 'attempt'
+          AND logical_request_id IN (SELECT logical_request_id FROM http)
+    ) a
       ON a.logical_request_id = h.logical_request_id
      AND a.attempt_ordinal = h.attempt_ordinal
      AND a.route_id IS NOT DISTINCT FROM h.route_id
@@ -120,7 +99,7 @@ enclosing AS (
 ),
 classified AS (
     SELECT
-        h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id, h.name,
+        h.logical_request_id, h.trace_id, h.span_id,
         h.start_time, h.end_time, h.duration_ms,
         'transport' AS layer,
         (row_number() OVER (
@@ -146,7 +125,7 @@ classified AS (
 ),
 unioned AS (
 SELECT
-    logical_request_id, trace_id, span_id, parent_span_id, name,
+    logical_request_id, trace_id, span_id,
     start_time, end_time, duration_ms,
     layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
     route_id, route_release, route_priority, is_fallback,
@@ -167,9 +146,11 @@ SELECT *, row_number() OVER () AS aid FROM unioned;
 
 -- One row per logical request (from its span and/or its attempts), before filters.
 CREATE OR REPLACE TEMP TABLE request_base AS
+-- grouped and joined on a 64-bit hash of the id: far cheaper than on the id string
 WITH req AS (
     SELECT
-        logical_request_id,
+        hash(logical_request_id) AS h,
+        any_value(logical_request_id) AS logical_request_id,
         any_value(trace_id) AS trace_id,
         min(start_time) AS start_time,
         max(end_time) AS end_time,
@@ -185,11 +166,12 @@ WITH req AS (
         any_value(max_data_boundary) AS max_data_boundary
     FROM spans
     WHERE span_role = 'logical_request' AND logical_request_id IS NOT NULL
-    GROUP BY logical_request_id
+    GROUP BY hash(logical_request_id)
 ),
 att AS (
     SELECT
-        logical_request_id,
+        hash(logical_request_id) AS h,
+        any_value(logical_request_id) AS logical_request_id,
         any_value(trace_id) AS trace_id,
         min(start_time) AS start_time,
         max(end_time) AS end_time,
@@ -204,7 +186,7 @@ att AS (
         arg_min(route_data_boundary, start_time) FILTER (WHERE parent_layer IS NULL)
             AS entry_boundary
     FROM physical_attempts
-    GROUP BY logical_request_id
+    GROUP BY hash(logical_request_id)
 )
 SELECT
     coalesce(r.logical_request_id, a.logical_request_id) AS logical_request_id,
@@ -226,7 +208,7 @@ SELECT
     a.entry_release,
     a.entry_boundary
 FROM req r
-FULL OUTER JOIN att a ON a.logical_request_id = r.logical_request_id;
+FULL OUTER JOIN att a ON a.h = r.h;
 
 -- Reconciliations recorded for a request: a span attribute (time unknown when on the
 -- logical request span) or a `retryscope.reconciliation` event (its own time).

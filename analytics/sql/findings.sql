@@ -1,7 +1,9 @@
--- Every violation and anomaly as rows: rule id, severity, request, trace, time, evidence.
--- $rule: one rule id or NULL for all; $gap_ms/$min_requests: synchronized-retry clustering;
--- $window_ms/$budget: retry-budget windows. Rule meanings: README "Findings".
-WITH rows AS (
+-- Every violation and anomaly as rows (rule id, severity, request, trace, span, time,
+-- evidence): gap_ms/min_requests cluster synchronized retries, window_ms/budget judge the
+-- retry budget. Created by retryscope.analytics.findings before it reads finding_list.sql
+-- (the rows) or findings_counts.sql (rows per rule: DuckDB then prunes the evidence JSON).
+-- Rule meanings: README "Findings".
+CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS TABLE
     SELECT 'not_before_ignored' AS rule_id, 'error' AS severity,
            logical_request_id, trace_id, span_id, start_time AS time,
            json_object('layer', layer, 'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
@@ -202,7 +204,7 @@ WITH rows AS (
     FROM (
         SELECT unnest(logical_request_ids) AS logical_request_id, cluster_start,
                logical_requests, retries, spread_ms, after_kinds
-        FROM retry_clusters($gap_ms, $min_requests)
+        FROM retry_clusters(gap_ms, min_requests)
     ) s
     JOIN requests r ON r.logical_request_id = s.logical_request_id
 
@@ -210,22 +212,16 @@ WITH rows AS (
     SELECT 'retry_budget_exceeded', 'warning',
            NULL, NULL, NULL, window_start,
            json_object('attempts', attempts, 'retries', retries,
-                       'retry_fraction', retry_fraction, 'budget', $budget::DOUBLE)
-    FROM load_windows($window_ms, $budget)
+                       'retry_fraction', retry_fraction, 'budget', budget::DOUBLE)
+    FROM load_windows(window_ms, budget)
     WHERE over_budget
 
     UNION ALL
+    -- the control-plane evaluator runs per request only where policy side files exist
     SELECT 'policy_drift', 'warning',
            logical_request_id, trace_id, span_id, time,
            json_object('drift', drift, 'check', "check", 'field', field,
                        'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
                        'observed', observed, 'planned', planned,
                        'policy_digest', policy_digest, 'message', message)
-    FROM policy_drift_rows()
-    WHERE $rule IS NULL OR $rule = 'policy_drift'  -- the evaluator runs only when asked
-)
-SELECT rule_id, severity, logical_request_id, trace_id, span_id, time::TIMESTAMP_NS AS time,
-       evidence::VARCHAR AS evidence
-FROM rows
-WHERE $rule IS NULL OR rule_id = $rule
-ORDER BY time, rule_id, logical_request_id, span_id;
+    FROM policy_drift_rows();

@@ -1,0 +1,24 @@
+"""``connect`` reads nothing up front, and reconnecting a connection to another data set
+rebuilds the analytics tables on next use instead of reusing the old ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retryscope.analytics import build_report, connect
+
+from tests.recorder import Recorder
+from tests.test_analytics_randomized import _generate
+
+
+def test_reconnect_rebuilds_tables(tmp_path: Path) -> None:
+    small, large = Recorder(tmp_path / "small"), Recorder(tmp_path / "large")
+    _generate(small, 5, seed=1)
+    _generate(large, 12, seed=2)
+    con = small.connect()
+    tables = {r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert "physical_attempts" not in tables  # nothing built by connect
+    assert build_report(con)["logical_requests"] == 5
+    large.connect()  # flushes the second data set's files
+    connect(large.directory, con=con)
+    assert build_report(con)["logical_requests"] == 12
