@@ -89,9 +89,10 @@ def bars(frame: pd.DataFrame, category: str, value: str, title: str) -> Figure:
     return chart
 
 
-def comparison(frame: pd.DataFrame) -> Figure:
+def comparison(frame: pd.DataFrame, metrics: list[str]) -> Figure:
     """Recorded vs replayed figures (``metric``, ``series``, ``value``), one panel per
-    metric on its own scale: the replayed low and high bounds of an estimate side by side."""
+    metric (in the order of ``metrics``) on its own scale: the replayed low and high bounds
+    of an estimate side by side."""
     chart: Figure = (
         alt.Chart(frame)
         .mark_bar()
@@ -106,7 +107,7 @@ def comparison(frame: pd.DataFrame) -> Figure:
             tooltip=["metric:N", "series:N", alt.Tooltip("value:Q", format=",.0f")],
         )
         .properties(width=120, height=200)
-        .facet(column=alt.Column("metric:N", title=None, sort=None))
+        .facet(column=alt.Column("metric:N", title=None, sort=metrics))
         .resolve_scale(y="independent")
     )
     return chart

@@ -156,6 +156,7 @@ QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[An
     "time_range": lambda con, f, a: time_range(con),
     "request_summary": lambda con, f, a: request_summary(con, a[0]),
     "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
+    # what-if arguments: the fields of a WhatIf in order (``astuple``), hashable for caching
     "whatif": lambda con, f, a: whatif(con, WhatIf(*a), filters=f),
     "whatif_affected": lambda con, f, a: _affected(
         whatif_requests(con, WhatIf(*a[1:]), filters=f), a[0]

@@ -9,6 +9,7 @@ each replayed figure is a range ``replayed_low``..``replayed_high``.
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from typing import Any
 
 import pandas as pd
@@ -29,7 +30,7 @@ ROW_LIMIT = 200
 METRICS = (
     # (summary metric, label, format, a rise is bad)
     ("attempts", "Attempts", num, True),
-    ("cost_micros", "Cost (micros)", num, True),
+    ("cost_micros", "Cost, micros", num, True),
     ("successes", "Successes", num, False),
     ("success_rate", "Success rate", pct, False),
     ("deadline_misses", "Deadline misses", num, True),
@@ -130,11 +131,17 @@ def _shown(value: Any, fmt: Any) -> str:
     return "unbounded" if value is None or pd.isna(value) else str(fmt(value))
 
 
+def _short_pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
 def _replayed(row: dict[str, Any], fmt: Any) -> str:
-    """The replayed figure, or its range when unknown outcomes leave it open."""
+    """The replayed figure, or its range when unknown outcomes leave it open (percentages
+    without decimals there, so the range fits its column)."""
     low, high = row["replayed_low"], row["replayed_high"]
     if high is not None and not pd.isna(high) and high == low:
         return str(fmt(low))
+    fmt = _short_pct if fmt is pct else fmt
     return f"{fmt(low)} – {_shown(high, fmt)}"
 
 
@@ -153,6 +160,8 @@ def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf) -> None:
             _replayed(row, fmt),
             f"{change} vs {fmt(row['recorded'])} recorded",
             delta_color="off" if delta == 0 else ("inverse" if bad_up else "normal"),
+            delta_arrow="off" if delta == 0 else "auto",
+            help="Change of the low bound against the recording.",
         )
     unknown = int(counts["unknown_requests"])
     estimated = int(counts["estimated_requests"])
@@ -183,11 +192,11 @@ def _chart(rows: dict[str, dict[str, Any]]) -> None:
             )
         ]
     ).dropna()
-    st.altair_chart(charts.comparison(long), width="content")
+    st.altair_chart(charts.comparison(long, list(CHARTED)), width="content")
 
 
 def _affected(ctx: Context, policy: WhatIf) -> None:
-    args = (ROW_LIMIT, *policy.params().values())
+    args = (ROW_LIMIT, *astuple(policy))
     total, top = ctx.source.query("whatif_affected", ctx.filters, *args)
     st.subheader(f"Most affected requests: {total:,}")
     if total == 0:
@@ -231,7 +240,7 @@ def render() -> None:
         return
     policy = _policy()
     if policy is not None:
-        summary = ctx.source.query("whatif", ctx.filters, *policy.params().values())
+        summary = ctx.source.query("whatif", ctx.filters, *astuple(policy))
         rows = {r["metric"]: r for r in summary.to_pylist()}
         _summary(rows, policy)
         _chart(rows)

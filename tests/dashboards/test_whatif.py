@@ -52,7 +52,7 @@ def whatif(app: AppTest) -> AppTest:
 def test_as_recorded_the_replay_changes_nothing(whatif: AppTest) -> None:
     assert _figures(whatif) == {
         "Attempts (est.)": "15",  # retry-owner attempts: nested counts its 3 harness attempts
-        "Cost (micros) (est.)": "0",
+        "Cost, micros (est.)": "0",
         "Successes (est.)": "9",
         "Success rate (est.)": "100.0%",
         "Deadline misses (est.)": "1",
@@ -66,7 +66,7 @@ def test_fewer_attempts_cuts_every_retry_and_lists_the_requests(whatif: AppTest)
     _set(whatif, "number_input", "whatif_max_attempts", 1)
     assert _figures(whatif) == {
         "Attempts (est.)": "9",
-        "Cost (micros) (est.)": "0",
+        "Cost, micros (est.)": "0",
         "Successes (est.)": "4",
         "Success rate (est.)": "44.4%",
         "Deadline misses (est.)": "0",  # `deadline` now stops before its deadline
@@ -198,9 +198,9 @@ def test_more_attempts_than_recorded_shows_the_unknown_range(policy_app: AppTest
     _set(policy_app, "number_input", "whatif_max_attempts", 4)
     assert _figures(policy_app) == {
         "Attempts (est.)": "10 – 11",  # e: one more attempt at least, two at most
-        "Cost (micros) (est.)": "750,000",
+        "Cost, micros (est.)": "750,000",
         "Successes (est.)": "3 – 4",
-        "Success rate (est.)": "75.0% – 100.0%",
+        "Success rate (est.)": "75% – 100%",
         "Deadline misses (est.)": "0 – 1",
     }
     assert "1 request(s) would be retried beyond what was recorded" in policy_app.warning[0].value
@@ -214,7 +214,7 @@ def test_more_attempts_than_recorded_shows_the_unknown_range(policy_app: AppTest
     ]
     _set(policy_app, "toggle", "whatif_fallback", False)
     shown = _figures(policy_app)
-    assert (shown["Cost (micros) (est.)"], shown["Attempts (est.)"]) == ("500,000", "9 – 10")
+    assert (shown["Cost, micros (est.)"], shown["Attempts (est.)"]) == ("500,000", "9 – 10")
     _, affected, _ = _tables(policy_app)
     assert list(affected["logical_request_id"]) == [a, e]
     assert list(affected["cost_saved_micros"]) == [250_000, 0]
