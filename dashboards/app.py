@@ -23,6 +23,7 @@ PAGES = (
     ("views/deadlines.py", "Deadlines & latency", "deadlines"),
     ("views/findings.py", "Findings", "findings"),
     ("views/request.py", "Request drill-down", "request"),
+    ("views/whatif.py", "What-if", "whatif"),
 )
 SKIPPED_LISTED = 20
 

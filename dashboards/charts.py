@@ -20,6 +20,9 @@ Figure = alt.Chart | alt.LayerChart | alt.FacetChart
 _OUTCOME_SCALE = alt.Scale(domain=list(OUTCOME_COLOURS), range=list(OUTCOME_COLOURS.values()))
 
 
+SERIES = ("recorded", "replayed (low)", "replayed (high)")
+"""The series of :func:`comparison`, in order."""
+
 _UTC = alt.Scale(type="utc")
 _UTC_AXIS = alt.Axis(format="%H:%M:%S", labelAngle=0)
 
@@ -82,6 +85,30 @@ def bars(frame: pd.DataFrame, category: str, value: str, title: str) -> Figure:
             tooltip=[f"{category}:N", f"{value}:Q"],
         )
         .properties(height=alt.Step(24))
+    )
+    return chart
+
+
+def comparison(frame: pd.DataFrame, metrics: list[str]) -> Figure:
+    """Recorded vs replayed figures (``metric``, ``series``, ``value``), one panel per
+    metric (in the order of ``metrics``) on its own scale: the replayed low and high bounds
+    of an estimate side by side."""
+    chart: Figure = (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("series:N", title=None, axis=None, sort=SERIES),
+            y=alt.Y("value:Q", title=None),
+            color=alt.Color(
+                "series:N",
+                title=None,
+                scale=alt.Scale(domain=list(SERIES), range=["#607d8b", "#1e88e5", "#90caf9"]),
+            ),
+            tooltip=["metric:N", "series:N", alt.Tooltip("value:Q", format=",.0f")],
+        )
+        .properties(width=120, height=200)
+        .facet(column=alt.Column("metric:N", title=None, sort=metrics))
+        .resolve_scale(y="independent")
     )
     return chart
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import streamlit as st
 from retryscope.analytics import (
     DataSet,
@@ -42,25 +44,40 @@ from retryscope.analytics.browse import (
     time_range,
 )
 from retryscope.analytics.dataset import SkippedFile, skipped_files
+from retryscope.analytics.policy_drift import POLICY_DIR, load_policy_documents, policy_drift
+from retryscope.analytics.whatif import WhatIf, whatif, whatif_requests
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
 
 
-def fingerprint(root: str) -> Fingerprint:
-    """Path, mtime and size of every visible Parquet file under ``root`` (stat only)."""
-    base = Path(root)
-    paths = [base] if base.is_file() else sorted(base.rglob("*.parquet"))
+def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
     out = []
     for path in paths:
-        if any(part.startswith((".", "_")) for part in path.relative_to(base).parts):
-            continue
         try:
             stat = path.stat()
         except OSError:  # removed while listing
             continue
         out.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return tuple(out)
+    return out
+
+
+def fingerprint(root: str) -> Fingerprint:
+    """Path, mtime and size of every visible Parquet file under ``root`` (stat only), then
+    of its policy side files (``_policies/*.json``) when there are span files: a new side
+    file changes the policy drift, so it makes a new version too."""
+    base = Path(root)
+    paths = [base] if base.is_file() else sorted(base.rglob("*.parquet"))
+    visible = [
+        p
+        for p in paths
+        if not any(part.startswith((".", "_")) for part in p.relative_to(base).parts)
+    ]
+    spans = _stats(visible)
+    if not spans:
+        return ()
+    folder = (base if base.is_dir() else base.parent) / POLICY_DIR
+    return (*spans, *_stats(sorted(folder.glob("*.json"))))
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,39 @@ def _bucket(args: tuple[Any, ...]) -> timedelta:
     return timedelta(seconds=float(args[1])) if len(args) > 1 else timedelta(hours=1)
 
 
+def _affected(requests: pa.Table, limit: int) -> tuple[int, pa.Table]:
+    """How many requests the replay changes, and the ``limit`` most affected of them: most
+    attempts saved first, then most cost saved. Each row gains ``attempts_saved`` and
+    ``cost_saved_micros``."""
+    saved = pc.subtract(requests["recorded_attempts"], requests["replayed_attempts"])
+    cost = pc.subtract(requests["recorded_cost_micros"], requests["replayed_cost_micros"])
+    status = requests["replayed_status"]
+    miss = pc.fill_null(
+        pc.not_equal(requests["replayed_deadline_miss"], requests["recorded_deadline_miss"]),
+        True,  # NULL: an unknown outcome
+    )
+    changed = pc.or_(
+        pc.or_(
+            pc.not_equal(saved, 0),
+            pc.not_equal(status, pc.if_else(requests["recorded_success"], "success", "failed")),
+        ),
+        pc.or_(pc.or_(miss, requests["estimated"]), pc.greater(requests["shift_ms"], 0)),
+    )
+    rows = (
+        requests.append_column("attempts_saved", saved)
+        .append_column("cost_saved_micros", cost)
+        .filter(changed)
+    )
+    top = rows.sort_by(
+        [
+            ("attempts_saved", "descending"),
+            ("cost_saved_micros", "descending"),
+            ("logical_request_id", "ascending"),
+        ]
+    ).slice(0, limit)
+    return rows.num_rows, top
+
+
 QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[Any, ...]], Any]] = {
     "report": lambda con, f, a: build_report(con, f),
     "amplification": lambda con, f, a: amplification(con, by=a[0], filters=f, bucket=_bucket(a)),
@@ -107,6 +157,12 @@ QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[An
     "time_range": lambda con, f, a: time_range(con),
     "request_summary": lambda con, f, a: request_summary(con, a[0]),
     "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
+    # what-if arguments: the fields of a WhatIf in order (``astuple``), hashable for caching
+    "whatif": lambda con, f, a: whatif(con, WhatIf(*a), filters=f),
+    "whatif_affected": lambda con, f, a: _affected(
+        whatif_requests(con, WhatIf(*a[1:]), filters=f), a[0]
+    ),
+    "policy_drift": lambda con, f, a: policy_drift(con, filters=f),
 }
 
 
@@ -117,6 +173,12 @@ def _query(
     store = _store(root, version)
     with store.lock:
         return QUERIES[name](store.con, _filters(key), args)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _policy_documents(root: str, version: Fingerprint) -> int:
+    documents: pa.Table = load_policy_documents(_store(root, version).dataset)
+    return int(documents.num_rows)
 
 
 @dataclass(frozen=True)
@@ -135,6 +197,11 @@ class Source:
         store = _store(self.root, self.version)
         with store.lock:
             return skipped_files(store.con, store.dataset)
+
+    @property
+    def policy_documents(self) -> int:
+        """How many policy side files (``_policies/*.json``) the data set carries."""
+        return _policy_documents(self.root, self.version)
 
     def query(self, name: str, filters: Filters | None = None, *args: Any) -> Any:
         """Result of query ``name`` (a key of :data:`QUERIES`) under ``filters``."""

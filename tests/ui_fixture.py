@@ -89,3 +89,40 @@ def build(directory: Path) -> Path:
     _single(rec, "prev2", -240, "acme")
     rec.connect()  # flushes and shuts the pipeline down
     return directory
+
+
+POLICY_REQUESTS = ("a" * 32, "b" * 32, "e" * 32, "d" * 32)
+"""The requests of :func:`build_with_policies` (see there)."""
+
+
+def build_with_policies(directory: Path) -> Path:
+    """A data set with policy side files, made by the real ``RetryController`` and a hand
+    loop on virtual clocks (``tests/whatif/harness.py``), with known replay figures:
+
+    - ``a…``: 503, 503, fallback success billed 250,000 → complete, 3 attempts.
+    - ``b…``: 503 then success billed 100,000 → complete, 2 attempts.
+    - ``e…``: 503 × 2 under a 2-attempt policy → stop_attempt_budget (unknown when a
+      replay allows more attempts).
+    - ``d…``: a hand loop stamping the reference policy's digest that retries on a rogue
+      route (policy drift: ``route_id`` observed ``"rogue"``).
+    """
+    from retryscope.instrumentation.controller import CallResult
+
+    from retryscope.vocabulary import OutcomeKind
+    from tests.whatif.harness import Traffic, policy_with
+
+    a, b, e, d = POLICY_REQUESTS
+    fail = CallResult(kind=OutcomeKind.UNAVAILABLE, cost_actual_micros=0)
+    t = Traffic(directory)
+    script = [(100, fail), (100, fail), (100, CallResult(value="ok", cost_actual_micros=250_000))]
+    t.controlled(script, request_id=a, start_ms=2_000)
+    t.controlled(
+        [(100, fail), (100, CallResult(value="ok", cost_actual_micros=100_000))], request_id=b
+    )
+    t.controlled([(100, fail)] * 2, request_id=e, policy=policy_with(max_total_attempts=2))
+    t.by_hand(
+        request_id=d,
+        steps=[("private-primary", 0, OutcomeKind.UNAVAILABLE), ("rogue", 200, None)],
+    )
+    t.close()
+    return directory

@@ -63,6 +63,25 @@ LINK_COLUMN = st.column_config.LinkColumn(
 )
 
 
+def request_table(table: pd.DataFrame, key: str) -> None:
+    """Show ``table`` (with an ``open`` link column from :func:`with_links`); selecting a
+    row that names a request opens its drill-down."""
+    event = st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={"open": LINK_COLUMN},
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+    )
+    selected = event.selection.rows if event is not None else []
+    if selected:
+        ident = table.iloc[selected[0]]["logical_request_id"]
+        if isinstance(ident, str):
+            st.switch_page(REQUEST_PAGE, query_params={"id": ident})
+
+
 def nothing_in_scope(logical_requests: int) -> bool:
     """Say so when the filters select no requests; True when the page should stop."""
     if logical_requests == 0:

@@ -8,10 +8,9 @@ from retryscope.analytics import RULES
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current
 from retryscope.dashboards.views.common import (
-    LINK_COLUMN,
-    REQUEST_PAGE,
     frame,
     nothing_in_scope,
+    request_table,
     with_links,
 )
 
@@ -51,20 +50,7 @@ def render() -> None:
     table = with_links(shown.head(ROW_LIMIT))[
         ["open", "time", "severity", "rule_id", "logical_request_id", "trace_id", "evidence"]
     ]
-    event = st.dataframe(
-        table,
-        hide_index=True,
-        width="stretch",
-        column_config={"open": LINK_COLUMN},
-        on_select="rerun",
-        selection_mode="single-row",
-        key="findings_table",
-    )
-    selected = event.selection.rows if event is not None else []
-    if selected:
-        ident = table.iloc[selected[0]]["logical_request_id"]
-        if isinstance(ident, str):
-            st.switch_page(REQUEST_PAGE, query_params={"id": ident})
+    request_table(table, "findings_table")
     with st.expander("What the rules mean"):
         st.table(
             [

@@ -19,14 +19,19 @@ def ui_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ui_fixture.build(tmp_path_factory.mktemp("ui") / "spans")
 
 
-@pytest.fixture
-def app(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    """The app over the known data set, after its first run (Overview)."""
-    monkeypatch.setenv(DATA_ENV, str(ui_data))
+def start_app(data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app over ``data``, after its first run (Overview)."""
+    monkeypatch.setenv(DATA_ENV, str(data))
     monkeypatch.delenv(TRACE_URL_ENV, raising=False)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception, at.exception
     return at
+
+
+@pytest.fixture
+def app(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app over the known data set, after its first run (Overview)."""
+    return start_app(ui_data, monkeypatch)
 
 
 def open_page(at: AppTest, page: str) -> AppTest:

@@ -139,5 +139,31 @@ def test_drill_down_renders_the_timeline_in_chromium(served: str, tmp_path: Path
             page.get_by_test_id("stVegaLiteChart").nth(2).locator("svg").wait_for(timeout=30_000)
             page.wait_for_timeout(500)
             page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+            page.goto(f"{served}/whatif", wait_until="domcontentloaded")
+            attempts = page.get_by_role("spinbutton", name="Max attempts")
+            attempts.wait_for(timeout=60_000)
+            attempts.fill("1")
+            attempts.press("Enter")
+            figures = page.get_by_test_id("stMetric")
+            expect(figures.first).to_contain_text("Attempts (est.)", timeout=60_000)
+            expect(figures.first).to_contain_text("9", timeout=60_000)
+            expect(figures.first).to_contain_text("-6 vs 15 recorded")
+            bars = page.get_by_test_id("stVegaLiteChart").first.locator(
+                "[aria-roledescription='bar']"
+            )
+            expect(bars).to_have_count(12)  # 4 metrics × recorded, replayed low and high
+            labels = bars.evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
+            attempts_bars = {
+                label.split("series: ")[1].split(";")[0]: label.split("value: ")[1].split(";")[0]
+                for label in labels
+                if "metric: attempts" in label
+            }
+            assert attempts_bars == {
+                "recorded": "15",
+                "replayed (low)": "9",
+                "replayed (high)": "9",
+            }
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(tmp_path / "whatif.png"), full_page=True)
         finally:
             browser.close()
