@@ -123,14 +123,12 @@ def wasted_cost(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = Non
     return arrow(con, "wasted_cost")
 
 
-def retry_effectiveness(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
-) -> pa.Table:
-    """Success rate of the attempt after a failure, per layer: rows with
+retry_effectiveness = _sliced(
+    "retry_effectiveness",
+    """Success rate of the attempt after a failure, per layer and slice: rows with
     ``slice='after_kind'`` group by the preceding failure kind, ``slice='ordinal'`` by the
-    retry's attempt ordinal."""
-    apply(con, filters)
-    return arrow(con, "retry_effectiveness")
+    retry's attempt ordinal.""",
+)
 
 
 def ineffective_retries(
@@ -154,16 +152,22 @@ def ineffective_retries(
 def load(
     con: duckdb.DuckDBPyConnection,
     *,
+    by: Dimension | str = Dimension.OVERALL,
     filters: Filters | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    bucket: timedelta = DEFAULT_BUCKET,
 ) -> pa.Table:
-    """Retry fraction of receiver traffic per window against the retry budget
+    """Retry fraction of receiver traffic per window (and slice) against the retry budget
     (``over_budget`` marks storm windows)."""
-    apply(con, filters)
+    apply(con, filters, bucket=bucket)
     return arrow(
         con,
         "load",
-        {"window_ms": thresholds.load_window_ms, "budget": thresholds.retry_budget},
+        {
+            "window_ms": thresholds.load_window_ms,
+            "budget": thresholds.retry_budget,
+            "dim": Dimension(by).value,
+        },
     )
 
 

@@ -129,7 +129,7 @@ def build_report(
         )
         if r["value"] is not None
     ]
-    effectiveness = _rows(metrics.retry_effectiveness(con, filters=f))
+    effectiveness = _rows(metrics.retry_effectiveness(con, filters=f).drop_columns(["value"]))
     load = metrics.load(con, filters=f, thresholds=thresholds)
     clusters = metrics.synchronized_retries(con, filters=f, thresholds=thresholds)
     counts = finding_counts(con, filters=f, thresholds=thresholds)

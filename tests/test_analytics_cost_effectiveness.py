@@ -87,3 +87,23 @@ def test_ineffective_retries_are_the_ones_that_never_succeed(recorder: Recorder)
         for r in found
     ] == [("dead", "unavailable", 2, 3, 0)]
     assert ineffective_retries(con).num_rows == 0  # default needs 20 samples
+
+
+def test_retry_effectiveness_sliced_by_route(recorder: Recorder) -> None:
+    _effectiveness_fixture(recorder)
+    con = recorder.connect()
+    rows = retry_effectiveness(con, by="route").to_pylist()
+    by_route_kind = {
+        (r["value"], r["after_kind"]): (r["retries"], r["successes"])
+        for r in rows
+        if r["slice"] == "after_kind"
+    }
+    assert by_route_kind == {("p", "rate_limited"): (4, 3), ("dead", "unavailable"): (6, 3)}
+    by_route_ordinal = {
+        (r["value"], r["attempt_ordinal"]): (r["retries"], r["successes"])
+        for r in rows
+        if r["slice"] == "ordinal"
+    }
+    assert by_route_ordinal == {("p", 2): (4, 3), ("dead", 2): (3, 0), ("dead", 3): (3, 3)}
+    overall = retry_effectiveness(con).to_pylist()
+    assert {r["value"] for r in overall} == {"all"}

@@ -99,3 +99,15 @@ def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
     # a hedge is not a retry, and the cancelled loser is not an attempt after a terminal
     assert findings(con, rule="attempt_after_terminal").num_rows == 0
     assert findings(con, rule="nested_retry_owners").num_rows == 0
+
+
+def test_retry_budget_windows_sliced_by_layer(recorder: Recorder) -> None:
+    _storm(recorder)
+    con = recorder.connect()
+    assert [(w["value"], w["attempts"], w["retries"]) for w in load(con).to_pylist()] == [
+        ("all", 12, 6)
+    ]
+    sliced = load(con, by="layer").to_pylist()
+    assert [(w["value"], w["attempts"], w["retries"], w["over_budget"]) for w in sliced] == [
+        ("harness", 12, 6, True)
+    ]

@@ -1,7 +1,9 @@
 -- Success of retries (attempts after a failed attempt in the same retry group), by the
--- failure kind that preceded them and by their ordinal, per layer.
+-- failure kind that preceded them and by their ordinal, per layer and slice ($dim: a
+-- Dimension value; `value` is 'all' overall).
 SELECT
     CASE WHEN grouping(after_kind) = 0 THEN 'after_kind' ELSE 'ordinal' END AS slice,
+    value,
     layer,
     after_kind,
     attempt_ordinal,
@@ -9,10 +11,12 @@ SELECT
     count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
     rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate
 FROM (
-    SELECT layer, coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
+    SELECT rs_dim($dim, route_id, route_release, request_tenant, request_operation, layer,
+                  start_time) AS value,
+           layer, coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
            attempt_ordinal, outcome
     FROM attempt_facts
     WHERE is_retry AND coalesce(prev_outcome, '') <> 'success'
 )
-GROUP BY GROUPING SETS ((layer, after_kind), (layer, attempt_ordinal))
-ORDER BY slice, layer, after_kind NULLS LAST, attempt_ordinal NULLS LAST;
+GROUP BY GROUPING SETS ((value, layer, after_kind), (value, layer, attempt_ordinal))
+ORDER BY slice, value NULLS LAST, layer, after_kind NULLS LAST, attempt_ordinal NULLS LAST;

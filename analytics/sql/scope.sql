@@ -106,6 +106,7 @@ GROUP BY route_id, layer;
 CREATE OR REPLACE TEMP TABLE receiver_traffic AS
 SELECT
     logical_request_id, start_time, route_id, outcome, prev_kind,
+    route_release, request_tenant, request_operation, layer,
     row_number() OVER (PARTITION BY hash(logical_request_id) ORDER BY start_time, span_id) > 1
         AS is_repeat
 FROM attempt_facts
@@ -197,3 +198,18 @@ SELECT
     count(DISTINCT logical_request_id)::BIGINT AS logical_requests
 FROM receiver_traffic
 GROUP BY 1;
+
+-- The same per slice of a Dimension (`value`; 'all' overall).
+CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, dim) AS TABLE
+SELECT
+    rs_dim(dim, route_id, route_release, request_tenant, request_operation, layer, start_time)
+        AS value,
+    make_timestamp((epoch_us(start_time) // (window_ms * 1000)) * (window_ms * 1000))
+        AS window_start,
+    count(*)::BIGINT AS attempts,
+    count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
+    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,
+    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
+    count(DISTINCT logical_request_id)::BIGINT AS logical_requests
+FROM receiver_traffic
+GROUP BY 1, 2;
