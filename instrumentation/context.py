@@ -31,6 +31,7 @@ from retryscope.instrumentation.digests import idempotency_digest, request_diges
 from retryscope.instrumentation.lower_layer import LowerLayerConfig
 from retryscope.instrumentation.pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation.privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
+from retryscope.instrumentation.span_fastpath import longest_string
 
 from retryscope import vocabulary as v
 from retryscope.vocabulary import (
@@ -70,6 +71,8 @@ class Scope:
     stamp: Mapping[str, AttributeValue]
     request: LogicalRequest
     attempt: Attempt | None = None
+    stamp_longest: int | None = None
+    """:func:`~.span_fastpath.longest_string` of ``stamp`` (None: not known clean)."""
 
 
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
@@ -147,6 +150,7 @@ class Attempt:
         self._extra = dict(attributes or {})
         self._span: Span | None = None
         self._token: object | None = None
+        self._transport_base: tuple[dict[str, AttributeValue], int | None] | None = None
 
     # -- span lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -192,7 +196,10 @@ class Attempt:
         stamp = dict(req.stamp)
         stamp[v.ATTEMPT_ORDINAL.key] = self.ordinal
         stamp[v.ROUTE_ID.key] = self.route
-        scope = Scope(MappingProxyType(stamp), req, self)
+        longest = req.stamp_longest
+        if longest is not None:  # the ordinal is ours (an int); the route is the caller's
+            longest = max(longest, len(self.route)) if type(self.route) is str else None
+        scope = Scope(MappingProxyType(stamp), req, self, longest)
         ctx = otel_context.set_value(
             _SCOPE_KEY, scope, trace.set_span_in_context(self._span, parent)
         )
@@ -477,6 +484,8 @@ class LogicalRequest:
         if policy_digest is not None:
             stamp[v.POLICY_DIGEST.key] = policy_digest
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
+        self.stamp_longest = longest_string(stamp)
+        self._transport_base: tuple[dict[str, AttributeValue], int | None] | None = None
 
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
@@ -493,7 +502,9 @@ class LogicalRequest:
             start_time=self.clock(),
         )
         ctx = trace.set_span_in_context(self._span, self._parent_context)
-        ctx = otel_context.set_value(_SCOPE_KEY, Scope(self.stamp, self), ctx)
+        ctx = otel_context.set_value(
+            _SCOPE_KEY, Scope(self.stamp, self, None, self.stamp_longest), ctx
+        )
         self._token = otel_context.attach(ctx)
         return self
 
@@ -674,26 +685,47 @@ class LogicalRequest:
         parent attempt and, from the second send under the same parent, the OTel
         ``http.request.resend_count``.
         """
+        return self.transport_attempt_values(parent)[0]
+
+    def transport_attempt_values(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """:meth:`transport_attempt_stamp` and the :func:`longest_string` of its values.
+
+        The part that is the same for every send under ``parent`` is built once per parent;
+        each send adds only its ordinals.
+        """
+        owner: Attempt | LogicalRequest = parent if parent is not None else self
+        cached = owner._transport_base
+        if cached is None:
+            cached = owner._transport_base = self._transport_attempt_base(parent)
+        base, longest = cached
         route = parent.route if parent is not None else "http"
         parent_key = parent.key if parent is not None else None
         ordinal, route_ordinal, sibling = self._allocate(Layer.TRANSPORT, route, parent_key)
+        attrs = dict(base)
+        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
+        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
+        if sibling > 1:
+            attrs[v.SIBLING_ORDINAL_KEY] = sibling
+            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
+        return attrs, longest
+
+    def _transport_attempt_base(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
         attrs[v.LAYER.key] = Layer.TRANSPORT.value
-        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
-        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
-        attrs[v.ROUTE_ID.key] = route
+        attrs[v.ROUTE_ID.key] = parent.route if parent is not None else "http"
         if parent is not None:
             attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
             attrs[v.PARENT_LAYER.key] = parent.layer.value
             if parent.route_release is not None:
                 attrs[v.ROUTE_RELEASE.key] = parent.route_release
-        if sibling > 1:
-            attrs[v.SIBLING_ORDINAL_KEY] = sibling
-            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
-        return attrs
+        return attrs, longest_string(attrs)
 
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
