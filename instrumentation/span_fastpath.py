@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
@@ -134,3 +134,33 @@ def raw_attributes(span: Span) -> Mapping[str, Any] | None:
         if type(attrs) is BoundedAttributes:
             return attrs._dict
     return getattr(span, "attributes", None)
+
+
+def _readable_types() -> frozenset[type]:
+    """Span classes whose ``_attributes`` is read directly when exported (see below)."""
+    try:
+        stored = BoundedAttributes(attributes={"probe": "a"}, immutable=False)
+        span: Any = ReadableSpan("probe", attributes=stored)
+        expected = (
+            getattr(span, "_attributes", None) is stored
+            and type(getattr(stored, "_dict", None)) is dict
+            and stored._dict == dict(span.attributes)
+        )
+    except Exception:  # any surprise: the public path only
+        expected = False
+    if not expected:
+        return frozenset()
+    return frozenset({ReadableSpan} | ({FAST_SPAN_TYPE} if FAST_SPAN_TYPE else set()))
+
+
+_READABLE_TYPES: Final = _readable_types()
+
+
+def finished_attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
+    """A finished span's attributes for reading: the ``BoundedAttributes`` dict itself on the
+    SDK's spans (an ended span's attributes no longer change), else ``span.attributes``."""
+    if type(span) in _READABLE_TYPES:
+        attrs = span._attributes
+        if type(attrs) is BoundedAttributes:
+            return attrs._dict
+    return span.attributes
