@@ -100,6 +100,22 @@ class Scope:
     """:func:`~.span_fastpath.longest_string` of ``stamp`` (None: not known clean)."""
 
 
+_SiblingKey = tuple[str, int, str]
+"""(parent layer, parent ordinal, layer); ("", 0, layer) at the top of the request."""
+
+_TransportBase = tuple[dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey]
+"""What every transport send under one parent shares: attributes, their longest string,
+route key and sibling key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+
+
+def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
+    """The key counting ``layer``'s attempts under ``parent`` (plain values: cheap hashing,
+    where a key holding ``Layer`` members hashes them in Python)."""
+    if parent is None:
+        return ("", 0, layer.value)
+    return (parent.layer.value, parent.ordinal, layer.value)
+
+
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
     """The scope active in ``ctx`` (default: the current context), or None."""
     value = otel_context.get_value(_SCOPE_KEY, ctx)
@@ -175,7 +191,8 @@ class Attempt:
         self._extra = dict(attributes or {})
         self._span: Span | None = None
         self._token: object | None = None
-        self._transport_base: tuple[dict[str, AttributeValue], int | None] | None = None
+        self._transport_base: _TransportBase | None = None
+        self._sibling_key = _sibling_key(parent, layer)
 
     # -- span lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -500,9 +517,10 @@ class LogicalRequest:
         self._lock = threading.Lock()
         self._base: Counter[Layer] = Counter(ordinal_base or {})
         self._ordinals: Counter[Layer] = Counter(self._base)
-        self._route_ordinals: Counter[tuple[Layer, str]] = Counter()
-        self._siblings: Counter[tuple[ParentKey, Layer]] = Counter()
-        self._open: Counter[tuple[ParentKey, Layer]] = Counter()
+        # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
+        self._route_ordinals: Counter[tuple[str, str]] = Counter()
+        self._siblings: Counter[_SiblingKey] = Counter()
+        self._open: Counter[_SiblingKey] = Counter()
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._span: Span | None = None
         self._token: object | None = None
@@ -520,7 +538,7 @@ class LogicalRequest:
             stamp[v.POLICY_DIGEST.key] = policy_digest
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
-        self._transport_base: tuple[dict[str, AttributeValue], int | None] | None = None
+        self._transport_base: _TransportBase | None = None
 
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
@@ -557,7 +575,7 @@ class LogicalRequest:
         terminal = self.terminal or self._derived_terminal(end)
         with self._lock:
             local = Counter(self._ordinals) - self._base
-            retried = {layer for (_parent, layer), n in self._siblings.items() if n > 1}
+            retried = {Layer(key[2]) for key, n in self._siblings.items() if n > 1}
         # A continuation's attempts after attempts made elsewhere are retries (redelivery).
         retried.update(layer for layer, n in local.items() if n and self._base[layer])
         attrs: dict[str, AttributeValue] = {
@@ -613,7 +631,9 @@ class LogicalRequest:
         parent = scope.attempt if scope is not None and scope.request is self else None
         parent_key = parent.key if parent is not None else None
         with self._lock:
-            ordinal, route_ordinal, sibling = self._allocate_locked(layer, route, parent_key)
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                layer, (layer.value, route), _sibling_key(parent, layer)
+            )
             pending = self._pending.pop(parent_key, None) if self._pending else None
         extra: dict[str, AttributeValue] = dict(pending) if pending else {}
         if attributes:
@@ -640,22 +660,20 @@ class LogicalRequest:
             hedge_ordinal=hedge_ordinal,
         )
 
-    def _allocate(self, layer: Layer, route: str, parent_key: ParentKey) -> tuple[int, int, int]:
-        """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` under ``parent_key``."""
-        with self._lock:
-            return self._allocate_locked(layer, route, parent_key)
-
     def _allocate_locked(
-        self, layer: Layer, route: str, parent_key: ParentKey
+        self, layer: Layer, route_key: tuple[str, str], sibling_key: _SiblingKey
     ) -> tuple[int, int, int]:
+        """Next (ordinal, route ordinal, sibling ordinal) of ``layer``; hold ``_lock``.
+
+        ``route_key`` is ``(layer.value, route)``, ``sibling_key`` :func:`_sibling_key`."""
         ordinal = self._ordinals[layer] = self._ordinals[layer] + 1
-        route_ordinal = self._route_ordinals[layer, route] = self._route_ordinals[layer, route] + 1
-        sibling = self._siblings[parent_key, layer] = self._siblings[parent_key, layer] + 1
+        route_ordinal = self._route_ordinals[route_key] = self._route_ordinals[route_key] + 1
+        sibling = self._siblings[sibling_key] = self._siblings[sibling_key] + 1
         return ordinal, route_ordinal, sibling
 
     def _open_sibling(self, attempt: Attempt) -> bool:
         """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
-        key = (attempt.parent_key, attempt.layer)
+        key = attempt._sibling_key
         with self._lock:
             overlapping = self._open[key] > 0 and attempt.hedge_ordinal is None
             self._open[key] += 1
@@ -731,10 +749,11 @@ class LogicalRequest:
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
-        base, longest = cached
-        route = parent.route if parent is not None else "http"
-        parent_key = parent.key if parent is not None else None
-        ordinal, route_ordinal, sibling = self._allocate(Layer.TRANSPORT, route, parent_key)
+        base, longest, route_key, sibling_key = cached
+        with self._lock:
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                Layer.TRANSPORT, route_key, sibling_key
+            )
         attrs = dict(base)
         attrs[v.ATTEMPT_ORDINAL.key] = ordinal
         attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
@@ -743,13 +762,12 @@ class LogicalRequest:
             attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
         return attrs, longest
 
-    def _transport_attempt_base(
-        self, parent: Attempt | None
-    ) -> tuple[dict[str, AttributeValue], int | None]:
+    def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
+        route = parent.route if parent is not None else "http"
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
         attrs[v.LAYER.key] = Layer.TRANSPORT.value
-        attrs[v.ROUTE_ID.key] = parent.route if parent is not None else "http"
+        attrs[v.ROUTE_ID.key] = route
         if parent is not None:
             attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
             attrs[v.PARENT_LAYER.key] = parent.layer.value
@@ -757,7 +775,12 @@ class LogicalRequest:
                 attrs[v.ROUTE_RELEASE.key] = parent.route_release
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
-        return attrs, longest_string(attrs)
+        return (
+            attrs,
+            longest_string(attrs),
+            (Layer.TRANSPORT.value, route),
+            _sibling_key(parent, Layer.TRANSPORT),
+        )
 
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
@@ -778,7 +801,7 @@ class LogicalRequest:
         """Record ``attempt`` as finished and no longer open (one lock round trip)."""
         with self._lock:
             self.attempts.append(attempt)
-            self._open[attempt.parent_key, attempt.layer] -= 1
+            self._open[attempt._sibling_key] -= 1
 
     def _derived_terminal(self, now: int) -> Terminal:
         counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
@@ -803,7 +826,7 @@ class LogicalRequest:
         layer = Layer(layer)
         with self._lock:
             self._ordinals[layer] += 1
-            self._route_ordinals[layer, route] += 1
+            self._route_ordinals[layer.value, route] += 1
 
 
 def logical_request(
