@@ -105,9 +105,6 @@ def encode_map(attributes: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return [(str(k), encode_value(val)) for k, val in attributes.items()]
 
 
-_NO_RESOURCE: Final[tuple[list[tuple[str, str]], str | None]] = ([], None)
-
-
 class SpanColumns:
     """Accumulates span rows as Python column lists; :meth:`to_table` makes the Arrow table.
 
@@ -119,11 +116,12 @@ class SpanColumns:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
         self._attributes: list[list[tuple[str, str]]] = []
-        self._resource: list[list[tuple[str, str]]] = []
+        self._resource: list[int] = []  # per row: its index into _resource_maps
+        self._resource_maps: list[list[tuple[str, str]]] = []  # each distinct resource once
         self._events: list[list[dict[str, Any]]] = []
         self._links: list[list[dict[str, Any]]] = []
         self._dropped: list[int] = []
-        self._resources: dict[int, tuple[Mapping[str, Any], list[tuple[str, str]], str | None]]
+        self._resources: dict[int | None, tuple[Mapping[str, Any] | None, int, str | None]]
         self._resources = {}
 
     def __len__(self) -> int:
@@ -202,11 +200,11 @@ class SpanColumns:
         b["duration_ms"] += [(e - s) / 1e6 for s, e in zip(start_ns, end_ns, strict=True)]
         b["status_code"] += status_code
         b["status_message"] += [m or None for m in status_message]
-        encoded_resources = [self._encoded_resource(r) for r in resource]
-        b["service_name"] += [service for _, service in encoded_resources]
+        resource_rows = [self._resource_row(r) for r in resource]
+        b["service_name"] += [service for _, service in resource_rows]
         b["scope_name"] += scope_name
         b["scope_version"] += scope_version
-        self._resource += [encoded for encoded, _ in encoded_resources]
+        self._resource += [index for index, _ in resource_rows]
         self._route(attributes, n)
         self._events += [
             [{"name": e, "time": t, "attributes": encode_map(a)} for e, t, a in span_events]
@@ -224,20 +222,19 @@ class SpanColumns:
         if len(self._dropped) != len(b["trace_id"]):
             raise ValueError("SpanColumns.extend: columns of different lengths")
 
-    def _encoded_resource(
-        self, resource: Mapping[str, Any] | None
-    ) -> tuple[list[tuple[str, str]], str | None]:
-        """Encoded resource attributes and service name; spans of one process share one
-        resource object, so each is encoded once per builder."""
-        if not resource:
-            return _NO_RESOURCE
-        cached = self._resources.get(id(resource))
-        if cached is not None and cached[0] is resource:
+    def _resource_row(self, resource: Mapping[str, Any] | None) -> tuple[int, str | None]:
+        """(index of the encoded resource, service name): spans of one process share one
+        resource object, so each is encoded once per builder and stored once."""
+        key = id(resource) if resource else None
+        cached = self._resources.get(key)
+        if cached is not None and (key is None or cached[0] is resource):
             return cached[1], cached[2]
-        service = resource.get("service.name")
-        encoded = (encode_map(resource), service if isinstance(service, str) else None)
-        self._resources[id(resource)] = (resource, *encoded)
-        return encoded
+        service = resource.get("service.name") if resource else None
+        index = len(self._resource_maps)
+        self._resource_maps.append(encode_map(resource))
+        named = service if isinstance(service, str) else None
+        self._resources[key] = (resource, index, named)
+        return index, named
 
     def _route(self, batch: list[Mapping[str, Any] | None], n: int) -> None:
         """Each span's attributes into its dedicated columns (the value fits the column's
@@ -272,20 +269,23 @@ class SpanColumns:
                 rest.append((key, encode_str(value) if type(value) is str else encode_value(value)))
 
     def to_table(self) -> pa.Table:
-        arrays: list[pa.Array] = []
-        for name, values in self._base.items():
-            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
-        for attr, values in zip(DEDICATED, self._dedicated, strict=True):
-            arrays.append(_array(values, SPAN_SCHEMA.field(attr.column).type))
-        for name, values in (
-            ("attributes", self._attributes),
-            ("resource_attributes", self._resource),
-            ("events", self._events),
-            ("links", self._links),
-            ("dropped_attributes", self._dropped),
-        ):
-            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
-        return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
+        columns: dict[str, list[Any]] = {
+            **self._base,
+            **{a.column: values for a, values in zip(DEDICATED, self._dedicated, strict=True)},
+            "attributes": self._attributes,
+            "events": self._events,
+            "links": self._links,
+            "dropped_attributes": self._dropped,
+        }
+        arrays = {
+            name: _array(values, SPAN_SCHEMA.field(name).type) for name, values in columns.items()
+        }
+        # Each distinct resource is built once and repeated by index.
+        resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
+        arrays["resource_attributes"] = resources.take(pa.array(self._resource, pa.int32()))
+        return pa.Table.from_arrays(
+            [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
+        )
 
 
 _INDEX: Final[dict[str, int]] = {a.key: i for i, a in enumerate(DEDICATED)}
