@@ -106,17 +106,23 @@ def encode_map(attributes: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 
 
 class SpanColumns:
-    """Accumulates span rows as Python column lists; :meth:`to_table` makes the Arrow table."""
+    """Accumulates span rows as Python column lists; :meth:`to_table` makes the Arrow table.
+
+    :meth:`append` adds one span (the OTLP ingest); :meth:`extend` adds a batch given column
+    by column (the exporter), which saves the per-span call and keyword overhead.
+    """
 
     def __init__(self) -> None:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
         self._attributes: list[list[tuple[str, str]]] = []
-        self._resource: list[list[tuple[str, str]]] = []
+        self._resource: list[int] = []  # per row: its index into _resource_maps
+        self._resource_maps: list[list[tuple[str, str]]] = []  # each distinct resource once
         self._events: list[list[dict[str, Any]]] = []
         self._links: list[list[dict[str, Any]]] = []
         self._dropped: list[int] = []
-        self._last_resource: tuple[Mapping[str, Any] | None, list[tuple[str, str]]] = (None, [])
+        self._resources: dict[int | None, tuple[Mapping[str, Any] | None, int, str | None]]
+        self._resources = {}
 
     def __len__(self) -> int:
         return len(self._dropped)
@@ -142,68 +148,165 @@ class SpanColumns:
         dropped_attributes: int = 0,
     ) -> None:
         """Add one span. Ids are lowercase hex; times are unix ns."""
-        b = self._base
-        b["trace_id"].append(trace_id)
-        b["span_id"].append(span_id)
-        b["parent_span_id"].append(parent_span_id)
-        b["name"].append(name)
-        b["kind"].append(kind)
-        b["start_time"].append(start_ns)
-        b["end_time"].append(end_ns)
-        b["duration_ms"].append((end_ns - start_ns) / 1e6)
-        b["status_code"].append(status_code)
-        b["status_message"].append(status_message or None)
-        service = resource.get("service.name") if resource else None
-        b["service_name"].append(service if isinstance(service, str) else None)
-        b["scope_name"].append(scope_name)
-        b["scope_version"].append(scope_version)
+        self.extend(
+            trace_id=[trace_id],
+            span_id=[span_id],
+            parent_span_id=[parent_span_id],
+            name=[name],
+            kind=[kind],
+            start_ns=[start_ns],
+            end_ns=[end_ns],
+            status_code=[status_code],
+            status_message=[status_message],
+            attributes=[attributes],
+            resource=[resource],
+            scope_name=[scope_name],
+            scope_version=[scope_version],
+            events=[events],
+            links=[links],
+            dropped_attributes=[dropped_attributes],
+        )
 
-        rest: list[tuple[str, str]] = []
-        row: list[Any] = [None] * len(DEDICATED)
-        if attributes:
+    def extend(
+        self,
+        *,
+        trace_id: list[str],
+        span_id: list[str],
+        parent_span_id: list[str | None],
+        name: list[str],
+        kind: list[str],
+        start_ns: list[int],
+        end_ns: list[int],
+        status_code: list[str],
+        status_message: list[str | None],
+        attributes: list[Mapping[str, Any] | None],
+        resource: list[Mapping[str, Any] | None],
+        scope_name: list[str | None],
+        scope_version: list[str | None],
+        events: list[Sequence[tuple[str, int, Mapping[str, Any] | None]]],
+        links: list[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
+        dropped_attributes: list[int],
+    ) -> None:
+        """Add a batch of spans given as equally long columns (as :meth:`append` takes them)."""
+        n = len(trace_id)
+        b = self._base
+        b["trace_id"] += trace_id
+        b["span_id"] += span_id
+        b["parent_span_id"] += parent_span_id
+        b["name"] += name
+        b["kind"] += kind
+        b["start_time"] += start_ns
+        b["end_time"] += end_ns
+        b["duration_ms"] += [(e - s) / 1e6 for s, e in zip(start_ns, end_ns, strict=True)]
+        b["status_code"] += status_code
+        b["status_message"] += [m or None for m in status_message]
+        resource_rows = [self._resource_row(r) for r in resource]
+        b["service_name"] += [service for _, service in resource_rows]
+        b["scope_name"] += scope_name
+        b["scope_version"] += scope_version
+        self._resource += [index for index, _ in resource_rows]
+        self._route(attributes, n)
+        self._events += [
+            [{"name": e, "time": t, "attributes": encode_map(a)} for e, t, a in span_events]
+            if span_events
+            else []
+            for span_events in events
+        ]
+        self._links += [
+            [{"trace_id": t, "span_id": s, "attributes": encode_map(a)} for t, s, a in span_links]
+            if span_links
+            else []
+            for span_links in links
+        ]
+        self._dropped += dropped_attributes
+        if len(self._dropped) != len(b["trace_id"]):
+            raise ValueError("SpanColumns.extend: columns of different lengths")
+
+    def _resource_row(self, resource: Mapping[str, Any] | None) -> tuple[int, str | None]:
+        """(index of the encoded resource, service name): spans of one process share one
+        resource object, so each is encoded once per builder and stored once."""
+        key = id(resource) if resource else None
+        cached = self._resources.get(key)
+        if cached is not None and (key is None or cached[0] is resource):
+            return cached[1], cached[2]
+        service = resource.get("service.name") if resource else None
+        index = len(self._resource_maps)
+        self._resource_maps.append(encode_map(resource))
+        named = service if isinstance(service, str) else None
+        self._resources[key] = (resource, index, named)
+        return index, named
+
+    def _route(self, batch: list[Mapping[str, Any] | None], n: int) -> None:
+        """Each span's attributes into its dedicated columns (the value fits the column's
+        type) or the JSON-encoded ``attributes`` map (everything else)."""
+        columns = self._dedicated
+        first = len(self._attributes)
+        for column in columns:
+            column += [None] * n
+        rest_column = self._attributes
+        route = _ROUTE
+        encode_str = _encode_str
+        for row, attributes in enumerate(batch, start=first):
+            rest: list[tuple[str, str]] = []
+            rest_column.append(rest)
+            if not attributes:
+                continue
             for key, value in attributes.items():
-                attr = BY_KEY.get(key)
-                if attr is None or not _fits(attr.type, value):
-                    rest.append((key, encode_value(value)))
-                    continue
-                slot = _INDEX[attr.key]
-                if key == attr.key:
-                    row[slot] = list(value) if isinstance(value, tuple) else value
-                else:  # an older alias: fills the column unless the current key did
-                    rest.append((key, encode_value(value)))
-                    if row[slot] is None:
-                        row[slot] = value
-        for column, value in zip(self._dedicated, row, strict=True):
-            column.append(value)
-        self._attributes.append(rest)
-        last, encoded = self._last_resource
-        if resource is not last:  # spans of one process share one resource object
-            encoded = encode_map(resource)
-            self._last_resource = (resource, encoded)
-        self._resource.append(encoded)
-        self._events.append(
-            [{"name": n, "time": t, "attributes": encode_map(a)} for n, t, a in events]
-        )
-        self._links.append(
-            [{"trace_id": t, "span_id": s, "attributes": encode_map(a)} for t, s, a in links]
-        )
-        self._dropped.append(dropped_attributes)
+                target = route.get(key)
+                if target is not None:
+                    index, exact, low, high, attr_type, current = target
+                    kind = type(value)
+                    if (kind in exact and (kind is not int or low <= value <= high)) or _fits(
+                        attr_type, value
+                    ):
+                        values = columns[index]
+                        if current:
+                            values[row] = list(value) if isinstance(value, tuple) else value
+                            continue
+                        # an older alias: fills the column unless the current key did
+                        if values[row] is None:
+                            values[row] = value
+                rest.append((key, encode_str(value) if type(value) is str else encode_value(value)))
 
     def to_table(self) -> pa.Table:
-        arrays: list[pa.Array] = []
-        for name, values in self._base.items():
-            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
-        for attr, values in zip(DEDICATED, self._dedicated, strict=True):
-            arrays.append(_array(values, SPAN_SCHEMA.field(attr.column).type))
-        for name, values in (
-            ("attributes", self._attributes),
-            ("resource_attributes", self._resource),
-            ("events", self._events),
-            ("links", self._links),
-            ("dropped_attributes", self._dropped),
-        ):
-            arrays.append(_array(values, SPAN_SCHEMA.field(name).type))
-        return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
+        columns: dict[str, list[Any]] = {
+            **self._base,
+            **{a.column: values for a, values in zip(DEDICATED, self._dedicated, strict=True)},
+            "attributes": self._attributes,
+            "events": self._events,
+            "links": self._links,
+            "dropped_attributes": self._dropped,
+        }
+        arrays = {
+            name: _array(values, SPAN_SCHEMA.field(name).type) for name, values in columns.items()
+        }
+        # Each distinct resource is built once and repeated by index.
+        resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
+        arrays["resource_attributes"] = resources.take(pa.array(self._resource, pa.int32()))
+        return pa.Table.from_arrays(
+            [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
+        )
 
 
 _INDEX: Final[dict[str, int]] = {a.key: i for i, a in enumerate(DEDICATED)}
+
+
+_EXACT: Final[dict[AttrType, tuple[frozenset[type], int, int]]] = {
+    AttrType.STR: (frozenset({str}), 0, 0),
+    AttrType.BOOL: (frozenset({bool}), 0, 0),
+    AttrType.INT: (frozenset({int}), -_INT64_MAX - 1, _INT64_MAX),
+    AttrType.TIME_NS: (frozenset({int}), -_INT64_MAX - 1, _INT64_MAX),
+    AttrType.INT32: (frozenset({int}), -_INT32_MAX - 1, _INT32_MAX),
+    AttrType.FLOAT: (frozenset({float, int}), -(2**1023), 2**1023),
+    AttrType.STR_LIST: (frozenset(), 0, 0),
+}
+"""Per column type: the exact value types it takes without calling :func:`_fits`, and the
+bounds an ``int`` must be within for that; anything else (a ``str`` subclass, an ``int``
+out of bounds, a list) is decided by :func:`_fits`."""
+
+_ROUTE: Final[dict[str, tuple[int, frozenset[type], int, int, AttrType, bool]]] = {
+    key: (_INDEX[attr.key], *_EXACT[attr.type], attr.type, key == attr.key)
+    for key, attr in BY_KEY.items()
+}
+"""Span key → (dedicated column index, exact types, int bounds, column type, whether it is
+the current key rather than an older alias)."""

@@ -31,6 +31,7 @@ from retryscope.instrumentation.digests import idempotency_digest, request_diges
 from retryscope.instrumentation.lower_layer import LowerLayerConfig
 from retryscope.instrumentation.pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation.privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
+from retryscope.instrumentation.span_fastpath import add_clean_attributes, longest_string
 
 from retryscope import vocabulary as v
 from retryscope.vocabulary import (
@@ -57,6 +58,31 @@ ParentKey = tuple[Layer, int] | None
 _SCOPE_KEY: Final = otel_context.create_key("retryscope-scope")
 _TRACER_NAME: Final = "retryscope"
 _NS_PER_MS: Final = 1_000_000
+_CLIENT: Final = trace.SpanKind.CLIENT
+_ROLE_ATTEMPT: Final = SpanRole.ATTEMPT.value
+_OUTCOME_VALUES: Final = frozenset(o.value for o in Outcome)
+# Attribute keys used on every attempt, looked up once.
+_K_ROLE: Final = v.SPAN_ROLE.key
+_K_LAYER: Final = v.LAYER.key
+_K_ORDINAL: Final = v.ATTEMPT_ORDINAL.key
+_K_ROUTE_ORDINAL: Final = v.ROUTE_ATTEMPT_ORDINAL.key
+_K_ROUTE: Final = v.ROUTE_ID.key
+_K_PRIORITY: Final = v.ROUTE_PRIORITY.key
+_K_FALLBACK: Final = v.FALLBACK.key
+_K_RELEASE: Final = v.ROUTE_RELEASE.key
+_K_PARENT_ORDINAL: Final = v.PARENT_ATTEMPT_ORDINAL.key
+_K_PARENT_LAYER: Final = v.PARENT_LAYER.key
+_K_RETRY_OWNER: Final = v.RETRY_OWNER.key
+_K_DEADLINE: Final = v.DEADLINE.key
+_K_REMAINING: Final = v.DEADLINE_REMAINING_MS.key
+_K_OUTCOME: Final = v.OUTCOME.key
+_K_OUTCOME_KIND: Final = v.OUTCOME_KIND.key
+_K_ERROR: Final = v.ERROR_TYPE.key
+_K_HTTP_STATUS: Final = v.HTTP_STATUS_CODE.key
+_SUCCESS: Final[Mapping[str, AttributeValue]] = MappingProxyType(
+    {_K_OUTCOME: Outcome.SUCCESS.value}
+)
+_SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +96,24 @@ class Scope:
     stamp: Mapping[str, AttributeValue]
     request: LogicalRequest
     attempt: Attempt | None = None
+    stamp_longest: int | None = None
+    """:func:`~.span_fastpath.longest_string` of ``stamp`` (None: not known clean)."""
+
+
+_SiblingKey = tuple[str, int, str]
+"""(parent layer, parent ordinal, layer); ("", 0, layer) at the top of the request."""
+
+_TransportBase = tuple[dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey]
+"""What every transport send under one parent shares: attributes, their longest string,
+route key and sibling key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+
+
+def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
+    """The key counting ``layer``'s attempts under ``parent`` (plain values: cheap hashing,
+    where a key holding ``Layer`` members hashes them in Python)."""
+    if parent is None:
+        return ("", 0, layer.value)
+    return (parent.layer.value, parent.ordinal, layer.value)
 
 
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
@@ -147,6 +191,8 @@ class Attempt:
         self._extra = dict(attributes or {})
         self._span: Span | None = None
         self._token: object | None = None
+        self._transport_base: _TransportBase | None = None
+        self._sibling_key = _sibling_key(parent, layer)
 
     # -- span lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -154,19 +200,21 @@ class Attempt:
         now = req.clock()
         self.started_at = now
         attrs: dict[str, AttributeValue] = dict(req.stamp)
-        attrs.update(self._extra)
-        attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
-        attrs[v.LAYER.key] = self.layer.value
-        attrs[v.ATTEMPT_ORDINAL.key] = self.ordinal
-        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = self.route_ordinal
-        attrs[v.ROUTE_ID.key] = self.route
-        attrs[v.ROUTE_PRIORITY.key] = self.route_priority
-        attrs[v.FALLBACK.key] = self.route_priority > 0
+        if self._extra:
+            attrs.update(self._extra)
+        attrs[_K_ROLE] = _ROLE_ATTEMPT
+        attrs[_K_LAYER] = self.layer.value
+        attrs[_K_ORDINAL] = self.ordinal
+        attrs[_K_ROUTE_ORDINAL] = self.route_ordinal
+        attrs[_K_ROUTE] = self.route
+        attrs[_K_PRIORITY] = self.route_priority
+        attrs[_K_FALLBACK] = self.route_priority > 0
         if self.route_release is not None:
-            attrs[v.ROUTE_RELEASE.key] = self.route_release
-        if self.parent is not None:
-            attrs[v.PARENT_ATTEMPT_ORDINAL.key] = self.parent.ordinal
-            attrs[v.PARENT_LAYER.key] = self.parent.layer.value
+            attrs[_K_RELEASE] = self.route_release
+        parent_attempt = self.parent
+        if parent_attempt is not None:
+            attrs[_K_PARENT_ORDINAL] = parent_attempt.ordinal
+            attrs[_K_PARENT_LAYER] = parent_attempt.layer.value
         if self.sibling_ordinal > 1:
             attrs[v.SIBLING_ORDINAL_KEY] = self.sibling_ordinal
             if self.layer is Layer.TRANSPORT:  # OTel HTTP: absent on the first send
@@ -176,26 +224,32 @@ class Attempt:
         if req._open_sibling(self):
             attrs[v.OVERLAPPING_KEY] = True
         if req.retry_owner is not None:
-            attrs[v.RETRY_OWNER.key] = req.retry_owner.value
+            attrs[_K_RETRY_OWNER] = req.retry_owner.value
         if req.deadline is not None:
-            attrs[v.DEADLINE.key] = req.deadline
-            attrs[v.DEADLINE_REMAINING_MS.key] = (req.deadline - now) // _NS_PER_MS
-        parent_span = self.parent.span if self.parent is not None else req.span
-        parent = trace.set_span_in_context(parent_span, otel_context.get_current())
-        self._span = req.tracer.start_span(
+            attrs[_K_DEADLINE] = req.deadline
+            attrs[_K_REMAINING] = (req.deadline - now) // _NS_PER_MS
+        parent_span = parent_attempt.span if parent_attempt is not None else req.span
+        current = otel_context.get_current()
+        parent = (
+            current
+            if trace.get_current_span(current) is parent_span
+            else trace.set_span_in_context(parent_span, current)
+        )
+        self._span = span = req.tracer.start_span(
             self.name,
             context=parent,
-            kind=trace.SpanKind.CLIENT,
+            kind=_CLIENT,
             attributes=attrs,
             start_time=now,
         )
         stamp = dict(req.stamp)
-        stamp[v.ATTEMPT_ORDINAL.key] = self.ordinal
-        stamp[v.ROUTE_ID.key] = self.route
-        scope = Scope(MappingProxyType(stamp), req, self)
-        ctx = otel_context.set_value(
-            _SCOPE_KEY, scope, trace.set_span_in_context(self._span, parent)
-        )
+        stamp[_K_ORDINAL] = self.ordinal
+        stamp[_K_ROUTE] = self.route
+        longest = req.stamp_longest
+        if longest is not None:  # the ordinal is ours (an int); the route is the caller's
+            longest = max(longest, len(self.route)) if type(self.route) is str else None
+        scope = Scope(MappingProxyType(stamp), req, self, longest)
+        ctx = otel_context.set_value(_SCOPE_KEY, scope, trace.set_span_in_context(span, parent))
         self._token = otel_context.attach(ctx)
         return self
 
@@ -213,12 +267,13 @@ class Attempt:
             else:
                 span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
         elif self.outcome is None and self.hedge_result is not HedgeResult.CANCELLED:
-            self.set_outcome(Outcome.SUCCESS)  # closed cleanly and unclassified: it worked
+            # closed cleanly and unclassified: it worked
+            self.outcome = Outcome.SUCCESS
+            add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
         if self.outcome is not None and self.outcome is not Outcome.SUCCESS:
             span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
         self.ended_at = self.request.clock()
-        self.request._attempt_finished(self)
-        self.request._close_sibling(self)
+        self.request._attempt_closed(self)
         try:
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
@@ -288,7 +343,7 @@ class Attempt:
         ``set_outcome("success")``, ``set_outcome("retryable", "rate_limited")`` or just
         the kind, ``set_outcome("rate_limited")``; a kind must belong to the family given.
         """
-        if kind is None and outcome not in Outcome.__members__.values():
+        if kind is None and not (isinstance(outcome, str) and outcome in _OUTCOME_VALUES):
             kind = OutcomeKind(outcome)
             family = kind.family
         else:
@@ -301,17 +356,21 @@ class Attempt:
                 raise ValueError(f"outcome {family.value!r} needs a failure kind")
             if kind.family is not family:
                 raise ValueError(f"kind {kind.value!r} is {kind.family.value}, not {family.value}")
+        span = self.span
         self.outcome, self.kind = family, kind
-        attrs: dict[str, AttributeValue] = {v.OUTCOME.key: family.value}
+        if kind is None and error is None and http_status is None:
+            add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
+            return
+        attrs: dict[str, AttributeValue] = {_K_OUTCOME: family.value}
         if kind is not None:
-            attrs[v.OUTCOME_KIND.key] = kind.value
+            attrs[_K_OUTCOME_KIND] = kind.value
         if error is not None:
-            attrs[v.ERROR_TYPE.key] = error
+            attrs[_K_ERROR] = error
         elif kind is not None:
-            attrs[v.ERROR_TYPE.key] = kind.value
+            attrs[_K_ERROR] = kind.value
         if http_status is not None:
-            attrs[v.HTTP_STATUS_CODE.key] = http_status
-        self.span.set_attributes(attrs)
+            attrs[_K_HTTP_STATUS] = http_status
+        add_clean_attributes(span, attrs, longest_string(attrs))
 
     def set_decision(self, decision: Decision | str) -> None:
         """What the retry owner decided after this attempt."""
@@ -458,9 +517,10 @@ class LogicalRequest:
         self._lock = threading.Lock()
         self._base: Counter[Layer] = Counter(ordinal_base or {})
         self._ordinals: Counter[Layer] = Counter(self._base)
-        self._route_ordinals: Counter[tuple[Layer, str]] = Counter()
-        self._siblings: Counter[tuple[ParentKey, Layer]] = Counter()
-        self._open: Counter[tuple[ParentKey, Layer]] = Counter()
+        # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
+        self._route_ordinals: Counter[tuple[str, str]] = Counter()
+        self._siblings: Counter[_SiblingKey] = Counter()
+        self._open: Counter[_SiblingKey] = Counter()
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._span: Span | None = None
         self._token: object | None = None
@@ -477,6 +537,8 @@ class LogicalRequest:
         if policy_digest is not None:
             stamp[v.POLICY_DIGEST.key] = policy_digest
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
+        self.stamp_longest = longest_string(stamp)
+        self._transport_base: _TransportBase | None = None
 
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
@@ -493,7 +555,9 @@ class LogicalRequest:
             start_time=self.clock(),
         )
         ctx = trace.set_span_in_context(self._span, self._parent_context)
-        ctx = otel_context.set_value(_SCOPE_KEY, Scope(self.stamp, self), ctx)
+        ctx = otel_context.set_value(
+            _SCOPE_KEY, Scope(self.stamp, self, None, self.stamp_longest), ctx
+        )
         self._token = otel_context.attach(ctx)
         return self
 
@@ -511,7 +575,7 @@ class LogicalRequest:
         terminal = self.terminal or self._derived_terminal(end)
         with self._lock:
             local = Counter(self._ordinals) - self._base
-            retried = {layer for (_parent, layer), n in self._siblings.items() if n > 1}
+            retried = {Layer(key[2]) for key, n in self._siblings.items() if n > 1}
         # A continuation's attempts after attempts made elsewhere are retries (redelivery).
         retried.update(layer for layer, n in local.items() if n and self._base[layer])
         attrs: dict[str, AttributeValue] = {
@@ -562,14 +626,16 @@ class LogicalRequest:
         dispatch; ``lower`` declares the retry configuration of the layer below. A backoff
         announced with :meth:`schedule_backoff` in the same scope is recorded on it.
         """
-        layer = Layer(layer)
+        layer = layer if type(layer) is Layer else Layer(layer)
         scope = current_scope()
         parent = scope.attempt if scope is not None and scope.request is self else None
         parent_key = parent.key if parent is not None else None
-        ordinal, route_ordinal, sibling = self._allocate(layer, route, parent_key)
         with self._lock:
-            pending = self._pending.pop(parent_key, None)
-        extra: dict[str, AttributeValue] = dict(pending or {})
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                layer, (layer.value, route), _sibling_key(parent, layer)
+            )
+            pending = self._pending.pop(parent_key, None) if self._pending else None
+        extra: dict[str, AttributeValue] = dict(pending) if pending else {}
         if attributes:
             extra.update(bound_attributes(attributes, self.max_string_bytes))
         if hedge_ordinal is not None:
@@ -594,29 +660,24 @@ class LogicalRequest:
             hedge_ordinal=hedge_ordinal,
         )
 
-    def _allocate(self, layer: Layer, route: str, parent_key: ParentKey) -> tuple[int, int, int]:
-        """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` under ``parent_key``."""
-        with self._lock:
-            self._ordinals[layer] += 1
-            self._route_ordinals[layer, route] += 1
-            self._siblings[parent_key, layer] += 1
-            return (
-                self._ordinals[layer],
-                self._route_ordinals[layer, route],
-                self._siblings[parent_key, layer],
-            )
+    def _allocate_locked(
+        self, layer: Layer, route_key: tuple[str, str], sibling_key: _SiblingKey
+    ) -> tuple[int, int, int]:
+        """Next (ordinal, route ordinal, sibling ordinal) of ``layer``; hold ``_lock``.
+
+        ``route_key`` is ``(layer.value, route)``, ``sibling_key`` :func:`_sibling_key`."""
+        ordinal = self._ordinals[layer] = self._ordinals[layer] + 1
+        route_ordinal = self._route_ordinals[route_key] = self._route_ordinals[route_key] + 1
+        sibling = self._siblings[sibling_key] = self._siblings[sibling_key] + 1
+        return ordinal, route_ordinal, sibling
 
     def _open_sibling(self, attempt: Attempt) -> bool:
         """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
-        key = (attempt.parent_key, attempt.layer)
+        key = attempt._sibling_key
         with self._lock:
             overlapping = self._open[key] > 0 and attempt.hedge_ordinal is None
             self._open[key] += 1
         return overlapping
-
-    def _close_sibling(self, attempt: Attempt) -> None:
-        with self._lock:
-            self._open[attempt.parent_key, attempt.layer] -= 1
 
     def schedule_backoff(
         self,
@@ -674,26 +735,52 @@ class LogicalRequest:
         parent attempt and, from the second send under the same parent, the OTel
         ``http.request.resend_count``.
         """
+        return self.transport_attempt_values(parent)[0]
+
+    def transport_attempt_values(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """:meth:`transport_attempt_stamp` and the :func:`longest_string` of its values.
+
+        The part that is the same for every send under ``parent`` is built once per parent;
+        each send adds only its ordinals.
+        """
+        owner: Attempt | LogicalRequest = parent if parent is not None else self
+        cached = owner._transport_base
+        if cached is None:
+            cached = owner._transport_base = self._transport_attempt_base(parent)
+        base, longest, route_key, sibling_key = cached
+        with self._lock:
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                Layer.TRANSPORT, route_key, sibling_key
+            )
+        attrs = dict(base)
+        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
+        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
+        if sibling > 1:
+            attrs[v.SIBLING_ORDINAL_KEY] = sibling
+            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
+        return attrs, longest
+
+    def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
         route = parent.route if parent is not None else "http"
-        parent_key = parent.key if parent is not None else None
-        ordinal, route_ordinal, sibling = self._allocate(Layer.TRANSPORT, route, parent_key)
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
         attrs[v.LAYER.key] = Layer.TRANSPORT.value
-        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
-        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
         attrs[v.ROUTE_ID.key] = route
         if parent is not None:
             attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
             attrs[v.PARENT_LAYER.key] = parent.layer.value
             if parent.route_release is not None:
                 attrs[v.ROUTE_RELEASE.key] = parent.route_release
-        if sibling > 1:
-            attrs[v.SIBLING_ORDINAL_KEY] = sibling
-            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
-        return attrs
+        return (
+            attrs,
+            longest_string(attrs),
+            (Layer.TRANSPORT.value, route),
+            _sibling_key(parent, Layer.TRANSPORT),
+        )
 
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
@@ -710,9 +797,11 @@ class LogicalRequest:
             return None
         return (self.deadline - self.clock()) // _NS_PER_MS
 
-    def _attempt_finished(self, attempt: Attempt) -> None:
+    def _attempt_closed(self, attempt: Attempt) -> None:
+        """Record ``attempt`` as finished and no longer open (one lock round trip)."""
         with self._lock:
             self.attempts.append(attempt)
+            self._open[attempt._sibling_key] -= 1
 
     def _derived_terminal(self, now: int) -> Terminal:
         counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
@@ -737,7 +826,7 @@ class LogicalRequest:
         layer = Layer(layer)
         with self._lock:
             self._ordinals[layer] += 1
-            self._route_ordinals[layer, route] += 1
+            self._route_ordinals[layer.value, route] += 1
 
 
 def logical_request(

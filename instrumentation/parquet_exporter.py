@@ -29,12 +29,13 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, StatusCode
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.gaps import GAP_TRACE_ID, Gap, GapLedger, GapReason, gap_table
@@ -46,6 +47,7 @@ from retryscope.instrumentation.parquet_files import (
     sort_for_drilldown,
     write_partitioned,
 )
+from retryscope.instrumentation.span_fastpath import finished_attributes
 
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
@@ -61,41 +63,54 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 
-def _hex(value: int, width: int) -> str:
-    return format(value, f"0{width}x")
+_KIND_NAMES: Final = {kind: kind.name for kind in SpanKind}
+_STATUS_NAMES: Final = {code: code.name for code in StatusCode}
 
 
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
-    """Append finished SDK spans to ``cols`` (a new builder when None)."""
+    """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
-    for span in spans:
-        ctx = span.context
-        if ctx is None:
-            continue
-        parent = span.parent
-        scope = span.instrumentation_scope
-        status = span.status
-        cols.append(
-            trace_id=_hex(ctx.trace_id, 32),
-            span_id=_hex(ctx.span_id, 16),
-            parent_span_id=_hex(parent.span_id, 16) if parent is not None else None,
-            name=span.name,
-            kind=span.kind.name,
-            start_ns=span.start_time or 0,
-            end_ns=span.end_time or span.start_time or 0,
-            status_code=status.status_code.name,
-            status_message=status.description,
-            attributes=span.attributes,
-            resource=span.resource.attributes if span.resource is not None else None,
-            scope_name=scope.name if scope is not None else None,
-            scope_version=scope.version if scope is not None else None,
-            events=[(e.name, e.timestamp, e.attributes) for e in span.events],
-            links=[
-                (_hex(link.context.trace_id, 32), _hex(link.context.span_id, 16), link.attributes)
-                for link in span.links
-            ],
-            dropped_attributes=span.dropped_attributes,
-        )
+    spans = [span for span in spans if span.context is not None]
+    contexts = [span.context for span in spans]
+    parents = [span.parent for span in spans]
+    statuses = [span.status for span in spans]
+    scopes = [span.instrumentation_scope for span in spans]
+    starts = [span.start_time or 0 for span in spans]
+    cols.extend(
+        trace_id=[format(ctx.trace_id, "032x") for ctx in contexts],
+        span_id=[format(ctx.span_id, "016x") for ctx in contexts],
+        parent_span_id=[format(p.span_id, "016x") if p is not None else None for p in parents],
+        name=[span.name for span in spans],
+        kind=[_KIND_NAMES.get(span.kind) or span.kind.name for span in spans],
+        start_ns=starts,
+        end_ns=[span.end_time or start for span, start in zip(spans, starts, strict=True)],
+        status_code=[_STATUS_NAMES.get(s.status_code) or s.status_code.name for s in statuses],
+        status_message=[s.description for s in statuses],
+        attributes=[finished_attributes(span) for span in spans],
+        resource=[
+            span.resource.attributes if span.resource is not None else None for span in spans
+        ],
+        scope_name=[scope.name if scope is not None else None for scope in scopes],
+        scope_version=[scope.version if scope is not None else None for scope in scopes],
+        events=[
+            [(e.name, e.timestamp, e.attributes) for e in events] if (events := span.events) else ()
+            for span in spans
+        ],
+        links=[
+            [
+                (
+                    format(link.context.trace_id, "032x"),
+                    format(link.context.span_id, "016x"),
+                    link.attributes,
+                )
+                for link in links
+            ]
+            if (links := span.links)
+            else ()
+            for span in spans
+        ],
+        dropped_attributes=[span.dropped_attributes for span in spans],
+    )
     return cols
 
 

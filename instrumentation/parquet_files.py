@@ -48,16 +48,41 @@ def sort_for_drilldown(table: pa.Table) -> pa.Table:
     return table.take(order)
 
 
+_PARTITION_NS: Final[dict[Partitioning, int]] = {
+    Partitioning.HOUR: 3_600 * 10**9,
+    Partitioning.DAY: 86_400 * 10**9,
+}
+
+
 def split_by_partition(table: pa.Table, partitioning: Partitioning) -> list[tuple[str, pa.Table]]:
-    """``(relative directory, rows)`` pairs, one per partition the rows' start times fall in."""
+    """``(relative directory, rows)`` pairs, one per partition the rows' start times fall in.
+
+    Rows are bucketed by integer division of their UTC start time (a partition is a whole
+    hour or day), and only each bucket's name is formatted; start times before 1970 take the
+    general ``strftime`` path.
+    """
     fmt = _PARTITION_FORMAT.get(partitioning)
     if fmt is None or table.num_rows == 0:
         return [("", table)] if table.num_rows else []
-    keys = pc.strftime(table.column("start_time"), format=fmt)
-    unique = pc.unique(keys).to_pylist()
-    if len(unique) == 1:
-        return [(str(unique[0]), table)]
-    return [(str(key), table.filter(pc.equal(keys, key))) for key in sorted(unique)]
+    starts = pc.cast(table.column("start_time"), pa.int64())
+    if pc.min(starts).as_py() < 0:
+        keys = pc.strftime(table.column("start_time"), format=fmt)
+        unique = pc.unique(keys).to_pylist()
+        if len(unique) == 1:
+            return [(str(unique[0]), table)]
+        return [(str(key), table.filter(pc.equal(keys, key))) for key in sorted(unique)]
+    width = _PARTITION_NS[partitioning]
+    buckets = pc.divide(starts, width)  # integer division: floor for times >= 0
+    names = {
+        bucket: time.strftime(fmt, time.gmtime(bucket * width // 10**9))
+        for bucket in pc.unique(buckets).to_pylist()
+    }
+    if len(names) == 1:
+        return [(next(iter(names.values())), table)]
+    return [
+        (name, table.filter(pc.equal(buckets, bucket)))
+        for bucket, name in sorted(names.items(), key=lambda item: item[1])
+    ]
 
 
 def make_dirs(path: Path, mode: int) -> None:

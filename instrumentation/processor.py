@@ -18,8 +18,10 @@ own httpx transport) such a span is the same send seen twice and is only stamped
 outcome of a classified span is not known at start; the analytics read it from its HTTP
 status attributes.
 
-It is on the hot path of every span: one context lookup, a kind check and one
-``set_attributes`` call with a precomputed mapping. An opt-in attribute hook (add or redact
+It is on the hot path of every span: one context lookup, a kind check and one write of a
+precomputed mapping — validated once when it was built, and written without the SDK
+re-validating it where the SDK's structure allows (:mod:`.span_fastpath`; otherwise one
+``set_attributes`` call). An opt-in attribute hook (add or redact
 attributes; strings bounded) runs only when configured. It never raises into the
 application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 """
@@ -39,6 +41,7 @@ from retryscope.instrumentation.privacy import (
     AttributeHook,
     apply_hook,
 )
+from retryscope.instrumentation.span_fastpath import add_clean_attributes, raw_attributes
 
 from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE, Layer
 
@@ -75,16 +78,17 @@ class AttemptStampingProcessor(SpanProcessor):
             scope = otel_context.get_value(_SCOPE_KEY, parent_context)
             if type(scope) is not Scope:
                 return
-            attributes = span.attributes
+            attributes = raw_attributes(span)
             if attributes is None or _ROLE_KEY not in attributes:
                 if span.kind is _CLIENT and attributes and _is_http(attributes):
                     attempt = scope.attempt
                     if attempt is None or attempt.layer is not _TRANSPORT:
-                        span.set_attributes(scope.request.transport_attempt_stamp(attempt))
+                        values, longest = scope.request.transport_attempt_values(attempt)
+                        add_clean_attributes(span, values, longest)
                     else:
-                        span.set_attributes(scope.stamp)
+                        add_clean_attributes(span, scope.stamp, scope.stamp_longest)
                 else:
-                    span.set_attributes(scope.stamp)
+                    add_clean_attributes(span, scope.stamp, scope.stamp_longest)
             if self._hook is not None:
                 span.set_attributes(apply_hook(self._hook, span.attributes or {}, self._max_bytes))
         except Exception:  # never break the instrumented application
@@ -103,4 +107,4 @@ class AttemptStampingProcessor(SpanProcessor):
 
 
 def _is_http(attributes: Mapping[str, object]) -> bool:
-    return any(key in attributes for key in _HTTP_METHOD_KEYS)
+    return _HTTP_METHOD_KEYS[0] in attributes or _HTTP_METHOD_KEYS[1] in attributes
