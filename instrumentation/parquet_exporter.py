@@ -198,6 +198,10 @@ class ParquetSpanExporter(SpanExporter):
         self._episode_start_dropped = 0
         self._wake = threading.Event()
         self._ager: threading.Thread | None = None
+        # pyarrow imports pandas on its first conversion: pay that here, not in the export
+        # thread, where a busy application thread can stretch the import to many seconds
+        # while the span queue overflows
+        SpanColumns().to_table()
         self._ager_pid = 0
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)

@@ -20,6 +20,7 @@ from tests.reliability.support import visible_files
 
 APP = r"""
 import sys
+import time
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
@@ -31,6 +32,10 @@ provider = TracerProvider()
 provider.add_span_processor(AttemptStampingProcessor())
 provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=100_000))
 for i in range(requests):
+    if i % 100 == 0:
+        # paced like an application that waits on I/O: a thread spinning on the GIL starves
+        # the export thread (every pyarrow call hands the GIL back and waits to regain it)
+        time.sleep(0.001)
     with retryscope.logical_request(operation="chat", tracer_provider=provider,
                                     idempotency_key=f"k{i}") as req:
         with req.attempt("primary", layer="harness") as a:
