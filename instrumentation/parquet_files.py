@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import secrets
@@ -194,9 +195,9 @@ def _fsync_dir(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a directory; the rename is still atomic
+        # some file systems cannot fsync a directory; the rename is still atomic
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 

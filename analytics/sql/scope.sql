@@ -186,20 +186,8 @@ FROM c
 GROUP BY cluster
 HAVING count(DISTINCT logical_request_id) >= min_requests;
 
--- Receiver traffic per window of window_ms: repeats as a fraction of attempts vs budget.
-CREATE OR REPLACE MACRO load_windows(window_ms, budget) AS TABLE
-SELECT
-    make_timestamp((epoch_us(start_time) // (window_ms * 1000)) * (window_ms * 1000))
-        AS window_start,
-    count(*)::BIGINT AS attempts,
-    count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
-    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,
-    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
-    count(DISTINCT logical_request_id)::BIGINT AS logical_requests
-FROM receiver_traffic
-GROUP BY 1;
-
--- The same per slice of a Dimension (`value`; 'all' overall).
+-- Receiver traffic per window of window_ms and slice of a Dimension (`value`; 'all'
+-- overall): repeats as a fraction of attempts vs budget.
 CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, dim) AS TABLE
 SELECT
     rs_dim(dim, route_id, route_release, request_tenant, request_operation, layer, start_time)
@@ -213,3 +201,9 @@ SELECT
     count(DISTINCT logical_request_id)::BIGINT AS logical_requests
 FROM receiver_traffic
 GROUP BY 1, 2;
+
+-- The same, not sliced.
+CREATE OR REPLACE MACRO load_windows(window_ms, budget) AS TABLE
+SELECT * EXCLUDE (value) FROM load_windows_by(window_ms, budget, 'overall');
+
+
