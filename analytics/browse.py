@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.queries import arrow, ensure_base
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import duckdb
 import pyarrow.compute as pc
+
 from retryscope.analytics.dataset import connect, skipped_files
 from retryscope.analytics.filters import Filters, parse_time
 from retryscope.analytics.findings import findings

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-from retryscope.analytics.queries import install_macros
 
+from retryscope.analytics.queries import install_macros
 from retryscope.schema import SPAN_SCHEMA
 
 VIEWS_SQL = """

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+
 from retryscope.analytics.queries import ensure_base, load
 
 

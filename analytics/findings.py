@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics.policy_drift import install_macro as install_drift_macro

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics.filters import Dimension, Filters, apply
 from retryscope.analytics.queries import arrow
 

@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 from duckdb.func import FunctionNullHandling
 from duckdb.sqltypes import BIGINT, VARCHAR
+
 from retryscope.analytics.dataset import DataSet
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.queries import load

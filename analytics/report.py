@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics import metrics
 from retryscope.analytics.filters import Dimension, Filters, apply
 from retryscope.analytics.findings import finding_counts

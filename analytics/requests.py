@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics.filters import apply
 from retryscope.analytics.queries import arrow, load
 

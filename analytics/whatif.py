@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
+
 from retryscope.analytics.filters import Filters, apply
 from retryscope.analytics.queries import arrow, load
 from retryscope.instrumentation.policy import (

@@ -20,12 +20,11 @@ import sys
 import time
 from typing import Any
 
-from retryscope.analytics import build_report, connect
-
 from bench import pandas_metrics
 from bench.generate import Generated, describe, generate
 from bench.harness import Result, Target, interleave, mib, millis
 from bench.settings import HUGE_ATTEMPTS, Settings
+from retryscope.analytics import build_report, connect
 
 GIB = 2**30
 

@@ -22,6 +22,7 @@ def peak_rss_bytes() -> int:
 
 def run_report(path: str, memory_limit: str | None, temp_dir: str | None) -> dict[str, Any]:
     import duckdb
+
     from retryscope.analytics import build_report, connect
 
     config: dict[str, str] = {}

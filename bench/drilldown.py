@@ -19,12 +19,11 @@ import io
 import statistics
 import time
 
-from retryscope.analytics import connect
-
 from bench.generate import generate
 from bench.harness import Result, Target, millis
 from bench.settings import Settings
 from retryscope import cli
+from retryscope.analytics import connect
 
 QUERY = """
 SELECT * FROM spans

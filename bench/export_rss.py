@@ -20,6 +20,7 @@ from pathlib import Path
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
 from retryscope.instrumentation import ParquetSpanExporter
 
 BATCH = 512

@@ -25,13 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
-from retryscope.analytics import connect
 
 from bench import export, hot_path
 from bench.drilldown import QUERY
 from bench.generate import generate
 from bench.settings import FULL_ATTEMPTS
 from retryscope import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.analytics import connect
 
 
 def _stamped() -> Callable[[], None]:

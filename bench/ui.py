@@ -40,8 +40,9 @@ def run(settings: Settings) -> list[Result]:
                 f"(no page scripts in {pages_dir()}; issue 7)",
             )
         ]
-    from retryscope.dashboards.serve import DATA_ENV
     from streamlit.testing.v1 import AppTest
+
+    from retryscope.dashboards.serve import DATA_ENV
 
     data = generate(settings.data_dir, settings.attempts, settings.seed)
     previous = os.environ.get(DATA_ENV)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+
 from retryscope.dashboards.context import sidebar
 from retryscope.dashboards.data import Source, fingerprint
 from retryscope.dashboards.serve import DATA_ENV

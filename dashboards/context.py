@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pyarrow as pa
 import streamlit as st
+
 from retryscope.analytics import Filters, parse_time
 from retryscope.dashboards.data import Source
 

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import streamlit as st
+
 from retryscope.analytics import (
     DataSet,
     Filters,

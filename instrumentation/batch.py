@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
 from retryscope.instrumentation.gaps import GapReason
 
 _log = logging.getLogger(__name__)

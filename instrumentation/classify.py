@@ -8,7 +8,6 @@ retryable here, because retrying it could repeat an effect.
 from __future__ import annotations
 
 from retryscope.instrumentation import http_classify
-
 from retryscope.vocabulary import Outcome, OutcomeKind
 
 

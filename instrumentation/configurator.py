@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
 from retryscope.instrumentation.batch import GapCountingBatchSpanProcessor
 from retryscope.instrumentation.processor import AttemptStampingProcessor
 

@@ -26,14 +26,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
+
+from retryscope import vocabulary as v
 from retryscope.instrumentation.classify import classify_exception, error_type
 from retryscope.instrumentation.digests import idempotency_digest, request_digest
 from retryscope.instrumentation.lower_layer import LowerLayerConfig
 from retryscope.instrumentation.pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation.privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
 from retryscope.instrumentation.span_fastpath import add_clean_attributes, longest_string
-
-from retryscope import vocabulary as v
 from retryscope.vocabulary import (
     LAYER_COUNT_ATTRS,
     BreakerState,

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import trace
+
+from retryscope import vocabulary as v
 from retryscope.instrumentation.classify import classify_exception, error_type
 from retryscope.instrumentation.context import Attempt, Clock, LogicalRequest, logical_request
 from retryscope.instrumentation.digests import idempotency_digest, request_digest
@@ -59,8 +61,6 @@ from retryscope.instrumentation.receipts import (
     receipt_sha256,
 )
 from retryscope.instrumentation.schedule import bounded_hint_ms
-
-from retryscope import vocabulary as v
 from retryscope.vocabulary import Outcome, OutcomeKind, RetryOwner, Terminal
 
 _NS_PER_MS: Final = 1_000_000

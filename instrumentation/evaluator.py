@@ -39,7 +39,6 @@ from retryscope.instrumentation.policy import (
     validate_policy,
 )
 from retryscope.instrumentation.schedule import Step, checked_add, next_step
-
 from retryscope.vocabulary import Decision, Outcome, OutcomeKind, RetryOwner, Terminal
 
 _NS_PER_MS = 1_000_000

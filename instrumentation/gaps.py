@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
-from retryscope.instrumentation.columns import SpanColumns
 
+from retryscope.instrumentation.columns import SpanColumns
 from retryscope.vocabulary import GAP_DROPPED_SPANS, GAP_REASON, SPAN_ROLE, SpanRole
 
 GAP_TRACE_ID: Final = "0" * 32

@@ -33,6 +33,8 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
+
+from retryscope import vocabulary as v
 from retryscope.instrumentation.classify import error_type
 from retryscope.instrumentation.context import Attempt, current_scope
 from retryscope.instrumentation.http_classify import (
@@ -40,8 +42,6 @@ from retryscope.instrumentation.http_classify import (
     classify_status,
     parse_retry_after,
 )
-
-from retryscope import vocabulary as v
 from retryscope.vocabulary import Layer, OutcomeKind
 
 _log = logging.getLogger(__name__)

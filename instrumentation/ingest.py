@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
+from zstandard import ZstdError
+
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, decode_proto, decode_traces
 from retryscope.instrumentation.parquet_files import FileNamer, make_dirs, write_partitioned
-from zstandard import ZstdError
 
 LEDGER_DIR: Final = ".retryscope-ingest"
 LEDGER_FILE: Final = "ledger.jsonl"

@@ -38,7 +38,6 @@ from typing import Any, Final
 from retryscope.instrumentation.digests import canonical_json, sha256_hex
 from retryscope.instrumentation.evaluator import ObservedAttempt
 from retryscope.instrumentation.receipts import attempt_from_obj, attempt_to_obj
-
 from retryscope.vocabulary import Outcome, OutcomeKind, Terminal
 
 _GENESIS: Final = "0" * 64

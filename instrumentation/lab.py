@@ -36,7 +36,6 @@ from retryscope.instrumentation.receipts import (
     replay,
 )
 from retryscope.instrumentation.schedule import exponential_delay_ms, retry_delay_ms
-
 from retryscope.vocabulary import DataBoundary, Outcome, OutcomeKind, RetryOwner, Terminal
 
 LAB_ID: Final = "retryscope/control-plane-lab/v1"

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
+
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.gaps import GAP_TRACE_ID, Gap, GapLedger, GapReason, gap_table
@@ -48,7 +49,6 @@ from retryscope.instrumentation.parquet_files import (
     write_partitioned,
 )
 from retryscope.instrumentation.span_fastpath import finished_attributes
-
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 

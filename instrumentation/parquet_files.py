@@ -24,6 +24,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 
 TEMP_PREFIX: Final = "."

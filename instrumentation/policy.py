@@ -27,7 +27,6 @@ from retryscope.instrumentation.strict import (
     load_json,
     load_toml,
 )
-
 from retryscope.vocabulary import BOUNDARY_RANK, DataBoundary, RetryOwner
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

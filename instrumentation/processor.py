@@ -35,6 +35,7 @@ from typing import Final
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
+
 from retryscope.instrumentation.context import _SCOPE_KEY, Scope
 from retryscope.instrumentation.privacy import (
     DEFAULT_MAX_STRING_BYTES,
@@ -42,7 +43,6 @@ from retryscope.instrumentation.privacy import (
     apply_hook,
 )
 from retryscope.instrumentation.span_fastpath import add_clean_attributes, raw_attributes
-
 from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE, Layer
 
 _log = logging.getLogger(__name__)

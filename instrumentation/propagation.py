@@ -31,8 +31,8 @@ from typing import Any, Final
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from retryscope.instrumentation.context import Clock, LogicalRequest, current_scope
 
+from retryscope.instrumentation.context import Clock, LogicalRequest, current_scope
 from retryscope.vocabulary import Layer, SpanRole
 
 CARRIER_FIELD: Final = "retryscope"

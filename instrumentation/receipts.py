@@ -32,7 +32,6 @@ from retryscope.instrumentation.policy import (
 )
 from retryscope.instrumentation.schedule import ArithmeticOverflow
 from retryscope.instrumentation.strict import UINT32_MAX, DecodeError, Fields, load_json
-
 from retryscope.vocabulary import Outcome, OutcomeKind
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from retryscope.instrumentation.digests import canonical_json
 from retryscope.instrumentation.policy import FallbackRoute, Jitter, RetryPolicy
 from retryscope.instrumentation.strict import INT64_MAX
-
 from retryscope.vocabulary import Decision
 
 _JITTER_DOMAIN = b"retryscope/full-jitter/v1\x00"

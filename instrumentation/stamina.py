@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 import stamina
+from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
+
 from retryscope.instrumentation.classify import classify_exception
 from retryscope.instrumentation.tries import (
     Classifier,
@@ -34,8 +36,6 @@ from retryscope.instrumentation.tries import (
     per_try,
     per_try_async,
 )
-from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
-
 from retryscope.vocabulary import Layer
 
 P = ParamSpec("P")

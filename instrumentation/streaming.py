@@ -22,10 +22,10 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Final, TypeVar
 
 from opentelemetry.util.types import AttributeValue
-from retryscope.instrumentation.classify import error_type
-from retryscope.instrumentation.context import Attempt
 
 from retryscope import vocabulary as v
+from retryscope.instrumentation.classify import error_type
+from retryscope.instrumentation.context import Attempt
 from retryscope.vocabulary import OutcomeKind, StreamState
 
 T = TypeVar("T")

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 import tenacity
+
 from retryscope.instrumentation.classify import classify_exception
 from retryscope.instrumentation.tries import (
     Classifier,
@@ -32,7 +33,6 @@ from retryscope.instrumentation.tries import (
     per_try,
     per_try_async,
 )
-
 from retryscope.vocabulary import Layer
 
 P = ParamSpec("P")

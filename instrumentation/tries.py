@@ -18,10 +18,10 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry.util.types import AttributeValue
-from retryscope.instrumentation.classify import classify_exception, error_type
-from retryscope.instrumentation.context import Attempt, current_scope
 
 from retryscope import vocabulary as v
+from retryscope.instrumentation.classify import classify_exception, error_type
+from retryscope.instrumentation.context import Attempt, current_scope
 from retryscope.vocabulary import Layer, OutcomeKind
 
 P = ParamSpec("P")

@@ -14,10 +14,10 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from retryscope.analytics import connect
-from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
+from retryscope.analytics import connect
 from retryscope.demo import VirtualClock
+from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 from tests.recorder import Recorder
 
 

@@ -18,9 +18,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-from retryscope.instrumentation import AttemptStampingProcessor
 
 import retryscope
+from retryscope.instrumentation import AttemptStampingProcessor
 
 
 class Collect(SpanExporter):

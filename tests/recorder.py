@@ -18,7 +18,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from retryscope import vocabulary as v
 from retryscope.analytics import connect
+from retryscope.demo import VirtualClock as Clock
 from retryscope.instrumentation import (
     Attempt,
     AttemptStampingProcessor,
@@ -26,9 +29,6 @@ from retryscope.instrumentation import (
     ParquetSpanExporter,
     logical_request,
 )
-
-from retryscope import vocabulary as v
-from retryscope.demo import VirtualClock as Clock
 
 MS = 1_000_000
 T0 = 1_790_000_000_000_000_000  # 2026-09-21T14:13:20Z

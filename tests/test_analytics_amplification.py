@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from retryscope.analytics import Dimension, Filters, amplification, findings
-
 from tests.recorder import MS, T0, Clock, Recorder
 
 

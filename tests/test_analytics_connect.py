@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from retryscope.analytics import build_report, connect
-
 from tests.recorder import Recorder
 from tests.test_analytics_randomized import _generate
 

@@ -9,7 +9,6 @@ from retryscope.analytics import (
     retry_effectiveness,
     wasted_cost,
 )
-
 from tests.recorder import MS, T0, Clock, Recorder
 
 

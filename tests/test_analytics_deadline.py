@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from retryscope.analytics import deadline, findings, latency
 
+from retryscope.analytics import deadline, findings, latency
 from tests.recorder import MS, T0, Clock, Recorder
 
 

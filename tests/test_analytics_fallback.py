@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from retryscope.analytics import fallback, findings
-
 from retryscope import vocabulary as v
+from retryscope.analytics import fallback, findings
 from tests.recorder import MS, T0, Clock, Recorder
 
 CAP, BEHAVIOR = "cap-1", "incident-severity@v3"

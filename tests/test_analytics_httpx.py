@@ -10,8 +10,8 @@ from typing import ClassVar
 import httpx
 import pytest
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-from retryscope.analytics import amplification, request_attempts
 
+from retryscope.analytics import amplification, request_attempts
 from tests.recorder import T0, Clock, Recorder
 
 

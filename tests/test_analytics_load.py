@@ -5,9 +5,8 @@ from __future__ import annotations
 import contextvars
 import json
 
-from retryscope.analytics import Thresholds, findings, hedging, load, synchronized_retries
-
 from retryscope import vocabulary as v
+from retryscope.analytics import Thresholds, findings, hedging, load, synchronized_retries
 from tests.recorder import T0, Clock, Recorder
 
 

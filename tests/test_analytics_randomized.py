@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from retryscope.analytics import (
     amplification,
     cost,
@@ -21,7 +22,6 @@ from retryscope.analytics import (
     fallback,
     retry_effectiveness,
 )
-
 from tests.recorder import MS, T0, Clock, Recorder
 
 RETRYABLE = ("rate_limited", "unavailable", "timeout_before_response")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from retryscope import vocabulary as v
 from retryscope.analytics import RULES, findings
 from retryscope.instrumentation import LogicalRequest
-
-from retryscope import vocabulary as v
 from tests.recorder import MS, T0, Clock, Recorder
 
 

@@ -9,9 +9,9 @@ from contextvars import copy_context
 
 import pytest
 from opentelemetry import trace
-from retryscope.instrumentation.digests import idempotency_digest, request_digest
 
 from retryscope import logical_request
+from retryscope.instrumentation.digests import idempotency_digest, request_digest
 from retryscope.vocabulary import Outcome, SpanRole
 
 from .conftest import Pipeline

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from retryscope.analytics import build_report, connect, findings
 from retryscope.analytics.policy_drift import POLICY_DIR, policy_drift
-
 from retryscope.demo import generate, split
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+
 from retryscope.analytics import discover
 
 WRITER = """

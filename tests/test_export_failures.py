@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
+
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
 from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID

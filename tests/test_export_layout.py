@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+
 from retryscope.analytics import connect
 from retryscope.instrumentation import ExportConfig, ParquetSpanExporter, Partitioning
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.parquet_exporter import spans_to_columns
-
 from retryscope.schema import SPAN_SCHEMA, schema_version_of
 from retryscope.vocabulary import SCHEMA_VERSION
 

@@ -7,9 +7,9 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from retryscope.instrumentation.config import Partitioning
 from retryscope.instrumentation.parquet_files import split_by_partition
-
 from retryscope.schema import TIMESTAMP
 
 _FORMAT = {Partitioning.HOUR: "date=%Y-%m-%d/hour=%H", Partitioning.DAY: "date=%Y-%m-%d"}

@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from retryscope.instrumentation import AttemptStampingProcessor
 
 import retryscope
+from retryscope.instrumentation import AttemptStampingProcessor
 
 from .conftest import loopback_http_server
 

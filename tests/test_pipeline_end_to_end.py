@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-from retryscope.analytics import build_report, connect, discover
 
 from retryscope import logical_request
+from retryscope.analytics import build_report, connect, discover
 
 from .conftest import Pipeline, loopback_http_server
 

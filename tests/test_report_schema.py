@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from retryscope.analytics import Thresholds, build_report, connect, format_json
-
 from tests.recorder import MS, T0, Clock, Recorder
 
 INT, F, S, B, N = "int", "float", "str", "bool", "null"

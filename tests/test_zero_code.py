@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from retryscope.analytics import connect
 
 from .export_support import run_ok

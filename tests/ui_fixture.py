@@ -107,7 +107,6 @@ def build_with_policies(directory: Path) -> Path:
       route (policy drift: ``route_id`` observed ``"rogue"``).
     """
     from retryscope.instrumentation.controller import CallResult
-
     from retryscope.vocabulary import OutcomeKind
     from tests.whatif.harness import Traffic, policy_with
 

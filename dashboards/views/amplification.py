@@ -4,6 +4,7 @@ their product, attempts hidden below the harness, and which retries ever succeed
 from __future__ import annotations
 
 import streamlit as st
+
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current
 from retryscope.dashboards.views.common import (

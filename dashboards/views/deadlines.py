@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current
 from retryscope.dashboards.views.common import frame, metric_row, ms, num, overall, pct

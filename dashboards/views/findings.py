@@ -4,6 +4,7 @@ the drill-down of its request (the link column, or selecting the row)."""
 from __future__ import annotations
 
 import streamlit as st
+
 from retryscope.analytics import RULES
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current

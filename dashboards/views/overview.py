@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from retryscope.analytics import RULES, Severity
 from retryscope.analytics.metrics import DEFAULT_THRESHOLDS
 from retryscope.dashboards import charts

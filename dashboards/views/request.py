@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
+
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import current
 from retryscope.dashboards.serve import TRACE_URL_ENV

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from retryscope.analytics.whatif import DEFAULT_WINDOW_MS, WhatIf
 from retryscope.dashboards import charts
 from retryscope.dashboards.context import Context, current

@@ -25,7 +25,6 @@ from retryscope.instrumentation.lab import (
     TENANT,
     reference_policy,
 )
-
 from retryscope.vocabulary import OutcomeKind
 
 

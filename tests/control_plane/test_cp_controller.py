@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+
+from retryscope import vocabulary as v
 from retryscope.instrumentation.controller import (
     AttemptFailed,
     CallResult,
@@ -24,8 +26,6 @@ from retryscope.instrumentation.lab import (
     reference_policy,
 )
 from retryscope.instrumentation.receipts import policy_sha256, receipt_json
-
-from retryscope import vocabulary as v
 from retryscope.vocabulary import OutcomeKind, Terminal
 
 RUN = {
@@ -248,6 +248,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
     """Spans → real Parquet → DuckDB ``attempts`` view → evaluator: the same receipt."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
     from retryscope.analytics import connect
     from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
     from retryscope.instrumentation.evaluator import attempts_from_rows, evaluate

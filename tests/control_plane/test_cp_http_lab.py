@@ -11,6 +11,7 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from retryscope.instrumentation.digests import sha256_hex
 from retryscope.instrumentation.http_classify import (
     classify_exception,
@@ -19,7 +20,6 @@ from retryscope.instrumentation.http_classify import (
 )
 from retryscope.instrumentation.lab import reference_policy
 from retryscope.instrumentation.receipts import policy_sha256
-
 from retryscope.vocabulary import OutcomeKind as K
 
 

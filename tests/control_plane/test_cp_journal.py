@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
 from retryscope.instrumentation.controller import RetryController
 from retryscope.instrumentation.journal import (
     EventKind,
@@ -37,7 +38,6 @@ from retryscope.instrumentation.lab import (
     TENANT,
     reference_policy,
 )
-
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
+
 from retryscope.instrumentation import policy as pol
 from retryscope.instrumentation.digests import canonical_json
 from retryscope.instrumentation.lab import FALLBACK, PRIMARY, reference_policy
@@ -16,7 +17,6 @@ from retryscope.instrumentation.strict import (
     UnknownField,
     WrongType,
 )
-
 from retryscope.vocabulary import DataBoundary, RetryOwner
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from retryscope.instrumentation import evaluator as ev
 from retryscope.instrumentation.lab import (
     FALLBACK,
@@ -30,7 +31,6 @@ from retryscope.instrumentation.schedule import (
     next_step,
     retry_delay_ms,
 )
-
 from retryscope.vocabulary import Decision, Outcome, OutcomeKind, Terminal
 
 ATTEMPTS = reference_attempts()

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from streamlit.testing.v1 import AppTest
 
+from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests import ui_fixture
 
 

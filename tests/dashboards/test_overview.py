@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from retryscope.dashboards.serve import APP, DATA_ENV
 from streamlit.testing.v1 import AppTest
 
+from retryscope.dashboards.serve import APP, DATA_ENV
 from tests.dashboards.conftest import charts, deltas, metrics, type_text
 
 WHOLE = {

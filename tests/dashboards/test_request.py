@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from retryscope.analytics import connect, request_summary
-from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics import connect, request_summary
+from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests.dashboards.conftest import charts, metrics, open_page, type_text
 
 NESTED = {

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from retryscope.analytics.policy_drift import write_policy_side_file
-from retryscope.dashboards.data import fingerprint
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics.policy_drift import write_policy_side_file
+from retryscope.dashboards.data import fingerprint
 from tests import ui_fixture
 from tests.dashboards.conftest import (
     charts,

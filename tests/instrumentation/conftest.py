@@ -17,6 +17,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
 from retryscope.analytics import connect
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from retryscope.instrumentation import LogicalRequest
-from retryscope.instrumentation.httpx import AsyncRetryscopeTransport, RetryscopeTransport
 
 import retryscope
+from retryscope.instrumentation import LogicalRequest
+from retryscope.instrumentation.httpx import AsyncRetryscopeTransport, RetryscopeTransport
 from tests.instrumentation.conftest import Audit, LocalServer, Recorded, Reply
 
 

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+import retryscope
 from retryscope.instrumentation.httpx import (
     AsyncRetryscopeTransport,
     RetryscopeTransport,
@@ -18,8 +20,6 @@ from retryscope.instrumentation.httpx import (
     send_outcome_kind,
 )
 from retryscope.instrumentation.lower_layer import describe_client
-
-import retryscope
 from retryscope.vocabulary import OutcomeKind
 from tests.instrumentation.conftest import Audit, LocalServer, Reply
 from tests.instrumentation.sdk_double import AsyncTinySdk, ProviderError, TinySdk

@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.util.types import AttributeValue
+
+import retryscope
 from retryscope.instrumentation import AttemptStampingProcessor, bound_attributes
 from retryscope.instrumentation.httpx import RetryscopeTransport
 from retryscope.instrumentation.privacy import bound_str
-
-import retryscope
 from tests.instrumentation.conftest import Audit, LocalServer, make_audit
 
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
-from retryscope.instrumentation import CarrierError
 
 import retryscope
+from retryscope.instrumentation import CarrierError
 from tests.instrumentation.conftest import Audit, VirtualClockLike
 
 DEADLINE = 1_800_000_060_000_000_000

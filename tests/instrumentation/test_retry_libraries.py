@@ -10,13 +10,13 @@ import httpx
 import pytest
 import stamina
 import tenacity
+
+import retryscope
 from retryscope.instrumentation.httpx import AsyncRetryscopeTransport, RetryscopeTransport
 from retryscope.instrumentation.stamina import install_hook, retryscope_hook, uninstall_hook
 from retryscope.instrumentation.stamina import retry as stamina_retry
 from retryscope.instrumentation.stamina import retry_context as stamina_retry_context
 from retryscope.instrumentation.tenacity import instrument
-
-import retryscope
 from tests.instrumentation.conftest import Audit, LocalServer, Recorded, Reply
 
 

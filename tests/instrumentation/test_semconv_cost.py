@@ -6,10 +6,10 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from retryscope.instrumentation import LowerLayerConfig, Price, PriceTable, Usage, describe_client
-from retryscope.instrumentation.httpx import RetryscopeTransport
 
 import retryscope
+from retryscope.instrumentation import LowerLayerConfig, Price, PriceTable, Usage, describe_client
+from retryscope.instrumentation.httpx import RetryscopeTransport
 from tests.instrumentation.conftest import Audit
 
 TABLE = PriceTable(

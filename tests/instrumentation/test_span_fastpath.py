@@ -16,6 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.trace import SpanKind
+
+from retryscope import AttemptStampingProcessor, logical_request
 from retryscope.instrumentation import span_fastpath
 from retryscope.instrumentation.span_fastpath import (
     _fast_write,
@@ -23,8 +25,6 @@ from retryscope.instrumentation.span_fastpath import (
     longest_string,
     raw_attributes,
 )
-
-from retryscope import AttemptStampingProcessor, logical_request
 
 
 class Colour(enum.StrEnum):

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from retryscope.instrumentation import astream, stream
 
 import retryscope
+from retryscope.instrumentation import astream, stream
 from tests.instrumentation.conftest import Audit, LocalServer, Reply
 
 CHUNKS = (b"data: one\n\n", b"data: two\n\n", b"data: three\n\n")

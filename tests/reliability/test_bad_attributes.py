@@ -12,10 +12,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from retryscope.instrumentation.columns import utf8_safe
-from retryscope.instrumentation.gaps import GAP_TRACE_ID
 
 import retryscope
+from retryscope.instrumentation.columns import utf8_safe
+from retryscope.instrumentation.gaps import GAP_TRACE_ID
 from retryscope.vocabulary import BY_KEY, ROUTE_ID, TENANT
 from tests.reliability.support import audit, json_round_trip, rows
 

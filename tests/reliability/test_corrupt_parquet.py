@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from retryscope.analytics import build_report, connect, findings, skipped_files
-from retryscope.instrumentation import ParquetSpanExporter
 
+from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.cli import main
+from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
 from tests.reliability.support import visible_files
 

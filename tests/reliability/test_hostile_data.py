@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import retryscope
 from retryscope.analytics import (
     Filters,
     build_report,
@@ -19,8 +21,6 @@ from retryscope.analytics import (
     request_attempts,
     request_summary,
 )
-
-import retryscope
 from retryscope.cli import main
 from retryscope.demo import VirtualClock
 from tests.reliability.support import audit

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from retryscope.analytics import build_report, connect
 
+from retryscope.analytics import build_report, connect
 from tests.reliability.support import visible_files
 
 APP = r"""

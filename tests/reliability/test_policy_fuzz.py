@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from retryscope.instrumentation.lab import reference_policy
 from retryscope.instrumentation.policy import (
     Jitter,
@@ -22,7 +23,6 @@ from retryscope.instrumentation.policy import (
     policy_to_obj,
 )
 from retryscope.instrumentation.strict import DecodeError
-
 from retryscope.vocabulary import BOUNDARY_RANK, RetryOwner
 
 BASE = policy_to_obj(replace(reference_policy(), jitter=Jitter("scheduler-2026.11", 42)))

@@ -26,12 +26,12 @@ from opentelemetry.instrumentation.requests import RequestsInstrumentor
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from retryscope.instrumentation import inject
-from retryscope.instrumentation.httpx import RetryscopeTransport
-from retryscope.instrumentation.journal import Journal
 
 import retryscope
 from retryscope.demo import idempotency_key, prompt_text
+from retryscope.instrumentation import inject
+from retryscope.instrumentation.httpx import RetryscopeTransport
+from retryscope.instrumentation.journal import Journal
 from tests.conftest import loopback_http_server
 from tests.reliability.support import audit
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from retryscope.analytics import build_report, connect, findings
-from retryscope.instrumentation.columns import SpanColumns
 
 import retryscope
+from retryscope.analytics import build_report, connect, findings
 from retryscope.cli import main
 from retryscope.demo import VirtualClock
+from retryscope.instrumentation.columns import SpanColumns
 from tests.reliability.support import audit
 
 T0 = 1_800_000_000_000_000_000

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
 from retryscope.analytics.policy_drift import write_policy_side_file
 from retryscope.instrumentation import (
     AttemptStampingProcessor,
@@ -31,7 +32,6 @@ from retryscope.instrumentation.lab import (
 )
 from retryscope.instrumentation.policy import RetryPolicy
 from retryscope.instrumentation.receipts import policy_sha256
-
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
 __all__ = ["MS", "RUN", "Clock", "Traffic", "policy_with"]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from retryscope.analytics import connect, findings
 from retryscope.analytics.policy_drift import (
     POLICY_DIR,
@@ -18,7 +19,6 @@ from retryscope.instrumentation.controller import CallResult
 from retryscope.instrumentation.lab import reference_policy
 from retryscope.instrumentation.policy import policy_from_json
 from retryscope.instrumentation.receipts import policy_sha256
-
 from retryscope.vocabulary import OutcomeKind
 from tests.whatif.harness import Traffic
 

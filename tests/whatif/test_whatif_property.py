@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from retryscope.analytics import connect
 from retryscope.analytics.whatif import WhatIf, whatif_requests
-
 from retryscope.demo import generate
 
 
