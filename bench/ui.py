@@ -1,9 +1,9 @@
 """Target 6: each page of the multi-page UI on the generated data set, warm, in ≤ 1 s.
 
-Every page script under ``retryscope.dashboards``' ``pages/`` directory runs in Streamlit's
-AppTest with ``RETRYSCOPE_DATA`` pointing at the data set: once to fill the caches, then
-timed. The baseline is AppTest running a one-line page (Streamlit's own floor). Skipped,
-with a message, while the UI has no ``pages/`` directory (it lands with issue 7).
+The app (``retryscope.dashboards.app``) runs in Streamlit's AppTest with
+``RETRYSCOPE_DATA`` pointing at the data set; each page of its navigation (``PAGES``) is
+switched to, run once to fill the caches, then timed. The baseline is AppTest running a
+one-line page (Streamlit's own floor).
 """
 
 from __future__ import annotations
@@ -20,29 +20,12 @@ from bench.settings import Settings
 FLOOR_PAGE = "import streamlit as st\nst.write('ok')\n"
 
 
-def pages_dir() -> Path:
-    import retryscope.dashboards
-
-    return Path(retryscope.dashboards.__file__).parent / "pages"
-
-
 def run(settings: Settings) -> list[Result]:
-    pages = sorted(pages_dir().glob("*.py")) if pages_dir().is_dir() else []
-    if not pages:
-        return [
-            Result(
-                "ui",
-                "UI pages warm",
-                None,
-                "s",
-                Target(at_most=1.0, text="≤ 1 s per page"),
-                note="skipped: the multi-page UI is not there yet "
-                f"(no page scripts in {pages_dir()}; issue 7)",
-            )
-        ]
     from streamlit.testing.v1 import AppTest
 
-    from retryscope.dashboards.serve import DATA_ENV
+    from retryscope.dashboards.serve import APP, DATA_ENV
+
+    pages = _pages()
 
     data = generate(settings.data_dir, settings.attempts, settings.seed)
     previous = os.environ.get(DATA_ENV)
@@ -63,12 +46,14 @@ def run(settings: Settings) -> list[Result]:
     try:
         floor = timed(AppTest.from_string(FLOOR_PAGE, default_timeout=600))
         results = []
-        for page in pages:
-            warm = timed(AppTest.from_file(str(page), default_timeout=600))
+        for path, title in pages:
+            at = AppTest.from_file(str(APP), default_timeout=600)
+            at.switch_page(path)
+            warm = timed(at)
             results.append(
                 Result(
                     "ui",
-                    f"page {page.stem}, warm",
+                    f"page {title}, warm",
                     warm,
                     "s",
                     Target(at_most=1.0, text="≤ 1 s"),
@@ -81,3 +66,18 @@ def run(settings: Settings) -> list[Result]:
             os.environ.pop(DATA_ENV, None)
         else:
             os.environ[DATA_ENV] = previous
+
+
+def _pages() -> list[tuple[str, str]]:
+    """(script path relative to the app, title) of every page in the app's navigation."""
+    import ast
+
+    from retryscope.dashboards.serve import APP
+
+    tree = ast.parse(Path(APP).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "PAGES" for t in node.targets
+        ):
+            return [(str(p), str(title)) for p, title, _ in ast.literal_eval(node.value)]
+    raise RuntimeError(f"no PAGES in {APP}")
