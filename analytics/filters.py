@@ -74,8 +74,9 @@ def apply(
     bucket: timedelta = timedelta(hours=1),
 ) -> None:
     """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``: the
-    scope tables (``sql/scope.sql``) are rebuilt when the filters differ from the last
-    (the base tables of ``sql/base.sql`` are built first, once per connection)."""
+    scope (``sql/scope*.sql``) is rebuilt when the filters differ from the last (the base
+    tables of ``sql/base.sql`` are built first, once per connection). Without filters the
+    scope is views onto the base tables; with them, copies of the selected requests' rows."""
     f = filters or Filters()
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
@@ -97,6 +98,8 @@ def apply(
             con.execute(f"SET VARIABLE {name} = NULL")
         else:
             con.execute(f"SET VARIABLE {name} = ?", [value])
+    unfiltered = all(value is None for value in values.values())
+    con.execute(load("scope_unfiltered" if unfiltered else "scope_filtered"))
     con.execute(load("scope"))
     con.execute("SET VARIABLE rs_scope_key = ?", [key])
 

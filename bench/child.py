@@ -21,17 +21,12 @@ def peak_rss_bytes() -> int:
 
 
 def run_report(path: str, memory_limit: str | None, temp_dir: str | None) -> dict[str, Any]:
-    import duckdb
-
     from retryscope.analytics import build_report, connect
+    from retryscope.analytics.dataset import new_connection
 
-    config: dict[str, str] = {}
-    if memory_limit:
-        config["memory_limit"] = memory_limit
-    if temp_dir:
-        config["temp_directory"] = temp_dir
     began = time.perf_counter()
-    con, _ = connect(path, con=duckdb.connect(":memory:", config=config))
+    # the connection `retryscope report` opens (threads, insertion order, spill directory)
+    con, _ = connect(path, con=new_connection(memory_limit=memory_limit, temp_directory=temp_dir))
     connected = time.perf_counter()
     report = build_report(con)
     done = time.perf_counter()

@@ -4,46 +4,51 @@
 -- Temp tables: DuckDB plans a deep view chain slowly, and every report query would
 -- recompute it.
 
--- Every physical attempt: spans marked as attempts, plus HTTP client spans that an HTTP
--- instrumentation made inside an attempt without marking them (classified as transport
--- attempts beneath their innermost enclosing attempt).
-CREATE OR REPLACE TEMP TABLE physical_attempts AS
+-- Every physical attempt, built in three steps over one table `attempt_rows` (scanning
+-- the Parquet files once; joins between span sets run on the in-memory rows):
+-- 1. spans marked as attempts;
+CREATE OR REPLACE TEMP TABLE attempt_rows AS
+SELECT
+    logical_request_id, trace_id, span_id, parent_span_id,
+    start_time, end_time, duration_ms,
+    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
+    route_id, route_release, route_priority, is_fallback,
+    route_capability_digest, route_behavior_class, route_data_boundary,
+    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
+    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
+    coalesce(outcome, CASE WHEN http_method IS NOT NULL
+        THEN rs_http_outcome(http_status_code, status_code) END) AS outcome,
+    coalesce(outcome_kind, CASE WHEN http_method IS NOT NULL AND outcome IS NULL
+        THEN rs_http_outcome_kind(http_status_code, status_code) END) AS outcome_kind,
+    decision, retry_owner,
+    tenant, operation, idempotency_digest, logical_request_digest,
+    http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
+    breaker_state, lower_max_retries,
+    FALSE AS classified_from_http
+FROM spans
+WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;
+
+-- 2. an attempt that does not name its enclosing attempt but whose parent span is one
+-- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span
+-- tree; the context API and the stamping processor stamp parent_layer and
+-- parent_attempt_ordinal, so this usually matches nothing;
+UPDATE attempt_rows AS c
+SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal
+FROM (
+    SELECT c.rowid AS r, any_value(p.layer) AS parent_layer,
+           any_value(p.attempt_ordinal) AS parent_attempt_ordinal
+    FROM attempt_rows c
+    JOIN attempt_rows p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    WHERE c.parent_layer IS NULL AND c.parent_span_id IS NOT NULL
+    GROUP BY c.rowid
+) t
+WHERE c.rowid = t.r;
+
+-- 3. HTTP client spans that an HTTP instrumentation made inside an attempt without
+-- marking them, classified as transport attempts beneath their innermost enclosing
+-- attempt.
+INSERT INTO attempt_rows BY NAME
 WITH
--- an attempt that does not name its enclosing attempt but whose parent span is one
--- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span tree;
--- the context API and the stamping processor stamp parent_layer/parent_attempt_ordinal,
--- so only the (narrow) unstamped rows are joined, never the whole attempt table
-unstamped AS (
-    SELECT DISTINCT trace_id, span_id, parent_span_id
-    FROM spans
-    WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
-      AND parent_layer IS NULL AND parent_span_id IS NOT NULL
-),
-tree_parents AS (
-    SELECT u.trace_id, u.span_id, u.parent_span_id,
-           p.layer AS parent_layer, p.attempt_ordinal AS parent_attempt_ordinal
-    FROM unstamped u
-    JOIN (
-        SELECT trace_id, span_id, layer, attempt_ordinal
-        FROM spans
-        WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
-    ) p ON p.trace_id = u.trace_id AND p.span_id = u.parent_span_id
-),
-roled AS (
-    SELECT s.* REPLACE (
-        coalesce(s.parent_layer, p.parent_layer) AS parent_layer,
-        coalesce(s.parent_attempt_ordinal, p.parent_attempt_ordinal) AS parent_attempt_ordinal,
-        coalesce(s.outcome, CASE WHEN s.http_method IS NOT NULL
-            THEN rs_http_outcome(s.http_status_code, s.status_code) END) AS outcome,
-        coalesce(s.outcome_kind, CASE WHEN s.http_method IS NOT NULL AND s.outcome IS NULL
-            THEN rs_http_outcome_kind(s.http_status_code, s.status_code) END) AS outcome_kind
-    )
-    FROM spans s
-    LEFT JOIN tree_parents p
-      ON s.parent_layer IS NULL AND p.trace_id = s.trace_id AND p.span_id = s.span_id
-     AND p.parent_span_id = s.parent_span_id
-    WHERE s.span_role = 'attempt' AND s.logical_request_id IS NOT NULL
-),
 -- HTTP client spans under a logical request, in current or older HTTP semantic
 -- conventions (`http.method`/`http.status_code` stay in the attributes map)
 http AS (
@@ -71,9 +76,8 @@ candidates AS (
     FROM http h
     JOIN (
         SELECT *
-        FROM spans
-        WHERE span_role = 'attempt'
-          AND logical_request_id IN (SELECT logical_request_id FROM http)
+        FROM attempt_rows
+        WHERE logical_request_id IN (SELECT logical_request_id FROM http)
     ) a
       ON a.logical_request_id = h.logical_request_id
      AND a.attempt_ordinal = h.attempt_ordinal
@@ -96,53 +100,31 @@ enclosing AS (
         arg_max(deadline, preference) AS deadline
     FROM candidates
     GROUP BY http_trace_id, http_span_id
-),
-classified AS (
-    SELECT
-        h.logical_request_id, h.trace_id, h.span_id,
-        h.start_time, h.end_time, h.duration_ms,
-        'transport' AS layer,
-        (row_number() OVER (
-            PARTITION BY h.logical_request_id ORDER BY h.start_time, h.span_id))::INTEGER
-            AS attempt_ordinal,
-        e.parent_layer, e.parent_attempt_ordinal,
-        h.route_id, e.route_release, e.route_priority, e.is_fallback,
-        e.route_capability_digest, e.route_behavior_class, e.route_data_boundary,
-        h.backoff_delay_ms, h.retry_after_ms, h.not_before,
-        coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
-        h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
-        rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
-        rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
-        h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
-        h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
-        h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
-        h.breaker_state,
-        h.lower_max_retries,
-        TRUE AS classified_from_http
-    FROM http h
-    JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
-    WHERE e.parent_layer <> 'transport'  -- inside a marked transport attempt: not another one
-),
-unioned AS (
-SELECT
-    logical_request_id, trace_id, span_id,
-    start_time, end_time, duration_ms,
-    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
-    route_id, route_release, route_priority, is_fallback,
-    route_capability_digest, route_behavior_class, route_data_boundary,
-    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
-    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
-    outcome, outcome_kind, decision, retry_owner,
-    tenant, operation, idempotency_digest, logical_request_digest,
-    http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
-    breaker_state, lower_max_retries,
-    FALSE AS classified_from_http
-FROM roled
-UNION ALL BY NAME
-SELECT * FROM classified
 )
--- aid: a compact integer key per attempt, so per-attempt computations join back cheaply
-SELECT *, row_number() OVER () AS aid FROM unioned;
+SELECT
+    h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id,
+    h.start_time, h.end_time, h.duration_ms,
+    'transport' AS layer,
+    (row_number() OVER (
+        PARTITION BY h.logical_request_id ORDER BY h.start_time, h.span_id))::INTEGER
+        AS attempt_ordinal,
+    e.parent_layer, e.parent_attempt_ordinal,
+    h.route_id, e.route_release, e.route_priority, e.is_fallback,
+    e.route_capability_digest, e.route_behavior_class, e.route_data_boundary,
+    h.backoff_delay_ms, h.retry_after_ms, h.not_before,
+    coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
+    h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
+    rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
+    rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
+    h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
+    h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
+    h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
+    h.breaker_state,
+    h.lower_max_retries,
+    TRUE AS classified_from_http
+FROM http h
+JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
+WHERE e.parent_layer <> 'transport';  -- inside a marked transport attempt: not another one
 
 -- One row per logical request (from its span and/or its attempts), before filters.
 CREATE OR REPLACE TEMP TABLE request_base AS
@@ -185,7 +167,7 @@ att AS (
         arg_min(route_release, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_release,
         arg_min(route_data_boundary, start_time) FILTER (WHERE parent_layer IS NULL)
             AS entry_boundary
-    FROM physical_attempts
+    FROM attempt_rows
     GROUP BY hash(logical_request_id)
 )
 SELECT
@@ -228,3 +210,121 @@ FROM (
 )
 WHERE e.name = 'retryscope.reconciliation';
 
+
+-- Each attempt's place in its retry group (same request, layer and enclosing attempt).
+-- Kept narrow and joined back by rowid: sorting wide rows is the expensive part of a
+-- window. Filters select whole requests, so this (and everything per attempt below) does
+-- not depend on them.
+CREATE OR REPLACE TEMP TABLE attempt_groups AS
+SELECT
+    rowid AS aid,
+    row_number() OVER g AS group_position,
+    lag(outcome) OVER g AS prev_outcome,
+    lag(outcome_kind) OVER g AS prev_kind,
+    lag(decision) OVER g AS prev_decision,
+    lag(end_time) OVER g AS prev_end,
+    lag(route_id) OVER g AS prev_route_id
+FROM attempt_rows
+-- one 64-bit hash as the partition key: sorting on it is far cheaper than on the id string
+WINDOW g AS (
+    PARTITION BY hash(logical_request_id, layer, parent_layer, parent_attempt_ordinal)
+    ORDER BY attempt_ordinal, start_time
+);
+
+-- Every attempt with what each analysis needs: its retry group place, leaf-ness (nothing
+-- beneath it, so the receiver saw it), cost, acceptance, and its request's own fields.
+CREATE OR REPLACE TEMP TABLE all_attempt_facts AS
+WITH children AS (
+    SELECT DISTINCT hash(logical_request_id, parent_layer, parent_attempt_ordinal) AS k
+    FROM attempt_rows WHERE parent_layer IS NOT NULL
+),
+requests_by_hash AS (
+    SELECT hash(logical_request_id) AS h, * FROM request_base
+)
+SELECT
+    w.* EXCLUDE (parent_span_id),
+    g.* EXCLUDE (aid),
+    c.k IS NULL AS is_leaf,
+    g.group_position > 1 AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
+    coalesce(w.hedge_ordinal, 0) > 0 AS is_hedge,
+    coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
+    (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
+        OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate,
+    w.outcome = 'success'
+        AND coalesce(w.decision, 'complete') = 'complete'
+        AND NOT coalesce(w.hedge_cancelled, FALSE)
+        AND coalesce(r.terminal, 'complete') = 'complete' AS accepted,
+    r.started_at AS request_started_at,
+    r.ended_at AS request_ended_at,
+    r.has_request_span,
+    r.terminal,
+    r.tenant AS request_tenant,
+    r.operation AS request_operation,
+    coalesce(w.deadline, r.deadline) AS request_deadline,
+    r.required_capability_digest,
+    r.required_behavior_class,
+    coalesce(r.max_data_boundary, r.entry_boundary) AS allowed_boundary,
+    w.route_capability_digest = r.required_capability_digest AS capability_bound,
+    w.route_behavior_class = r.required_behavior_class AS behavior_bound,
+    rs_boundary_rank(w.route_data_boundary)
+        <= rs_boundary_rank(coalesce(r.max_data_boundary, r.entry_boundary)) AS boundary_allowed
+FROM attempt_rows w
+JOIN attempt_groups g ON g.aid = w.rowid
+JOIN requests_by_hash r
+  ON r.h = hash(w.logical_request_id) AND r.logical_request_id = w.logical_request_id
+LEFT JOIN children c ON c.k = hash(w.logical_request_id, w.layer, w.attempt_ordinal);
+
+DROP TABLE attempt_groups;
+DROP TABLE attempt_rows;
+
+-- The physical attempts as recorded or classified (what-if replay and filter choices read
+-- them; in-scope analyses read attempt_facts).
+CREATE OR REPLACE TEMP VIEW physical_attempts AS
+SELECT
+    logical_request_id, trace_id, span_id,
+    start_time, end_time, duration_ms,
+    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
+    route_id, route_release, route_priority, is_fallback,
+    route_capability_digest, route_behavior_class, route_data_boundary,
+    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
+    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
+    outcome, outcome_kind, decision, retry_owner,
+    tenant, operation, idempotency_digest, logical_request_digest,
+    http_status_code, hedge_ordinal, hedge_cancelled,
+    breaker_state, lower_max_retries,
+    classified_from_http
+FROM all_attempt_facts;
+
+-- Per request: how many layers retried and the attempt multiplication they produce
+-- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
+CREATE OR REPLACE TEMP TABLE all_request_nesting AS
+WITH groups AS (
+    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
+           layer, count(*) FILTER (WHERE NOT is_hedge) AS n
+    FROM all_attempt_facts
+    GROUP BY hash(logical_request_id), layer, parent_layer, parent_attempt_ordinal
+),
+layers AS (
+    SELECT h, any_value(logical_request_id) AS logical_request_id, layer, max(n) AS max_n
+    FROM groups GROUP BY h, layer
+)
+SELECT
+    any_value(logical_request_id) AS logical_request_id,
+    count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
+    coalesce(list(layer ORDER BY rs_layer_rank(layer)) FILTER (WHERE max_n > 1), [])
+        AS retried_layers,
+    coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
+        AS multiplication
+FROM layers
+GROUP BY h;
+
+-- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)
+-- or repeat (a retry, hedge or resend the receiver saw on top of it).
+CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
+SELECT
+    logical_request_id, start_time, route_id, outcome, prev_kind,
+    route_release, request_tenant, request_operation, layer,
+    row_number() OVER (PARTITION BY hash(logical_request_id) ORDER BY start_time, span_id) > 1
+        AS is_repeat
+FROM all_attempt_facts
+WHERE is_leaf;

@@ -1,116 +1,14 @@
--- The tables of the logical requests in scope, rebuilt by
--- retryscope.analytics.filters.apply() when the filters change. Filters are DuckDB
--- variables (rs_since, rs_until, rs_route, rs_tenant, rs_operation); NULL means "no filter".
-
--- The logical requests in scope of the current filters.
-CREATE OR REPLACE TEMP TABLE requests AS
-SELECT * FROM request_base
-WHERE (getvariable('rs_since') IS NULL OR started_at >= getvariable('rs_since'))
-  AND (getvariable('rs_until') IS NULL OR started_at < getvariable('rs_until'))
-  AND (getvariable('rs_tenant') IS NULL OR tenant = getvariable('rs_tenant'))
-  AND (getvariable('rs_operation') IS NULL OR operation = getvariable('rs_operation'))
-  AND (getvariable('rs_route') IS NULL OR logical_request_id IN (
-        SELECT logical_request_id FROM physical_attempts WHERE route_id = getvariable('rs_route')));
-
--- Each in-scope attempt's place in its retry group (same request, layer and enclosing
--- attempt). Kept narrow: sorting wide rows is the expensive part of a window.
-CREATE OR REPLACE TEMP TABLE attempt_groups AS
-SELECT
-    aid,
-    row_number() OVER g AS group_position,
-    lag(outcome) OVER g AS prev_outcome,
-    lag(outcome_kind) OVER g AS prev_kind,
-    lag(decision) OVER g AS prev_decision,
-    lag(end_time) OVER g AS prev_end,
-    lag(route_id) OVER g AS prev_route_id
-FROM physical_attempts
-WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
--- one 64-bit hash as the partition key: sorting on it is far cheaper than on the id string
-WINDOW g AS (
-    PARTITION BY hash(logical_request_id, layer, parent_layer, parent_attempt_ordinal)
-    ORDER BY attempt_ordinal, start_time
-);
-
--- Attempts of in-scope requests with what each analysis needs: their retry group place,
--- leaf-ness (nothing beneath them, so the receiver saw them), cost, acceptance, and the
--- request's own fields.
-CREATE OR REPLACE TEMP TABLE attempt_facts AS
-WITH children AS (
-    SELECT DISTINCT hash(logical_request_id, parent_layer, parent_attempt_ordinal) AS k
-    FROM physical_attempts WHERE parent_layer IS NOT NULL
-),
-w AS (
-    SELECT p.*, g.* EXCLUDE (aid) FROM physical_attempts p JOIN attempt_groups g ON g.aid = p.aid
-)
-SELECT
-    w.*,
-    c.k IS NULL AS is_leaf,
-    w.group_position > 1 AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
-    coalesce(w.hedge_ordinal, 0) > 0 AS is_hedge,
-    coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
-    (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
-        OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate,
-    w.outcome = 'success'
-        AND coalesce(w.decision, 'complete') = 'complete'
-        AND NOT coalesce(w.hedge_cancelled, FALSE)
-        AND coalesce(r.terminal, 'complete') = 'complete' AS accepted,
-    r.started_at AS request_started_at,
-    r.ended_at AS request_ended_at,
-    r.has_request_span,
-    r.terminal,
-    r.tenant AS request_tenant,
-    r.operation AS request_operation,
-    coalesce(w.deadline, r.deadline) AS request_deadline,
-    r.required_capability_digest,
-    r.required_behavior_class,
-    coalesce(r.max_data_boundary, r.entry_boundary) AS allowed_boundary,
-    w.route_capability_digest = r.required_capability_digest AS capability_bound,
-    w.route_behavior_class = r.required_behavior_class AS behavior_bound,
-    rs_boundary_rank(w.route_data_boundary)
-        <= rs_boundary_rank(coalesce(r.max_data_boundary, r.entry_boundary)) AS boundary_allowed
-FROM w
-JOIN requests r ON r.logical_request_id = w.logical_request_id
-LEFT JOIN children c ON c.k = hash(w.logical_request_id, w.layer, w.attempt_ordinal);
-
--- Per request: how many layers retried and the attempt multiplication they produce
--- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
-CREATE OR REPLACE TEMP TABLE request_nesting AS
-WITH groups AS (
-    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
-           layer, count(*) FILTER (WHERE NOT is_hedge) AS n
-    FROM attempt_facts
-    GROUP BY hash(logical_request_id), layer, parent_layer, parent_attempt_ordinal
-),
-layers AS (
-    SELECT h, any_value(logical_request_id) AS logical_request_id, layer, max(n) AS max_n
-    FROM groups GROUP BY h, layer
-)
-SELECT
-    any_value(logical_request_id) AS logical_request_id,
-    count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
-    coalesce(list(layer ORDER BY rs_layer_rank(layer)) FILTER (WHERE max_n > 1), [])
-        AS retried_layers,
-    coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
-        AS multiplication
-FROM layers
-GROUP BY h;
+-- What the analyses of the in-scope logical requests read, rebuilt by
+-- retryscope.analytics.filters.apply() when the filters change: `requests`,
+-- `attempt_facts`, `request_nesting` and `receiver_traffic` are views onto the base tables
+-- (scope_unfiltered.sql) or onto their filtered copies (scope_filtered.sql); this file then
+-- builds what depends on the scope as a whole.
 
 -- Median attempt latency per route and layer (for doomed-dispatch checks).
 CREATE OR REPLACE TEMP TABLE route_latency AS
 SELECT route_id, layer, quantile_cont(duration_ms, 0.5) AS p50_ms
 FROM attempt_facts
 GROUP BY route_id, layer;
-
--- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)
--- or repeat (a retry, hedge or resend the receiver saw on top of it).
-CREATE OR REPLACE TEMP TABLE receiver_traffic AS
-SELECT
-    logical_request_id, start_time, route_id, outcome, prev_kind,
-    route_release, request_tenant, request_operation, layer,
-    row_number() OVER (PARTITION BY hash(logical_request_id) ORDER BY start_time, span_id) > 1
-        AS is_repeat
-FROM attempt_facts
-WHERE is_leaf;
 
 -- Per in-scope request: fallback, deadline and latency facts.
 CREATE OR REPLACE TEMP TABLE request_facts AS
