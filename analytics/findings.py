@@ -9,6 +9,7 @@ that triggered the rule).
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import duckdb
@@ -190,16 +191,24 @@ def findings(
     con: duckdb.DuckDBPyConnection,
     *,
     rule: str | None = None,
+    rules: Collection[str] | None = None,
+    limit: int | None = None,
     filters: Filters | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> pa.Table:
-    """All findings (or those of ``rule``), ordered by time."""
-    if rule is not None and rule not in BY_ID:
-        raise ValueError(f"unknown rule {rule!r}; rules: {', '.join(RULE_IDS)}")
+    """All findings (or those of ``rule``, or of any of ``rules``), ordered by time; the
+    first ``limit`` only when given (a UI lists a page of them, not millions)."""
+    wanted = ([rule] if rule is not None else []) + list(rules or ())
+    unknown = [r for r in wanted if r not in BY_ID]
+    if unknown:
+        raise ValueError(f"unknown rule {unknown[0]!r}; rules: {', '.join(RULE_IDS)}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
     apply(con, filters)
     install_drift_macro(con)  # finding_rows reads policy_drift_rows()
     con.execute(load("findings"))
-    return arrow(con, "finding_list", {"rule": rule, **_params(thresholds)})
+    selected = wanted if rule is not None or rules is not None else None
+    return arrow(con, "finding_list", {"rules": selected, "limit": limit, **_params(thresholds)})
 
 
 def finding_counts(

@@ -32,6 +32,7 @@ from retryscope.analytics import (
     deadline,
     discover,
     fallback,
+    finding_counts,
     findings,
     latency,
     load,
@@ -151,7 +152,9 @@ QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[An
     "deadline": lambda con, f, a: deadline(con, by=a[0], filters=f),
     "latency": lambda con, f, a: latency(con, by=a[0], filters=f),
     "load": lambda con, f, a: load(con, filters=f),
-    "findings": lambda con, f, a: findings(con, rule=a[0] if a else None, filters=f),
+    # findings arguments: (limit, rule ids) — a page of the rows of those rules
+    "findings": lambda con, f, a: findings(con, rules=a[1], limit=a[0], filters=f),
+    "finding_counts": lambda con, f, a: finding_counts(con, filters=f),
     "nested_retry_requests": lambda con, f, a: nested_retry_requests(con, filters=f, limit=a[0]),
     "retry_success_matrix": lambda con, f, a: retry_success_matrix(con, filters=f),
     "dimension_values": lambda con, f, a: dimension_values(con),

@@ -86,3 +86,20 @@ def test_deadline_findings(recorder: Recorder) -> None:
             },
         )
     ]
+
+
+def test_findings_of_several_rules_and_a_limit(recorder: Recorder) -> None:
+    _fixture(recorder)
+    con = recorder.connect()
+    both = findings(con, rules=["late_success", "doomed_dispatch"]).to_pylist()
+    everything = findings(con).to_pylist()
+    assert sorted(r["rule_id"] for r in both) == ["doomed_dispatch", "late_success"]
+    assert both == [r for r in everything if r["rule_id"] in {"late_success", "doomed_dispatch"}]
+    assert findings(con, rules=["late_success", "doomed_dispatch"], limit=1).to_pylist() == [
+        both[0]
+    ]
+    assert findings(con, rules=[]).num_rows == 0
+    with pytest.raises(ValueError, match="unknown rule 'no_such_rule'"):
+        findings(con, rules=["late_success", "no_such_rule"])
+    with pytest.raises(ValueError, match="limit must not be negative"):
+        findings(con, limit=-1)

@@ -53,16 +53,16 @@ def render() -> None:
     by_route = frame(ctx.source.query("fallback", ctx.filters, "route"))
     st.dataframe(by_route.rename(columns={"value": "entry_route"}), hide_index=True)
 
+    counts = ctx.source.query("finding_counts", ctx.filters)
     for title, rule in CASES:
-        cases: pd.DataFrame = frame(ctx.source.query("findings", ctx.filters, rule))
-        st.subheader(f"{title}: {len(cases):,}")
+        # the count from SQL, the first CASE_LIMIT rows only
+        cases: pd.DataFrame = frame(ctx.source.query("findings", ctx.filters, CASE_LIMIT, (rule,)))
+        st.subheader(f"{title}: {counts[rule]:,}")
         st.caption(BY_ID[rule].meaning + " " + BY_ID[rule].action)
         if cases.empty:
             continue
         st.dataframe(
-            with_links(cases.head(CASE_LIMIT))[
-                ["open", "time", "logical_request_id", "trace_id", "evidence"]
-            ],
+            with_links(cases)[["open", "time", "logical_request_id", "trace_id", "evidence"]],
             hide_index=True,
             width="stretch",
             column_config={"open": LINK_COLUMN},

@@ -3,6 +3,7 @@ the drill-down of its request (the link column, or selecting the row)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from retryscope.analytics import RULES
@@ -25,30 +26,35 @@ def render() -> None:
     report = ctx.source.query("report", ctx.filters)
     if nothing_in_scope(report["logical_requests"]):
         return
-    found = frame(ctx.source.query("findings", ctx.filters))
-    if found.empty:
+    # counts per rule come from SQL; only the rows listed cross to the browser
+    counts = {rule: n for rule, n in ctx.source.query("finding_counts", ctx.filters).items() if n}
+    if not counts:
         st.success("No findings for these requests.")
         return
     left, right = st.columns(2)
-    rules = left.multiselect(
-        "Rules", sorted(set(found["rule_id"])), key="findings_rules", placeholder="all rules"
-    )
+    rules = left.multiselect("Rules", sorted(counts), key="findings_rules", placeholder="all rules")
     severities = right.multiselect(
         "Severity", ["error", "warning", "info"], key="findings_severity", placeholder="all"
     )
-    shown = found
-    if rules:
-        shown = shown[shown["rule_id"].isin(rules)]
-    if severities:
-        shown = shown[shown["severity"].isin(severities)]
-    counts = shown.groupby("rule_id", as_index=False).size().rename(columns={"size": "findings"})
-    st.altair_chart(charts.bars(counts, "rule_id", "findings", "findings"), width="stretch")
+    chosen = [
+        rule
+        for rule in sorted(counts)
+        if (not rules or rule in rules)
+        and (not severities or _RULES[rule].severity.value in severities)
+    ]
+    total = sum(counts[rule] for rule in chosen)
+    bars = pd.DataFrame({"rule_id": chosen, "findings": [counts[r] for r in chosen]})
+    st.altair_chart(charts.bars(bars, "rule_id", "findings", "findings"), width="stretch")
     st.caption(
-        f"{len(shown):,} finding(s)"
-        + (f"; the first {ROW_LIMIT:,} are listed" if len(shown) > ROW_LIMIT else "")
+        f"{total:,} finding(s)"
+        + (f"; the first {ROW_LIMIT:,} are listed" if total > ROW_LIMIT else "")
         + ". Select a row or follow its link to open the request."
     )
-    table = with_links(shown.head(ROW_LIMIT))[
+    shown = frame(ctx.source.query("findings", ctx.filters, ROW_LIMIT, tuple(chosen)))
+    if shown.empty:
+        st.info("No findings of the chosen rules and severities.")
+        return
+    table = with_links(shown)[
         ["open", "time", "severity", "rule_id", "logical_request_id", "trace_id", "evidence"]
     ]
     request_table(table, "findings_table")
@@ -62,7 +68,7 @@ def render() -> None:
                     "action": r.action,
                 }
                 for r in RULES
-                if r.id in set(shown["rule_id"])
+                if r.id in chosen
             ]
         )
 
