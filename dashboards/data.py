@@ -170,7 +170,11 @@ QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[An
 }
 
 
-@st.cache_data(max_entries=1024, show_spinner=False)
+@st.cache_data(
+    max_entries=1024,
+    # the first query on a data set builds its analytics tables: minutes at tens of millions
+    show_spinner="Querying the audit data (the first query on a large data set takes longest)…",
+)
 def _query(
     root: str, version: Fingerprint, name: str, key: FilterKey | None, args: tuple[Any, ...]
 ) -> Any:
