@@ -242,7 +242,9 @@ requests_by_hash AS (
     SELECT hash(logical_request_id) AS h, * FROM request_base
 )
 SELECT
-    w.* EXCLUDE (parent_span_id),
+    -- the request's tenant, operation and digests are request_base's; per attempt they
+    -- would only cost memory
+    w.* EXCLUDE (parent_span_id, tenant, operation, idempotency_digest, logical_request_digest),
     g.* EXCLUDE (aid),
     c.k IS NULL AS is_leaf,
     g.group_position > 1 AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
@@ -278,7 +280,7 @@ DROP TABLE attempt_groups;
 DROP TABLE attempt_rows;
 
 -- The physical attempts as recorded or classified (what-if replay and filter choices read
--- them; in-scope analyses read attempt_facts).
+-- them; in-scope analyses read attempt_facts). Tenant, operation and digests: request_base.
 CREATE OR REPLACE TEMP VIEW physical_attempts AS
 SELECT
     logical_request_id, trace_id, span_id,
@@ -289,7 +291,6 @@ SELECT
     backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
     cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
     outcome, outcome_kind, decision, retry_owner,
-    tenant, operation, idempotency_digest, logical_request_digest,
     http_status_code, hedge_ordinal, hedge_cancelled,
     breaker_state, lower_max_retries,
     classified_from_http
