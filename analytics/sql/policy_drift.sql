@@ -15,13 +15,15 @@ WITH req AS (
            any_value(s.idempotency_digest) AS idempotency_digest,
            max(epoch_ns(s.end_time)) AS ended_ns
     FROM spans s
-    WHERE s.span_role = 'logical_request' AND s.policy_digest IS NOT NULL
-      AND s.logical_request_id IN (SELECT logical_request_id FROM requests)
+    -- requests whose policy is known first: most data sets have no side files at all
+    WHERE s.span_role = 'logical_request'
+      AND s.policy_digest IN (SELECT policy_digest FROM policy_documents)
     GROUP BY s.logical_request_id
 ),
 sampled AS (
     SELECT r.*, d.document
     FROM req r JOIN policy_documents d ON d.policy_digest = r.policy_digest
+    WHERE r.logical_request_id IN (SELECT logical_request_id FROM requests)
     ORDER BY hash(r.logical_request_id), r.logical_request_id
     LIMIT coalesce(getvariable('rs_drift_cap'), 10000)
 ),
