@@ -223,7 +223,10 @@ SELECT
     lag(outcome_kind) OVER g AS prev_kind,
     lag(decision) OVER g AS prev_decision,
     lag(end_time) OVER g AS prev_end,
-    lag(route_id) OVER g AS prev_route_id
+    lag(route_id) OVER g AS prev_route_id,
+    -- the group's attempts that are not hedges (request nesting multiplies these)
+    count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) OVER (
+        g ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS group_size
 FROM attempt_rows
 -- one 64-bit hash as the partition key: sorting on it is far cheaper than on the id string
 WINDOW g AS (
@@ -299,15 +302,11 @@ FROM all_attempt_facts;
 -- Per request: how many layers retried and the attempt multiplication they produce
 -- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
-WITH groups AS (
+WITH layers AS (
     SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
-           layer, count(*) FILTER (WHERE NOT is_hedge) AS n
+           layer, max(group_size) AS max_n
     FROM all_attempt_facts
-    GROUP BY hash(logical_request_id), layer, parent_layer, parent_attempt_ordinal
-),
-layers AS (
-    SELECT h, any_value(logical_request_id) AS logical_request_id, layer, max(n) AS max_n
-    FROM groups GROUP BY h, layer
+    GROUP BY hash(logical_request_id), layer
 )
 SELECT
     any_value(logical_request_id) AS logical_request_id,

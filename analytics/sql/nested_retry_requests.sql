@@ -1,14 +1,11 @@
 -- Requests in scope where two or more layers retried, largest multiplication first, with
 -- each retried layer's largest retry group (e.g. 'harness 3 × transport 3'). $limit rows.
-WITH groups AS (
-    SELECT logical_request_id, layer, count(*) FILTER (WHERE NOT is_hedge) AS n
+WITH layers AS (
+    SELECT logical_request_id, layer, max(group_size) AS max_n
     FROM attempt_facts
     WHERE logical_request_id IN (
         SELECT logical_request_id FROM request_nesting WHERE retried_layer_count >= 2)
-    GROUP BY logical_request_id, layer, parent_layer, parent_attempt_ordinal
-),
-layers AS (
-    SELECT logical_request_id, layer, max(n) AS max_n FROM groups GROUP BY ALL
+    GROUP BY ALL
 )
 SELECT
     r.logical_request_id, r.trace_id, r.started_at, r.tenant, r.operation,
