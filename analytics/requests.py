@@ -1,10 +1,15 @@
 """One logical request, looked up by logical request id, trace id or idempotency digest.
 
 A lookup never builds the data set's analytics tables: it copies the rows of the requests
-``ident`` names into a table ``spans`` local to a cursor of ``con`` (the files are sorted by
-logical request id, so row-group statistics skip almost everything) and runs the same
+``ident`` names into a table ``spans`` local to a cursor of ``con`` and runs the same
 ``base.sql``/``scope.sql`` over those rows alone. Every figure of a request depends only on
 its own rows, so the result equals the same query over the whole data set.
+
+Finding the rows reads little: every file is sorted by logical request id and carries
+Bloom filters on the lookup columns (``instrumentation/bloom_filters.py``), so an equality
+on one of them is answered from one or two row groups of the whole data set. The lookup
+first reads only the id columns (``span_ids_in``) to learn which requests and which files
+are meant, then copies all columns (``spans_in``) from those files alone.
 """
 
 from __future__ import annotations
@@ -15,8 +20,54 @@ from contextlib import contextmanager
 import duckdb
 import pyarrow as pa
 
+from retryscope.analytics.bloom_probe import files_that_may_hold
+from retryscope.analytics.dataset import drop_undecodable_files
 from retryscope.analytics.filters import apply
 from retryscope.analytics.queries import arrow, load
+
+
+def _column(cur: duckdb.DuckDBPyConnection, name: str, params: dict[str, object]) -> list[str]:
+    return [str(value) for (value,) in cur.execute(load(name), params).fetchall()]
+
+
+def _candidate_files(cur: duckdb.DuckDBPyConnection, column: str, value: str) -> list[str]:
+    """The data set's files that may hold ``value`` in ``column`` (statistics and Bloom
+    filters from the footers ``connect`` indexed)."""
+    groups = cur.execute(load("request_candidates"), {"column": column, "id": value}).fetchall()
+    return files_that_may_hold(groups, value)
+
+
+def _files_holding(cur: duckdb.DuckDBPyConnection, lrid: str) -> list[str]:
+    files = _candidate_files(cur, "logical_request_id", lrid)
+    return _column(cur, "request_files", {"files": files, "id": lrid}) if files else []
+
+
+def _requests_and_files(cur: duckdb.DuckDBPyConnection, ident: str) -> list[tuple[str, list[str]]]:
+    """``(logical request id, files holding its rows)`` for each request ``ident`` names:
+    the request with that id, else those whose trace id or idempotency digest it is."""
+    holding = _files_holding(cur, ident)
+    if holding:
+        return [(ident, holding)]
+    aliases: set[str] = set()
+    for column, query in (
+        ("trace_id", "request_ids_by_trace"),
+        ("idempotency_digest", "request_ids_by_digest"),
+    ):
+        files = _candidate_files(cur, column, ident)
+        if files:
+            aliases.update(_column(cur, query, {"files": files, "id": ident}))
+    found = [(lrid, _files_holding(cur, lrid)) for lrid in sorted(aliases)]
+    return [(lrid, files) for lrid, files in found if files]
+
+
+def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
+    """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names."""
+    found = _requests_and_files(cur, ident)
+    if not found:
+        cur.execute(load("request_spans_none"))
+    for index, (lrid, holding) in enumerate(found):
+        query = "request_spans_more" if index else "request_spans"
+        cur.execute(load(query), {"files": holding, "id": lrid})
 
 
 @contextmanager
@@ -26,10 +77,12 @@ def _request_scope(
     """A cursor of ``con`` whose analytics tables hold only the requests ``ident`` names."""
     cur = con.cursor()
     try:
-        cur.execute(load("request_spans"), {"id": ident})
-        found = cur.execute("SELECT count(*) FROM spans").fetchall()[0][0]
-        if not found:
-            cur.execute(load("request_spans_by_alias"), {"id": ident})
+        try:
+            _copy_request_rows(cur, ident)
+        except duckdb.Error:
+            if not drop_undecodable_files(con):
+                raise
+            _copy_request_rows(cur, ident)  # from the files that decode
         apply(cur)
         yield cur
     finally:

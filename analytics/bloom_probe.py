@@ -1,0 +1,165 @@
+"""Which row groups of a data set may hold a value: min/max statistics and Parquet Bloom
+filters, checked from the footers ``discover`` already read.
+
+DuckDB applies the same statistics and Bloom filters when it scans, but to do so it first
+parses the footer of every file the scan names; on a data set of many files that costs more
+than the row groups it then reads. Checking here first lets a drill-down hand DuckDB only
+the few files that may hold the request.
+
+The Bloom filters are Parquet's split-block filters (``parquet-format/BloomFilter.md``): a
+value's XXH64 hash (seed 0, over its plain encoding: a string's UTF-8 bytes) picks one
+32-byte block, and eight bits of it, one per 32-bit word, set by the hash's low 32 bits
+times eight fixed odd constants. A filter whose header is not the plain (block, XXH64,
+uncompressed) layout is not interpreted and its row group counts as a possible match.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow.parquet as pq
+import xxhash
+
+_SALT: Final = (
+    0x47B6137B,
+    0x44974D91,
+    0x8824AD5B,
+    0xA2B7289D,
+    0x705495C7,
+    0x2DF1424B,
+    0x9EFC4947,
+    0x5C6BFB31,
+)
+_BLOCK_BYTES: Final = 32
+# thrift compact encoding of BloomFilterHeader fields 2-4 (algorithm BLOCK, hash XXHASH,
+# compression UNCOMPRESSED: each a union holding an empty struct) and the closing stop
+_PLAIN_HEADER_TAIL: Final = bytes.fromhex("1c1c00001c1c00001c1c000000")
+
+
+@dataclass(frozen=True, slots=True)
+class LookupRowGroup:
+    """One row group's statistics and Bloom filter location for one lookup column."""
+
+    path: str
+    row_group: int
+    column_name: str
+    min_value: str | None
+    max_value: str | None
+    bloom_offset: int | None
+    bloom_length: int | None
+
+
+def lookup_columns(schema: pq.ParquetSchema, columns: Iterable[str]) -> dict[str, int]:
+    """Leaf index of each of ``columns`` that ``schema`` has as a top-level column."""
+    wanted = set(columns)
+    return {schema.column(i).path: i for i in range(len(schema)) if schema.column(i).path in wanted}
+
+
+def lookup_row_groups(
+    path: str, meta: pq.FileMetaData, columns: dict[str, int]
+) -> list[LookupRowGroup]:
+    """The entries of ``columns`` (from :func:`lookup_columns` of this file's schema) in
+    every row group of one file."""
+    entries: list[LookupRowGroup] = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for name, i in columns.items():
+            chunk = group.column(i)
+            stats = chunk.statistics
+            low = high = None
+            if stats is not None and stats.has_min_max and isinstance(stats.min, str):
+                low, high = stats.min, stats.max
+            entries.append(
+                LookupRowGroup(
+                    path,
+                    g,
+                    name,
+                    low,
+                    high,
+                    chunk.bloom_filter_offset,
+                    chunk.bloom_filter_length,
+                )
+            )
+    return entries
+
+
+def _bitset(header_and_bits: bytes) -> bytes | None:
+    """The filter's bit set, or None when the header is not the plain layout."""
+    if len(header_and_bits) < 2 or header_and_bits[0] != 0x15:  # field 1 (numBytes), i32
+        return None
+    zigzag = shift = 0
+    pos = 1
+    while pos < len(header_and_bits) and shift < 35:
+        byte = header_and_bits[pos]
+        zigzag |= (byte & 0x7F) << shift
+        shift += 7
+        pos += 1
+        if not byte & 0x80:
+            break
+    else:
+        return None
+    num_bytes = (zigzag >> 1) ^ -(zigzag & 1)
+    tail_end = pos + len(_PLAIN_HEADER_TAIL)
+    if header_and_bits[pos:tail_end] != _PLAIN_HEADER_TAIL:
+        return None
+    bits = header_and_bits[tail_end:]
+    if num_bytes <= 0 or num_bytes % _BLOCK_BYTES or len(bits) != num_bytes:
+        return None
+    return bits
+
+
+def bitset_may_contain(bits: bytes, value: str) -> bool:
+    """False only when the split-block filter ``bits`` proves ``value`` absent."""
+    digest = xxhash.xxh64_intdigest(value.encode("utf-8"), seed=0)
+    blocks = len(bits) // _BLOCK_BYTES
+    start = (((digest >> 32) * blocks) >> 32) * _BLOCK_BYTES
+    key = digest & 0xFFFFFFFF
+    for word, salt in enumerate(_SALT):
+        bit = ((key * salt) & 0xFFFFFFFF) >> 27
+        offset = start + 4 * word
+        if not (int.from_bytes(bits[offset : offset + 4], "little") >> bit) & 1:
+            return False
+    return True
+
+
+def filter_may_contain(fd: int, offset: int, length: int, value: str) -> bool:
+    """Whether the Bloom filter at ``offset`` (``length`` bytes with its header) in the open
+    file ``fd`` admits ``value``; True when it cannot be read or interpreted."""
+    try:
+        data = os.pread(fd, length, offset)
+    except OSError:
+        return True
+    bits = _bitset(data)
+    return bits is None or bitset_may_contain(bits, value)
+
+
+def files_that_may_hold(
+    groups: Iterable[tuple[str, int | None, int | None]], value: str
+) -> list[str]:
+    """The files of ``(path, bloom offset, bloom length)`` row groups (already within
+    min/max) whose Bloom filter admits ``value``: a row group without a filter, or whose
+    file cannot be opened, is kept (DuckDB then reads it and decides)."""
+    by_path: dict[str, list[tuple[int, int]]] = {}
+    keep: set[str] = set()
+    for path, offset, length in groups:
+        if offset is None or not length:
+            keep.add(path)
+        else:
+            by_path.setdefault(path, []).append((offset, length))
+    for path, filters in by_path.items():
+        if path in keep:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            keep.add(path)
+            continue
+        try:
+            if any(filter_may_contain(fd, o, n, value) for o, n in filters):
+                keep.add(path)
+        finally:
+            os.close(fd)
+    return sorted(keep)
