@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -235,7 +235,13 @@ def _create_lookup_index(
 ) -> None:
     """``_retryscope_row_groups``: the lookup columns' statistics and Bloom filter locations
     per row group (``DataSet.lookup``), in the main schema so drill-down cursors see it."""
-    index = pa.Table.from_pylist([asdict(e) for e in lookup], schema=_LOOKUP_INDEX_SCHEMA)
+    index = pa.Table.from_arrays(
+        [
+            pa.array([getattr(entry, f.name) for entry in lookup], f.type)
+            for f in _LOOKUP_INDEX_SCHEMA
+        ],
+        schema=_LOOKUP_INDEX_SCHEMA,
+    )
     con.register("_retryscope_row_groups_arrow", index)
     con.execute(
         "CREATE OR REPLACE TABLE _retryscope_row_groups AS "

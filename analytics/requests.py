@@ -6,10 +6,11 @@ A lookup never builds the data set's analytics tables: it copies the rows of the
 its own rows, so the result equals the same query over the whole data set.
 
 Finding the rows reads little: every file is sorted by logical request id and carries
-Bloom filters on the lookup columns (``instrumentation/bloom_filters.py``), so an equality
-on one of them is answered from one or two row groups of the whole data set. The lookup
-first reads only the id columns (``span_ids_in``) to learn which requests and which files
-are meant, then copies all columns (``spans_in``) from those files alone.
+Bloom filters on the lookup columns (``instrumentation/bloom_filters.py``). The footers
+``connect`` indexed tell which files may hold an id (``bloom_probe.py``), so DuckDB opens
+only those: it copies the request's rows (``spans_in``) straight from them, and a trace id
+or idempotency digest is first resolved to its requests by reading only the id columns of
+the files that may hold it (``span_ids_in``).
 """
 
 from __future__ import annotations
@@ -37,37 +38,40 @@ def _candidate_files(cur: duckdb.DuckDBPyConnection, column: str, value: str) ->
     return files_that_may_hold(groups, value)
 
 
-def _files_holding(cur: duckdb.DuckDBPyConnection, lrid: str) -> list[str]:
+def _copy_rows(cur: duckdb.DuckDBPyConnection, lrid: str, *, first: bool) -> int:
+    """Copy the rows of request ``lrid`` into ``spans`` (created when ``first``) from the
+    files that may hold them; returns how many rows were copied."""
     files = _candidate_files(cur, "logical_request_id", lrid)
-    return _column(cur, "request_files", {"files": files, "id": lrid}) if files else []
+    if not files:
+        return 0
+    query = "request_spans" if first else "request_spans_more"
+    ((copied,),) = cur.execute(load(query), {"files": files, "id": lrid}).fetchall()
+    return int(copied)
 
 
-def _requests_and_files(cur: duckdb.DuckDBPyConnection, ident: str) -> list[tuple[str, list[str]]]:
-    """``(logical request id, files holding its rows)`` for each request ``ident`` names:
-    the request with that id, else those whose trace id or idempotency digest it is."""
-    holding = _files_holding(cur, ident)
-    if holding:
-        return [(ident, holding)]
-    aliases: set[str] = set()
+def _aliased_requests(cur: duckdb.DuckDBPyConnection, ident: str) -> list[str]:
+    """The logical requests with rows whose trace id or idempotency digest is ``ident``."""
+    found: set[str] = set()
     for column, query in (
         ("trace_id", "request_ids_by_trace"),
         ("idempotency_digest", "request_ids_by_digest"),
     ):
         files = _candidate_files(cur, column, ident)
         if files:
-            aliases.update(_column(cur, query, {"files": files, "id": ident}))
-    found = [(lrid, _files_holding(cur, lrid)) for lrid in sorted(aliases)]
-    return [(lrid, files) for lrid, files in found if files]
+            found.update(_column(cur, query, {"files": files, "id": ident}))
+    return sorted(found)
 
 
 def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
-    """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names."""
-    found = _requests_and_files(cur, ident)
-    if not found:
+    """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names: the
+    request with that id, else those whose trace id or idempotency digest it is."""
+    if _copy_rows(cur, ident, first=True):
+        return
+    copied = 0
+    for lrid in _aliased_requests(cur, ident):
+        copied += _copy_rows(cur, lrid, first=not copied)
+    if not copied:
         cur.execute(load("request_spans_none"))
-    for index, (lrid, holding) in enumerate(found):
-        query = "request_spans_more" if index else "request_spans"
-        cur.execute(load(query), {"files": holding, "id": lrid})
 
 
 @contextmanager
