@@ -50,6 +50,8 @@ class LookupRowGroup:
     max_value: str | None
     bloom_offset: int | None
     bloom_length: int | None
+    all_null: bool = False
+    """The row group holds no value of the column (its statistics say so): no id matches."""
 
 
 def lookup_columns(schema: pq.ParquetSchema, columns: Iterable[str]) -> dict[str, int]:
@@ -70,8 +72,11 @@ def lookup_row_groups(
             chunk = group.column(i)
             stats = chunk.statistics
             low = high = None
-            if stats is not None and stats.has_min_max and isinstance(stats.min, str):
-                low, high = stats.min, stats.max
+            all_null = False
+            if stats is not None:
+                if stats.has_min_max and isinstance(stats.min, str):
+                    low, high = stats.min, stats.max
+                all_null = stats.has_null_count and stats.null_count == group.num_rows
             entries.append(
                 LookupRowGroup(
                     path,
@@ -81,6 +86,7 @@ def lookup_row_groups(
                     high,
                     chunk.bloom_filter_offset,
                     chunk.bloom_filter_length,
+                    all_null,
                 )
             )
     return entries

@@ -226,6 +226,7 @@ _LOOKUP_INDEX_SCHEMA = pa.schema(
         ("max_value", pa.string()),
         ("bloom_offset", pa.int64()),
         ("bloom_length", pa.int64()),
+        ("all_null", pa.bool_()),
     ]
 )
 

@@ -20,6 +20,7 @@ from retryscope.analytics.requests import _aliased_requests, _candidate_files
 from retryscope.cli import main
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.parquet_files import FileNamer, write_partitioned
+from retryscope.schema import SPAN_SCHEMA
 from tests.recorder import MS, T0, Clock, Recorder
 
 REQUESTS = 40
@@ -135,3 +136,37 @@ def test_lookup_skips_a_file_whose_pages_do_not_decode(
     assert [s.path for s in skipped_files(con, dataset)] == [victim]
     assert main(["request", str(root), lrid]) == 1
     assert f"warning: skipped {victim}: " in capsys.readouterr().err
+
+
+def test_row_groups_without_values_are_never_candidates(tmp_path: Path) -> None:
+    rows = [
+        {
+            "span_id": f"s{i}",
+            "trace_id": f"t{i:02d}",
+            "name": "x",
+            "kind": "INTERNAL",
+            "start_time": T0 + i * MS,
+            "end_time": T0 + (i + 1) * MS,
+            "duration_ms": 1.0,
+            "status_code": "UNSET",
+            "logical_request_id": f"r{i:02d}",
+        }
+        | ({"idempotency_digest": f"d{i:02d}"} if i >= 4 else {})
+        for i in range(8)
+    ]
+    table = pa.Table.from_pylist(rows, schema=SPAN_SCHEMA)
+    config = ExportConfig(directory=tmp_path, partitioning=Partitioning.NONE, row_group_rows=4)
+    (path,) = write_partitioned(table, config, FileNamer())
+    con, dataset = connect(tmp_path)
+    digests = [e for e in dataset.lookup if e.column_name == "idempotency_digest"]
+    assert [(e.all_null, e.min_value, e.max_value) for e in digests] == [
+        (True, None, None),
+        (False, "d04", "d07"),
+    ]
+    assert digests[1].bloom_offset is not None
+    cur = con.cursor()
+    assert _candidate_files(cur, "idempotency_digest", "d01") == []
+    assert _candidate_files(cur, "idempotency_digest", "d05") == [str(path)]
+    assert _candidate_files(cur, "logical_request_id", "r09") == []  # beyond the maximum
+    assert _candidate_files(cur, "trace_id", "t03") == [str(path)]
+    assert request_detail(con, "d05")[1].num_rows == 0  # no attempt rows, but no error
