@@ -83,7 +83,10 @@ def test_lookup_equals_the_whole_data_set_query(split: Path) -> None:
         assert attempts.equals(whole_attempts), ident
     for (digest,) in shared:
         assert request_detail(con, digest)[0].num_rows == 2
-    for missing in ("no-such-request", "", "zzzz", "0000"):
+    # ids next to real ones fall within some file's min/max, and half the files have no
+    # Bloom filter: the copy runs and finds nothing
+    near = [lrid + "0" for lrid, _, _ in sample]
+    for missing in ("no-such-request", "", "zzzz", "0000", *near):
         summary, attempts = request_detail(con, missing)
         assert (summary.num_rows, attempts.num_rows) == (0, 0)
 
