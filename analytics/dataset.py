@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import duckdb
 import pyarrow as pa
@@ -58,6 +60,20 @@ def _is_visible(name: str) -> bool:
     return not name.startswith((".", "_")) and name.endswith(".parquet")
 
 
+_FOOTER_READERS: Final = 4
+
+
+def _read_footer(path: Path) -> pq.FileMetaData | Exception:
+    """A span file's footer, or why it cannot be read as one."""
+    try:
+        meta = pq.read_metadata(path)
+        if "span_id" not in meta.schema.names:
+            raise ValueError("not a retryscope span file (no span_id column)")
+    except Exception as exc:
+        return exc
+    return meta
+
+
 def discover(root: str | os.PathLike[str]) -> DataSet:
     """All readable span files under ``root`` (a directory, a file, or an ``s3://`` prefix)."""
     text = os.fspath(root)
@@ -83,13 +99,11 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
     first_columns: dict[str, int] = {}
     same_schema = True
     lookup: list[LookupRowGroup] = []
-    for candidate in candidates:
-        try:
-            meta = pq.read_metadata(candidate)
-            if "span_id" not in meta.schema.names:
-                raise ValueError("not a retryscope span file (no span_id column)")
-        except Exception as exc:  # corrupt, truncated, zero-byte, unreadable, foreign
-            skipped.append(SkippedFile(str(candidate), f"{type(exc).__name__}: {exc}"))
+    with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
+        footers = list(pool.map(_read_footer, candidates))
+    for candidate, meta in zip(candidates, footers, strict=True):
+        if isinstance(meta, Exception):  # corrupt, truncated, zero-byte, unreadable, foreign
+            skipped.append(SkippedFile(str(candidate), f"{type(meta).__name__}: {meta}"))
             continue
         files.append(str(candidate))
         # the Parquet schemas DuckDB reads (column names, types, nesting) are identical
