@@ -63,7 +63,7 @@ def _is_visible(name: str) -> bool:
 _FOOTER_READERS: Final = 4
 
 
-def _read_footer(path: Path) -> pq.FileMetaData | Exception:
+def _read_footer(path: str) -> pq.FileMetaData | Exception:
     """A span file's footer, or why it cannot be read as one."""
     try:
         meta = pq.read_metadata(path)
@@ -82,15 +82,13 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         return DataSet(text, (glob,))
     path = Path(text)
     if path.is_file():
-        candidates = [path]
+        candidates = [str(path)]
     elif path.is_dir():
-        candidates = sorted(
-            Path(dirpath) / name
-            for dirpath, dirnames, filenames in os.walk(path)
-            for name in filenames
-            if _is_visible(name)
-            and not any(part.startswith(".") for part in Path(dirpath).relative_to(path).parts)
-        )
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # hidden: not read
+            found += (os.path.join(dirpath, name) for name in filenames if _is_visible(name))
+        candidates = sorted(found, key=lambda f: f.split(os.sep))  # as paths sort
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
     files: list[str] = []
@@ -103,9 +101,9 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         footers = list(pool.map(_read_footer, candidates))
     for candidate, meta in zip(candidates, footers, strict=True):
         if isinstance(meta, Exception):  # corrupt, truncated, zero-byte, unreadable, foreign
-            skipped.append(SkippedFile(str(candidate), f"{type(meta).__name__}: {meta}"))
+            skipped.append(SkippedFile(candidate, f"{type(meta).__name__}: {meta}"))
             continue
-        files.append(str(candidate))
+        files.append(candidate)
         # the Parquet schemas DuckDB reads (column names, types, nesting) are identical
         if first is None:
             first, first_columns = meta.schema, lookup_columns(meta.schema, LOOKUP_COLUMNS)
@@ -115,7 +113,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         else:
             same_schema = False
             columns = lookup_columns(meta.schema, LOOKUP_COLUMNS)
-        lookup += lookup_row_groups(str(candidate), meta, columns)
+        lookup += lookup_row_groups(candidate, meta, columns)
     return DataSet(
         text,
         tuple(files),
