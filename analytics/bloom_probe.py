@@ -92,14 +92,15 @@ def lookup_row_groups(
     return entries
 
 
-def _bitset(header_and_bits: bytes) -> bytes | None:
-    """The filter's bit set, or None when the header is not the plain layout."""
-    if len(header_and_bits) < 2 or header_and_bits[0] != 0x15:  # field 1 (numBytes), i32
+def _plain_header(head: bytes) -> tuple[int, int] | None:
+    """``(header length, bit set bytes)`` of a filter that starts with ``head``, or None
+    when its header is not the plain layout."""
+    if len(head) < 2 or head[0] != 0x15:  # field 1 (numBytes), i32
         return None
     zigzag = shift = 0
     pos = 1
-    while pos < len(header_and_bits) and shift < 35:
-        byte = header_and_bits[pos]
+    while pos < len(head) and shift < 35:
+        byte = head[pos]
         zigzag |= (byte & 0x7F) << shift
         shift += 7
         pos += 1
@@ -108,38 +109,37 @@ def _bitset(header_and_bits: bytes) -> bytes | None:
     else:
         return None
     num_bytes = (zigzag >> 1) ^ -(zigzag & 1)
-    tail_end = pos + len(_PLAIN_HEADER_TAIL)
-    if header_and_bits[pos:tail_end] != _PLAIN_HEADER_TAIL:
+    end = pos + len(_PLAIN_HEADER_TAIL)
+    if head[pos:end] != _PLAIN_HEADER_TAIL or num_bytes <= 0 or num_bytes % _BLOCK_BYTES:
         return None
-    bits = header_and_bits[tail_end:]
-    if num_bytes <= 0 or num_bytes % _BLOCK_BYTES or len(bits) != num_bytes:
-        return None
-    return bits
+    return end, num_bytes
 
 
-def bitset_may_contain(bits: bytes, value: str) -> bool:
-    """False only when the split-block filter ``bits`` proves ``value`` absent."""
-    digest = xxhash.xxh64_intdigest(value.encode("utf-8"), seed=0)
-    blocks = len(bits) // _BLOCK_BYTES
-    start = (((digest >> 32) * blocks) >> 32) * _BLOCK_BYTES
-    key = digest & 0xFFFFFFFF
+def _block_may_contain(block: bytes, key: int) -> bool:
+    """Whether the eight bits ``key`` (a hash's low 32 bits) selects are all set in
+    ``block``."""
     for word, salt in enumerate(_SALT):
         bit = ((key * salt) & 0xFFFFFFFF) >> 27
-        offset = start + 4 * word
-        if not (int.from_bytes(bits[offset : offset + 4], "little") >> bit) & 1:
+        if not (int.from_bytes(block[4 * word : 4 * word + 4], "little") >> bit) & 1:
             return False
     return True
 
 
 def filter_may_contain(fd: int, offset: int, length: int, value: str) -> bool:
     """Whether the Bloom filter at ``offset`` (``length`` bytes with its header) in the open
-    file ``fd`` admits ``value``; True when it cannot be read or interpreted."""
+    file ``fd`` admits ``value``; True when it cannot be read or interpreted. Only the
+    header and the one 32-byte block the value hashes to are read."""
     try:
-        data = os.pread(fd, length, offset)
+        parsed = _plain_header(os.pread(fd, min(length, 32), offset))
+        if parsed is None or sum(parsed) != length:
+            return True
+        header, num_bytes = parsed
+        digest = xxhash.xxh64_intdigest(value.encode("utf-8"), seed=0)
+        block = (((digest >> 32) * (num_bytes // _BLOCK_BYTES)) >> 32) * _BLOCK_BYTES
+        data = os.pread(fd, _BLOCK_BYTES, offset + header + block)
     except OSError:
         return True
-    bits = _bitset(data)
-    return bits is None or bitset_may_contain(bits, value)
+    return len(data) != _BLOCK_BYTES or _block_may_contain(data, digest & 0xFFFFFFFF)
 
 
 def files_that_may_hold(
