@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from retryscope.analytics.bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
 from retryscope.analytics.queries import install_macros
+from retryscope.instrumentation.bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
 VIEWS_SQL = """
@@ -42,6 +47,9 @@ class DataSet:
     same_schema: bool = False
     """All files have one schema (checked by :func:`discover`), so DuckDB need not read
     every file's schema to unify them."""
+    lookup: tuple[LookupRowGroup, ...] = field(default=())
+    """Statistics and Bloom filter locations of the lookup columns in every row group, from
+    the footers :func:`discover` read (drill-downs use them to pick the files to read)."""
 
     @property
     def is_remote(self) -> bool:
@@ -52,6 +60,20 @@ def _is_visible(name: str) -> bool:
     return not name.startswith((".", "_")) and name.endswith(".parquet")
 
 
+_FOOTER_READERS: Final = 4
+
+
+def _read_footer(path: str) -> pq.FileMetaData | Exception:
+    """A span file's footer, or why it cannot be read as one."""
+    try:
+        meta = pq.read_metadata(path)
+        if "span_id" not in meta.schema.names:
+            raise ValueError("not a retryscope span file (no span_id column)")
+    except Exception as exc:
+        return exc
+    return meta
+
+
 def discover(root: str | os.PathLike[str]) -> DataSet:
     """All readable span files under ``root`` (a directory, a file, or an ``s3://`` prefix)."""
     text = os.fspath(root)
@@ -60,31 +82,45 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         return DataSet(text, (glob,))
     path = Path(text)
     if path.is_file():
-        candidates = [path]
+        candidates = [str(path)]
     elif path.is_dir():
-        candidates = sorted(
-            Path(dirpath) / name
-            for dirpath, dirnames, filenames in os.walk(path)
-            for name in filenames
-            if _is_visible(name)
-            and not any(part.startswith(".") for part in Path(dirpath).relative_to(path).parts)
-        )
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # hidden: not read
+            found += (os.path.join(dirpath, name) for name in filenames if _is_visible(name))
+        candidates = sorted(found, key=lambda f: f.split(os.sep))  # as paths sort
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
     files: list[str] = []
     skipped: list[SkippedFile] = []
-    schemas = set()
-    for candidate in candidates:
-        try:
-            meta = pq.read_metadata(candidate)
-            if "span_id" not in meta.schema.names:
-                raise ValueError("not a retryscope span file (no span_id column)")
-        except Exception as exc:  # corrupt, truncated, zero-byte, unreadable, foreign
-            skipped.append(SkippedFile(str(candidate), f"{type(exc).__name__}: {exc}"))
+    first: pq.ParquetSchema | None = None
+    first_columns: dict[str, int] = {}
+    same_schema = True
+    lookup: list[LookupRowGroup] = []
+    with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
+        footers = list(pool.map(_read_footer, candidates))
+    for candidate, meta in zip(candidates, footers, strict=True):
+        if isinstance(meta, Exception):  # corrupt, truncated, zero-byte, unreadable, foreign
+            skipped.append(SkippedFile(candidate, f"{type(meta).__name__}: {meta}"))
             continue
-        files.append(str(candidate))
-        schemas.add(meta.schema.to_arrow_schema().remove_metadata())
-    return DataSet(text, tuple(files), tuple(skipped), same_schema=len(schemas) == 1)
+        files.append(candidate)
+        # the Parquet schemas DuckDB reads (column names, types, nesting) are identical
+        if first is None:
+            first, first_columns = meta.schema, lookup_columns(meta.schema, LOOKUP_COLUMNS)
+            columns = first_columns
+        elif meta.schema.equals(first):
+            columns = first_columns
+        else:
+            same_schema = False
+            columns = lookup_columns(meta.schema, LOOKUP_COLUMNS)
+        lookup += lookup_row_groups(candidate, meta, columns)
+    return DataSet(
+        text,
+        tuple(files),
+        tuple(skipped),
+        same_schema=bool(files) and same_schema,
+        lookup=tuple(lookup),
+    )
 
 
 def _sql_string(value: str) -> str:
@@ -141,6 +177,7 @@ def connect(
     )
     con.unregister("_retryscope_empty_arrow")
     _create_spans_view(con, dataset.files, union=not dataset.same_schema)
+    _create_lookup_index(con, dataset.lookup)
     con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_skipped (path VARCHAR, reason VARCHAR)")
     con.execute(VIEWS_SQL)
     install_macros(con)
@@ -153,21 +190,77 @@ def connect(
     return con, dataset
 
 
+def _read_parquet(union: bool, *, filename: bool = False) -> str:
+    """The ``read_parquet`` call over a macro's ``files`` argument, as ``spans`` reads."""
+    extra = ", filename = true" if filename else ""
+    return (
+        f"read_parquet(files, union_by_name = {str(union).lower()}, "
+        f"hive_partitioning = false{extra})"
+    )
+
+
 def _create_spans_view(
     con: duckdb.DuckDBPyConnection, files: tuple[str, ...] | list[str], *, union: bool
 ) -> None:
-    con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_files (path VARCHAR)")
-    if not files:
-        con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
-        return
-    con.executemany("INSERT INTO _retryscope_files VALUES (?)", [[f] for f in files])
-    file_list = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+    """The view ``spans`` over ``files`` and, for drill-downs (``requests.py``), the file list
+    ``_retryscope_files`` and two table macros over any subset of it: ``spans_in(files)``
+    (exactly what ``spans`` reads) and ``span_ids_in(files)`` (only the lookup columns and
+    each row's file). All live in the main schema, so cursors see them too."""
     con.execute(
-        "CREATE OR REPLACE VIEW spans AS SELECT * FROM read_parquet("
-        f"{file_list}, union_by_name = {str(union).lower()}, hive_partitioning = false) "
+        "CREATE OR REPLACE TABLE _retryscope_files AS SELECT unnest($files::VARCHAR[]) AS path",
+        {"files": list(files)},
+    )
+    con.execute(
+        "CREATE OR REPLACE MACRO spans_in(files) AS TABLE "
+        f"SELECT * FROM {_read_parquet(union)} "
         # every column of the current schema exists, even if older files lack it
         "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
     )
+    con.execute(
+        "CREATE OR REPLACE MACRO span_ids_in(files) AS TABLE "
+        "SELECT filename, logical_request_id, trace_id, idempotency_digest FROM ("
+        f"SELECT * FROM {_read_parquet(union, filename=True)} "
+        "UNION ALL BY NAME SELECT *, NULL::VARCHAR AS filename FROM _retryscope_empty)"
+    )
+    if not files:
+        con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
+        return
+    file_list = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+    con.execute(f"CREATE OR REPLACE VIEW spans AS SELECT * FROM spans_in({file_list})")
+
+
+_LOOKUP_INDEX_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("row_group", pa.int64()),
+        ("column_name", pa.string()),
+        ("min_value", pa.string()),
+        ("max_value", pa.string()),
+        ("bloom_offset", pa.int64()),
+        ("bloom_length", pa.int64()),
+        ("all_null", pa.bool_()),
+    ]
+)
+
+
+def _create_lookup_index(
+    con: duckdb.DuckDBPyConnection, lookup: tuple[LookupRowGroup, ...]
+) -> None:
+    """``_retryscope_row_groups``: the lookup columns' statistics and Bloom filter locations
+    per row group (``DataSet.lookup``), in the main schema so drill-down cursors see it."""
+    index = pa.Table.from_arrays(
+        [
+            pa.array([getattr(entry, f.name) for entry in lookup], f.type)
+            for f in _LOOKUP_INDEX_SCHEMA
+        ],
+        schema=_LOOKUP_INDEX_SCHEMA,
+    )
+    con.register("_retryscope_row_groups_arrow", index)
+    con.execute(
+        "CREATE OR REPLACE TABLE _retryscope_row_groups AS "
+        "SELECT * FROM _retryscope_row_groups_arrow"
+    )
+    con.unregister("_retryscope_row_groups_arrow")
 
 
 def drop_undecodable_files(con: duckdb.DuckDBPyConnection) -> bool:

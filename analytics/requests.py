@@ -1,10 +1,16 @@
 """One logical request, looked up by logical request id, trace id or idempotency digest.
 
 A lookup never builds the data set's analytics tables: it copies the rows of the requests
-``ident`` names into a table ``spans`` local to a cursor of ``con`` (the files are sorted by
-logical request id, so row-group statistics skip almost everything) and runs the same
+``ident`` names into a table ``spans`` local to a cursor of ``con`` and runs the same
 ``base.sql``/``scope.sql`` over those rows alone. Every figure of a request depends only on
 its own rows, so the result equals the same query over the whole data set.
+
+Finding the rows reads little: every file is sorted by logical request id and carries
+Bloom filters on the lookup columns (``instrumentation/bloom_filters.py``). The footers
+``connect`` indexed tell which files may hold an id (``bloom_probe.py``), so DuckDB opens
+only those: it copies the request's rows (``spans_in``) straight from them, and a trace id
+or idempotency digest is first resolved to its requests by reading only the id columns of
+the files that may hold it (``span_ids_in``).
 """
 
 from __future__ import annotations
@@ -15,8 +21,57 @@ from contextlib import contextmanager
 import duckdb
 import pyarrow as pa
 
+from retryscope.analytics.bloom_probe import files_that_may_hold
+from retryscope.analytics.dataset import drop_undecodable_files
 from retryscope.analytics.filters import apply
 from retryscope.analytics.queries import arrow, load
+
+
+def _column(cur: duckdb.DuckDBPyConnection, name: str, params: dict[str, object]) -> list[str]:
+    return [str(value) for (value,) in cur.execute(load(name), params).fetchall()]
+
+
+def _candidate_files(cur: duckdb.DuckDBPyConnection, column: str, value: str) -> list[str]:
+    """The data set's files that may hold ``value`` in ``column`` (statistics and Bloom
+    filters from the footers ``connect`` indexed)."""
+    groups = cur.execute(load("request_candidates"), {"column": column, "id": value}).fetchall()
+    return files_that_may_hold(groups, value)
+
+
+def _copy_rows(cur: duckdb.DuckDBPyConnection, lrid: str, *, first: bool) -> int:
+    """Copy the rows of request ``lrid`` into ``spans`` (created when ``first``) from the
+    files that may hold them; returns how many rows were copied."""
+    files = _candidate_files(cur, "logical_request_id", lrid)
+    if not files:
+        return 0
+    query = "request_spans" if first else "request_spans_more"
+    ((copied,),) = cur.execute(load(query), {"files": files, "id": lrid}).fetchall()
+    return int(copied)
+
+
+def _aliased_requests(cur: duckdb.DuckDBPyConnection, ident: str) -> list[str]:
+    """The logical requests with rows whose trace id or idempotency digest is ``ident``."""
+    found: set[str] = set()
+    for column, query in (
+        ("trace_id", "request_ids_by_trace"),
+        ("idempotency_digest", "request_ids_by_digest"),
+    ):
+        files = _candidate_files(cur, column, ident)
+        if files:
+            found.update(_column(cur, query, {"files": files, "id": ident}))
+    return sorted(found)
+
+
+def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
+    """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names: the
+    request with that id, else those whose trace id or idempotency digest it is."""
+    if _copy_rows(cur, ident, first=True):
+        return
+    copied = 0
+    for lrid in _aliased_requests(cur, ident):
+        copied += _copy_rows(cur, lrid, first=not copied)
+    if not copied:
+        cur.execute(load("request_spans_none"))
 
 
 @contextmanager
@@ -26,10 +81,12 @@ def _request_scope(
     """A cursor of ``con`` whose analytics tables hold only the requests ``ident`` names."""
     cur = con.cursor()
     try:
-        cur.execute(load("request_spans"), {"id": ident})
-        found = cur.execute("SELECT count(*) FROM spans").fetchall()[0][0]
-        if not found:
-            cur.execute(load("request_spans_by_alias"), {"id": ident})
+        try:
+            _copy_request_rows(cur, ident)
+        except duckdb.Error:
+            if not drop_undecodable_files(con):
+                raise
+            _copy_request_rows(cur, ident)  # from the files that decode
         apply(cur)
         yield cur
     finally:

@@ -4,7 +4,7 @@ It writes what a fleet of harnesses exporting through ``ParquetSpanExporter`` wo
 written, without creating spans: numpy builds each column for one hour of traffic at a
 time, rows are split into files of the exporter's size, each file sorted like the exporter
 sorts (logical request id, start time) and written as zstd Parquet with the exporter's row
-group size under hive partitions ``date=YYYY-MM-DD/hour=HH/``.
+group size and Bloom filters under hive partitions ``date=YYYY-MM-DD/hour=HH/``.
 
 The traffic: logical requests of ~40 tenants over 8 primary and 4 fallback routes; each
 makes 1–4 harness attempts (retries, a fallback on the last one for 40 % of retried
@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from retryscope.instrumentation.bloom_filters import bloom_filter_options
 from retryscope.schema import SPAN_SCHEMA
 
 ROWS_PER_FILE: Final = 200_000  # ParquetSpanExporter defaults (rows_per_file,
@@ -522,7 +523,13 @@ def _write_hour(
         chunk = table.slice(offset, ROWS_PER_FILE)
         name = f"spans-{time.strftime('%Y%m%dT%H%M%SZ', stamp)}-bench-{seq:04d}-{files:03d}.parquet"
         path = part / name
-        pq.write_table(chunk, path, row_group_size=ROW_GROUP_SIZE, compression=COMPRESSION)
+        pq.write_table(
+            chunk,
+            path,
+            row_group_size=ROW_GROUP_SIZE,
+            compression=COMPRESSION,
+            bloom_filter_options=bloom_filter_options(chunk, ROW_GROUP_SIZE),
+        )
         files += 1
         size += path.stat().st_size
     return files, size

@@ -1,8 +1,9 @@
 """Writing span tables as Parquet files a reader can trust; shared by exporter and ingest.
 
 * Rows go to Hive partition directories (``date=YYYY-MM-DD/hour=HH/``) by span start time.
-* Within a file rows are sorted by logical request id, then start time, so a drill-down on
-  one request touches few row groups (row-group statistics prune the rest).
+* Within a file rows are sorted by logical request id, then start time, and each row group
+  carries Bloom filters on the lookup columns (``bloom_filters``), so a drill-down on one
+  request touches few row groups (statistics and Bloom filters prune the rest).
 * A file is written under a hidden temporary name (``.<name>.inprogress``), fsynced, and
   renamed into place: a reader globbing ``**/*.parquet`` never sees a partial file, and a
   crash leaves at worst a hidden temporary file behind.
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from retryscope.instrumentation.bloom_filters import bloom_filter_options
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 
 TEMP_PREFIX: Final = "."
@@ -179,6 +181,7 @@ def write_atomic(table: pa.Table, final: Path, config: ExportConfig) -> Path:
                 sink,
                 row_group_size=config.row_group_rows,
                 compression=config.compression,
+                bloom_filter_options=bloom_filter_options(table, config.row_group_rows),
             )
             sink.flush()
             os.fsync(sink.fileno())

@@ -1,0 +1,4 @@
+-- The logical requests with rows of idempotency digest $id, among the files $files (those
+-- whose statistics and Bloom filters admit $id).
+SELECT DISTINCT logical_request_id FROM span_ids_in($files)
+WHERE idempotency_digest = $id AND logical_request_id IS NOT NULL;
