@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,48 @@ _NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
 """What ``encode_basestring`` escapes (it keeps every other character as it is)."""
 
 _encode_str = json.encoder.encode_basestring  # as SpanColumns encodes a string value
+
+
+def _document_schema() -> pa.Schema:
+    """The text fields of a trace document, declared so Arrow never infers a timestamp
+    from a string that looks like one; numbers, enums and times stay inferred (writers
+    spell them as numbers or as strings)."""
+    text = pa.string()
+    leaf = pa.struct([("stringValue", text), ("bytesValue", text)])
+    value = pa.struct([*leaf, ("arrayValue", pa.struct([("values", pa.list_(leaf))]))])
+    key_values = pa.list_(pa.struct([("key", text), ("value", value)]))
+    span = pa.struct(
+        [
+            ("traceId", text),
+            ("spanId", text),
+            ("parentSpanId", text),
+            ("name", text),
+            ("attributes", key_values),
+            ("status", pa.struct([("message", text)])),
+            ("events", pa.list_(pa.struct([("name", text), ("attributes", key_values)]))),
+            (
+                "links",
+                pa.list_(
+                    pa.struct([("traceId", text), ("spanId", text), ("attributes", key_values)])
+                ),
+            ),
+        ]
+    )
+    scope_spans = pa.struct(
+        [("scope", pa.struct([("name", text), ("version", text)])), ("spans", pa.list_(span))]
+    )
+    resource_spans = pa.struct(
+        [
+            ("resource", pa.struct([("attributes", key_values)])),
+            ("scopeSpans", pa.list_(scope_spans)),
+        ]
+    )
+    return pa.schema([("resourceSpans", pa.list_(resource_spans))])
+
+
+_PARSE: Final = pj.ParseOptions(
+    explicit_schema=_document_schema(), unexpected_field_behavior="infer"
+)
 
 
 class _Unsure(Exception):
@@ -80,10 +123,12 @@ def decode_json_lines(lines: Sequence[bytes]) -> pa.Table | None:
     if documents == 0 or (b"null" in body and _NULL_TOKEN.search(body)):
         return None
     try:
+        if not body.isascii():
+            body.decode("utf-8")  # Arrow does not validate UTF-8; the reference does
         table = pj.read_json(
             io.BytesIO(body),
             read_options=pj.ReadOptions(block_size=max(len(body) + 1, 1 << 20)),
-            parse_options=pj.ParseOptions(unexpected_field_behavior="infer"),
+            parse_options=_PARSE,
         )
         if table.num_rows != documents:
             return None  # a line held two objects: the reference rejects that line
@@ -235,7 +280,7 @@ class _Values:
         at = np.flatnonzero(tag == _DOUBLE)
         if len(at):
             doubles = pc.take(self.doubles, pa.array(where[at])).to_pylist()
-            out[at] = [float.__repr__(x) for x in doubles]
+            out[at] = [_json_float(x) for x in doubles]
         at = np.flatnonzero(tag == _STR)
         if len(at):
             out[at] = _json_strings(pc.take(self.strings, pa.array(where[at])))
@@ -257,6 +302,15 @@ class _KeyValues:
         offsets = _offsets(self.owners[where], rows)
         values = self.values.encoded(where)
         return pa.MapArray.from_arrays(offsets, keys, values, type=ATTR_MAP)
+
+
+def _json_float(x: float) -> str:
+    """``json.dumps`` of a float (Arrow reads ``NaN`` and ``Infinity`` as Python does)."""
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "Infinity" if x > 0 else "-Infinity"
+    return float.__repr__(x)
 
 
 def _json_strings(strings: pa.Array) -> np.ndarray:
@@ -281,7 +335,7 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
             if f.name not in _VALUE_KINDS and (nested or f.name != "arrayValue"):
                 raise _Unsure(f"AnyValue kind {f.name}")
             child = _field(value, f.name)
-            if child is not None:
+            if child is not None and child.null_count < len(child):
                 kinds[f.name] = child
     tag = np.full(n, _NONE, np.int8)
     present = np.zeros(n, np.int8)

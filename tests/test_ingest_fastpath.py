@@ -52,7 +52,9 @@ def assert_same_or_declined(lines: list[bytes]) -> pa.Table | None:
 HEX = "0123456789abcdefABCDEF"
 TEXT = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6
-) | st.sampled_from(['a"b', "back\\slash", "tab\there", "nul\x00", "é✓", "", "/x"])
+) | st.sampled_from(
+    ['a"b', "back\\slash", "tab\there", "nul\x00", "é✓", "", "/x", "2026-11-30T01:02:03Z", "null"]
+)
 KEYS = st.sampled_from(sorted(BY_KEY)) | st.sampled_from(["app.k", "x", "service.name", ""])
 INTS = (
     st.integers(-(2**63), 2**63 - 1) | st.integers(-(2**31) - 2, 2**31 + 1) | st.integers(-3, 300)
@@ -79,7 +81,7 @@ def documents(numbers_as_text: bool, enums_as_names: bool) -> st.SearchStrategy[
         st.builds(lambda i: {"intValue": i}, ints),
         st.builds(
             lambda f: {"doubleValue": f},
-            st.floats(allow_nan=False, allow_infinity=False, width=64),
+            st.floats(width=64),
         ),
         st.builds(lambda s: {"bytesValue": s}, st.sampled_from(["AAEC", "", "/w=="])),
         st.just({}),
@@ -235,6 +237,44 @@ def test_common_collector_output_takes_the_fast_path() -> None:
     assert fast.num_rows == len(spans)
 
 
+def test_text_that_looks_like_a_time_stays_text() -> None:
+    """Arrow would infer a timestamp column from ISO-8601 strings; the declared text fields
+    keep them strings, so such blocks still take the fast path."""
+    stamp = "2026-11-30T01:02:03Z"
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "k", "value": {"stringValue": stamp}}]},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": stamp, "version": stamp},
+                        "spans": [
+                            {
+                                "traceId": "ab" * 16,
+                                "spanId": "cd" * 8,
+                                "name": stamp,
+                                "kind": 3,
+                                "status": {"code": 2, "message": stamp},
+                                "attributes": [
+                                    {"key": "retryscope.tenant", "value": {"stringValue": stamp}},
+                                    {"key": "when", "value": {"stringValue": stamp}},
+                                    {"key": "nan", "value": {"doubleValue": "NaN"}},
+                                ],
+                                "events": [{"name": stamp, "timeUnixNano": "5"}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    line = json.dumps(doc).replace('"NaN"', "NaN").encode()
+    fast = assert_same_or_declined([line])
+    assert fast is not None
+    assert fast.column("tenant").to_pylist() == [stamp]
+    assert ("nan", "NaN") in fast.column("attributes").to_pylist()[0]
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -246,6 +286,9 @@ def test_common_collector_output_takes_the_fast_path() -> None:
         b"{broken",
         b'{"a":"\\ud800"}',
         b'{"a":"\xff"}',
+        b'{"resourceSpans":[],"a":"\xed\xa0\x80"}',  # invalid UTF-8 Arrow would take
+        b'{"resourceSpans":[],"a":"\xc0\x80"}',
+        b'\xef\xbb\xbf{"resourceSpans":[]}',
     ],
 )
 def test_blocks_the_reference_rejects_are_declined(case: bytes) -> None:
