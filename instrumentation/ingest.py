@@ -54,6 +54,8 @@ _CHUNK: Final = 1 << 20
 _PLAIN_JSON: Final = (".json", ".jsonl", ".ndjson")
 _BLOCK_BYTES: Final = 8 << 20
 """JSON lines are decoded in blocks of about this size (bounded memory, few native calls)."""
+_SMALLEST_SPLIT: Final = 512 << 10
+"""A declined block is split in halves while it is larger than this."""
 
 
 @dataclass(slots=True)
@@ -286,9 +288,9 @@ def _is_json(raw: bytes) -> bool:
 def _ingest_lines(
     lines: Iterable[bytes], name: str, writer: _SourceWriter, report: Callable[[str], None]
 ) -> tuple[int, int]:
-    """Decode JSON lines in blocks of about :data:`_BLOCK_BYTES`: natively when the block is
-    plain OTLP (:func:`decode_json_lines`), else line by line, where each malformed line is
-    reported as ``name:number`` and skipped. A read error keeps the lines read before it."""
+    """Decode JSON lines in blocks of about :data:`_BLOCK_BYTES`: natively where the block
+    is plain OTLP (:func:`decode_json_lines`), else line by line, where each malformed line
+    is reported as ``name:number`` and skipped. A read error keeps the lines read before it."""
     spans = skipped = 0
     block: list[bytes] = []
     size = 0
@@ -317,10 +319,18 @@ def _ingest_block(
     writer: _SourceWriter,
     report: Callable[[str], None],
 ) -> tuple[int, int]:
+    """One block natively, or, when the fast path declines it, its halves (down to
+    :data:`_SMALLEST_SPLIT` bytes, so one odd line slows only its neighbourhood), and at the
+    end line by line with the reference decoder."""
     table = decode_json_lines(block)
     if table is not None:
         writer.add(table)
         return table.num_rows, 0
+    if len(block) > 1 and sum(len(line) for line in block) > _SMALLEST_SPLIT:
+        half = len(block) // 2
+        spans, skipped = _ingest_block(block[:half], first, name, writer, report)
+        more = _ingest_block(block[half:], first + half, name, writer, report)
+        return spans + more[0], skipped + more[1]
     spans = skipped = 0
     for number, raw in enumerate(block, first):
         if not raw.strip():

@@ -307,3 +307,20 @@ def test_declined_blocks_keep_line_numbers_and_good_lines(tmp_path: Any) -> None
     summary = ingest([src], tmp_path / "out", report=problems.append)
     assert [p.split(": ")[0] for p in problems] == [f"{src}:3"]
     assert summary.rows_written == read_rows(tmp_path / "out").num_rows == 3 * len(spans)
+
+
+def test_declined_large_blocks_are_split_and_keep_line_numbers(tmp_path: Any) -> None:
+    """Bad lines far apart in a block over the split size: the halves are decoded on their
+    own, and each bad line is still reported by its own number."""
+    spans = make_spans(3)
+    good = otlp_json_line(spans)
+    count = (600 << 10) // len(good) + 2
+    lines = [good] * count
+    lines[4] = "{not json"
+    lines[count - 3] = good.replace('"traceId":"', '"traceId":"zz', 1)
+    src = tmp_path / "traces.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    problems: list[str] = []
+    summary = ingest([src], tmp_path / "out", report=problems.append)
+    assert [p.split(": ")[0] for p in problems] == [f"{src}:5", f"{src}:{count - 2}"]
+    assert summary.rows_written == read_rows(tmp_path / "out").num_rows == (count - 2) * len(spans)
