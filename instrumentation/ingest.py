@@ -261,6 +261,11 @@ def _ingest_json(
     other line is kept.
     """
     first = stream.readline()
+    head = decode_json_lines([first]) if first.strip() else None
+    if head is not None:  # one plain OTLP object on the first line: JSON lines
+        writer.add(head)
+        spans, skipped = _ingest_lines(stream, name, writer, report, start=2)
+        return head.num_rows + spans, skipped
     if first.strip() and not _is_json(first):
         body = first + stream.read()
         try:
@@ -286,17 +291,23 @@ def _is_json(raw: bytes) -> bool:
 
 
 def _ingest_lines(
-    lines: Iterable[bytes], name: str, writer: _SourceWriter, report: Callable[[str], None]
+    lines: Iterable[bytes],
+    name: str,
+    writer: _SourceWriter,
+    report: Callable[[str], None],
+    *,
+    start: int = 1,
 ) -> tuple[int, int]:
     """Decode JSON lines in blocks of about :data:`_BLOCK_BYTES`: natively where the block
     is plain OTLP (:func:`decode_json_lines`), else line by line, where each malformed line
-    is reported as ``name:number`` and skipped. A read error keeps the lines read before it."""
+    is reported as ``name:number`` (counted from ``start``) and skipped. A read error keeps
+    the lines read before it."""
     spans = skipped = 0
     block: list[bytes] = []
     size = 0
-    first = 1
+    first = start
     try:
-        for number, raw in enumerate(lines, 1):
+        for number, raw in enumerate(lines, start):
             if not block:
                 first = number
             block.append(raw)
