@@ -55,7 +55,9 @@ _PLAIN_JSON: Final = (".json", ".jsonl", ".ndjson")
 _BLOCK_BYTES: Final = 8 << 20
 """JSON lines are decoded in blocks of about this size (bounded memory, few native calls)."""
 _SMALLEST_SPLIT: Final = 512 << 10
-"""A declined block is split in halves while it is larger than this."""
+"""A declined block is split in halves while it is larger than this, unless the block
+before it was declined whole (then the data is likely odd throughout, and splitting would
+only parse it again and again)."""
 
 
 @dataclass(slots=True)
@@ -306,6 +308,7 @@ def _ingest_lines(
     block: list[bytes] = []
     size = 0
     first = start
+    split = True  # a block after one the fast path took nothing of is not split again
     try:
         for number, raw in enumerate(lines, start):
             if not block:
@@ -313,14 +316,23 @@ def _ingest_lines(
             block.append(raw)
             size += len(raw)
             if size >= _BLOCK_BYTES:
-                done = _ingest_block(block, first, name, writer, report)
-                spans, skipped = spans + done[0], skipped + done[1]
+                done = _ingest_block(block, first, name, writer, report, split=split)
+                spans, skipped = spans + done.spans, skipped + done.skipped
+                split = done.native > 0
                 block, size = [], 0
     finally:
         if block:
-            done = _ingest_block(block, first, name, writer, report)
-            spans, skipped = spans + done[0], skipped + done[1]
+            done = _ingest_block(block, first, name, writer, report, split=split)
+            spans, skipped = spans + done.spans, skipped + done.skipped
     return spans, skipped
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockResult:
+    spans: int
+    skipped: int
+    native: int
+    """Spans of the block the fast path decoded."""
 
 
 def _ingest_block(
@@ -329,19 +341,21 @@ def _ingest_block(
     name: str,
     writer: _SourceWriter,
     report: Callable[[str], None],
-) -> tuple[int, int]:
-    """One block natively, or, when the fast path declines it, its halves (down to
-    :data:`_SMALLEST_SPLIT` bytes, so one odd line slows only its neighbourhood), and at the
-    end line by line with the reference decoder."""
+    *,
+    split: bool,
+) -> _BlockResult:
+    """One block natively, or, when the fast path declines it, its halves (when ``split``,
+    down to :data:`_SMALLEST_SPLIT` bytes, so one odd line slows only its neighbourhood),
+    and at the end line by line with the reference decoder."""
     table = decode_json_lines(block)
     if table is not None:
         writer.add(table)
-        return table.num_rows, 0
-    if len(block) > 1 and sum(len(line) for line in block) > _SMALLEST_SPLIT:
+        return _BlockResult(table.num_rows, 0, table.num_rows)
+    if split and len(block) > 1 and sum(len(line) for line in block) > _SMALLEST_SPLIT:
         half = len(block) // 2
-        spans, skipped = _ingest_block(block[:half], first, name, writer, report)
-        more = _ingest_block(block[half:], first + half, name, writer, report)
-        return spans + more[0], skipped + more[1]
+        a = _ingest_block(block[:half], first, name, writer, report, split=True)
+        b = _ingest_block(block[half:], first + half, name, writer, report, split=True)
+        return _BlockResult(a.spans + b.spans, a.skipped + b.skipped, a.native + b.native)
     spans = skipped = 0
     for number, raw in enumerate(block, first):
         if not raw.strip():
@@ -358,7 +372,7 @@ def _ingest_block(
             report(f"{name}:{number}: {exc}")
             skipped += 1
         writer.maybe_flush()
-    return spans, skipped
+    return _BlockResult(spans, skipped, 0)
 
 
 def _ingest_proto(
