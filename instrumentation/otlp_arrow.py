@@ -9,11 +9,11 @@ into the attribute maps.
 
 The reference is :func:`otlp_decode.decode_traces`; this path must give exactly its rows.
 Whenever a block holds anything it does not reproduce exactly, or anything the reference
-would reject (a malformed line, an unknown AnyValue kind, an ``arrayValue``, a JSON
-``null``, duplicate keys, an integer Arrow cannot hold, ...), :func:`decode_json_lines`
-returns None and the caller decodes that block line by line with the reference decoder,
-which reports each bad line by number. So the fast path only ever decides the easy, common
-case, and every doubt costs speed, never correctness.
+would reject (a malformed line, an unknown AnyValue kind, an array or kvlist nested in
+another, a JSON ``null``, duplicate keys, an integer Arrow cannot hold, ...),
+:func:`decode_json_lines` returns None and the caller decodes that block line by line with
+the reference decoder, which reports each bad line by number. So the fast path only ever
+decides the easy, common case, and every doubt costs speed, never correctness.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ _NULL_TOKEN: Final = re.compile(rb"[:\[,]\s*null")
 _VALUE_KINDS: Final = frozenset(
     {"stringValue", "boolValue", "intValue", "doubleValue", "bytesValue"}
 )
+_COMPOUND_KINDS: Final = frozenset({"arrayValue", "kvlistValue"})
 _INT32: Final = (-(2**31), 2**31 - 1)
 _FLOAT_EXACT: Final = 2**53
 _INT_TEXT: Final = r"^-?[0-9]+$"
@@ -56,7 +57,14 @@ def _document_schema() -> pa.Schema:
     spell them as numbers or as strings)."""
     text = pa.string()
     leaf = pa.struct([("stringValue", text), ("bytesValue", text)])
-    value = pa.struct([*leaf, ("arrayValue", pa.struct([("values", pa.list_(leaf))]))])
+    leaf_key_values = pa.list_(pa.struct([("key", text), ("value", leaf)]))
+    value = pa.struct(
+        [
+            *leaf,
+            ("arrayValue", pa.struct([("values", pa.list_(leaf))])),
+            ("kvlistValue", pa.struct([("values", leaf_key_values)])),
+        ]
+    )
     key_values = pa.list_(pa.struct([("key", text), ("value", value)]))
     span = pa.struct(
         [
@@ -249,7 +257,7 @@ def _times(values: pa.Array | None, rows: int, default: pa.Array | int) -> pa.Ar
 # -- attribute lists ------------------------------------------------------------------------
 
 
-_STR, _BOOL, _INT, _DOUBLE, _NONE, _ARRAY = 0, 1, 2, 3, 4, 5
+_STR, _BOOL, _INT, _DOUBLE, _NONE, _ARRAY, _KVLIST = 0, 1, 2, 3, 4, 5, 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +272,7 @@ class _Values:
     ints: pa.Array
     doubles: pa.Array
     arrays: pa.Array
+    kvlists: pa.Array
     string_lists: pa.Array
     all_strings: np.ndarray
 
@@ -272,7 +281,12 @@ class _Values:
         map (``encode_value``; ``json.dumps`` for lists)."""
         out = np.full(len(where), "null", dtype=object)
         tag = self.tag[where]
-        for kind, column in ((_BOOL, self.bools), (_INT, self.ints), (_ARRAY, self.arrays)):
+        for kind, column in (
+            (_BOOL, self.bools),
+            (_INT, self.ints),
+            (_ARRAY, self.arrays),
+            (_KVLIST, self.kvlists),
+        ):
             at = np.flatnonzero(tag == kind)
             if len(at):
                 picked = pc.take(column, pa.array(where[at]))
@@ -326,13 +340,14 @@ def _json_strings(strings: pa.Array) -> np.ndarray:
 
 def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
     """``any_value`` of ``n`` AnyValue objects (absent or ``{}``: None). Scalars of every
-    kind, and (unless ``nested``) arrays of scalars; anything else is left to the reference."""
+    kind, and (unless ``nested``) arrays and kvlists of scalars; anything else is left to
+    the reference."""
     kinds: dict[str, pa.Array] = {}
     if value is not None:
         if not pa.types.is_struct(value.type):
             raise _Unsure("an attribute value that is not an object")
         for f in value.type:
-            if f.name not in _VALUE_KINDS and (nested or f.name != "arrayValue"):
+            if f.name not in _VALUE_KINDS and (nested or f.name not in _COMPOUND_KINDS):
                 raise _Unsure(f"AnyValue kind {f.name}")
             child = _field(value, f.name)
             if child is not None and child.null_count < len(child):
@@ -361,9 +376,11 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
             elif not pa.types.is_float64(child.type):
                 raise _Unsure("doubleValue not a number")
             kind, array = _DOUBLE, child
-        else:
+        elif name == "arrayValue":
             kind = _ARRAY
             array, string_lists, all_strings = _arrays(child, n)
+        else:
+            kind, array = _KVLIST, _kvlists(child, n)
         tag[valid] = kind
         typed[kind] = array
     if n and present.max(initial=0) > 1:
@@ -375,6 +392,7 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
         ints=typed.get(_INT, pa.nulls(n, pa.int64())),
         doubles=typed.get(_DOUBLE, pa.nulls(n, pa.float64())),
         arrays=typed.get(_ARRAY, pa.nulls(n, pa.string())),
+        kvlists=typed.get(_KVLIST, pa.nulls(n, pa.string())),
         string_lists=string_lists,
         all_strings=all_strings,
     )
@@ -395,13 +413,25 @@ def _arrays(array_value: pa.Array, n: int) -> tuple[pa.Array, pa.Array, np.ndarr
     return encoded, lists, not_string == 0
 
 
-def _key_values(lists: pa.Array | None) -> _KeyValues:
+def _kvlists(kvlist_value: pa.Array, n: int) -> pa.Array:
+    """``kvlistValue`` objects as ``json.dumps`` of their dict (``{}``: the empty dict)."""
+    kv = _key_values(_field(kvlist_value, "values"), nested=True)
+    texts = pc.binary_join_element_wise(
+        pa.array(_json_strings(kv.keys), pa.string()),
+        kv.values.encoded(np.arange(len(kv.keys))),
+        ": ",
+    )
+    joined = pc.binary_join(pa.ListArray.from_arrays(_offsets(kv.owners, n), texts), ", ")
+    return pc.binary_join_element_wise("{", joined, "}", "")
+
+
+def _key_values(lists: pa.Array | None, *, nested: bool = False) -> _KeyValues:
     items, owners = _items(lists)
     n = len(items)
     keys = _strings(_field(items, "key"), n) if n else pa.array([], pa.string())
     if keys.null_count:
         raise _Unsure("an attribute without a key")
-    values = _any_values(_field(items, "value") if n else None, n, nested=False)
+    values = _any_values(_field(items, "value") if n else None, n, nested=nested)
     if n:
         _check_unique_keys(keys, owners)
     return _KeyValues(keys=keys, owners=owners, values=values)

@@ -93,6 +93,15 @@ def documents(numbers_as_text: bool, enums_as_names: bool) -> st.SearchStrategy[
             lambda vs: {"arrayValue": {"values": [{"stringValue": v} for v in vs]}},
             st.lists(TEXT, max_size=3),
         )
+        | st.builds(
+            lambda kvs: {"kvlistValue": {"values": kvs}},
+            st.lists(
+                st.fixed_dictionaries({"key": TEXT, "value": scalars}),
+                max_size=3,
+                unique_by=lambda kv: kv["key"],
+            ),
+        )
+        | st.just({"kvlistValue": {}})
     )
     attributes = st.lists(
         st.fixed_dictionaries({"key": KEYS, "value": values}),
