@@ -95,6 +95,7 @@ def _document_schema() -> pa.Schema:
     return pa.schema([("resourceSpans", pa.list_(resource_spans))])
 
 
+_PARSE_BLOCK: Final = 1 << 20
 _PARSE: Final = pj.ParseOptions(
     explicit_schema=_document_schema(), unexpected_field_behavior="infer"
 )
@@ -120,7 +121,7 @@ def decode_json_lines(lines: Sequence[bytes]) -> pa.Table | None:
     :data:`SPAN_SCHEMA`, exactly as the reference decoder makes them; None when the block
     must be decoded line by line instead (see the module docstring)."""
     body = b"\n".join(lines)
-    documents = 0
+    documents = longest = 0
     for line in lines:
         text = line.strip(b" \t\r\n")
         if not text:
@@ -128,6 +129,7 @@ def decode_json_lines(lines: Sequence[bytes]) -> pa.Table | None:
         if text[:1] != b"{" or text[-1:] != b"}":
             return None  # one object per line, and none spans two lines
         documents += 1
+        longest = max(longest, len(line))
     if documents == 0 or (b"null" in body and _NULL_TOKEN.search(body)):
         return None
     try:
@@ -135,7 +137,8 @@ def decode_json_lines(lines: Sequence[bytes]) -> pa.Table | None:
             body.decode("utf-8")  # Arrow does not validate UTF-8; the reference does
         table = pj.read_json(
             io.BytesIO(body),
-            read_options=pj.ReadOptions(block_size=max(len(body) + 1, 1 << 20)),
+            # blocks parsed on all cores; each must hold the longest line whole
+            read_options=pj.ReadOptions(block_size=max(longest + 2, _PARSE_BLOCK)),
             parse_options=_PARSE,
         )
         if table.num_rows != documents:

@@ -333,3 +333,19 @@ def test_declined_large_blocks_are_split_and_keep_line_numbers(tmp_path: Any) ->
     summary = ingest([src], tmp_path / "out", report=problems.append)
     assert [p.split(": ")[0] for p in problems] == [f"{src}:5", f"{src}:{count - 2}"]
     assert summary.rows_written == read_rows(tmp_path / "out").num_rows == (count - 2) * len(spans)
+
+
+def test_blocks_parsed_in_parallel_pieces_with_a_line_longer_than_a_piece() -> None:
+    """Over 1 MiB, Arrow parses the block in pieces on several threads; a line longer than
+    a piece still fits one, and the rows are the reference's."""
+    spans = make_spans(3)
+    doc = json.loads(otlp_json_line(spans))
+    short = json.dumps(doc).encode()
+    long = dict(doc, resourceSpans=doc["resourceSpans"] * ((1 << 20) // len(short) + 2))
+    lines = [short] * 40 + [json.dumps(long).encode()] + [short] * 40
+    assert len(lines[40]) > 1 << 20
+    fast = assert_same_or_declined(lines)
+    assert fast is not None
+    assert fast.num_rows == (80 + len(long["resourceSpans"]) // len(doc["resourceSpans"])) * len(
+        spans
+    )
