@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
+import pyarrow as pa
 from zstandard import ZstdError
 
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig
+from retryscope.instrumentation.otlp_arrow import decode_json_lines
 from retryscope.instrumentation.otlp_decode import OtlpFormatError, decode_proto, decode_traces
 from retryscope.instrumentation.parquet_files import FileNamer, make_dirs, write_partitioned
 
@@ -50,6 +52,12 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _CHUNK: Final = 1 << 20
 _PLAIN_JSON: Final = (".json", ".jsonl", ".ndjson")
+_BLOCK_BYTES: Final = 8 << 20
+"""JSON lines are decoded in blocks of about this size (bounded memory, few native calls)."""
+_SMALLEST_SPLIT: Final = 512 << 10
+"""A declined block is split in halves while it is larger than this, unless the block
+before it was declined whole (then the data is likely odd throughout, and splitting would
+only parse it again and again)."""
 
 
 @dataclass(slots=True)
@@ -204,24 +212,42 @@ def _leftovers(out: Path) -> dict[str, list[Path]]:
 
 
 class _SourceWriter:
-    """Collects one source's rows and writes them in rotated, partitioned files."""
+    """Collects one source's rows (tables from the Arrow fast path, span by span from the
+    reference decoder, in file order) and writes them in rotated, partitioned files."""
 
     def __init__(self, config: ExportConfig, digest: str) -> None:
         self.config = config
         self.namer = FileNamer(f"ingest-{digest[:16]}")
         self.cols = SpanColumns()
+        self.tables: list[pa.Table] = []
         self.rows = 0
         self.files = 0
 
+    @property
+    def pending(self) -> int:
+        """Rows decoded but not yet written."""
+        return len(self.cols) + sum(int(t.num_rows) for t in self.tables)
+
+    def add(self, table: pa.Table) -> None:
+        self._close_cols()
+        self.tables.append(table)
+        self.maybe_flush()
+
+    def _close_cols(self) -> None:
+        if len(self.cols):
+            self.tables.append(self.cols.to_table())
+            self.cols = SpanColumns()
+
     def maybe_flush(self) -> None:
-        if len(self.cols) >= self.config.rotate_rows:
+        if self.pending >= self.config.rotate_rows:
             self.flush()
 
     def flush(self) -> None:
-        if len(self.cols) == 0:
+        self._close_cols()
+        if not self.tables:
             return
-        table = self.cols.to_table()
-        self.cols = SpanColumns()
+        table = pa.concat_tables(self.tables)
+        self.tables = []
         self.files += len(write_partitioned(table, self.config, self.namer))
         self.rows += table.num_rows
 
@@ -237,6 +263,11 @@ def _ingest_json(
     other line is kept.
     """
     first = stream.readline()
+    head = decode_json_lines([first]) if first.strip() else None
+    if head is not None:  # one plain OTLP object on the first line: JSON lines
+        writer.add(head)
+        spans, skipped = _ingest_lines(stream, name, writer, report, start=2)
+        return head.num_rows + spans, skipped
     if first.strip() and not _is_json(first):
         body = first + stream.read()
         try:
@@ -262,11 +293,71 @@ def _is_json(raw: bytes) -> bool:
 
 
 def _ingest_lines(
-    lines: Iterable[bytes], name: str, writer: _SourceWriter, report: Callable[[str], None]
+    lines: Iterable[bytes],
+    name: str,
+    writer: _SourceWriter,
+    report: Callable[[str], None],
+    *,
+    start: int = 1,
 ) -> tuple[int, int]:
-    """Decode JSON lines; each malformed one is reported as ``name:number`` and skipped."""
+    """Decode JSON lines in blocks of about :data:`_BLOCK_BYTES`: natively where the block
+    is plain OTLP (:func:`decode_json_lines`), else line by line, where each malformed line
+    is reported as ``name:number`` (counted from ``start``) and skipped. A read error keeps
+    the lines read before it."""
     spans = skipped = 0
-    for number, raw in enumerate(lines, 1):
+    block: list[bytes] = []
+    size = 0
+    first = start
+    split = True  # a block after one the fast path took nothing of is not split again
+    try:
+        for number, raw in enumerate(lines, start):
+            if not block:
+                first = number
+            block.append(raw)
+            size += len(raw)
+            if size >= _BLOCK_BYTES:
+                done = _ingest_block(block, first, name, writer, report, split=split)
+                spans, skipped = spans + done.spans, skipped + done.skipped
+                split = done.native > 0
+                block, size = [], 0
+    finally:
+        if block:
+            done = _ingest_block(block, first, name, writer, report, split=split)
+            spans, skipped = spans + done.spans, skipped + done.skipped
+    return spans, skipped
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockResult:
+    spans: int
+    skipped: int
+    native: int
+    """Spans of the block the fast path decoded."""
+
+
+def _ingest_block(
+    block: list[bytes],
+    first: int,
+    name: str,
+    writer: _SourceWriter,
+    report: Callable[[str], None],
+    *,
+    split: bool,
+) -> _BlockResult:
+    """One block natively, or, when the fast path declines it, its halves (when ``split``,
+    down to :data:`_SMALLEST_SPLIT` bytes, so one odd line slows only its neighbourhood),
+    and at the end line by line with the reference decoder."""
+    table = decode_json_lines(block)
+    if table is not None:
+        writer.add(table)
+        return _BlockResult(table.num_rows, 0, table.num_rows)
+    if split and len(block) > 1 and sum(len(line) for line in block) > _SMALLEST_SPLIT:
+        half = len(block) // 2
+        a = _ingest_block(block[:half], first, name, writer, report, split=True)
+        b = _ingest_block(block[half:], first + half, name, writer, report, split=True)
+        return _BlockResult(a.spans + b.spans, a.skipped + b.skipped, a.native + b.native)
+    spans = skipped = 0
+    for number, raw in enumerate(block, first):
         if not raw.strip():
             continue
         try:
@@ -281,7 +372,7 @@ def _ingest_lines(
             report(f"{name}:{number}: {exc}")
             skipped += 1
         writer.maybe_flush()
-    return spans, skipped
+    return _BlockResult(spans, skipped, 0)
 
 
 def _ingest_proto(
@@ -371,6 +462,6 @@ def _ingest_file(
             return _ingest_proto(stream.read(), name, writer, report)
     except (OSError, EOFError, UnicodeDecodeError, ValueError, ZstdError) as exc:
         # truncated or corrupt compression, undecodable text: keep what was read before it
-        kept = len(writer.cols) + writer.rows
+        kept = writer.pending + writer.rows
         report(f"{name}: unreadable after {kept} spans: {type(exc).__name__}: {exc}")
         return kept, 1

@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from retryscope.instrumentation.columns import SpanColumns
 
-_KINDS: Final = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
-_STATUS: Final = ("UNSET", "OK", "ERROR")
+KINDS: Final = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+STATUS_CODES: Final = ("UNSET", "OK", "ERROR")
 _HEX: Final = frozenset("0123456789abcdef")
 
 
@@ -217,10 +217,10 @@ def _span_row(
             _hex_id(parent, 16, "parentSpanId", base64_ids=base64_ids) if parent else None
         ),
         "name": _opt_str(span.get("name"), "name") or "",
-        "kind": _enum(span.get("kind", 0), _KINDS, "SPAN_KIND_", "kind"),
+        "kind": _enum(span.get("kind", 0), KINDS, "SPAN_KIND_", "kind"),
         "start_ns": start,
         "end_ns": end,
-        "status_code": _enum(status.get("code", 0), _STATUS, "STATUS_CODE_", "status.code"),
+        "status_code": _enum(status.get("code", 0), STATUS_CODES, "STATUS_CODE_", "status.code"),
         "status_message": _opt_str(status.get("message"), "status.message"),
         "attributes": attributes(span.get("attributes")),
         "resource": resource,
