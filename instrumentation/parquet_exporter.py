@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import operator
 import os
 import threading
 import time
@@ -33,9 +34,10 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig, Partitioning
@@ -48,7 +50,7 @@ from retryscope.instrumentation.parquet_files import (
     sort_for_drilldown,
     write_partitioned,
 )
-from retryscope.instrumentation.span_fastpath import finished_attributes
+from retryscope.instrumentation.span_fastpath import FAST_SPAN_TYPE, finished_attributes
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 
@@ -67,34 +69,96 @@ _KIND_NAMES: Final = {kind: kind.name for kind in SpanKind}
 _STATUS_NAMES: Final = {code: code.name for code in StatusCode}
 
 
+_FIELDS: Final = (
+    "context",
+    "parent",
+    "name",
+    "kind",
+    "start_time",
+    "end_time",
+    "status",
+    "resource",
+    "instrumentation_scope",
+    "events",
+    "links",
+)
+_PUBLIC: Final = operator.attrgetter(*_FIELDS)
+_PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
+
+
+def _plain_types() -> frozenset[type]:
+    """SDK span classes whose fields may be read directly (``span._name`` for ``span.name``,
+    skipping the property call and the copies ``events``/``links`` make): those that keep
+    :class:`ReadableSpan`'s properties, provided a probe span reads the same both ways."""
+    try:
+        probe = ReadableSpan(
+            "probe",
+            context=SpanContext(1, 2, is_remote=False),
+            parent=SpanContext(1, 3, is_remote=False),
+            kind=SpanKind.CLIENT,
+            start_time=5,
+            end_time=7,
+            status=Status(StatusCode.ERROR, "x"),
+            events=(Event("e", timestamp=6),),
+            links=(Link(SpanContext(1, 4, is_remote=False)),),
+            instrumentation_scope=InstrumentationScope("s", "1"),
+        )
+        public, private = _PUBLIC(probe), _PRIVATE(probe)
+        same = public[:9] == private[:9] and all(tuple(private[i]) == public[i] for i in (9, 10))
+    except Exception:  # any surprise: the public path only
+        return frozenset()
+    if not same:
+        return frozenset()
+    candidates = {ReadableSpan} | ({FAST_SPAN_TYPE} if FAST_SPAN_TYPE else set())
+    return frozenset(
+        t
+        for t in candidates
+        if all(getattr(t, name) is getattr(ReadableSpan, name) for name in _FIELDS)
+    )
+
+
+_PLAIN_TYPES: Final = _plain_types()
+
+
+def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
+    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16)."""
+    try:
+        return [i.to_bytes(width, "big").hex() for i in ids]
+    except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
+        return [format(i, f"0{2 * width}x") for i in ids]
+
+
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
-    spans = [span for span in spans if span.context is not None]
-    contexts = [span.context for span in spans]
-    parents = [span.parent for span in spans]
-    statuses = [span.status for span in spans]
-    scopes = [span.instrumentation_scope for span in spans]
-    starts = [span.start_time or 0 for span in spans]
+    fields = _PRIVATE if set(map(type, spans)) <= _PLAIN_TYPES else _PUBLIC
+    rows = [row for row in map(fields, spans) if row[0] is not None]
+    if len(rows) != len(spans):
+        spans = [span for span in spans if fields(span)[0] is not None]
+    if not spans:
+        return cols
+    (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
+        zip(*rows, strict=True)
+    )
+    start_ns = [start or 0 for start in starts]
+    parent_hex = iter(_hex_ids([p.span_id for p in parents if p is not None], 8))
     cols.extend(
-        trace_id=[format(ctx.trace_id, "032x") for ctx in contexts],
-        span_id=[format(ctx.span_id, "016x") for ctx in contexts],
-        parent_span_id=[format(p.span_id, "016x") if p is not None else None for p in parents],
-        name=[span.name for span in spans],
-        kind=[_KIND_NAMES.get(span.kind) or span.kind.name for span in spans],
-        start_ns=starts,
-        end_ns=[span.end_time or start for span, start in zip(spans, starts, strict=True)],
+        trace_id=_hex_ids([ctx.trace_id for ctx in contexts], 16),
+        span_id=_hex_ids([ctx.span_id for ctx in contexts], 8),
+        parent_span_id=[next(parent_hex) if p is not None else None for p in parents],
+        name=names,
+        kind=[_KIND_NAMES.get(kind) or kind.name for kind in kinds],
+        start_ns=start_ns,
+        end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
         status_code=[_STATUS_NAMES.get(s.status_code) or s.status_code.name for s in statuses],
         status_message=[s.description for s in statuses],
         attributes=[finished_attributes(span) for span in spans],
-        resource=[
-            span.resource.attributes if span.resource is not None else None for span in spans
-        ],
+        resource=[r.attributes if r is not None else None for r in resources],
         scope_name=[scope.name if scope is not None else None for scope in scopes],
         scope_version=[scope.version if scope is not None else None for scope in scopes],
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in events] if (events := span.events) else ()
-            for span in spans
+            [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
+            for span_events in events
         ],
         links=[
             [
@@ -103,11 +167,11 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
                     format(link.context.span_id, "016x"),
                     link.attributes,
                 )
-                for link in links
+                for link in span_links
             ]
-            if (links := span.links)
+            if span_links
             else ()
-            for span in spans
+            for span_links in links
         ],
         dropped_attributes=[span.dropped_attributes for span in spans],
     )

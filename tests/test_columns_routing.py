@@ -1,0 +1,177 @@
+"""Attribute routing of :class:`SpanColumns` against a plain per-value reference.
+
+The builder routes a batch by key sequence, a column at a time, and falls back to one value
+at a time for odd groups; whatever the mix of keys, aliases and value types, every row must
+come out exactly as the per-value rule says: a value that fits its dedicated column's type
+goes there (an older alias only fills a column its current key left empty, and is kept in
+the map too), everything else goes to the JSON-encoded ``attributes`` map, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retryscope.instrumentation.columns import SpanColumns, encode_value
+from retryscope.schema import SPAN_SCHEMA
+from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
+
+_BOUNDS = {AttrType.INT32: 2**31, AttrType.INT: 2**63, AttrType.TIME_NS: 2**63}
+
+
+def _fits(t: AttrType, value: Any) -> bool:
+    if t is AttrType.STR:
+        return isinstance(value, str)
+    if t is AttrType.BOOL:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if t in _BOUNDS:
+        return isinstance(value, int) and -_BOUNDS[t] <= value < _BOUNDS[t]
+    if t is AttrType.FLOAT:
+        return isinstance(value, float | int)
+    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
+
+
+def _reference(attributes: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """(dedicated column → value, attributes map) of one span, one value at a time."""
+    dedicated: dict[str, Any] = {}
+    rest: list[tuple[str, str]] = []
+    for key, value in attributes.items():
+        attr = BY_KEY.get(key)
+        if attr is not None and _fits(attr.type, value):
+            if key == attr.key:
+                dedicated[attr.column] = list(value) if isinstance(value, tuple) else value
+                continue
+            dedicated.setdefault(attr.column, value)
+        rest.append((key, encode_value(value)))
+    return dedicated, rest
+
+
+class _Str(str):
+    """A ``str`` subclass: fits string columns, but not by exact type."""
+
+
+_STR = st.sampled_from(["harness", "sdk", "a" * 40, "\u00e9t\u00e9", ""])
+_INT = st.integers(min_value=-(2**40), max_value=2**40)
+_SMALL = st.integers(min_value=-5, max_value=5)
+_STR_LIST = st.lists(st.sampled_from(["harness", "sdk"]), max_size=3).map(tuple)
+_KEYS = {  # key: the kind of value it usually carries
+    "retryscope.logical_request.id": _STR,
+    "retryscope.attempt.ordinal": _SMALL,  # INT32
+    "retryscope.deadline": _INT,  # TIME_NS
+    "retryscope.cost.actual_micros": _INT,  # INT
+    "retryscope.route.fallback": st.booleans(),  # BOOL
+    "retryscope.attempts.retried_layers": _STR_LIST,
+    "http.response.status_code": _SMALL,  # the current key of ...
+    "http.request.method": _STR,
+    "app.feature": _STR,  # no dedicated column
+    "server.port": _SMALL,
+}
+_ALIASES = {"http.status_code": _SMALL, "http.method": _STR}  # ... these older aliases
+_KINDS_OF_VALUE = (
+    _STR,
+    st.builds(_Str, st.sampled_from(["x", "harness"])),
+    _INT,
+    st.sampled_from([2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1, 2**63, -(2**63) - 1]),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    _STR_LIST,
+    st.lists(st.integers(0, 3), min_size=1, max_size=2).map(tuple),
+)
+_ANY = st.one_of(_KINDS_OF_VALUE)
+
+
+@st.composite
+def _shape(draw: st.DrawFn) -> list[tuple[str, st.SearchStrategy[Any]]]:
+    """A key sequence, each key with the kind of value it carries: mostly its usual kind
+    (so whole groups fit their columns), sometimes another; older aliases now and then."""
+    pool = {**_KEYS, **_ALIASES} if draw(st.booleans()) else _KEYS
+    keys = draw(st.lists(st.sampled_from(sorted(pool)), max_size=8, unique=True))
+    return [
+        (key, pool[key] if draw(st.integers(0, 3)) else draw(st.sampled_from(_KINDS_OF_VALUE)))
+        for key in keys
+    ]
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows drawn from a few key sequences (as spans of a few instrumentation points are),
+    each with its own values (now and then of any kind); some carry no attributes at all."""
+    shapes = draw(st.lists(_shape(), min_size=1, max_size=4))
+    rows = draw(st.lists(st.sampled_from(shapes), min_size=1, max_size=24))
+    return [
+        {key: draw(_ANY if draw(st.integers(0, 19)) == 0 else kind) for key, kind in keys}
+        for keys in rows
+    ]
+
+
+def _table(batches: list[list[dict[str, Any]]]) -> pa.Table:
+    cols = SpanColumns()
+    for batch in batches:
+        n = len(batch)
+        cols.extend(
+            trace_id=["0" * 32] * n,
+            span_id=["1" * 16] * n,
+            parent_span_id=[None] * n,
+            name=["s"] * n,
+            kind=["CLIENT"] * n,
+            start_ns=[1] * n,
+            end_ns=[2] * n,
+            status_code=["UNSET"] * n,
+            status_message=[None] * n,
+            attributes=list(batch),
+            resource=[None] * n,
+            scope_name=[None] * n,
+            scope_version=[None] * n,
+            events=[()] * n,
+            links=[()] * n,
+            dropped_attributes=[0] * n,
+        )
+    return cols.to_table()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_batches(), min_size=1, max_size=3))
+def test_routing_matches_the_per_value_rule(batches: list[list[dict[str, Any]]]) -> None:
+    table = _table(batches)
+    rows = [attributes for batch in batches for attributes in batch]
+    expected = [_reference(attributes) for attributes in rows]
+    assert table.column("attributes").to_pylist() == [rest for _, rest in expected]
+    for attr in DEDICATED:
+        want = pa.array(
+            [dedicated.get(attr.column) for dedicated, _ in expected],
+            SPAN_SCHEMA.field(attr.column).type,
+        )
+        assert table.column(attr.column).combine_chunks().equals(want), attr.column
+
+
+def test_rows_appended_one_by_one_match_a_batch() -> None:
+    """The ingest appends row by row; routing then runs over whole chunks of rows."""
+    batch = [
+        {"retryscope.attempt.ordinal": i, "app.feature": "draft", "http.method": "GET"}
+        if i % 3
+        else {"retryscope.attempt.ordinal": str(i), "http.response.status_code": 200}
+        for i in range(5000)
+    ]
+    one_by_one = SpanColumns()
+    for attributes in batch:
+        one_by_one.append(
+            trace_id="0" * 32,
+            span_id="1" * 16,
+            parent_span_id=None,
+            name="s",
+            kind="CLIENT",
+            start_ns=1,
+            end_ns=2,
+            status_code="UNSET",
+            status_message=None,
+            attributes=attributes,
+            resource=None,
+            scope_name=None,
+            scope_version=None,
+        )
+    assert one_by_one.to_table().equals(_table([batch]))
