@@ -15,17 +15,18 @@ only when Arrow refuses a column, so the common path pays nothing for it.
 
 from __future__ import annotations
 
+import array
 import base64
 import itertools
 import json
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
-from retryscope.schema import ATTR_MAP, BASE_FIELDS, SPAN_SCHEMA
+from retryscope.schema import ATTR_MAP, BASE_FIELDS, SPAN_SCHEMA, TIMESTAMP
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
 _INT32_MAX: Final = 2**31 - 1
@@ -95,19 +96,56 @@ def _repaired(value: Any) -> Any:
 
 
 def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
-    """``pa.array(values, type_)``; strings Arrow refuses (lone surrogates) are escaped."""
+    """``pa.array(values, type_)``; strings Arrow refuses (lone surrogates) are escaped.
+
+    All-null columns (most dedicated columns of most spans) skip the per-value conversion.
+    """
+    if values and values[0] is None and values.count(None) == len(values):
+        return pa.nulls(len(values), type_)
     try:
         return pa.array(values, type=type_)
     except UnicodeEncodeError:
         return pa.array([_repaired(v) for v in values], type=type_)
 
 
+_ARRAY_CODES: Final[dict[pa.DataType, str]] = {
+    t: code
+    for t, code, size in (
+        (pa.int32(), "i", 4),
+        (pa.int64(), "q", 8),
+        (TIMESTAMP, "q", 8),
+        (pa.float64(), "d", 8),
+    )
+    if array.array(code).itemsize == size
+}
+"""Fixed-width Arrow types the :mod:`array` module can fill, with its type code."""
+
+
+def _dense(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """A column of a fixed-width type without nulls (times, durations, offsets), filled by
+    the :mod:`array` module in one C loop; values it refuses (None, out of range, another
+    type) take :func:`_array`, which keeps or reports them exactly as before."""
+    code = _ARRAY_CODES.get(type_)
+    if code is not None:
+        try:
+            data = array.array(code, values)
+        except (TypeError, OverflowError):
+            pass
+        else:
+            return pa.Array.from_buffers(type_, len(data), [None, pa.py_buffer(data)])
+    return _array(list(values), type_)
+
+
+def _offsets(rows: Sequence[Sized]) -> pa.Array:
+    """int32 offsets of a list or map column whose rows have these lengths."""
+    return _dense([0, *itertools.accumulate(map(len, rows))], pa.int32())
+
+
 def _list_array(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
     """A list column (no nulls) from its rows, built from offsets and the flat items (an
     empty row costs nothing)."""
-    offsets = [0, *itertools.accumulate(map(len, rows))]
     items = _array(list(itertools.chain.from_iterable(rows)), type_.value_type)
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=type_)
+    return pa.ListArray.from_arrays(_offsets(rows), items, type=type_)
 
 
 def encode_map(attributes: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -126,6 +164,7 @@ class SpanColumns:
     def __init__(self) -> None:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
+        self._filled: set[int] = set()  # dedicated columns with a value in some row
         self._attr_keys: list[tuple[str, ...]] = []  # per row: keys of the attributes map
         self._attr_values: list[tuple[str, ...]] = []  # per row: their JSON-encoded values
         self._unrouted: list[Mapping[str, Any] | None] = []  # attributes not yet routed
@@ -264,17 +303,22 @@ class SpanColumns:
         batch, self._unrouted = self._unrouted, []
         n = len(batch)
         routed = route_attributes(batch)
-        for column, values in zip(self._dedicated, routed.dedicated, strict=True):
-            column += [None] * n if values is None else values
+        for index, (column, values) in enumerate(
+            zip(self._dedicated, routed.dedicated, strict=True)
+        ):
+            if values is None:
+                column += [None] * n
+            else:
+                column += values
+                self._filled.add(index)
         self._attr_keys += routed.keys
         self._attr_values += routed.values
 
     def _attributes_array(self) -> pa.Array:
         """The ``attributes`` map column, built from flat key and value arrays."""
         keys, values = self._attr_keys, self._attr_values
-        offsets = [0, *itertools.accumulate(map(len, keys))]
         return pa.MapArray.from_arrays(
-            pa.array(offsets, pa.int32()),
+            _offsets(keys),
             _array(list(itertools.chain.from_iterable(keys)), pa.string()),
             _array(list(itertools.chain.from_iterable(values)), pa.string()),
             type=ATTR_MAP,
@@ -284,22 +328,33 @@ class SpanColumns:
         self._route_pending()
         columns: dict[str, list[Any]] = {
             **self._base,
-            **{a.column: values for a, values in zip(DEDICATED, self._dedicated, strict=True)},
+            **{
+                a.column: values
+                for index, (a, values) in enumerate(zip(DEDICATED, self._dedicated, strict=True))
+                if index in self._filled
+            },
             "dropped_attributes": self._dropped,
         }
         arrays = {
-            name: _array(values, SPAN_SCHEMA.field(name).type) for name, values in columns.items()
+            name: (_dense if name in _DENSE else _array)(values, SPAN_SCHEMA.field(name).type)
+            for name, values in columns.items()
         }
+        for index, attr in enumerate(DEDICATED):
+            if index not in self._filled:
+                arrays[attr.column] = pa.nulls(len(self), SPAN_SCHEMA.field(attr.column).type)
         arrays["attributes"] = self._attributes_array()
         arrays["events"] = _list_array(self._events, SPAN_SCHEMA.field("events").type)
         arrays["links"] = _list_array(self._links, SPAN_SCHEMA.field("links").type)
         # Each distinct resource is built once and repeated by index.
         resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
-        arrays["resource_attributes"] = resources.take(pa.array(self._resource, pa.int32()))
+        arrays["resource_attributes"] = resources.take(_dense(self._resource, pa.int32()))
         return pa.Table.from_arrays(
             [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
         )
 
+
+_DENSE: Final = frozenset({"start_time", "end_time", "duration_ms", "dropped_attributes"})
+"""Columns never null (by construction), filled through :func:`_dense`."""
 
 _INDEX: Final[dict[str, int]] = {a.key: i for i, a in enumerate(DEDICATED)}
 
@@ -392,10 +447,12 @@ def _encoded(values: Sequence[Any]) -> Sequence[str]:
         return list(map(_encode_str, values))
     if kinds == {int}:
         return list(map(str, values))
+    if kinds == {bool}:
+        return ["true" if v else "false" for v in values]
     return [encode_value(v) for v in values]
 
 
-def _route_shape(shape: _Shape, batch: list[Mapping[str, Any] | None]) -> _Piece | None:
+def _route_shape(shape: _Shape, batch: Sequence[Mapping[str, Any] | None]) -> _Piece | None:
     """Rows that all have the same keys, routed a column at a time; None when some value
     does not fit its dedicated column without a per-value check (:func:`_route_rows`)."""
     m = len(batch)
@@ -421,7 +478,7 @@ def _route_shape(shape: _Shape, batch: list[Mapping[str, Any] | None]) -> _Piece
     return dedicated, [shape.rest_keys] * m, encoded
 
 
-def _route_rows(batch: list[Mapping[str, Any] | None]) -> _Piece:
+def _route_rows(batch: Sequence[Mapping[str, Any] | None]) -> _Piece:
     """Rows routed one attribute at a time: each value goes to its dedicated column when it
     fits the column's type, else to the JSON-encoded ``attributes`` map."""
     n = len(batch)
@@ -462,20 +519,26 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
     check per column of the group instead of one per value.
     """
     n = len(batch)
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for row, attributes in enumerate(batch):
-        keys = tuple(attributes) if attributes else ()
-        rows = groups.get(keys)
-        if rows is None:
-            groups[keys] = [row]
-        else:
-            rows.append(row)
-    pieces: list[tuple[list[int], _Piece]] = []
-    for keys, rows in groups.items():
-        members = [batch[row] for row in rows]
+    shapes = [tuple(attributes) if attributes else () for attributes in batch]
+    distinct = dict.fromkeys(shapes)
+    if len(distinct) == 1:
+        groups = [(next(iter(distinct)), batch)]
+    else:  # grouped by a stable sort on a small code per key sequence
+        code_of = {keys: code for code, keys in enumerate(distinct)}
+        codes = list(map(code_of.__getitem__, shapes))
+        grouped = sorted(range(n), key=codes.__getitem__)
+        members = operator.itemgetter(*grouped)(batch)
+        groups = []
+        start = 0
+        for keys, code in code_of.items():
+            end = start + codes.count(code)
+            groups.append((keys, members[start:end]))
+            start = end
+    pieces: list[tuple[int, _Piece]] = []
+    for keys, rows in groups:
         shape = _shape(keys)
-        piece = _route_shape(shape, members) if shape is not None else None
-        pieces.append((rows, piece if piece is not None else _route_rows(members)))
+        piece = _route_shape(shape, rows) if shape is not None else None
+        pieces.append((len(rows), piece if piece is not None else _route_rows(rows)))
     if len(pieces) == 1:
         dedicated, map_keys, map_values = pieces[0][1]
         return Routed(
@@ -484,16 +547,14 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
             map_values,
         )
     # concatenated group by group, then put back in row order
-    grouped = [row for rows, _ in pieces for row in rows]
-    order = sorted(range(n), key=grouped.__getitem__)
-    put_back = operator.itemgetter(*order)
+    put_back = operator.itemgetter(*sorted(range(n), key=grouped.__getitem__))
     used = sorted({index for _, (dedicated, _, _) in pieces for index in dedicated})
     out: list[Sequence[Any] | None] = [None] * len(DEDICATED)
     for index in used:
         values: list[Any] = []
-        for rows, (dedicated, _, _) in pieces:
+        for size, (dedicated, _, _) in pieces:
             column = dedicated.get(index)
-            values += [None] * len(rows) if column is None else column
+            values += [None] * size if column is None else column
         out[index] = put_back(values)
     map_keys = put_back([k for _, (_, keys_, _) in pieces for k in keys_])
     map_values = put_back([v for _, (_, _, values_) in pieces for v in values_])

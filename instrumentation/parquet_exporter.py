@@ -28,12 +28,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -63,10 +64,20 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
-_KIND_NAMES: Final = {kind: kind.name for kind in SpanKind}
-_STATUS_NAMES: Final = {code: code.name for code in StatusCode}
+# keyed by id: enum members are singletons, and an enum's own __hash__ runs in Python
+_KIND_NAMES: Final = {id(kind): kind.name for kind in SpanKind}
+_STATUS_NAMES: Final = {id(code): code.name for code in StatusCode}
+
+
+def _enum_names(members: Sequence[Any], names: Mapping[int, str]) -> list[str]:
+    """The ``name`` of each enum member (looked up by id, else asked)."""
+    found: list[str | None] = list(map(names.get, map(id, members)))
+    if None in found:
+        return [member.name for member in members]
+    return cast(list[str], found)
 
 
 _FIELDS: Final = (
@@ -84,6 +95,7 @@ _FIELDS: Final = (
 )
 _PUBLIC: Final = operator.attrgetter(*_FIELDS)
 _PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
+_FIRST: Final = operator.itemgetter(0)
 
 
 def _plain_types() -> frozenset[type]:
@@ -121,41 +133,72 @@ _PLAIN_TYPES: Final = _plain_types()
 
 
 def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
-    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16)."""
+    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16); each
+    distinct id is formatted once (a batch holds several spans of each trace)."""
     try:
-        return [i.to_bytes(width, "big").hex() for i in ids]
+        hexes = {i: i.to_bytes(width, "big").hex() for i in dict.fromkeys(ids)}
     except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
-        return [format(i, f"0{2 * width}x") for i in ids]
+        hexes = {i: format(i, f"0{2 * width}x") for i in dict.fromkeys(ids)}
+    return list(map(hexes.__getitem__, ids))
+
+
+def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
+    """``read(o)`` for each object, called once per distinct object: spans share their
+    resource and scope, and often their status."""
+    ids = list(map(id, objects))
+    distinct = dict(zip(ids, objects, strict=True))
+    memo = {key: read(o) for key, o in distinct.items()}
+    return list(map(memo.__getitem__, ids))
+
+
+def _status_fields(status: Status) -> tuple[str, str | None]:
+    code = status.status_code
+    return _STATUS_NAMES.get(id(code)) or code.name, status.description
+
+
+def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
+    return resource.attributes if resource is not None else None
+
+
+def _scope_name(scope: InstrumentationScope | None) -> str | None:
+    return scope.name if scope is not None else None
+
+
+def _scope_version(scope: InstrumentationScope | None) -> str | None:
+    return scope.version if scope is not None else None
 
 
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
     fields = _PRIVATE if set(map(type, spans)) <= _PLAIN_TYPES else _PUBLIC
-    rows = [row for row in map(fields, spans) if row[0] is not None]
-    if len(rows) != len(spans):
+    rows = list(map(fields, spans))
+    if None in map(_FIRST, rows):  # a span without a context is skipped
+        rows = [row for row in rows if row[0] is not None]
         spans = [span for span in spans if fields(span)[0] is not None]
     if not spans:
         return cols
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
+    del rows
     start_ns = [start or 0 for start in starts]
+    status_codes, status_messages = zip(*_per_object(statuses, _status_fields), strict=True)
     parent_hex = iter(_hex_ids([p.span_id for p in parents if p is not None], 8))
     cols.extend(
         trace_id=_hex_ids([ctx.trace_id for ctx in contexts], 16),
         span_id=_hex_ids([ctx.span_id for ctx in contexts], 8),
         parent_span_id=[next(parent_hex) if p is not None else None for p in parents],
         name=names,
-        kind=[_KIND_NAMES.get(kind) or kind.name for kind in kinds],
+        kind=_enum_names(kinds, _KIND_NAMES),
         start_ns=start_ns,
         end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
-        status_code=[_STATUS_NAMES.get(s.status_code) or s.status_code.name for s in statuses],
-        status_message=[s.description for s in statuses],
+        status_code=status_codes,
+        status_message=status_messages,
         attributes=[finished_attributes(span) for span in spans],
-        resource=[r.attributes if r is not None else None for r in resources],
-        scope_name=[scope.name if scope is not None else None for scope in scopes],
-        scope_version=[scope.version if scope is not None else None for scope in scopes],
+        resource=_per_object(resources, _resource_attributes),
+        scope_name=_per_object(scopes, _scope_name),
+        scope_version=_per_object(scopes, _scope_version),
         events=[
             [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
             for span_events in events
@@ -374,7 +417,9 @@ class ParquetSpanExporter(SpanExporter):
             return
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
+        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
+        # the cost (``nbytes`` looks for shared buffer ranges)
+        self._pending_bytes += table.get_total_buffer_size()
         if self._oldest is None:
             self._oldest = time.monotonic()
         excess = self._pending_rows - self.config.buffer_rows

@@ -14,10 +14,14 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
 
 from retryscope.instrumentation.columns import SpanColumns, encode_value
+from retryscope.instrumentation.parquet_exporter import _PLAIN_TYPES, spans_to_columns
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
+
+from .export_support import make_spans
 
 _BOUNDS = {AttrType.INT32: 2**31, AttrType.INT: 2**63, AttrType.TIME_NS: 2**63}
 
@@ -175,3 +179,46 @@ def test_rows_appended_one_by_one_match_a_batch() -> None:
             scope_version=None,
         )
     assert one_by_one.to_table().equals(_table([batch]))
+
+
+class _Subclassed(ReadableSpan):
+    """A span class of another library: read through the public properties only."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+def _copy(span: ReadableSpan, cls: type[ReadableSpan]) -> ReadableSpan:
+    return cls(
+        span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def test_sdk_spans_read_directly_give_the_rows_their_properties_give() -> None:
+    """The exporter reads the SDK's own span classes field by field; any other class (and
+    a span without a context, which is skipped) goes through the public properties."""
+    spans = make_spans(4)
+    assert any(span.events for span in spans)
+    assert any(span.links for span in spans)
+    assert any(span.status.description for span in spans)
+    plain = [_copy(span, ReadableSpan) for span in spans]
+    foreign = [_copy(span, _Subclassed) for span in spans]
+    no_context = ReadableSpan("no context", context=None)
+    assert {type(span) for span in spans} | {ReadableSpan} <= _PLAIN_TYPES
+    direct = spans_to_columns([*spans, no_context]).to_table()
+    assert direct.num_rows == len(spans)
+    assert spans_to_columns(plain).to_table().equals(direct)
+    assert spans_to_columns(foreign).to_table().equals(direct)
+    assert spans_to_columns([*plain[:3], foreign[3], *plain[4:]]).to_table().equals(direct)
