@@ -380,6 +380,8 @@ _ROUTE: Final[dict[str, tuple[int, frozenset[type], int, int, AttrType, bool]]] 
 the current key rather than an older alias)."""
 
 
+_VALUES: Final = operator.methodcaller("values")
+
 _ROUTE_CHUNK: Final = 4096
 """Rows appended one by one (the OTLP ingest) are routed this many at a time."""
 
@@ -458,9 +460,7 @@ def _route_shape(shape: _Shape, batch: Sequence[Mapping[str, Any] | None]) -> _P
     m = len(batch)
     if not shape.dedicated and not shape.rest:  # no attributes at all
         return {}, [()] * m, [()] * m
-    by_key = list(
-        zip(*[tuple(attributes.values()) for attributes in batch if attributes], strict=True)
-    )
+    by_key = list(zip(*map(tuple, map(_VALUES, batch)), strict=True))
     dedicated: dict[int, Sequence[Any]] = {}
     for position, index, exact, low, high in shape.dedicated:
         values = by_key[position]
@@ -519,7 +519,10 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
     check per column of the group instead of one per value.
     """
     n = len(batch)
-    shapes = [tuple(attributes) if attributes else () for attributes in batch]
+    try:
+        shapes: list[tuple[str, ...]] = list(map(tuple, batch))  # type: ignore[arg-type]
+    except TypeError:  # a row without attributes (None)
+        shapes = [tuple(attributes) if attributes else () for attributes in batch]
     distinct = dict.fromkeys(shapes)
     if len(distinct) == 1:
         groups = [(next(iter(distinct)), batch)]

@@ -9,9 +9,11 @@ the map too), everything else goes to the JSON-encoded ``attributes`` map, in or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
@@ -23,21 +25,21 @@ from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
 from .export_support import make_spans
 
-_BOUNDS = {AttrType.INT32: 2**31, AttrType.INT: 2**63, AttrType.TIME_NS: 2**63}
+
+def _int_in(bits: int) -> Callable[[Any], bool]:
+    return lambda v: type(v) is not bool and isinstance(v, int) and -(2**bits) <= v < 2**bits
 
 
-def _fits(t: AttrType, value: Any) -> bool:
-    if t is AttrType.STR:
-        return isinstance(value, str)
-    if t is AttrType.BOOL:
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if t in _BOUNDS:
-        return isinstance(value, int) and -_BOUNDS[t] <= value < _BOUNDS[t]
-    if t is AttrType.FLOAT:
-        return isinstance(value, float | int)
-    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
+_FITS: dict[AttrType, Callable[[Any], bool]] = {
+    AttrType.STR: lambda v: isinstance(v, str),
+    AttrType.BOOL: lambda v: isinstance(v, bool),
+    AttrType.INT32: _int_in(31),
+    AttrType.INT: _int_in(63),
+    AttrType.TIME_NS: _int_in(63),
+    AttrType.FLOAT: lambda v: type(v) is not bool and isinstance(v, int | float),
+    AttrType.STR_LIST: lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
+}
+"""Which values each column type holds, as the schema documents it."""
 
 
 def _reference(attributes: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -46,7 +48,7 @@ def _reference(attributes: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[s
     rest: list[tuple[str, str]] = []
     for key, value in attributes.items():
         attr = BY_KEY.get(key)
-        if attr is not None and _fits(attr.type, value):
+        if attr is not None and _FITS[attr.type](value):
             if key == attr.key:
                 dedicated[attr.column] = list(value) if isinstance(value, tuple) else value
                 continue
@@ -113,34 +115,37 @@ def _batches(draw: st.DrawFn) -> list[dict[str, Any]]:
     ]
 
 
+def _fields(attributes: dict[str, Any]) -> dict[str, Any]:
+    """One span's arguments to :meth:`SpanColumns.append`: fixed but for its attributes."""
+    return {
+        "trace_id": "0" * 32,
+        "span_id": "1" * 16,
+        "parent_span_id": None,
+        "name": "s",
+        "kind": "CLIENT",
+        "start_ns": 1,
+        "end_ns": 2,
+        "status_code": "UNSET",
+        "status_message": None,
+        "attributes": attributes,
+        "resource": None,
+        "scope_name": None,
+        "scope_version": None,
+    }
+
+
 def _table(batches: list[list[dict[str, Any]]]) -> pa.Table:
+    """The batches given to :meth:`SpanColumns.extend`, column by column."""
     cols = SpanColumns()
     for batch in batches:
+        rows = [_fields(attributes) for attributes in batch]
+        columns = {key: [row[key] for row in rows] for key in rows[0]}
         n = len(batch)
-        cols.extend(
-            trace_id=["0" * 32] * n,
-            span_id=["1" * 16] * n,
-            parent_span_id=[None] * n,
-            name=["s"] * n,
-            kind=["CLIENT"] * n,
-            start_ns=[1] * n,
-            end_ns=[2] * n,
-            status_code=["UNSET"] * n,
-            status_message=[None] * n,
-            attributes=list(batch),
-            resource=[None] * n,
-            scope_name=[None] * n,
-            scope_version=[None] * n,
-            events=[()] * n,
-            links=[()] * n,
-            dropped_attributes=[0] * n,
-        )
+        cols.extend(**columns, events=[()] * n, links=[()] * n, dropped_attributes=[0] * n)
     return cols.to_table()
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(_batches(), min_size=1, max_size=3))
-def test_routing_matches_the_per_value_rule(batches: list[list[dict[str, Any]]]) -> None:
+def _check(batches: list[list[dict[str, Any]]]) -> None:
     table = _table(batches)
     rows = [attributes for batch in batches for attributes in batch]
     expected = [_reference(attributes) for attributes in rows]
@@ -153,6 +158,45 @@ def test_routing_matches_the_per_value_rule(batches: list[list[dict[str, Any]]])
         assert table.column(attr.column).combine_chunks().equals(want), attr.column
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_batches(), min_size=1, max_size=3))
+def test_routing_matches_the_per_value_rule(batches: list[list[dict[str, Any]]]) -> None:
+    _check(batches)
+
+
+_ORDINAL, _COST, _FALLBACK = (
+    "retryscope.attempt.ordinal",
+    "retryscope.cost.actual_micros",
+    "retryscope.route.fallback",
+)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {_ORDINAL: [1, 2**31]},  # one value out of int32 range
+        {_ORDINAL: [2**31, 2**40]},  # all of them
+        {_ORDINAL: [-(2**31), 2**31 - 1], _COST: [2**63 - 1, -(2**63)]},  # at the bounds
+        {_COST: [2**63, 1]},
+        {_ORDINAL: [True, 1]},  # a bool is not an int here
+        {_ORDINAL: [True, False]},
+        {_FALLBACK: [1, 0]},  # nor an int a bool
+        {"retryscope.logical_request.id": [_Str("a"), "b"]},  # a str subclass
+        {"retryscope.deadline": [1.5, 2]},
+        {"retryscope.attempts.retried_layers": [("sdk",), ("sdk", 1)]},
+        {"http.status_code": [200, 503], "http.response.status_code": [None, 429]},
+    ],
+)
+def test_groups_with_values_that_do_not_all_fit(values: dict[str, list[Any]]) -> None:
+    """Two rows with the same keys, next to a row of other keys: each value is routed by
+    the per-value rule even when its group cannot be routed a column at a time."""
+    rows = [
+        {key: column[row] for key, column in values.items() if column[row] is not None}
+        for row in range(2)
+    ]
+    _check([[rows[0], {"app.feature": "x"}, rows[1]], rows])
+
+
 def test_rows_appended_one_by_one_match_a_batch() -> None:
     """The ingest appends row by row; routing then runs over whole chunks of rows."""
     batch = [
@@ -163,21 +207,7 @@ def test_rows_appended_one_by_one_match_a_batch() -> None:
     ]
     one_by_one = SpanColumns()
     for attributes in batch:
-        one_by_one.append(
-            trace_id="0" * 32,
-            span_id="1" * 16,
-            parent_span_id=None,
-            name="s",
-            kind="CLIENT",
-            start_ns=1,
-            end_ns=2,
-            status_code="UNSET",
-            status_message=None,
-            attributes=attributes,
-            resource=None,
-            scope_name=None,
-            scope_version=None,
-        )
+        one_by_one.append(**_fields(attributes))
     assert one_by_one.to_table().equals(_table([batch]))
 
 
