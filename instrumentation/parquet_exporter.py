@@ -97,6 +97,7 @@ _PUBLIC: Final = operator.attrgetter(*_FIELDS)
 _PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
 _FIRST: Final = operator.itemgetter(0)
 _DROPPED: Final = operator.attrgetter("dropped_attributes")
+_DEQUE: Final = operator.attrgetter("_dq")
 
 
 def _plain_types() -> frozenset[type]:
@@ -143,6 +144,15 @@ def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
     except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
         hexes = {i: format(i, f"0{2 * width}x") for i in distinct}
     return list(map(hexes.__getitem__, ids))
+
+
+def _contents(lists: Sequence[Any]) -> Sequence[Any]:
+    """Each span's events or links: the deque inside the SDK's ``BoundedList`` (the same
+    items; testing it for emptiness costs no Python call), as given otherwise."""
+    try:
+        return list(map(_DEQUE, lists))
+    except AttributeError:  # not all of them are BoundedLists
+        return lists
 
 
 def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
@@ -204,7 +214,7 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
         scope_version=_per_object(scopes, _scope_version),
         events=[
             [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
-            for span_events in events
+            for span_events in _contents(events)
         ],
         links=[
             [
@@ -217,7 +227,7 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
             ]
             if span_links
             else ()
-            for span_links in links
+            for span_links in _contents(links)
         ],
         dropped_attributes=list(map(_DROPPED, spans)),
     )
