@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retryscope.instrumentation.bloom_filters import bloom_filter_options
+from retryscope.instrumentation.parquet_encoding import DICTIONARY_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
 ROWS_PER_FILE: Final = 200_000  # ParquetSpanExporter defaults (rows_per_file,
@@ -529,6 +530,7 @@ def _write_hour(
             row_group_size=ROW_GROUP_SIZE,
             compression=COMPRESSION,
             bloom_filter_options=bloom_filter_options(chunk, ROW_GROUP_SIZE),
+            use_dictionary=DICTIONARY_COLUMNS,
         )
         files += 1
         size += path.stat().st_size

@@ -15,14 +15,18 @@ only when Arrow refuses a column, so the common path pays nothing for it.
 
 from __future__ import annotations
 
+import array
 import base64
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Mapping, Sequence, Sized
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
-from retryscope.schema import BASE_FIELDS, SPAN_SCHEMA
+from retryscope.schema import ATTR_MAP, BASE_FIELDS, SPAN_SCHEMA, TIMESTAMP
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
 _INT32_MAX: Final = 2**31 - 1
@@ -92,11 +96,56 @@ def _repaired(value: Any) -> Any:
 
 
 def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
-    """``pa.array(values, type_)``; strings Arrow refuses (lone surrogates) are escaped."""
+    """``pa.array(values, type_)``; strings Arrow refuses (lone surrogates) are escaped.
+
+    All-null columns (most dedicated columns of most spans) skip the per-value conversion.
+    """
+    if values and values[0] is None and values.count(None) == len(values):
+        return pa.nulls(len(values), type_)
     try:
         return pa.array(values, type=type_)
     except UnicodeEncodeError:
         return pa.array([_repaired(v) for v in values], type=type_)
+
+
+_ARRAY_CODES: Final[dict[pa.DataType, str]] = {
+    t: code
+    for t, code, size in (
+        (pa.int32(), "i", 4),
+        (pa.int64(), "q", 8),
+        (TIMESTAMP, "q", 8),
+        (pa.float64(), "d", 8),
+    )
+    if array.array(code).itemsize == size
+}
+"""Fixed-width Arrow types the :mod:`array` module can fill, with its type code."""
+
+
+def _dense(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """A column of a fixed-width type without nulls (times, durations, offsets), filled by
+    the :mod:`array` module in one C loop; values it refuses (None, out of range, another
+    type) take :func:`_array`, which keeps or reports them exactly as before."""
+    code = _ARRAY_CODES.get(type_)
+    if code is not None:
+        try:
+            data = array.array(code, values)
+        except (TypeError, OverflowError):
+            pass
+        else:
+            return pa.Array.from_buffers(type_, len(data), [None, pa.py_buffer(data)])
+    return _array(list(values), type_)
+
+
+def _offsets(rows: Sequence[Sized]) -> pa.Array:
+    """int32 offsets of a list or map column whose rows have these lengths."""
+    return _dense([0, *itertools.accumulate(map(len, rows))], pa.int32())
+
+
+def _list_array(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
+    """A list column (no nulls) from its rows, built from offsets and the flat items (an
+    empty row costs nothing)."""
+    items = _array(list(itertools.chain.from_iterable(rows)), type_.value_type)
+    return pa.ListArray.from_arrays(_offsets(rows), items, type=type_)
 
 
 def encode_map(attributes: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -115,11 +164,14 @@ class SpanColumns:
     def __init__(self) -> None:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
-        self._attributes: list[list[tuple[str, str]]] = []
+        self._filled: set[int] = set()  # dedicated columns with a value in some row
+        self._attr_keys: list[tuple[str, ...]] = []  # per row: keys of the attributes map
+        self._attr_values: list[tuple[str, ...]] = []  # per row: their JSON-encoded values
+        self._unrouted: list[Mapping[str, Any] | None] = []  # attributes not yet routed
         self._resource: list[int] = []  # per row: its index into _resource_maps
         self._resource_maps: list[list[tuple[str, str]]] = []  # each distinct resource once
-        self._events: list[list[dict[str, Any]]] = []
-        self._links: list[list[dict[str, Any]]] = []
+        self._events: list[Sequence[dict[str, Any]]] = []
+        self._links: list[Sequence[dict[str, Any]]] = []
         self._dropped: list[int] = []
         self._resources: dict[int | None, tuple[Mapping[str, Any] | None, int, str | None]]
         self._resources = {}
@@ -170,22 +222,22 @@ class SpanColumns:
     def extend(
         self,
         *,
-        trace_id: list[str],
-        span_id: list[str],
-        parent_span_id: list[str | None],
-        name: list[str],
-        kind: list[str],
-        start_ns: list[int],
-        end_ns: list[int],
-        status_code: list[str],
-        status_message: list[str | None],
-        attributes: list[Mapping[str, Any] | None],
-        resource: list[Mapping[str, Any] | None],
-        scope_name: list[str | None],
-        scope_version: list[str | None],
-        events: list[Sequence[tuple[str, int, Mapping[str, Any] | None]]],
-        links: list[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
-        dropped_attributes: list[int],
+        trace_id: Sequence[str],
+        span_id: Sequence[str],
+        parent_span_id: Sequence[str | None],
+        name: Sequence[str],
+        kind: Sequence[str],
+        start_ns: Sequence[int],
+        end_ns: Sequence[int],
+        status_code: Sequence[str],
+        status_message: Sequence[str | None],
+        attributes: Sequence[Mapping[str, Any] | None],
+        resource: Sequence[Mapping[str, Any] | None],
+        scope_name: Sequence[str | None],
+        scope_version: Sequence[str | None],
+        events: Sequence[Sequence[tuple[str, int, Mapping[str, Any] | None]]],
+        links: Sequence[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
+        dropped_attributes: Sequence[int],
     ) -> None:
         """Add a batch of spans given as equally long columns (as :meth:`append` takes them)."""
         n = len(trace_id)
@@ -200,22 +252,29 @@ class SpanColumns:
         b["duration_ms"] += [(e - s) / 1e6 for s, e in zip(start_ns, end_ns, strict=True)]
         b["status_code"] += status_code
         b["status_message"] += [m or None for m in status_message]
-        resource_rows = [self._resource_row(r) for r in resource]
-        b["service_name"] += [service for _, service in resource_rows]
+        if n and len(set(map(id, resource))) == 1:  # the usual case: one process's spans
+            index, service = self._resource_row(resource[0])
+            b["service_name"] += [service] * n
+            self._resource += [index] * n
+        else:
+            resource_rows = [self._resource_row(r) for r in resource]
+            b["service_name"] += [service for _, service in resource_rows]
+            self._resource += [index for index, _ in resource_rows]
         b["scope_name"] += scope_name
         b["scope_version"] += scope_version
-        self._resource += [index for index, _ in resource_rows]
-        self._route(attributes, n)
+        self._unrouted += attributes
+        if len(self._unrouted) >= _ROUTE_CHUNK:
+            self._route_pending()
         self._events += [
             [{"name": e, "time": t, "attributes": encode_map(a)} for e, t, a in span_events]
             if span_events
-            else []
+            else ()
             for span_events in events
         ]
         self._links += [
             [{"trace_id": t, "span_id": s, "attributes": encode_map(a)} for t, s, a in span_links]
             if span_links
-            else []
+            else ()
             for span_links in links
         ]
         self._dropped += dropped_attributes
@@ -236,57 +295,66 @@ class SpanColumns:
         self._resources[key] = (resource, index, named)
         return index, named
 
-    def _route(self, batch: list[Mapping[str, Any] | None], n: int) -> None:
-        """Each span's attributes into its dedicated columns (the value fits the column's
-        type) or the JSON-encoded ``attributes`` map (everything else)."""
-        columns = self._dedicated
-        first = len(self._attributes)
-        for column in columns:
-            column += [None] * n
-        rest_column = self._attributes
-        route = _ROUTE
-        encode_str = _encode_str
-        for row, attributes in enumerate(batch, start=first):
-            rest: list[tuple[str, str]] = []
-            rest_column.append(rest)
-            if not attributes:
-                continue
-            for key, value in attributes.items():
-                target = route.get(key)
-                if target is not None:
-                    index, exact, low, high, attr_type, current = target
-                    kind = type(value)
-                    if (kind in exact and (kind is not int or low <= value <= high)) or _fits(
-                        attr_type, value
-                    ):
-                        values = columns[index]
-                        if current:
-                            values[row] = list(value) if isinstance(value, tuple) else value
-                            continue
-                        # an older alias: fills the column unless the current key did
-                        if values[row] is None:
-                            values[row] = value
-                rest.append((key, encode_str(value) if type(value) is str else encode_value(value)))
+    def _route_pending(self) -> None:
+        """Route the attributes appended since the last call (a chunk at a time: routing
+        works per attribute-key shape, so it pays off over many rows)."""
+        if not self._unrouted:
+            return
+        batch, self._unrouted = self._unrouted, []
+        n = len(batch)
+        routed = route_attributes(batch)
+        for index, (column, values) in enumerate(
+            zip(self._dedicated, routed.dedicated, strict=True)
+        ):
+            if values is None:
+                column += [None] * n
+            else:
+                column += values
+                self._filled.add(index)
+        self._attr_keys += routed.keys
+        self._attr_values += routed.values
+
+    def _attributes_array(self) -> pa.Array:
+        """The ``attributes`` map column, built from flat key and value arrays."""
+        keys, values = self._attr_keys, self._attr_values
+        return pa.MapArray.from_arrays(
+            _offsets(keys),
+            _array(list(itertools.chain.from_iterable(keys)), pa.string()),
+            _array(list(itertools.chain.from_iterable(values)), pa.string()),
+            type=ATTR_MAP,
+        )
 
     def to_table(self) -> pa.Table:
+        self._route_pending()
         columns: dict[str, list[Any]] = {
             **self._base,
-            **{a.column: values for a, values in zip(DEDICATED, self._dedicated, strict=True)},
-            "attributes": self._attributes,
-            "events": self._events,
-            "links": self._links,
+            **{
+                a.column: values
+                for index, (a, values) in enumerate(zip(DEDICATED, self._dedicated, strict=True))
+                if index in self._filled
+            },
             "dropped_attributes": self._dropped,
         }
         arrays = {
-            name: _array(values, SPAN_SCHEMA.field(name).type) for name, values in columns.items()
+            name: (_dense if name in _DENSE else _array)(values, SPAN_SCHEMA.field(name).type)
+            for name, values in columns.items()
         }
+        for index, attr in enumerate(DEDICATED):
+            if index not in self._filled:
+                arrays[attr.column] = pa.nulls(len(self), SPAN_SCHEMA.field(attr.column).type)
+        arrays["attributes"] = self._attributes_array()
+        arrays["events"] = _list_array(self._events, SPAN_SCHEMA.field("events").type)
+        arrays["links"] = _list_array(self._links, SPAN_SCHEMA.field("links").type)
         # Each distinct resource is built once and repeated by index.
         resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
-        arrays["resource_attributes"] = resources.take(pa.array(self._resource, pa.int32()))
+        arrays["resource_attributes"] = resources.take(_dense(self._resource, pa.int32()))
         return pa.Table.from_arrays(
             [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
         )
 
+
+_DENSE: Final = frozenset({"start_time", "end_time", "duration_ms", "dropped_attributes"})
+"""Columns never null (by construction), filled through :func:`_dense`."""
 
 _INDEX: Final[dict[str, int]] = {a.key: i for i, a in enumerate(DEDICATED)}
 
@@ -310,3 +378,187 @@ _ROUTE: Final[dict[str, tuple[int, frozenset[type], int, int, AttrType, bool]]] 
 }
 """Span key → (dedicated column index, exact types, int bounds, column type, whether it is
 the current key rather than an older alias)."""
+
+
+_VALUES: Final = operator.methodcaller("values")
+
+_ROUTE_CHUNK: Final = 4096
+"""Rows appended one by one (the OTLP ingest) are routed this many at a time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A batch's attributes split the way the schema stores them, one entry per row."""
+
+    dedicated: list[Sequence[Any] | None]
+    """Per dedicated column (in :data:`DEDICATED` order): its values, None if all null."""
+    keys: list[tuple[str, ...]]
+    """Per row: the keys that go to the generic ``attributes`` map, in attribute order."""
+    values: list[tuple[str, ...]]
+    """Per row: those keys' JSON-encoded values."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How to route attributes with one particular key sequence (see :func:`_shape`)."""
+
+    dedicated: tuple[tuple[int, int, frozenset[type], int, int], ...]
+    """(position in the key sequence, dedicated column index, exact types, int bounds)."""
+    rest: tuple[int, ...]
+    """Positions of the keys that go to the ``attributes`` map."""
+    rest_keys: tuple[str, ...]
+
+
+_SHAPES: dict[tuple[str, ...], _Shape | None] = {}
+_MAX_SHAPES: Final = 4096
+
+
+def _shape(keys: tuple[str, ...]) -> _Shape | None:
+    """The routing plan of a key sequence; None when a key is an older alias (the alias
+    rules depend on each span's values, so such spans are routed one by one)."""
+    if keys in _SHAPES:
+        return _SHAPES[keys]
+    dedicated: list[tuple[int, int, frozenset[type], int, int]] = []
+    rest: list[int] = []
+    result: _Shape | None = None
+    for position, key in enumerate(keys):
+        target = _ROUTE.get(key)
+        if target is None:
+            rest.append(position)
+            continue
+        index, exact, low, high, _, current = target
+        if not current:
+            break
+        dedicated.append((position, index, exact, low, high))
+    else:
+        result = _Shape(tuple(dedicated), tuple(rest), tuple(keys[p] for p in rest))
+    if len(_SHAPES) >= _MAX_SHAPES:  # key sequences are few in practice; stay bounded anyway
+        _SHAPES.clear()
+    _SHAPES[keys] = result
+    return result
+
+
+_Piece = tuple[Mapping[int, Sequence[Any]], list[tuple[str, ...]], list[tuple[str, ...]]]
+"""One group of rows routed: dedicated column index → values, map keys and values per row."""
+
+
+def _encoded(values: Sequence[Any]) -> Sequence[str]:
+    """JSON text of each value (:func:`encode_value`), a whole column at a time."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        return list(map(_encode_str, values))
+    if kinds == {int}:
+        return list(map(str, values))
+    if kinds == {bool}:
+        return ["true" if v else "false" for v in values]
+    return [encode_value(v) for v in values]
+
+
+def _route_shape(shape: _Shape, batch: Sequence[Mapping[str, Any] | None]) -> _Piece | None:
+    """Rows that all have the same keys, routed a column at a time; None when some value
+    does not fit its dedicated column without a per-value check (:func:`_route_rows`)."""
+    m = len(batch)
+    if not shape.dedicated and not shape.rest:  # no attributes at all
+        return {}, [()] * m, [()] * m
+    by_key = list(zip(*map(tuple, map(_VALUES, batch)), strict=True))
+    dedicated: dict[int, Sequence[Any]] = {}
+    for position, index, exact, low, high in shape.dedicated:
+        values = by_key[position]
+        kinds = set(map(type, values))
+        if not kinds <= exact:
+            return None
+        if int in kinds:
+            ints = values if len(kinds) == 1 else [v for v in values if type(v) is int]
+            if min(ints) < low or max(ints) > high:
+                return None
+        dedicated[index] = values
+    if not shape.rest:
+        return dedicated, [()] * m, [()] * m
+    encoded = list(zip(*[_encoded(by_key[position]) for position in shape.rest], strict=True))
+    return dedicated, [shape.rest_keys] * m, encoded
+
+
+def _route_rows(batch: Sequence[Mapping[str, Any] | None]) -> _Piece:
+    """Rows routed one attribute at a time: each value goes to its dedicated column when it
+    fits the column's type, else to the JSON-encoded ``attributes`` map."""
+    n = len(batch)
+    columns: dict[int, list[Any]] = {}
+    keys: list[tuple[str, ...]] = []
+    encoded: list[tuple[str, ...]] = []
+    for row, attributes in enumerate(batch):
+        rest: list[tuple[str, str]] = []
+        for key, value in (attributes or {}).items():
+            target = _ROUTE.get(key)
+            if target is not None:
+                index, exact, low, high, attr_type, current = target
+                kind = type(value)
+                if (kind in exact and (kind is not int or low <= value <= high)) or _fits(
+                    attr_type, value
+                ):
+                    values = columns.get(index)
+                    if values is None:
+                        values = columns[index] = [None] * n
+                    if current:
+                        values[row] = list(value) if isinstance(value, tuple) else value
+                        continue
+                    # an older alias: fills the column unless the current key did
+                    if values[row] is None:
+                        values[row] = value
+            rest.append((key, _encode_str(value) if type(value) is str else encode_value(value)))
+        keys.append(tuple(key for key, _ in rest))
+        encoded.append(tuple(text for _, text in rest))
+    return columns, keys, encoded
+
+
+def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
+    """Each row's attributes into its dedicated columns (the value fits the column's type)
+    or the JSON-encoded ``attributes`` map (everything else).
+
+    Rows are grouped by their key sequence (spans from one instrumentation point carry the
+    same keys in the same order), and each group is routed a column at a time: one type
+    check per column of the group instead of one per value.
+    """
+    n = len(batch)
+    try:
+        shapes: list[tuple[str, ...]] = list(map(tuple, batch))  # type: ignore[arg-type]
+    except TypeError:  # a row without attributes (None)
+        shapes = [tuple(attributes) if attributes else () for attributes in batch]
+    distinct = dict.fromkeys(shapes)
+    if len(distinct) == 1:
+        groups = [(next(iter(distinct)), batch)]
+    else:  # grouped by a stable sort on a small code per key sequence
+        code_of = {keys: code for code, keys in enumerate(distinct)}
+        codes = list(map(code_of.__getitem__, shapes))
+        grouped = sorted(range(n), key=codes.__getitem__)
+        members = operator.itemgetter(*grouped)(batch)
+        groups = []
+        start = 0
+        for keys, code in code_of.items():
+            end = start + codes.count(code)
+            groups.append((keys, members[start:end]))
+            start = end
+    pieces: list[tuple[int, _Piece]] = []
+    for keys, rows in groups:
+        shape = _shape(keys)
+        piece = _route_shape(shape, rows) if shape is not None else None
+        pieces.append((len(rows), piece if piece is not None else _route_rows(rows)))
+    if len(pieces) == 1:
+        dedicated, map_keys, map_values = pieces[0][1]
+        return Routed(
+            [dedicated.get(index) for index in range(len(DEDICATED))],
+            map_keys,
+            map_values,
+        )
+    # concatenated group by group, then put back in row order
+    put_back = operator.itemgetter(*sorted(range(n), key=grouped.__getitem__))
+    used = sorted({index for _, (dedicated, _, _) in pieces for index in dedicated})
+    out: list[Sequence[Any] | None] = [None] * len(DEDICATED)
+    for index in used:
+        values: list[Any] = []
+        for size, (dedicated, _, _) in pieces:
+            column = dedicated.get(index)
+            values += [None] * size if column is None else column
+        out[index] = put_back(values)
+    map_keys = put_back([k for _, (_, keys_, _) in pieces for k in keys_])
+    map_values = put_back([v for _, (_, _, values_) in pieces for v in values_])
+    return Routed(out, list(map_keys), list(map_values))

@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import collections
 import logging
+import operator
 import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from retryscope.instrumentation.columns import SpanColumns
 from retryscope.instrumentation.config import ExportConfig, Partitioning
@@ -48,7 +51,7 @@ from retryscope.instrumentation.parquet_files import (
     sort_for_drilldown,
     write_partitioned,
 )
-from retryscope.instrumentation.span_fastpath import finished_attributes
+from retryscope.instrumentation.span_fastpath import FAST_SPAN_TYPE, finished_attributes
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 
@@ -61,40 +64,157 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
-_KIND_NAMES: Final = {kind: kind.name for kind in SpanKind}
-_STATUS_NAMES: Final = {code: code.name for code in StatusCode}
+# keyed by id: enum members are singletons, and an enum's own __hash__ runs in Python
+_KIND_NAMES: Final = {id(kind): kind.name for kind in SpanKind}
+_STATUS_NAMES: Final = {id(code): code.name for code in StatusCode}
+
+
+def _enum_names(members: Sequence[Any], names: Mapping[int, str]) -> list[str]:
+    """The ``name`` of each enum member (looked up by id, else asked)."""
+    found: list[str | None] = list(map(names.get, map(id, members)))
+    if None in found:
+        return [member.name for member in members]
+    return cast(list[str], found)
+
+
+_FIELDS: Final = (
+    "context",
+    "parent",
+    "name",
+    "kind",
+    "start_time",
+    "end_time",
+    "status",
+    "resource",
+    "instrumentation_scope",
+    "events",
+    "links",
+)
+_PUBLIC: Final = operator.attrgetter(*_FIELDS)
+_PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
+_FIRST: Final = operator.itemgetter(0)
+_DROPPED: Final = operator.attrgetter("dropped_attributes")
+_DEQUE: Final = operator.attrgetter("_dq")
+
+
+def _plain_types() -> frozenset[type]:
+    """SDK span classes whose fields may be read directly (``span._name`` for ``span.name``,
+    skipping the property call and the copies ``events``/``links`` make): those that keep
+    :class:`ReadableSpan`'s properties, provided a probe span reads the same both ways."""
+    try:
+        probe = ReadableSpan(
+            "probe",
+            context=SpanContext(1, 2, is_remote=False),
+            parent=SpanContext(1, 3, is_remote=False),
+            kind=SpanKind.CLIENT,
+            start_time=5,
+            end_time=7,
+            status=Status(StatusCode.ERROR, "x"),
+            events=(Event("e", timestamp=6),),
+            links=(Link(SpanContext(1, 4, is_remote=False)),),
+            instrumentation_scope=InstrumentationScope("s", "1"),
+        )
+        public, private = _PUBLIC(probe), _PRIVATE(probe)
+        same = public[:9] == private[:9] and all(tuple(private[i]) == public[i] for i in (9, 10))
+    except Exception:  # any surprise: the public path only
+        return frozenset()
+    if not same:
+        return frozenset()
+    candidates = {ReadableSpan} | ({FAST_SPAN_TYPE} if FAST_SPAN_TYPE else set())
+    return frozenset(
+        t
+        for t in candidates
+        if all(getattr(t, name) is getattr(ReadableSpan, name) for name in _FIELDS)
+    )
+
+
+_PLAIN_TYPES: Final = _plain_types()
+
+
+def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
+    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16); each
+    distinct id is formatted once (a batch holds several spans of each trace)."""
+    distinct = list(dict.fromkeys(ids))
+    try:  # map() over C functions: no Python frame per id
+        text = map(bytes.hex, map(operator.methodcaller("to_bytes", width, "big"), distinct))
+        hexes = dict(zip(distinct, text, strict=True))
+    except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
+        hexes = {i: format(i, f"0{2 * width}x") for i in distinct}
+    return list(map(hexes.__getitem__, ids))
+
+
+def _contents(lists: Sequence[Any]) -> Sequence[Any]:
+    """Each span's events or links: the deque inside the SDK's ``BoundedList`` (the same
+    items; testing it for emptiness costs no Python call), as given otherwise."""
+    try:
+        return list(map(_DEQUE, lists))
+    except AttributeError:  # not all of them are BoundedLists
+        return lists
+
+
+def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
+    """``read(o)`` for each object, called once per distinct object: spans share their
+    resource and scope, and often their status."""
+    ids = list(map(id, objects))
+    distinct = dict(zip(ids, objects, strict=True))
+    memo = {key: read(o) for key, o in distinct.items()}
+    return list(map(memo.__getitem__, ids))
+
+
+def _status_fields(status: Status) -> tuple[str, str | None]:
+    code = status.status_code
+    return _STATUS_NAMES.get(id(code)) or code.name, status.description
+
+
+def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
+    return resource.attributes if resource is not None else None
+
+
+def _scope_name(scope: InstrumentationScope | None) -> str | None:
+    return scope.name if scope is not None else None
+
+
+def _scope_version(scope: InstrumentationScope | None) -> str | None:
+    return scope.version if scope is not None else None
 
 
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
-    spans = [span for span in spans if span.context is not None]
-    contexts = [span.context for span in spans]
-    parents = [span.parent for span in spans]
-    statuses = [span.status for span in spans]
-    scopes = [span.instrumentation_scope for span in spans]
-    starts = [span.start_time or 0 for span in spans]
+    fields = _PRIVATE if set(map(type, spans)) <= _PLAIN_TYPES else _PUBLIC
+    rows = list(map(fields, spans))
+    if None in map(_FIRST, rows):  # a span without a context is skipped
+        rows = [row for row in rows if row[0] is not None]
+        spans = [span for span in spans if fields(span)[0] is not None]
+    if not spans:
+        return cols
+    (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
+        zip(*rows, strict=True)
+    )
+    del rows
+    start_ns = [start or 0 for start in starts]
+    status_codes, status_messages = zip(*_per_object(statuses, _status_fields), strict=True)
+    parent_hex = iter(_hex_ids([p.span_id for p in parents if p is not None], 8))
     cols.extend(
-        trace_id=[format(ctx.trace_id, "032x") for ctx in contexts],
-        span_id=[format(ctx.span_id, "016x") for ctx in contexts],
-        parent_span_id=[format(p.span_id, "016x") if p is not None else None for p in parents],
-        name=[span.name for span in spans],
-        kind=[_KIND_NAMES.get(span.kind) or span.kind.name for span in spans],
-        start_ns=starts,
-        end_ns=[span.end_time or start for span, start in zip(spans, starts, strict=True)],
-        status_code=[_STATUS_NAMES.get(s.status_code) or s.status_code.name for s in statuses],
-        status_message=[s.description for s in statuses],
-        attributes=[finished_attributes(span) for span in spans],
-        resource=[
-            span.resource.attributes if span.resource is not None else None for span in spans
-        ],
-        scope_name=[scope.name if scope is not None else None for scope in scopes],
-        scope_version=[scope.version if scope is not None else None for scope in scopes],
+        trace_id=_hex_ids([ctx.trace_id for ctx in contexts], 16),
+        span_id=_hex_ids([ctx.span_id for ctx in contexts], 8),
+        parent_span_id=[next(parent_hex) if p is not None else None for p in parents],
+        name=names,
+        kind=_enum_names(kinds, _KIND_NAMES),
+        start_ns=start_ns,
+        end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
+        status_code=status_codes,
+        status_message=status_messages,
+        attributes=list(map(finished_attributes, spans)),
+        resource=_per_object(resources, _resource_attributes),
+        scope_name=_per_object(scopes, _scope_name),
+        scope_version=_per_object(scopes, _scope_version),
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in events] if (events := span.events) else ()
-            for span in spans
+            [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
+            for span_events in _contents(events)
         ],
         links=[
             [
@@ -103,13 +223,13 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
                     format(link.context.span_id, "016x"),
                     link.attributes,
                 )
-                for link in links
+                for link in span_links
             ]
-            if (links := span.links)
+            if span_links
             else ()
-            for span in spans
+            for span_links in _contents(links)
         ],
-        dropped_attributes=[span.dropped_attributes for span in spans],
+        dropped_attributes=list(map(_DROPPED, spans)),
     )
     return cols
 
@@ -310,7 +430,9 @@ class ParquetSpanExporter(SpanExporter):
             return
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        self._pending_bytes += table.nbytes
+        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
+        # the cost (``nbytes`` looks for shared buffer ranges)
+        self._pending_bytes += table.get_total_buffer_size()
         if self._oldest is None:
             self._oldest = time.monotonic()
         excess = self._pending_rows - self.config.buffer_rows

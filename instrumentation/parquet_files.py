@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from retryscope.instrumentation.bloom_filters import bloom_filter_options
 from retryscope.instrumentation.config import ExportConfig, Partitioning
+from retryscope.instrumentation.parquet_encoding import DICTIONARY_COLUMNS
 
 TEMP_PREFIX: Final = "."
 TEMP_SUFFIX: Final = ".inprogress"
@@ -49,7 +50,18 @@ def sort_for_drilldown(table: pa.Table) -> pa.Table:
             ("start_time", "ascending", "at_end"),
         ],
     )
-    return table.take(order)
+    return _take_rows(table, order)
+
+
+def _take_rows(table: pa.Table, order: pa.Array) -> pa.Table:
+    """``table.take(order)``; an all-null column (most dedicated columns of most files)
+    stays all-null, so it is rebuilt instead of gathered."""
+    n = len(order)
+    columns = [
+        pa.nulls(n, column.type) if column.null_count == column.length() else column.take(order)
+        for column in table.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 _PARTITION_NS: Final[dict[Partitioning, int]] = {
@@ -182,6 +194,7 @@ def write_atomic(table: pa.Table, final: Path, config: ExportConfig) -> Path:
                 row_group_size=config.row_group_rows,
                 compression=config.compression,
                 bloom_filter_options=bloom_filter_options(table, config.row_group_rows),
+                use_dictionary=DICTIONARY_COLUMNS,
             )
             sink.flush()
             os.fsync(sink.fileno())
