@@ -4,7 +4,8 @@ It writes what a fleet of harnesses exporting through ``ParquetSpanExporter`` wo
 written, without creating spans: numpy builds each column for one hour of traffic at a
 time, rows are split into files of the exporter's size, each file sorted like the exporter
 sorts (logical request id, start time) and written as zstd Parquet with the exporter's row
-group size, Bloom filters and dictionary choices under hive partitions ``date=YYYY-MM-DD/hour=HH/``.
+group size, Bloom filters and dictionary choices under hive partitions
+``date=YYYY-MM-DD/hour=HH/``.
 
 The traffic: logical requests of ~40 tenants over 8 primary and 4 fallback routes; each
 makes 1–4 harness attempts (retries, a fallback on the last one for 40 % of retried
