@@ -149,10 +149,6 @@ class Stamps:
         self.parent = parent
         self.transport = transport
 
-    def transport_values(self) -> tuple[dict[str, AttributeValue], int | None]:
-        """The next transport attempt's attributes under ``parent`` (allocates ordinals)."""
-        return self.request.transport_attempt_values(self.parent)
-
 
 def _context_with(
     parent: otel_context.Context, span: Span, owner: LogicalRequest | Attempt
@@ -620,11 +616,12 @@ class LogicalRequest:
         self._base: Counter[str] = Counter(
             {Layer(layer)._value_: n for layer, n in (ordinal_base or {}).items()}
         )
-        self._ordinals: Counter[str] = Counter(self._base)
+        # Plain dicts, not Counters: a dict subclass's item access is slower.
+        self._ordinals: dict[str, int] = dict(self._base)
         # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
-        self._route_ordinals: Counter[tuple[str, str]] = Counter()
-        self._siblings: Counter[_SiblingKey] = Counter()
-        self._open: Counter[_SiblingKey] = Counter()
+        self._route_ordinals: dict[tuple[str, str], int] = {}
+        self._siblings: dict[_SiblingKey, int] = {}
+        self._open: dict[_SiblingKey, int] = {}
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._span: Span | None = None
         self._token: object | None = None
@@ -783,17 +780,19 @@ class LogicalRequest:
         """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` (a layer's value);
         hold ``_lock``. ``route_key`` is ``(layer, route)``, ``sibling_key``
         :func:`_sibling_key`."""
-        ordinal = self._ordinals[layer] = self._ordinals[layer] + 1
-        route_ordinal = self._route_ordinals[route_key] = self._route_ordinals[route_key] + 1
-        sibling = self._siblings[sibling_key] = self._siblings[sibling_key] + 1
+        ordinals, routes, siblings = self._ordinals, self._route_ordinals, self._siblings
+        ordinal = ordinals[layer] = ordinals.get(layer, 0) + 1
+        route_ordinal = routes[route_key] = routes.get(route_key, 0) + 1
+        sibling = siblings[sibling_key] = siblings.get(sibling_key, 0) + 1
         return ordinal, route_ordinal, sibling
 
     def _open_sibling(self, attempt: Attempt) -> bool:
         """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
         key = attempt._sibling_key
         with self._lock:
-            overlapping = self._open[key] > 0 and attempt.hedge_ordinal is None
-            self._open[key] += 1
+            open_now = self._open.get(key, 0)
+            self._open[key] = open_now + 1
+        overlapping = open_now > 0 and attempt.hedge_ordinal is None
         return overlapping
 
     def schedule_backoff(
@@ -946,8 +945,8 @@ class LogicalRequest:
         journal) so the ordinals of new attempts continue after it."""
         value = Layer(layer)._value_
         with self._lock:
-            self._ordinals[value] += 1
-            self._route_ordinals[value, route] += 1
+            self._ordinals[value] = self._ordinals.get(value, 0) + 1
+            self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
 
 
 def logical_request(

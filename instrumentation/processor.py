@@ -49,7 +49,7 @@ _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
 _HTTP_METHOD_KEY: Final = HTTP_METHOD.key
 _OLD_HTTP_METHOD_KEY: Final = "http.method"
-_get_value: Final = otel_context.get_value
+_get_current: Final = otel_context.get_current
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -75,7 +75,8 @@ class AttemptStampingProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
-            owner = _get_value(_SCOPE_KEY, parent_context)
+            ctx = parent_context if parent_context is not None else _get_current()
+            owner = ctx.get(_SCOPE_KEY)
             if type(owner) is Attempt or type(owner) is LogicalRequest:
                 stamps = owner._stamps
             else:
@@ -90,7 +91,7 @@ class AttemptStampingProcessor(SpanProcessor):
                     and (_HTTP_METHOD_KEY in attributes or _OLD_HTTP_METHOD_KEY in attributes)
                     and span.kind is _CLIENT
                 ):
-                    values, longest = stamps.transport_values()
+                    values, longest = stamps.request.transport_attempt_values(stamps.parent)
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
