@@ -304,11 +304,12 @@ class Attempt:
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        parent = (
-            current
-            if trace.get_current_span(current) is parent_span
-            else trace.set_span_in_context(parent_span, current)
-        )
+        if (_ONE_COPY_CONTEXT and current.get(_SPAN_KEY) is parent_span) or (
+            trace.get_current_span(current) is parent_span
+        ):
+            parent = current
+        else:
+            parent = trace.set_span_in_context(parent_span, current)
         self._span = span = req.tracer.start_span(
             self.name,
             context=parent,
@@ -741,7 +742,8 @@ class LogicalRequest:
         owner = otel_context.get_value(_SCOPE_KEY)
         parent = owner if type(owner) is Attempt and owner.request is self else None
         sibling_key = _sibling_key(parent, layer)
-        with self._lock:
+        self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
+        try:
             ordinal, route_ordinal, sibling = self._allocate_locked(
                 sibling_key[2], (sibling_key[2], route), sibling_key
             )
@@ -749,6 +751,8 @@ class LogicalRequest:
                 pending = self._pending.pop(parent.key if parent is not None else None, None)
             else:
                 pending = None
+        finally:
+            self._lock.release()
         extra: dict[str, AttributeValue] = dict(pending) if pending else {}
         if attributes:
             extra.update(bound_attributes(attributes, self.max_string_bytes))
@@ -789,9 +793,12 @@ class LogicalRequest:
     def _open_sibling(self, attempt: Attempt) -> bool:
         """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
         key = attempt._sibling_key
-        with self._lock:
+        self._lock.acquire()
+        try:
             open_now = self._open.get(key, 0)
             self._open[key] = open_now + 1
+        finally:
+            self._lock.release()
         overlapping = open_now > 0 and attempt.hedge_ordinal is None
         return overlapping
 
@@ -866,20 +873,19 @@ class LogicalRequest:
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
         base, longest, route_key, sibling_key = cached
-        with self._lock:
+        self._lock.acquire()
+        try:
             ordinal, route_ordinal, sibling = self._allocate_locked(
                 _TRANSPORT_VALUE, route_key, sibling_key
             )
+        finally:
+            self._lock.release()
+        attrs = base.copy()
+        attrs[_K_ORDINAL] = ordinal
+        attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
-            attrs = {
-                **base,
-                _K_ORDINAL: ordinal,
-                _K_ROUTE_ORDINAL: route_ordinal,
-                _K_SIBLING: sibling,
-                _K_RESEND: sibling - 1,
-            }
-        else:
-            attrs = {**base, _K_ORDINAL: ordinal, _K_ROUTE_ORDINAL: route_ordinal}
+            attrs[_K_SIBLING] = sibling
+            attrs[_K_RESEND] = sibling - 1
         return attrs, longest
 
     def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
@@ -919,9 +925,12 @@ class LogicalRequest:
 
     def _attempt_closed(self, attempt: Attempt) -> None:
         """Record ``attempt`` as finished and no longer open (one lock round trip)."""
-        with self._lock:
+        self._lock.acquire()
+        try:
             self.attempts.append(attempt)
             self._open[attempt._sibling_key] -= 1
+        finally:
+            self._lock.release()
 
     def _derived_terminal(self, now: int) -> Terminal:
         counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
