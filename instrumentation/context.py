@@ -1,11 +1,14 @@
 """The context API: one logical request, many physical attempts.
 
 ``logical_request(...)`` opens the logical request's span; ``req.attempt(...)`` opens one
-child span per physical attempt and numbers it. Both put a :class:`Scope` into the
+child span per physical attempt and numbers it. Both put themselves into the
 OpenTelemetry context under a private key (not Baggage, which propagators copy into
 outgoing HTTP headers), so the :class:`~retryscope.instrumentation.processor.
 AttemptStampingProcessor` can stamp every span started beneath them, in this thread, in
-threads that copy the context, and in asyncio tasks.
+threads that copy the context, and in asyncio tasks; :func:`current_scope` reads them as
+a :class:`Scope`. An attempt builds its stamp and ``Scope`` only when first asked (most
+attempts have no foreign span beneath them), so opening one costs the span, the ordinal
+allocation and the context switch.
 
 Times come from an injectable ``clock`` (unix ns) so simulations and tests are exact.
 """
@@ -24,7 +27,9 @@ from typing import Any, Final, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
@@ -79,18 +84,22 @@ _K_OUTCOME: Final = v.OUTCOME.key
 _K_OUTCOME_KIND: Final = v.OUTCOME_KIND.key
 _K_ERROR: Final = v.ERROR_TYPE.key
 _K_HTTP_STATUS: Final = v.HTTP_STATUS_CODE.key
-_SUCCESS: Final[Mapping[str, AttributeValue]] = MappingProxyType(
-    {_K_OUTCOME: Outcome.SUCCESS.value}
-)
+_K_SIBLING: Final = v.SIBLING_ORDINAL_KEY
+_K_RESEND: Final = v.HTTP_RESEND_COUNT.key
+_K_HEDGE: Final = v.HEDGE_ORDINAL.key
+_K_OVERLAPPING: Final = v.OVERLAPPING_KEY
+_TRANSPORT: Final = Layer.TRANSPORT
+_TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
+# A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
+_SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
 _SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The retryscope context of the code running now.
+    """The retryscope context of the code running now (see :func:`current_scope`).
 
-    ``stamp`` is computed once per request/attempt so the processor's ``on_start`` is a
-    dictionary lookup and one ``set_attributes`` call.
+    ``stamp`` is what the processor writes on a span started here (see :class:`Stamps`).
     """
 
     stamp: Mapping[str, AttributeValue]
@@ -112,14 +121,77 @@ def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
     """The key counting ``layer``'s attempts under ``parent`` (plain values: cheap hashing,
     where a key holding ``Layer`` members hashes them in Python)."""
     if parent is None:
-        return ("", 0, layer.value)
-    return (parent.layer.value, parent.ordinal, layer.value)
+        return ("", 0, layer._value_)
+    return (parent._layer_value, parent.ordinal, layer._value_)
+
+
+class Stamps:
+    """What the stamping processor writes on a span started under one request or attempt.
+
+    Built once per request/attempt, on its first foreign span (attempts with none never
+    pay for it): ``stamp`` and ``longest`` (:func:`~.span_fastpath.longest_string` of it,
+    None when not known clean) as a plain dict the span merges directly; ``transport``
+    the parent of the transport attempts its HTTP client spans become (``parent`` is None
+    at the top of the request), or ``transport`` False inside a transport attempt, where
+    such a span is the same send seen twice and is only stamped.
+    """
+
+    __slots__ = ("longest", "parent", "request", "stamp", "transport")
+
+    def __init__(
+        self,
+        request: LogicalRequest,
+        stamp: dict[str, AttributeValue],
+        longest: int | None,
+        parent: Attempt | None,
+        transport: bool,
+    ) -> None:
+        self.request = request
+        self.stamp = stamp
+        self.longest = longest
+        self.parent = parent
+        self.transport = transport
+
+
+def _context_with(
+    parent: otel_context.Context, span: Span, owner: LogicalRequest | Attempt
+) -> otel_context.Context:
+    """``parent`` with ``span`` current and ``owner`` as the retryscope scope.
+
+    Equal to ``set_value(_SCOPE_KEY, owner, set_span_in_context(span, parent))``, built with
+    one copy instead of four where the API's context is the plain mapping it was when this
+    module was imported (checked by :func:`_one_copy_context_works`)."""
+    if _ONE_COPY_CONTEXT:
+        return Context({**parent, _SPAN_KEY: span, _SCOPE_KEY: owner})
+    return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
+
+
+def _one_copy_context_works() -> bool:
+    """True when building the context in one copy gives what the public API gives."""
+    try:
+        probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        base = otel_context.set_value("retryscope-probe", 1, Context())
+        public = otel_context.set_value(_SCOPE_KEY, 2, trace.set_span_in_context(probe, base))
+        mine = Context({**base, _SPAN_KEY: probe, _SCOPE_KEY: 2})
+        return (
+            type(public) is Context
+            and list(public.items()) == list(mine.items())
+            and trace.get_current_span(mine) is probe
+            and otel_context.get_value(_SCOPE_KEY, mine) == 2
+        )
+    except Exception:  # any surprise: the public API only
+        return False
+
+
+_ONE_COPY_CONTEXT: Final = _one_copy_context_works()
 
 
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
     """The scope active in ``ctx`` (default: the current context), or None."""
-    value = otel_context.get_value(_SCOPE_KEY, ctx)
-    return value if isinstance(value, Scope) else None
+    owner = otel_context.get_value(_SCOPE_KEY, ctx)
+    if type(owner) is Attempt or type(owner) is LogicalRequest:
+        return owner.scope()
+    return None
 
 
 def _to_unix_ns(value: int | datetime | None, field: str) -> int | None:
@@ -183,6 +255,7 @@ class Attempt:
         self.route = route
         self.route_release = route_release
         self.layer = layer
+        self._layer_value: str = layer._value_
         self.route_priority = route_priority
         self.outcome: Outcome | None = None
         self.kind: OutcomeKind | None = None
@@ -193,17 +266,19 @@ class Attempt:
         self._token: object | None = None
         self._transport_base: _TransportBase | None = None
         self._sibling_key = _sibling_key(parent, layer)
+        self._stamps: Stamps | None = None
+        self._scope: Scope | None = None
 
     # -- span lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> Self:
         req = self.request
         now = req.clock()
         self.started_at = now
-        attrs: dict[str, AttributeValue] = dict(req.stamp)
+        attrs = req._stamp.copy()
         if self._extra:
             attrs.update(self._extra)
         attrs[_K_ROLE] = _ROLE_ATTEMPT
-        attrs[_K_LAYER] = self.layer.value
+        attrs[_K_LAYER] = self._layer_value
         attrs[_K_ORDINAL] = self.ordinal
         attrs[_K_ROUTE_ORDINAL] = self.route_ordinal
         attrs[_K_ROUTE] = self.route
@@ -214,27 +289,30 @@ class Attempt:
         parent_attempt = self.parent
         if parent_attempt is not None:
             attrs[_K_PARENT_ORDINAL] = parent_attempt.ordinal
-            attrs[_K_PARENT_LAYER] = parent_attempt.layer.value
+            attrs[_K_PARENT_LAYER] = parent_attempt._layer_value
         if self.sibling_ordinal > 1:
-            attrs[v.SIBLING_ORDINAL_KEY] = self.sibling_ordinal
-            if self.layer is Layer.TRANSPORT:  # OTel HTTP: absent on the first send
-                attrs[v.HTTP_RESEND_COUNT.key] = self.sibling_ordinal - 1
+            attrs[_K_SIBLING] = self.sibling_ordinal
+            if self.layer is _TRANSPORT:  # OTel HTTP: absent on the first send
+                attrs[_K_RESEND] = self.sibling_ordinal - 1
         if self.hedge_ordinal is not None:
-            attrs[v.HEDGE_ORDINAL.key] = self.hedge_ordinal
+            attrs[_K_HEDGE] = self.hedge_ordinal
         if req._open_sibling(self):
-            attrs[v.OVERLAPPING_KEY] = True
-        if req.retry_owner is not None:
-            attrs[_K_RETRY_OWNER] = req.retry_owner.value
+            attrs[_K_OVERLAPPING] = True
+        if req._retry_owner_value is not None:
+            attrs[_K_RETRY_OWNER] = req._retry_owner_value
         if req.deadline is not None:
             attrs[_K_DEADLINE] = req.deadline
             attrs[_K_REMAINING] = (req.deadline - now) // _NS_PER_MS
-        parent_span = parent_attempt.span if parent_attempt is not None else req.span
+        parent_span = parent_attempt._span if parent_attempt is not None else req._span
+        if parent_span is None:
+            parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        parent = (
-            current
-            if trace.get_current_span(current) is parent_span
-            else trace.set_span_in_context(parent_span, current)
-        )
+        if (_ONE_COPY_CONTEXT and current.get(_SPAN_KEY) is parent_span) or (
+            trace.get_current_span(current) is parent_span
+        ):
+            parent = current
+        else:
+            parent = trace.set_span_in_context(parent_span, current)
         self._span = span = req.tracer.start_span(
             self.name,
             context=parent,
@@ -242,15 +320,7 @@ class Attempt:
             attributes=attrs,
             start_time=now,
         )
-        stamp = dict(req.stamp)
-        stamp[_K_ORDINAL] = self.ordinal
-        stamp[_K_ROUTE] = self.route
-        longest = req.stamp_longest
-        if longest is not None:  # the ordinal is ours (an int); the route is the caller's
-            longest = max(longest, len(self.route)) if type(self.route) is str else None
-        scope = Scope(MappingProxyType(stamp), req, self, longest)
-        ctx = otel_context.set_value(_SCOPE_KEY, scope, trace.set_span_in_context(span, parent))
-        self._token = otel_context.attach(ctx)
+        self._token = otel_context.attach(_context_with(parent, span, self))
         return self
 
     def __exit__(
@@ -259,7 +329,9 @@ class Attempt:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        span = self.span
+        span = self._span
+        if span is None:
+            span = self.span  # raises: not open
         if exc is not None:
             span.record_exception(exc)
             if self.kind is None and self.outcome is None:
@@ -274,11 +346,39 @@ class Attempt:
             span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
         self.ended_at = self.request.clock()
         self.request._attempt_closed(self)
+        token, self._token = self._token, None
         try:
-            if self._token is not None:
-                otel_context.detach(self._token)  # type: ignore[arg-type]
+            if token is not None:
+                otel_context.detach(token)  # type: ignore[arg-type]
         finally:
             span.end(end_time=self.ended_at)
+
+    def scope(self) -> Scope:
+        """This attempt's :class:`Scope` (built once, on first use)."""
+        scope = self._scope
+        if scope is None:
+            stamps = self.stamps()
+            scope = self._scope = Scope(
+                MappingProxyType(stamps.stamp), self.request, self, stamps.longest
+            )
+        return scope
+
+    def stamps(self) -> Stamps:
+        """What the stamping processor writes on spans started inside this attempt (built
+        once, on first use): the request's stamp with this attempt's ordinal and route."""
+        stamps = self._stamps
+        if stamps is None:
+            req = self.request
+            stamp = req._stamp.copy()
+            stamp[_K_ORDINAL] = self.ordinal
+            stamp[_K_ROUTE] = self.route
+            longest = req.stamp_longest
+            if longest is not None:  # the ordinal is ours (an int); the route is the caller's
+                longest = max(longest, len(self.route)) if type(self.route) is str else None
+            stamps = self._stamps = Stamps(
+                req, stamp, longest, self, transport=self.layer is not _TRANSPORT
+            )
+        return stamps
 
     @property
     def span(self) -> Span:
@@ -502,6 +602,7 @@ class LogicalRequest:
         self.id = logical_request_id or uuid.uuid4().hex
         self.deadline = _to_unix_ns(deadline, "deadline")
         self.retry_owner = RetryOwner(retry_owner) if retry_owner is not None else None
+        self._retry_owner_value = self.retry_owner.value if self.retry_owner is not None else None
         self.idempotency_digest = (
             idempotency_digest(tenant or "", operation, idempotency_key)
             if idempotency_key is not None
@@ -515,12 +616,16 @@ class LogicalRequest:
         self.attempts: list[Attempt] = []
         self._extra = dict(attributes or {})
         self._lock = threading.Lock()
-        self._base: Counter[Layer] = Counter(ordinal_base or {})
-        self._ordinals: Counter[Layer] = Counter(self._base)
+        # Keyed by the layer's value: a str hashes in C, a Layer member in Python.
+        self._base: Counter[str] = Counter(
+            {Layer(layer)._value_: n for layer, n in (ordinal_base or {}).items()}
+        )
+        # Plain dicts, not Counters: a dict subclass's item access is slower.
+        self._ordinals: dict[str, int] = dict(self._base)
         # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
-        self._route_ordinals: Counter[tuple[str, str]] = Counter()
-        self._siblings: Counter[_SiblingKey] = Counter()
-        self._open: Counter[_SiblingKey] = Counter()
+        self._route_ordinals: dict[tuple[str, str], int] = {}
+        self._siblings: dict[_SiblingKey, int] = {}
+        self._open: dict[_SiblingKey, int] = {}
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._span: Span | None = None
         self._token: object | None = None
@@ -536,9 +641,12 @@ class LogicalRequest:
             stamp[v.LOGICAL_REQUEST_DIGEST.key] = self.request_digest
         if policy_digest is not None:
             stamp[v.POLICY_DIGEST.key] = policy_digest
+        self._stamp = stamp  # never mutated: copied by attempts, merged by spans
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
         self._transport_base: _TransportBase | None = None
+        self._stamps = Stamps(self, stamp, self.stamp_longest, None, transport=True)
+        self._scope = Scope(self.stamp, self, None, self.stamp_longest)
 
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
@@ -548,18 +656,25 @@ class LogicalRequest:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         if self.deadline is not None:
             attrs[v.DEADLINE.key] = self.deadline
-        self._span = self.tracer.start_span(
+        self._span = span = self.tracer.start_span(
             f"{self.role.value} {self.operation}",
             context=self._parent_context,
             attributes=attrs,
             start_time=self.clock(),
         )
-        ctx = trace.set_span_in_context(self._span, self._parent_context)
-        ctx = otel_context.set_value(
-            _SCOPE_KEY, Scope(self.stamp, self, None, self.stamp_longest), ctx
+        parent = self._parent_context
+        self._token = otel_context.attach(
+            _context_with(otel_context.get_current() if parent is None else parent, span, self)
         )
-        self._token = otel_context.attach(ctx)
         return self
+
+    def scope(self) -> Scope:
+        """The request's own :class:`Scope` (outside any of its attempts)."""
+        return self._scope
+
+    def stamps(self) -> Stamps:
+        """What the stamping processor writes on spans started outside its attempts."""
+        return self._stamps
 
     def __exit__(
         self,
@@ -575,16 +690,16 @@ class LogicalRequest:
         terminal = self.terminal or self._derived_terminal(end)
         with self._lock:
             local = Counter(self._ordinals) - self._base
-            retried = {Layer(key[2]) for key, n in self._siblings.items() if n > 1}
+            retried = {key[2] for key, n in self._siblings.items() if n > 1}
         # A continuation's attempts after attempts made elsewhere are retries (redelivery).
         retried.update(layer for layer, n in local.items() if n and self._base[layer])
         attrs: dict[str, AttributeValue] = {
             v.TERMINAL.key: terminal.value,
             v.ATTEMPT_COUNT.key: sum(local.values()),
-            v.RETRIED_LAYERS.key: sorted(layer.value for layer in retried),
+            v.RETRIED_LAYERS.key: sorted(retried),  # layer values
         }
         for layer, attr in LAYER_COUNT_ATTRS.items():
-            attrs[attr.key] = local[layer]
+            attrs[attr.key] = local[layer._value_]
         span.set_attributes(attrs)
         if terminal is not Terminal.COMPLETE:
             span.set_status(Status(StatusCode.ERROR, terminal.value))
@@ -627,14 +742,20 @@ class LogicalRequest:
         announced with :meth:`schedule_backoff` in the same scope is recorded on it.
         """
         layer = layer if type(layer) is Layer else Layer(layer)
-        scope = current_scope()
-        parent = scope.attempt if scope is not None and scope.request is self else None
-        parent_key = parent.key if parent is not None else None
-        with self._lock:
+        owner = otel_context.get_value(_SCOPE_KEY)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        sibling_key = _sibling_key(parent, layer)
+        self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
+        try:
             ordinal, route_ordinal, sibling = self._allocate_locked(
-                layer, (layer.value, route), _sibling_key(parent, layer)
+                sibling_key[2], (sibling_key[2], route), sibling_key
             )
-            pending = self._pending.pop(parent_key, None) if self._pending else None
+            if self._pending:
+                pending = self._pending.pop(parent.key if parent is not None else None, None)
+            else:
+                pending = None
+        finally:
+            self._lock.release()
         extra: dict[str, AttributeValue] = dict(pending) if pending else {}
         if attributes:
             extra.update(bound_attributes(attributes, self.max_string_bytes))
@@ -661,22 +782,27 @@ class LogicalRequest:
         )
 
     def _allocate_locked(
-        self, layer: Layer, route_key: tuple[str, str], sibling_key: _SiblingKey
+        self, layer: str, route_key: tuple[str, str], sibling_key: _SiblingKey
     ) -> tuple[int, int, int]:
-        """Next (ordinal, route ordinal, sibling ordinal) of ``layer``; hold ``_lock``.
-
-        ``route_key`` is ``(layer.value, route)``, ``sibling_key`` :func:`_sibling_key`."""
-        ordinal = self._ordinals[layer] = self._ordinals[layer] + 1
-        route_ordinal = self._route_ordinals[route_key] = self._route_ordinals[route_key] + 1
-        sibling = self._siblings[sibling_key] = self._siblings[sibling_key] + 1
+        """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` (a layer's value);
+        hold ``_lock``. ``route_key`` is ``(layer, route)``, ``sibling_key``
+        :func:`_sibling_key`."""
+        ordinals, routes, siblings = self._ordinals, self._route_ordinals, self._siblings
+        ordinal = ordinals[layer] = ordinals.get(layer, 0) + 1
+        route_ordinal = routes[route_key] = routes.get(route_key, 0) + 1
+        sibling = siblings[sibling_key] = siblings.get(sibling_key, 0) + 1
         return ordinal, route_ordinal, sibling
 
     def _open_sibling(self, attempt: Attempt) -> bool:
         """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
         key = attempt._sibling_key
-        with self._lock:
-            overlapping = self._open[key] > 0 and attempt.hedge_ordinal is None
-            self._open[key] += 1
+        self._lock.acquire()
+        try:
+            open_now = self._open.get(key, 0)
+            self._open[key] = open_now + 1
+        finally:
+            self._lock.release()
+        overlapping = open_now > 0 and attempt.hedge_ordinal is None
         return overlapping
 
     def schedule_backoff(
@@ -692,8 +818,8 @@ class LogicalRequest:
         same parent records it as its backoff (``delay_ms``) and the server hint the previous
         one received (``retry_after_ms``). Later announcements in the same scope add to it.
         """
-        scope = current_scope()
-        parent = scope.attempt if scope is not None and scope.request is self else None
+        owner = otel_context.get_value(_SCOPE_KEY)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
         attrs: dict[str, AttributeValue] = dict(attributes or {})
         if (d := _require_int(delay_ms, "delay_ms")) is not None:
             attrs[v.BACKOFF_DELAY_MS.key] = d
@@ -750,16 +876,19 @@ class LogicalRequest:
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
         base, longest, route_key, sibling_key = cached
-        with self._lock:
+        self._lock.acquire()
+        try:
             ordinal, route_ordinal, sibling = self._allocate_locked(
-                Layer.TRANSPORT, route_key, sibling_key
+                _TRANSPORT_VALUE, route_key, sibling_key
             )
-        attrs = dict(base)
-        attrs[v.ATTEMPT_ORDINAL.key] = ordinal
-        attrs[v.ROUTE_ATTEMPT_ORDINAL.key] = route_ordinal
+        finally:
+            self._lock.release()
+        attrs = base.copy()
+        attrs[_K_ORDINAL] = ordinal
+        attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
-            attrs[v.SIBLING_ORDINAL_KEY] = sibling
-            attrs[v.HTTP_RESEND_COUNT.key] = sibling - 1
+            attrs[_K_SIBLING] = sibling
+            attrs[_K_RESEND] = sibling - 1
         return attrs, longest
 
     def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
@@ -785,7 +914,7 @@ class LogicalRequest:
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
         with self._lock:
-            return dict(self._ordinals)
+            return {Layer(layer): n for layer, n in self._ordinals.items()}
 
     def set_terminal(self, terminal: Terminal | str) -> None:
         """How the request ended; otherwise derived from its last attempt when it closes."""
@@ -799,9 +928,12 @@ class LogicalRequest:
 
     def _attempt_closed(self, attempt: Attempt) -> None:
         """Record ``attempt`` as finished and no longer open (one lock round trip)."""
-        with self._lock:
+        self._lock.acquire()
+        try:
             self.attempts.append(attempt)
             self._open[attempt._sibling_key] -= 1
+        finally:
+            self._lock.release()
 
     def _derived_terminal(self, now: int) -> Terminal:
         counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
@@ -823,10 +955,10 @@ class LogicalRequest:
     def count_prior_attempt(self, route: str, *, layer: Layer | str = Layer.HARNESS) -> None:
         """Count an attempt made before this process (e.g. recovered from a durable
         journal) so the ordinals of new attempts continue after it."""
-        layer = Layer(layer)
+        value = Layer(layer)._value_
         with self._lock:
-            self._ordinals[layer] += 1
-            self._route_ordinals[layer.value, route] += 1
+            self._ordinals[value] = self._ordinals.get(value, 0) + 1
+            self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
 
 
 def logical_request(

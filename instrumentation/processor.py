@@ -29,27 +29,27 @@ application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
-from retryscope.instrumentation.context import _SCOPE_KEY, Scope
+from retryscope.instrumentation.context import _SCOPE_KEY, Attempt, LogicalRequest
 from retryscope.instrumentation.privacy import (
     DEFAULT_MAX_STRING_BYTES,
     AttributeHook,
     apply_hook,
 )
 from retryscope.instrumentation.span_fastpath import add_clean_attributes, raw_attributes
-from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE, Layer
+from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE
 
 _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
-_HTTP_METHOD_KEYS: Final = (HTTP_METHOD.key, "http.method")
-_TRANSPORT: Final = Layer.TRANSPORT
+_HTTP_METHOD_KEY: Final = HTTP_METHOD.key
+_OLD_HTTP_METHOD_KEY: Final = "http.method"
+_get_current: Final = otel_context.get_current
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -75,20 +75,26 @@ class AttemptStampingProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
-            scope = otel_context.get_value(_SCOPE_KEY, parent_context)
-            if type(scope) is not Scope:
+            ctx = parent_context if parent_context is not None else _get_current()
+            owner = ctx.get(_SCOPE_KEY)
+            if type(owner) is Attempt or type(owner) is LogicalRequest:
+                stamps = owner._stamps
+            else:
                 return
             attributes = raw_attributes(span)
             if attributes is None or _ROLE_KEY not in attributes:
-                if span.kind is _CLIENT and attributes and _is_http(attributes):
-                    attempt = scope.attempt
-                    if attempt is None or attempt.layer is not _TRANSPORT:
-                        values, longest = scope.request.transport_attempt_values(attempt)
-                        add_clean_attributes(span, values, longest)
-                    else:
-                        add_clean_attributes(span, scope.stamp, scope.stamp_longest)
+                if stamps is None:
+                    stamps = owner.stamps()
+                if (
+                    stamps.transport
+                    and attributes
+                    and (_HTTP_METHOD_KEY in attributes or _OLD_HTTP_METHOD_KEY in attributes)
+                    and span.kind is _CLIENT
+                ):
+                    values, longest = stamps.request.transport_attempt_values(stamps.parent)
+                    add_clean_attributes(span, values, longest)
                 else:
-                    add_clean_attributes(span, scope.stamp, scope.stamp_longest)
+                    add_clean_attributes(span, stamps.stamp, stamps.longest)
             if self._hook is not None:
                 span.set_attributes(apply_hook(self._hook, span.attributes or {}, self._max_bytes))
         except Exception:  # never break the instrumented application
@@ -104,7 +110,3 @@ class AttemptStampingProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
-
-
-def _is_http(attributes: Mapping[str, object]) -> bool:
-    return _HTTP_METHOD_KEYS[0] in attributes or _HTTP_METHOD_KEYS[1] in attributes
