@@ -62,6 +62,12 @@ def run(settings: Settings) -> list[Result]:
             )
         return results
     finally:
+        import streamlit as st
+
+        # the app's cached connection holds the analytics tables (GiBs at 10 M attempts):
+        # release it before the next benchmark runs in this process
+        st.cache_data.clear()
+        st.cache_resource.clear()
         if previous is None:
             os.environ.pop(DATA_ENV, None)
         else:
