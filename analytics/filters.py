@@ -99,8 +99,15 @@ def apply(
         else:
             con.execute(f"SET VARIABLE {name} = ?", [value])
     unfiltered = all(value is None for value in values.values())
-    con.execute(load("scope_unfiltered" if unfiltered else "scope_filtered"))
+    if unfiltered:
+        copied = con.execute("SELECT getvariable('rs_scope_copied')").fetchall()
+        if copied and copied[0][0]:
+            con.execute(load("scope_release"))  # the filtered copies are read no more
+        con.execute(load("scope_unfiltered"))
+    else:
+        con.execute(load("scope_filtered"))
     con.execute(load("scope"))
+    con.execute("SET VARIABLE rs_scope_copied = ?", [not unfiltered])
     con.execute("SET VARIABLE rs_scope_key = ?", [key])
 
 

@@ -2,8 +2,9 @@
 
 A lookup never builds the data set's analytics tables: it copies the rows of the requests
 ``ident`` names into a table ``spans`` local to a cursor of ``con`` and runs the same
-``base.sql``/``scope.sql`` over those rows alone. Every figure of a request depends only on
-its own rows, so the result equals the same query over the whole data set.
+``base.sql`` over those rows alone (no scope: a request's figures do not depend on
+filters). Every figure of a request depends only on its own rows, so the result equals
+the same query over the whole data set.
 
 Finding the rows reads little: every file is sorted by logical request id and carries
 Bloom filters on the lookup columns (``instrumentation/bloom_filters.py``). The footers
@@ -23,8 +24,7 @@ import pyarrow as pa
 
 from retryscope.analytics.bloom_probe import files_that_may_hold
 from retryscope.analytics.dataset import drop_undecodable_files
-from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import arrow, load
+from retryscope.analytics.queries import arrow, ensure_base, load
 
 
 def _column(cur: duckdb.DuckDBPyConnection, name: str, params: dict[str, object]) -> list[str]:
@@ -87,7 +87,8 @@ def _request_scope(
             if not drop_undecodable_files(con):
                 raise
             _copy_request_rows(cur, ident)  # from the files that decode
-        apply(cur)
+        # every figure of a request is filter-independent: the base tables suffice
+        ensure_base(cur)
         yield cur
     finally:
         cur.close()

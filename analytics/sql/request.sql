@@ -14,6 +14,6 @@ SELECT
     a.outcome, a.outcome_kind, a.http_status_code, a.decision,
     a.breaker_state, a.classified_from_http, a.is_leaf, a.accepted,
     a.terminal AS request_terminal
-FROM attempt_facts a
+FROM all_attempt_facts a
 WHERE a.logical_request_id IN (SELECT logical_request_id FROM ids)
 ORDER BY a.logical_request_id, a.start_time, rs_layer_rank(a.layer), a.attempt_ordinal;

@@ -6,6 +6,6 @@ SELECT
     coalesce(n.retried_layers, []) AS retried_layers,
     coalesce(n.multiplication, 1) AS multiplication
 FROM request_base r
-LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id
+LEFT JOIN all_request_nesting n ON n.logical_request_id = r.logical_request_id
 WHERE r.logical_request_id = $id OR r.trace_id = $id OR r.idempotency_digest = $id
 ORDER BY r.started_at, r.logical_request_id;

@@ -1,13 +1,8 @@
 -- The in-scope rows when no filter is set: every logical request, so the views point at
--- the base tables themselves (no copy). scope.sql runs next.
+-- the base tables themselves (no copy). scope.sql runs next (and scope_release.sql first
+-- when the previous scope was filtered).
 
 CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM request_base;
 CREATE OR REPLACE TEMP VIEW attempt_facts AS SELECT * FROM all_attempt_facts;
 CREATE OR REPLACE TEMP VIEW request_nesting AS SELECT * FROM all_request_nesting;
 CREATE OR REPLACE TEMP VIEW receiver_traffic AS SELECT * FROM all_receiver_traffic;
-
--- the copies an earlier filtered scope made are no longer read
-DROP TABLE IF EXISTS scoped_requests;
-DROP TABLE IF EXISTS scoped_attempt_facts;
-DROP TABLE IF EXISTS scoped_request_nesting;
-DROP TABLE IF EXISTS scoped_receiver_traffic;
