@@ -282,22 +282,10 @@ LEFT JOIN children c ON c.k = hash(w.logical_request_id, w.layer, w.attempt_ordi
 DROP TABLE attempt_groups;
 DROP TABLE attempt_rows;
 
--- The physical attempts as recorded or classified (what-if replay and filter choices read
--- them; in-scope analyses read attempt_facts). Tenant, operation and digests: request_base.
-CREATE OR REPLACE TEMP VIEW physical_attempts AS
-SELECT
-    logical_request_id, trace_id, span_id,
-    start_time, end_time, duration_ms,
-    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
-    route_id, route_release, route_priority, is_fallback,
-    route_capability_digest, route_behavior_class, route_data_boundary,
-    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
-    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
-    outcome, outcome_kind, decision, retry_owner,
-    http_status_code, hedge_ordinal, hedge_cancelled,
-    breaker_state, lower_max_retries,
-    classified_from_http
-FROM all_attempt_facts;
+-- The physical attempts as recorded or classified, every request's (what-if replay and
+-- filter choices read them; in-scope analyses read attempt_facts). Tenant, operation and
+-- digests: request_base.
+CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts;
 
 -- Per request: how many layers retried and the attempt multiplication they produce
 -- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
