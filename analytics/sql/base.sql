@@ -127,70 +127,91 @@ JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
 WHERE e.parent_layer <> 'transport';  -- inside a marked transport attempt: not another one
 
 -- One row per logical request (from its span and/or its attempts), before filters.
+-- Grouped and joined on a 64-bit hash of the id: far cheaper than on the id string. Most
+-- requests have exactly one request span and it is taken as it is; aggregating a dozen
+-- strings per request costs more than the rest of this statement, so only ids seen on
+-- several request spans (e.g. a redelivered message) are aggregated, and the request's
+-- fields are taken from its attempts only when it has no request span at all.
 CREATE OR REPLACE TEMP TABLE request_base AS
--- grouped and joined on a 64-bit hash of the id: far cheaper than on the id string
-WITH req AS (
+WITH request_spans AS (
     SELECT
         hash(logical_request_id) AS h,
-        any_value(logical_request_id) AS logical_request_id,
-        any_value(trace_id) AS trace_id,
-        min(start_time) AS start_time,
-        max(end_time) AS end_time,
-        any_value(terminal) AS terminal,
-        any_value(tenant) AS tenant,
-        any_value(operation) AS operation,
-        any_value(retry_owner) AS retry_owner,
-        any_value(deadline) AS deadline,
-        any_value(idempotency_digest) AS idempotency_digest,
-        any_value(logical_request_digest) AS logical_request_digest,
-        any_value(required_capability_digest) AS required_capability_digest,
-        any_value(required_behavior_class) AS required_behavior_class,
-        any_value(max_data_boundary) AS max_data_boundary
+        logical_request_id, trace_id, start_time, end_time, terminal, tenant, operation,
+        retry_owner, deadline, idempotency_digest, logical_request_digest,
+        required_capability_digest, required_behavior_class, max_data_boundary
     FROM spans
     WHERE span_role = 'logical_request' AND logical_request_id IS NOT NULL
-    GROUP BY hash(logical_request_id)
+),
+spans_per_request AS (
+    SELECT h, count(*) AS n FROM request_spans GROUP BY h
+),
+req AS (
+    SELECT s.*
+    FROM request_spans s
+    SEMI JOIN spans_per_request c ON c.h = s.h AND c.n = 1
+    UNION ALL
+    SELECT
+        h,
+        any_value(logical_request_id), any_value(trace_id),
+        min(start_time), max(end_time),
+        any_value(terminal), any_value(tenant), any_value(operation),
+        any_value(retry_owner), any_value(deadline),
+        any_value(idempotency_digest), any_value(logical_request_digest),
+        any_value(required_capability_digest), any_value(required_behavior_class),
+        any_value(max_data_boundary)
+    FROM request_spans
+    SEMI JOIN (SELECT h FROM spans_per_request WHERE n > 1) d USING (h)
+    GROUP BY h
 ),
 att AS (
     SELECT
         hash(logical_request_id) AS h,
-        any_value(logical_request_id) AS logical_request_id,
-        any_value(trace_id) AS trace_id,
         min(start_time) AS start_time,
         max(end_time) AS end_time,
+        -- the route the request entered by: its first top-level attempt's
+        arg_min({route: route_id, release: route_release, boundary: route_data_boundary},
+                start_time) FILTER (WHERE parent_layer IS NULL) AS entry
+    FROM attempt_rows
+    GROUP BY hash(logical_request_id)
+),
+-- requests known only from their attempts (no request span was exported)
+orphans AS (
+    SELECT
+        hash(logical_request_id) AS h,
+        any_value(logical_request_id) AS logical_request_id,
+        any_value(trace_id) AS trace_id,
         any_value(tenant) AS tenant,
         any_value(operation) AS operation,
         any_value(retry_owner) AS retry_owner,
         any_value(deadline) AS deadline,
         any_value(idempotency_digest) AS idempotency_digest,
-        any_value(logical_request_digest) AS logical_request_digest,
-        arg_min(route_id, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_route,
-        arg_min(route_release, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_release,
-        arg_min(route_data_boundary, start_time) FILTER (WHERE parent_layer IS NULL)
-            AS entry_boundary
+        any_value(logical_request_digest) AS logical_request_digest
     FROM attempt_rows
+    WHERE hash(logical_request_id) NOT IN (SELECT h FROM spans_per_request)
     GROUP BY hash(logical_request_id)
 )
 SELECT
-    coalesce(r.logical_request_id, a.logical_request_id) AS logical_request_id,
-    coalesce(r.trace_id, a.trace_id) AS trace_id,
+    coalesce(r.logical_request_id, o.logical_request_id) AS logical_request_id,
+    coalesce(r.trace_id, o.trace_id) AS trace_id,
     coalesce(r.start_time, a.start_time) AS started_at,
     coalesce(r.end_time, a.end_time) AS ended_at,
     r.logical_request_id IS NOT NULL AS has_request_span,
     r.terminal,
-    coalesce(r.tenant, a.tenant) AS tenant,
-    coalesce(r.operation, a.operation) AS operation,
-    coalesce(r.retry_owner, a.retry_owner) AS retry_owner,
-    coalesce(r.deadline, a.deadline) AS deadline,
-    coalesce(r.idempotency_digest, a.idempotency_digest) AS idempotency_digest,
-    coalesce(r.logical_request_digest, a.logical_request_digest) AS logical_request_digest,
+    coalesce(r.tenant, o.tenant) AS tenant,
+    coalesce(r.operation, o.operation) AS operation,
+    coalesce(r.retry_owner, o.retry_owner) AS retry_owner,
+    coalesce(r.deadline, o.deadline) AS deadline,
+    coalesce(r.idempotency_digest, o.idempotency_digest) AS idempotency_digest,
+    coalesce(r.logical_request_digest, o.logical_request_digest) AS logical_request_digest,
     r.required_capability_digest,
     r.required_behavior_class,
     r.max_data_boundary,
-    a.entry_route,
-    a.entry_release,
-    a.entry_boundary
+    a.entry.route AS entry_route,
+    a.entry.release AS entry_release,
+    a.entry.boundary AS entry_boundary
 FROM req r
-FULL OUTER JOIN att a ON a.h = r.h;
+FULL OUTER JOIN att a ON a.h = r.h
+LEFT JOIN orphans o ON o.h = a.h;
 
 -- Reconciliations recorded for a request: a span attribute (time unknown when on the
 -- logical request span) or a `retryscope.reconciliation` event (its own time).
