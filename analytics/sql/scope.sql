@@ -69,6 +69,11 @@ c AS (
     SELECT *, sum(CASE WHEN gap IS NULL OR gap > gap_ms * 1000000 THEN 1 ELSE 0 END)
                   OVER (ORDER BY start_time ROWS UNBOUNDED PRECEDING) AS cluster
     FROM q
+),
+-- most clusters are one retry: keep those with enough retries to possibly hold
+-- min_requests requests before building the distinct lists (4x faster)
+candidates AS (
+    SELECT cluster FROM c GROUP BY cluster HAVING count(*) >= min_requests
 )
 SELECT
     min(start_time) AS cluster_start,
@@ -81,6 +86,7 @@ SELECT
              []) AS after_kinds,
     list(DISTINCT logical_request_id ORDER BY logical_request_id) AS logical_request_ids
 FROM c
+SEMI JOIN candidates USING (cluster)
 GROUP BY cluster
 HAVING count(DISTINCT logical_request_id) >= min_requests;
 
