@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
+
 from retryscope.analytics import Dimension, Filters, amplification, findings
+from retryscope.analytics.queries import arrow
 from tests.recorder import MS, T0, Clock, Recorder
+from tests.test_analytics_randomized import _generate
 
 
 def _nested(rec: Recorder) -> None:
@@ -173,3 +178,27 @@ def test_marked_transport_attempt_without_parent_fields_nests_by_span_tree(
         1,
     )
     assert findings(con, rule="nested_retry_owners").num_rows == 0
+
+
+def test_request_slices_read_request_facts_with_the_same_figures(tmp_path: Path) -> None:
+    """Overall, tenant, operation and time-bucket amplification come from the per-request
+    counts (amplification_by_request.sql); they equal the attempts-joined query, with and
+    without filters, including requests that made no attempt at all."""
+    rec = Recorder(tmp_path / "data")
+    _generate(rec, 400, seed=11)
+    for i in range(3):  # requests that never dispatched
+        with rec.request(Clock(T0 + i * 5000 * MS), tenant="a", operation="embed"):
+            pass
+    con = rec.connect()
+    scopes = (None, Filters(tenant="b"), Filters(route="fallback"), Filters(operation="embed"))
+    for scope in scopes:
+        for dim in (
+            Dimension.OVERALL,
+            Dimension.TENANT,
+            Dimension.OPERATION,
+            Dimension.TIME_BUCKET,
+        ):
+            fast = amplification(con, by=dim, filters=scope, bucket=timedelta(seconds=5))
+            joined = arrow(con, "amplification", {"dim": dim.value})  # same scope, bound above
+            assert fast.num_rows >= 1, (scope, dim)
+            assert fast.equals(joined), (scope, dim, fast.to_pylist(), joined.to_pylist())

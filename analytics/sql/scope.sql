@@ -10,7 +10,7 @@ SELECT route_id, layer, quantile_cont(duration_ms, 0.5) AS p50_ms
 FROM attempt_facts
 GROUP BY route_id, layer;
 
--- Per in-scope request: fallback, deadline and latency facts.
+-- Per in-scope request: fallback, deadline, latency and amplification facts.
 CREATE OR REPLACE TEMP TABLE request_facts AS
 WITH agg AS (
     SELECT
@@ -31,7 +31,12 @@ WITH agg AS (
             AS first_attempt_ms,
         coalesce(bool_or(a.outcome = 'success' AND a.end_time > a.request_deadline), FALSE)
             AS late_success,
-        count(*) FILTER (WHERE a.deadline_remaining_ms < l.p50_ms) AS doomed_dispatches
+        count(*) FILTER (WHERE a.deadline_remaining_ms < l.p50_ms) AS doomed_dispatches,
+        -- amplification by request-level slices (amplification_by_request.sql)
+        count(a.span_id) AS physical_attempts,
+        count(a.span_id) FILTER (WHERE a.layer = 'harness') AS harness_attempts,
+        count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level_attempts,
+        count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver_attempts
     FROM attempt_facts a
     LEFT JOIN route_latency l ON l.route_id IS NOT DISTINCT FROM a.route_id AND l.layer = a.layer
     GROUP BY hash(a.logical_request_id)
@@ -51,9 +56,16 @@ SELECT
     coalesce(g.doomed_dispatches, 0) AS doomed_dispatches,
     r.deadline IS NOT NULL
         AND (r.terminal = 'stop_deadline' OR r.ended_at > r.deadline
-             OR coalesce(g.late_success, FALSE)) AS deadline_missed
+             OR coalesce(g.late_success, FALSE)) AS deadline_missed,
+    coalesce(g.physical_attempts, 0) AS physical_attempts,
+    coalesce(g.harness_attempts, 0) AS harness_attempts,
+    coalesce(g.top_level_attempts, 0) AS top_level_attempts,
+    coalesce(g.receiver_attempts, 0) AS receiver_attempts,
+    coalesce(n.retried_layer_count, 0) AS retried_layer_count,
+    coalesce(n.multiplication, 1) AS multiplication
 FROM requests r
-LEFT JOIN agg g ON g.logical_request_id = r.logical_request_id;
+LEFT JOIN agg g ON g.logical_request_id = r.logical_request_id
+LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id;
 
 -- Clusters of retries from different requests starting within gap_ms of one another
 -- (missing jitter); clusters of at least min_requests requests.
