@@ -202,3 +202,8 @@ def test_request_slices_read_request_facts_with_the_same_figures(tmp_path: Path)
             joined = arrow(con, "amplification", {"dim": dim.value})  # same scope, bound above
             assert fast.num_rows >= 1, (scope, dim)
             assert fast.equals(joined), (scope, dim, fast.to_pylist(), joined.to_pylist())
+    # per route and layer the requests that never dispatched are the slice of NULL
+    for dim in (Dimension.ROUTE, Dimension.LAYER):
+        rows = {r["value"]: r for r in amplification(con, by=dim).to_pylist()}
+        assert (rows[None]["logical_requests"], rows[None]["physical_attempts"]) == (3, 0)
+        assert sum(r["logical_requests"] for r in rows.values()) >= 403

@@ -1,19 +1,30 @@
 -- Amplification per slice: logical requests, attempts by kind, ratio, nesting.
--- $dim: a Dimension value.
+-- $dim: a Dimension value. A request counts once in every slice its attempts fall in
+-- (route, release, layer); requests that made no attempt fall in the slice of NULL.
+-- retryscope.analytics.amplification reads amplification_by_request.sql instead for
+-- slices of whole requests (same figures, no per-attempt grouping).
 WITH per AS (
+    -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
     SELECT
-        rs_dim($dim, a.route_id, a.route_release, r.tenant, r.operation, a.layer,
-               r.started_at) AS value,
-        -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
-        hash(r.logical_request_id) AS h,
-        any_value(r.logical_request_id) AS logical_request_id,
-        count(a.span_id) AS attempts,
-        count(a.span_id) FILTER (WHERE a.layer = 'harness') AS harness,
-        count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level,
-        count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver
-    FROM requests r
-    LEFT JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+        rs_dim($dim, route_id, route_release, request_tenant, request_operation, layer,
+               request_started_at) AS value,
+        hash(logical_request_id) AS h,
+        count(span_id) AS attempts,
+        count(span_id) FILTER (WHERE layer = 'harness') AS harness,
+        count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
+        count(span_id) FILTER (WHERE is_leaf) AS receiver
+    FROM attempt_facts
     GROUP BY 1, 2
+    UNION ALL
+    SELECT
+        rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at),
+        hash(logical_request_id), 0, 0, 0, 0
+    FROM request_facts
+    WHERE physical_attempts = 0
+),
+nesting AS (
+    SELECT hash(logical_request_id) AS h, retried_layer_count, multiplication
+    FROM request_facts
 )
 SELECT
     p.value,
@@ -30,6 +41,6 @@ SELECT
     coalesce(max(n.multiplication) FILTER (WHERE n.retried_layer_count >= 2), 0)::BIGINT
         AS max_nested_multiplication
 FROM per p
-LEFT JOIN request_nesting n ON n.logical_request_id = p.logical_request_id
+LEFT JOIN nesting n ON n.h = p.h
 GROUP BY p.value
 ORDER BY p.value NULLS LAST;
