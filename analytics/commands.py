@@ -38,10 +38,11 @@ REQUEST_COLUMNS = (
 
 
 @contextmanager
-def _open(path: str) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The data set's connection; afterwards, a warning for every file that was skipped
-    (unreadable when listed, or undecodable when the command first read it)."""
-    con, dataset = connect(path)
+def _open(path: str, model_cache: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The data set's connection (its model cached in ``model_cache`` when given);
+    afterwards, a warning for every file that was skipped (unreadable when listed, or
+    undecodable when the command first read it)."""
+    con, dataset = connect(path, model_cache=model_cache)
     try:
         yield con
     finally:
@@ -65,13 +66,13 @@ def filters_from(
     )
 
 
-def report(path: str, filters: Filters, fmt: str) -> int:
+def report(path: str, filters: Filters, fmt: str, model_cache: str | None = None) -> int:
     rendered: dict[str, Callable[[dict[str, object]], str]] = {
         "json": format_json,
         "markdown": format_markdown,
         "text": format_text,
     }
-    with _open(path) as con:
+    with _open(path, model_cache) as con:
         report = build_report(con, filters)
     print(rendered[fmt](report))
     return 0
@@ -106,8 +107,10 @@ def request(path: str, ident: str, fmt: str) -> int:
     return 0
 
 
-def findings_command(path: str, rule: str | None, filters: Filters, fmt: str) -> int:
-    with _open(path) as con:
+def findings_command(
+    path: str, rule: str | None, filters: Filters, fmt: str, model_cache: str | None = None
+) -> int:
+    with _open(path, model_cache) as con:
         table = findings(con, rule=rule, filters=filters)
     if fmt == "json":
         print(json.dumps(json_rows(table), indent=2))
@@ -124,6 +127,7 @@ def whatif_command(
     overrides: dict[str, object],
     filters: Filters,
     fmt: str,
+    model_cache: str | None = None,
 ) -> int:
     """Replay a data set under a policy file and/or flags; print the summary."""
     import json
@@ -137,7 +141,7 @@ def whatif_command(
         policy = WhatIf(**given)  # type: ignore[arg-type]
     else:
         raise ValueError("give --policy FILE or at least one of the what-if flags")
-    with _open(path) as con:
+    with _open(path, model_cache) as con:
         table = whatif(con, policy, filters=filters)
     if fmt == "json":
         rows = [

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retryscope.analytics.bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
+from retryscope.analytics.model_cache import model_cache as model_cache_of
 from retryscope.analytics.queries import install_macros
 from retryscope.instrumentation.bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
@@ -158,11 +159,16 @@ def connect(
     data: DataSet | str | os.PathLike[str],
     *,
     con: duckdb.DuckDBPyConnection | None = None,
+    model_cache: str | os.PathLike[str] | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
     """A DuckDB connection (``con``, or :func:`new_connection`) with views ``spans``,
     ``attempts``, ``logical_requests`` and the analytics macros. Nothing is read yet: the
     analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
     ``requests``, ``attempt_facts``, ...) are built when a query first needs them.
+
+    With ``model_cache`` (a directory), the tables of ``base.sql`` are read from the data
+    set's cached model when it is up to date, and saved there after a build when it is
+    not (``model_cache.py``).
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
@@ -187,6 +193,11 @@ def connect(
     # tables built over an earlier data set on this connection are stale: rebuild on use
     con.execute("SET VARIABLE rs_base_built = false")
     con.execute("SET VARIABLE rs_scope_key = NULL")
+    cache = model_cache_of(dataset.root, dataset.files, model_cache) if model_cache else None
+    con.execute(
+        "SET VARIABLE rs_model_cache = ?",
+        [None if cache is None else [str(cache.path), cache.fingerprint]],
+    )
     return con, dataset
 
 
@@ -281,11 +292,17 @@ def drop_undecodable_files(con: duckdb.DuckDBPyConnection) -> bool:
         probe.close()
     if not bad:
         return False
+    skip_files(con, bad)
+    return True
+
+
+def skip_files(con: duckdb.DuckDBPyConnection, bad: dict[str, str]) -> None:
+    """Record ``bad`` (path: why) as skipped and point ``spans`` at the other files."""
+    files = [str(f) for (f,) in con.execute("SELECT path FROM _retryscope_files").fetchall()]
     con.executemany(
         "INSERT INTO _retryscope_skipped VALUES (?, ?)", [[f, r] for f, r in bad.items()]
     )
     _create_spans_view(con, [f for f in files if f not in bad], union=True)
-    return True
 
 
 def skipped_files(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> tuple[SkippedFile, ...]:

@@ -39,10 +39,18 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
 def ensure_base(con: duckdb.DuckDBPyConnection) -> None:
     """Build the filter-independent tables of ``base.sql`` over ``spans`` the first time a
     query on ``con`` needs them (``connect`` builds nothing, so opening a data set and
-    looking up one request stay cheap)."""
+    looking up one request stay cheap), or attach them from the model cache ``connect``
+    was given, when it is up to date (and save them there after a build)."""
     built = con.execute("SELECT getvariable('rs_base_built')").fetchall()
     if built and built[0][0]:
         return
+    from retryscope.analytics import model_cache
+
+    cache = model_cache.configured(con)
+    if cache is not None and model_cache.attach(con, cache):
+        con.execute("SET VARIABLE rs_base_built = true")
+        return
+    model_cache.release(con)  # a model attached earlier on con (another data set's)
     try:
         con.execute(load("base"))
     except duckdb.Error:
@@ -52,3 +60,5 @@ def ensure_base(con: duckdb.DuckDBPyConnection) -> None:
             raise
         con.execute(load("base"))  # over the files that decode
     con.execute("SET VARIABLE rs_base_built = true")
+    if cache is not None:
+        model_cache.save(con, cache)

@@ -11,6 +11,7 @@ serialised by a lock instead of running on cursors. Every query is a function of
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +47,9 @@ from retryscope.analytics.browse import (
     time_range,
 )
 from retryscope.analytics.dataset import SkippedFile, skipped_files
+from retryscope.analytics.model_cache import CACHE_ENV
 from retryscope.analytics.policy_drift import POLICY_DIR, load_policy_documents, policy_drift
+from retryscope.analytics.queries import ensure_base
 from retryscope.analytics.whatif import WhatIf, whatif, whatif_requests
 
 Fingerprint = tuple[tuple[str, int, int], ...]
@@ -99,7 +102,11 @@ def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
 @st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
 def _store(root: str, version: Fingerprint) -> Store:
     dataset = discover(root)
-    con, _ = connect(dataset)
+    cache = os.environ.get(CACHE_ENV) or None
+    con, _ = connect(dataset, model_cache=cache)
+    if cache is not None:
+        # attach (or build and save) the cached model while files may still be opened
+        ensure_base(con)
     _lock_down(con, dataset)
     return Store(con, dataset, threading.Lock())
 

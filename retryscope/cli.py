@@ -6,6 +6,7 @@ Each subcommand parses its arguments here and calls the module that does the wor
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,7 +17,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from retryscope.analytics.commands import filters_from, report
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
-    return report(args.path, filters, args.format)
+    return report(args.path, filters, args.format, args.model_cache)
 
 
 def _cmd_request(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def _cmd_findings(args: argparse.Namespace) -> int:
     from retryscope.analytics.commands import filters_from, findings_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
-    return findings_command(args.path, args.rule, filters, args.format)
+    return findings_command(args.path, args.rule, filters, args.format, args.model_cache)
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
@@ -43,7 +44,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         "retry_budget": args.retry_budget,
         "window_ms": None if args.window_s is None else round(args.window_s * 1000),
     }
-    return whatif_command(args.path, args.policy, overrides, filters, args.format)
+    return whatif_command(args.path, args.policy, overrides, filters, args.format, args.model_cache)
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -52,6 +53,18 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--route", metavar="R", help="requests that made an attempt on route R")
     p.add_argument("--tenant", metavar="T", help="requests of tenant T")
     p.add_argument("--operation", metavar="OP", help="requests of operation OP")
+
+
+def _add_model_cache(p: argparse.ArgumentParser) -> None:
+    from retryscope.analytics.model_cache import CACHE_ENV
+
+    p.add_argument(
+        "--model-cache",
+        metavar="DIR",
+        default=os.environ.get(CACHE_ENV) or None,
+        help="directory caching the built audit model between runs; an unchanged data set "
+        f"then skips the build (default: ${CACHE_ENV}; none)",
+    )
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -70,7 +83,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_ui(args: argparse.Namespace) -> int:
     from retryscope.dashboards.serve import serve
 
-    return serve(args.path, port=args.port, address=args.address, trace_url=args.trace_url)
+    return serve(
+        args.path,
+        port=args.port,
+        address=args.address,
+        trace_url=args.trace_url,
+        model_cache=args.model_cache,
+    )
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -118,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print the audit report of a data set")
     p.add_argument("path", help="directory (or file, or s3:// prefix) of span Parquet files")
     _add_filters(p)
+    _add_model_cache(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_report)
 
@@ -131,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="data directory")
     p.add_argument("--rule", metavar="R", help="only findings of rule R (see README Findings)")
     _add_filters(p)
+    _add_model_cache(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_findings)
 
@@ -147,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--window-s", type=float, metavar="S", help="retry-budget window (60 s)")
     _add_filters(p)
+    _add_model_cache(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_whatif)
 
@@ -200,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="URL template linking a request to a tracing backend, e.g. "
         "http://localhost:16686/trace/{trace_id} (default: $RETRYSCOPE_TRACE_URL)",
     )
+    _add_model_cache(p)
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser(

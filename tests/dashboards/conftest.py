@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics.model_cache import CACHE_ENV
 from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests import ui_fixture
 
@@ -19,10 +20,17 @@ def ui_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ui_fixture.build(tmp_path_factory.mktemp("ui") / "spans")
 
 
-def start_app(data: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    """The app over ``data``, after its first run (Overview)."""
+def start_app(
+    data: Path, monkeypatch: pytest.MonkeyPatch, *, model_cache: Path | None = None
+) -> AppTest:
+    """The app over ``data`` (its model cached in ``model_cache``), after its first run
+    (Overview)."""
     monkeypatch.setenv(DATA_ENV, str(data))
     monkeypatch.delenv(TRACE_URL_ENV, raising=False)
+    if model_cache is None:
+        monkeypatch.delenv(CACHE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CACHE_ENV, str(model_cache))
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception, at.exception
     return at

@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from retryscope.dashboards.serve import APP, DATA_ENV
-from tests.dashboards.conftest import charts, deltas, metrics, type_text
+from tests.dashboards.conftest import charts, deltas, metrics, start_app, type_text
 
 WHOLE = {
     "Logical requests": "9",
@@ -26,6 +27,21 @@ def test_kpis_of_the_whole_data_set(app: AppTest) -> None:
     assert metrics(app) == WHOLE
     assert all(d is None for d in deltas(app).values())
     assert "Set a time range" in app.caption[0].value
+
+
+def test_model_cache_serves_the_same_figures(
+    ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $RETRYSCOPE_MODEL_CACHE the first start saves the built model and the next one
+    (the data set opened anew) attaches it instead of rebuilding; same figures."""
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
+    (saved,) = cache.glob("model-*.duckdb")
+    written = saved.stat().st_mtime_ns
+    st.cache_resource.clear()  # as a restarted server: the data set is opened again
+    assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
+    assert saved.stat().st_mtime_ns == written  # attached, not rebuilt and saved again
 
 
 def test_trends_mark_the_storm_windows(app: AppTest) -> None:

@@ -1,0 +1,154 @@
+"""The audit model cached between connections: reused only while the data set, the model's
+SQL and the versions are unchanged; stale, damaged or unwritable caches never change an
+answer; the files a build skipped stay named; drill-downs are unaffected."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from retryscope.analytics import (
+    Filters,
+    build_report,
+    connect,
+    findings,
+    request_detail,
+    skipped_files,
+)
+from retryscope.analytics.dataset import discover
+from retryscope.analytics.model_cache import configured, model_cache
+from retryscope.cli import main
+from retryscope.instrumentation import ParquetSpanExporter
+from tests.export_support import make_spans
+from tests.recorder import Recorder
+from tests.reliability.support import visible_files
+from tests.test_analytics_randomized import _generate
+
+
+def _attached(con: duckdb.DuckDBPyConnection) -> bool:
+    rows = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'rs_model'")
+    return bool(rows.fetchall()[0][0])
+
+
+def _report(root: Path, cache: Path | None, filters: Filters | None = None) -> tuple[str, bool]:
+    con, _ = connect(root, model_cache=cache)
+    text = json.dumps(build_report(con, filters), sort_keys=True, default=str)
+    return text, _attached(con)
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    rec = Recorder(tmp_path / "data")
+    _generate(rec, 120, seed=5)
+    rec.connect()
+    return rec.directory
+
+
+def test_an_unchanged_data_set_reuses_the_saved_model(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    reference, _ = _report(data, None)
+    first, attached = _report(data, cache)
+    assert (first, attached) == (reference, False)  # built, then saved
+    assert len(list(cache.glob("model-*.duckdb"))) == 1
+    second, attached = _report(data, cache)
+    assert (second, attached) == (reference, True)
+    # filters scope the cached model like a built one
+    tenant = Filters(tenant="a")
+    assert _report(data, cache, tenant) == (_report(data, None, tenant)[0], True)
+    con, _ = connect(data, model_cache=cache)
+    assert findings(con).equals(findings(connect(data)[0]))
+
+
+def test_a_changed_data_set_rebuilds_and_replaces_the_model(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    before, _ = _report(data, cache)
+    old = model_cache(str(data), discover(data).files, cache)
+    exporter = ParquetSpanExporter(data)  # one more file arrives
+    exporter.export(make_spans(6))
+    exporter.shutdown()
+    new = model_cache(str(data), discover(data).files, cache)
+    assert old is not None
+    assert new is not None
+    assert (new.path, new.fingerprint != old.fingerprint) == (old.path, True)
+    after, attached = _report(data, cache)
+    assert (after, attached) == (_report(data, None)[0], False)
+    assert after != before
+    assert _report(data, cache) == (after, True)
+
+
+def test_a_damaged_cache_is_named_and_rebuilt(
+    data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = tmp_path / "cache"
+    reference, _ = _report(data, cache)
+    (saved,) = cache.glob("model-*.duckdb")
+    saved.write_bytes(b"not a duckdb file" * 100)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+        assert _report(data, cache) == (reference, False)
+    assert f"model cache {saved} is unreadable" in caplog.text
+    assert _report(data, cache) == (reference, True)  # replaced by a good one
+
+
+def test_a_cache_that_cannot_be_written_changes_nothing(
+    data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+        assert _report(data, blocker / "cache") == (_report(data, None)[0], False)
+    assert "not written" in caplog.text
+
+
+def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> None:
+    root = tmp_path / "damaged"
+    shutil.copytree(data, root)
+    victim = visible_files(root)[0]
+    pages = victim.with_name("pages-corrupt.parquet")  # footer intact, pages garbled
+    raw = bytearray(victim.read_bytes())
+    for i in range(200, 1200):
+        raw[i] ^= 0x5A
+    pages.write_bytes(bytes(raw))
+    cache = tmp_path / "cache"
+    for expect_attached in (False, True):
+        con, dataset = connect(root, model_cache=cache)
+        report = build_report(con)
+        assert _attached(con) is expect_attached
+        assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
+        assert report["logical_requests"] == 120
+        # findings read the files directly: the skipped file is not read again
+        assert findings(con).num_rows == findings(connect(data)[0]).num_rows
+
+
+def test_drill_downs_and_object_stores_do_not_use_the_cache(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _report(data, cache)
+    con, _ = connect(data, model_cache=cache)
+    assert configured(con) is not None
+    assert configured(con.cursor()) is None  # a drill-down builds its request's own model
+    ident = con.execute("SELECT min(logical_request_id) FROM spans").fetchall()[0][0]
+    summary, attempts = request_detail(con, ident)
+    plain, plain_attempts = request_detail(connect(data)[0], ident)
+    assert (summary.equals(plain), attempts.equals(plain_attempts)) == (True, True)
+    assert not _attached(con)
+    assert model_cache("s3://bucket/audit", ("s3://bucket/audit/**/*.parquet",), cache) is None
+
+
+def test_cli_model_cache_flag_and_environment(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "cache"
+    assert main(["report", str(data), "--format", "json"]) == 0
+    plain = capsys.readouterr().out
+    assert main(["report", str(data), "--format", "json", "--model-cache", str(cache)]) == 0
+    assert capsys.readouterr().out == plain
+    assert len(list(cache.glob("model-*.duckdb"))) == 1
+    monkeypatch.setenv("RETRYSCOPE_MODEL_CACHE", str(cache))
+    assert main(["report", str(data), "--format", "json"]) == 0
+    assert capsys.readouterr().out == plain
+    assert main(["findings", str(data), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) is not None
