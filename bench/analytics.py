@@ -17,7 +17,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench import pandas_metrics
@@ -123,6 +125,39 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
     ]
 
 
+def _cached_report(data: Generated) -> list[Result]:
+    """The report with a model cache (README "Model cache"): the run that builds and saves
+    the model, then one that attaches it. Reported, not a target: the target is the
+    report without help."""
+    with tempfile.TemporaryDirectory(prefix="retryscope-bench-model-") as cache:
+        cold = child("report", data.path, "--model-cache", cache)
+        warm = child("report", data.path, "--model-cache", cache)
+        size = sum(f.stat().st_size for f in Path(cache).iterdir())
+    if warm["figures"] != cold["figures"]:
+        raise RuntimeError("the report from the cached model differs from the built one")
+    return [
+        Result(
+            "analytics",
+            "full report from a cached model, seconds",
+            warm["seconds"],
+            "s",
+            None,
+            {
+                "the run that built and saved it": f"{cold['seconds']:.1f} s",
+                "cache file": f"{size / GIB:.2f} GiB",
+            },
+        ),
+        Result(
+            "analytics",
+            "full report from a cached model, peak RSS",
+            warm["peak_rss_bytes"] / GIB,
+            "GiB",
+            None,
+            {"the run that built and saved it": f"{cold['peak_rss_bytes'] / GIB:.2f} GiB"},
+        ),
+    ]
+
+
 def _metrics(data: Generated, rounds: int) -> list[Result]:
     con, _ = connect(data.path)
     con.execute("SET enable_progress_bar = false")
@@ -207,6 +242,7 @@ def run(settings: Settings) -> list[Result]:
         )
     ]
     results += _report_vs_pandas(data, 2 if not settings.quick else 1)
+    results += _cached_report(data)
     results += _metrics(data, 3 if not settings.quick else 1)
     if settings.huge:
         results += _huge(settings)

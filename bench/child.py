@@ -1,8 +1,9 @@
 """Work run in a fresh child process so its peak RSS is its own: ``python -m bench.child``.
 
 ``report PATH`` times ``connect(PATH)`` + ``build_report`` (optionally on a DuckDB
-connection with a memory limit and a spill directory); ``pandas PATH`` computes the same
-headline figures with pandas. Each prints one JSON object: seconds, peak RSS, figures.
+connection with a memory limit and a spill directory, or with a model cache);
+``pandas PATH`` computes the same headline figures with pandas. Each prints one JSON
+object: seconds, peak RSS, figures.
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_report(path: str, memory_limit: str | None, temp_dir: str | None) -> dict[str, Any]:
+def run_report(
+    path: str, memory_limit: str | None, temp_dir: str | None, model_cache: str | None = None
+) -> dict[str, Any]:
     from retryscope.analytics import build_report, connect
     from retryscope.analytics.dataset import new_connection
 
     began = time.perf_counter()
     # the connection `retryscope report` opens (threads, insertion order, spill directory)
-    con, _ = connect(path, con=new_connection(memory_limit=memory_limit, temp_directory=temp_dir))
+    con, _ = connect(
+        path,
+        con=new_connection(memory_limit=memory_limit, temp_directory=temp_dir),
+        model_cache=model_cache,
+    )
     connected = time.perf_counter()
     report = build_report(con)
     done = time.perf_counter()
@@ -52,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path")
     parser.add_argument("--memory-limit")
     parser.add_argument("--temp-dir")
+    parser.add_argument("--model-cache")
     args = parser.parse_args(argv)
     if args.what == "report":
-        out = run_report(args.path, args.memory_limit, args.temp_dir)
+        out = run_report(args.path, args.memory_limit, args.temp_dir, args.model_cache)
     else:
         out = run_pandas(args.path)
     out["peak_rss_bytes"] = peak_rss_bytes()
