@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
+from retryscope.analytics import scope_facts
 from retryscope.analytics.queries import ensure_base, load
 
 
@@ -104,8 +105,10 @@ def apply(
         if copied and copied[0][0]:
             con.execute(load("scope_release"))  # the filtered copies are read no more
         con.execute(load("scope_unfiltered"))
+        scope_facts.use_all(con)
     else:
         con.execute(load("scope_filtered"))
+        scope_facts.build(con, "scoped")
     con.execute(load("scope"))
     con.execute("SET VARIABLE rs_scope_copied = ?", [not unfiltered])
     con.execute("SET VARIABLE rs_scope_key = ?", [key])

@@ -37,8 +37,11 @@ MODEL_TABLES: Final = (
     "all_attempt_facts",
     "all_request_nesting",
     "all_receiver_traffic",
+    "all_route_latency",
+    "all_request_facts",
 )
-"""The tables ``base.sql`` leaves behind (``physical_attempts`` is a view of one of them)."""
+"""The tables ``base.sql`` leaves behind (``physical_attempts`` is a view of one of them),
+and the unfiltered scope's copies of ``route_latency`` and ``request_facts``."""
 
 CACHE_ENV: Final = "RETRYSCOPE_MODEL_CACHE"
 """Environment variable naming the cache directory (CLI and UI default)."""
@@ -71,6 +74,9 @@ def model_cache(
         f"duckdb {duckdb.__version__}",
         load("macros"),
         load("base"),
+        load("scope_unfiltered"),
+        load("route_latency"),
+        load("request_facts"),
     ):
         digest.update(part.encode() + b"\0")
     for f in files:

@@ -36,11 +36,13 @@ def install_macros(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(load("macros"))
 
 
-def ensure_base(con: duckdb.DuckDBPyConnection) -> None:
+def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) -> None:
     """Build the filter-independent tables of ``base.sql`` over ``spans`` the first time a
     query on ``con`` needs them (``connect`` builds nothing, so opening a data set and
     looking up one request stay cheap), or attach them from the model cache ``connect``
-    was given, when it is up to date (and save them there after a build)."""
+    was given, when it is up to date (and save them there after a build). Over the whole
+    data set the model also holds the unfiltered scope's ``all_route_latency`` and
+    ``all_request_facts``; a drill-down (``whole_data_set=False``) needs neither."""
     built = con.execute("SELECT getvariable('rs_base_built')").fetchall()
     if built and built[0][0]:
         return
@@ -59,6 +61,11 @@ def ensure_base(con: duckdb.DuckDBPyConnection) -> None:
         if not drop_undecodable_files(con):
             raise
         con.execute(load("base"))  # over the files that decode
+    if whole_data_set:  # the unfiltered scope's per-request facts are part of the model
+        from retryscope.analytics import scope_facts
+
+        con.execute(load("scope_unfiltered"))
+        scope_facts.build(con, "all")
     con.execute("SET VARIABLE rs_base_built = true")
     if cache is not None:
         model_cache.save(con, cache)

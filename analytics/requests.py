@@ -88,7 +88,7 @@ def _request_scope(
                 raise
             _copy_request_rows(cur, ident)  # from the files that decode
         # every figure of a request is filter-independent: the base tables suffice
-        ensure_base(cur)
+        ensure_base(cur, whole_data_set=False)
         yield cur
     finally:
         cur.close()

@@ -40,6 +40,8 @@ def test_filtered_scope_copies_are_dropped_when_filters_are_cleared(tmp_path: Pa
         "scoped_attempt_facts",
         "scoped_request_nesting",
         "scoped_receiver_traffic",
+        "scoped_route_latency",
+        "scoped_request_facts",
     }
     assert build_report(con) == unfiltered  # views onto the base tables again
     assert scoped_tables() == set()
