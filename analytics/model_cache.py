@@ -39,9 +39,13 @@ MODEL_TABLES: Final = (
     "all_receiver_traffic",
     "all_route_latency",
     "all_request_facts",
+    "span_anomalies",
+    "ordinal_anomalies",
+    "ordinal_gaps",
 )
 """The tables ``base.sql`` leaves behind (``physical_attempts`` is a view of one of them),
-and the unfiltered scope's copies of ``route_latency`` and ``request_facts``."""
+the telemetry checks of ``model_checks.sql``, and the unfiltered scope's copies of
+``route_latency`` and ``request_facts``."""
 
 CACHE_ENV: Final = "RETRYSCOPE_MODEL_CACHE"
 """Environment variable naming the cache directory (CLI and UI default)."""
@@ -74,6 +78,7 @@ def model_cache(
         f"duckdb {duckdb.__version__}",
         load("macros"),
         load("base"),
+        load("model_checks"),
         load("scope_unfiltered"),
         load("route_latency"),
         load("request_facts"),

@@ -64,6 +64,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
     if whole_data_set:  # the unfiltered scope's per-request facts are part of the model
         from retryscope.analytics import scope_facts
 
+        con.execute(load("model_checks"))
         con.execute(load("scope_unfiltered"))
         scope_facts.build(con, "all")
     con.execute("SET VARIABLE rs_base_built = true")

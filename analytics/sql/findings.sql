@@ -65,13 +65,10 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
 
     UNION ALL
     SELECT 'missing_ordinals', 'warning',
-           any_value(logical_request_id), any_value(trace_id), NULL, min(start_time),
-           json_object('layer', layer, 'ordinals', list(attempt_ordinal ORDER BY attempt_ordinal))
-    FROM attempt_facts
-    WHERE NOT classified_from_http
-    -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
-    GROUP BY hash(logical_request_id), layer
-    HAVING min(attempt_ordinal) <> 1 OR max(attempt_ordinal) <> count(DISTINCT attempt_ordinal)
+           logical_request_id, trace_id, NULL, start_time,
+           json_object('layer', layer, 'ordinals', ordinals)
+    FROM ordinal_gaps  -- model_checks.sql
+    WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
 
     UNION ALL
     SELECT 'missing_terminal', 'warning',
@@ -91,44 +88,26 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
-    -- Spans no correct writer produces: malformed ids, time running backwards. Spans of
-    -- no logical request count too (a foreign writer's spans have none).
+    -- Spans no correct writer produces (malformed ids, time running backwards), also
+    -- those of no logical request (a foreign writer's spans have none); model_checks.sql.
     SELECT 'telemetry_anomaly', 'warning',
            logical_request_id, trace_id, span_id, start_time,
            json_object('problem', problem, 'name', name,
                        'duration_ms', (epoch_ns(end_time) - epoch_ns(start_time)) / 1000000.0)
-    FROM (
-        SELECT *,
-               CASE
-                   WHEN NOT regexp_full_match(trace_id, '[0-9a-f]{32}') THEN 'bad_trace_id'
-                   WHEN NOT regexp_full_match(span_id, '[0-9a-f]{16}') THEN 'bad_span_id'
-                   WHEN NOT regexp_full_match(coalesce(parent_span_id, '0000000000000000'),
-                                              '[0-9a-f]{16}') THEN 'bad_parent_span_id'
-                   WHEN end_time < start_time THEN 'end_before_start'
-               END AS problem
-        FROM spans
-        WHERE span_role IS DISTINCT FROM 'telemetry_gap'
-    )
-    WHERE problem IS NOT NULL
-      AND (logical_request_id IS NULL
+    FROM span_anomalies
+    WHERE (logical_request_id IS NULL
            OR logical_request_id IN (SELECT logical_request_id FROM requests))
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
-    -- Ordinals are handed out in dispatch order, so a later attempt of a layer with a
-    -- smaller ordinal means skewed clocks or a writer that numbers attempts wrongly.
+    -- Attempts numbered below an earlier attempt of their layer (model_checks.sql).
     SELECT 'telemetry_anomaly', 'warning',
            logical_request_id, trace_id, span_id, start_time,
            json_object('problem', 'ordinals_out_of_order', 'layer', layer,
                        'attempt_ordinal', attempt_ordinal, 'previous_ordinal', previous_ordinal)
-    FROM (
-        SELECT *, lag(attempt_ordinal) OVER (
-                   PARTITION BY hash(logical_request_id, layer)
-                   ORDER BY start_time, attempt_ordinal) AS previous_ordinal
-        FROM attempt_facts
-    )
-    WHERE previous_ordinal > attempt_ordinal
+    FROM ordinal_anomalies
+    WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
 
     UNION ALL
     SELECT 'nested_retry_owners', 'warning',
