@@ -42,6 +42,7 @@ MODEL_TABLES: Final = (
     "span_anomalies",
     "ordinal_anomalies",
     "ordinal_gaps",
+    "idempotency_conflicts",
 )
 """The tables ``base.sql`` leaves behind (``physical_attempts`` is a view of one of them),
 the telemetry checks of ``model_checks.sql``, and the unfiltered scope's copies of

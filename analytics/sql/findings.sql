@@ -43,13 +43,8 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'logical_request_digest', r.logical_request_digest,
                        'distinct_request_digests', k.digests)
     FROM requests r
-    JOIN (
-        SELECT idempotency_digest, count(DISTINCT logical_request_digest) AS digests
-        FROM request_base
-        WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL
-        GROUP BY idempotency_digest
-        HAVING count(DISTINCT logical_request_digest) > 1
-    ) k ON k.idempotency_digest = r.idempotency_digest
+    JOIN idempotency_conflicts k  -- model_checks.sql
+      ON k.idempotency_digest = r.idempotency_digest
 
     UNION ALL
     SELECT 'attempt_after_terminal', 'error',

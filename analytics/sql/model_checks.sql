@@ -1,7 +1,7 @@
--- Telemetry checks of the whole data set, built with the model (and cached with it):
--- each depends on one span or on one request's own attempts, and filters select whole
--- requests, so findings.sql only selects the in-scope rows of these (usually empty)
--- tables instead of scanning every span and attempt again.
+-- Telemetry and key checks of the whole data set, built with the model (and cached with
+-- it): each depends on one span, on one request's own attempts or on the whole data set,
+-- and filters select whole requests, so findings.sql only selects the in-scope rows of
+-- these (usually empty) tables instead of scanning every span and attempt again.
 
 -- Spans no correct writer produces: malformed ids, time running backwards (any span but a
 -- telemetry gap record, also those of no logical request: a foreign writer's).
@@ -50,3 +50,12 @@ WHERE NOT classified_from_http
 -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
 GROUP BY hash(logical_request_id), layer
 HAVING min(attempt_ordinal) <> 1 OR max(attempt_ordinal) <> count(DISTINCT attempt_ordinal);
+
+-- Idempotency digests shared by requests with different request digests (one key reused
+-- for different work), whichever requests are in scope.
+CREATE OR REPLACE TEMP TABLE idempotency_conflicts AS
+SELECT idempotency_digest, count(DISTINCT logical_request_digest) AS digests
+FROM request_base
+WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL
+GROUP BY idempotency_digest
+HAVING count(DISTINCT logical_request_digest) > 1;
