@@ -87,32 +87,14 @@ def _sliced(name: str, doc: str) -> SlicedMetric:
     return metric
 
 
-# slices that hold whole requests: their amplification reads the per-request counts
-_REQUEST_SLICES = frozenset(
-    {Dimension.OVERALL, Dimension.TENANT, Dimension.OPERATION, Dimension.TIME_BUCKET}
-)
-
-
-def amplification(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    by: Dimension | str = Dimension.OVERALL,
-    filters: Filters | None = None,
-    bucket: timedelta = DEFAULT_BUCKET,
-) -> pa.Table:
+amplification = _sliced(
+    "amplification",
     """Logical requests; physical, harness and receiver attempts (receiver: attempts with no
     lower-layer attempt beneath them); amplification ratio = receiver ÷ logical; hidden
     attempts = receiver − harness (or outermost when no harness layer); max and p99
     receiver attempts per request; requests where ≥ 2 layers retried and the largest
-    multiplication among them."""
-    dim = Dimension(by)
-    apply(con, filters, bucket=bucket)
-    # a request falls in one slice of a request-level dimension, in several of a route or
-    # layer: only the latter needs the attempts joined to their requests again
-    name = "amplification_by_request" if dim in _REQUEST_SLICES else "amplification"
-    return arrow(con, name, {"dim": dim.value})
-
-
+    multiplication among them.""",
+)
 cost = _sliced(
     "cost",
     """Cost per slice and currency (micro-units): total, accepted, cost amplification =

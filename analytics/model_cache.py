@@ -36,6 +36,7 @@ MODEL_TABLES: Final = (
     "reconciliations",
     "all_attempt_facts",
     "all_request_nesting",
+    "all_request_layers",
     "all_receiver_traffic",
     "all_route_latency",
     "all_request_facts",

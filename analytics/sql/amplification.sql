@@ -1,26 +1,41 @@
 -- Amplification per slice: logical requests, attempts by kind, ratio, nesting.
--- $dim: a Dimension value. A request counts once in every slice its attempts fall in
--- (route, release, layer); requests that made no attempt fall in the slice of NULL.
--- retryscope.analytics.amplification reads amplification_by_request.sql instead for
--- slices of whole requests (same figures, no per-attempt grouping).
+-- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
+-- the narrowest table that has its counts ($dim selects the branch; the others are
+-- folded away): request_facts for slices of whole requests, request_layers per layer,
+-- the attempts themselves per route or release (a request counts once in every slice its
+-- attempts fall in). Requests that made no attempt fall in the slice of NULL of the
+-- attempt-level slices.
 WITH per AS (
+    SELECT
+        rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
+        hash(logical_request_id) AS h,
+        physical_attempts AS attempts,
+        harness_attempts AS harness,
+        top_level_attempts AS top_level,
+        receiver_attempts AS receiver
+    FROM request_facts
+    WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
+    UNION ALL
+    SELECT layer, h, attempts, CASE WHEN layer = 'harness' THEN attempts ELSE 0 END,
+           top_level, receiver
+    FROM request_layers
+    WHERE $dim = 'layer'
+    UNION ALL
     -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
     SELECT
-        rs_dim($dim, route_id, route_release, request_tenant, request_operation, layer,
-               request_started_at) AS value,
-        hash(logical_request_id) AS h,
-        count(span_id) AS attempts,
-        count(span_id) FILTER (WHERE layer = 'harness') AS harness,
-        count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
-        count(span_id) FILTER (WHERE is_leaf) AS receiver
+        rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
+        hash(logical_request_id),
+        count(span_id),
+        count(span_id) FILTER (WHERE layer = 'harness'),
+        count(span_id) FILTER (WHERE parent_layer IS NULL),
+        count(span_id) FILTER (WHERE is_leaf)
     FROM attempt_facts
+    WHERE $dim IN ('route', 'route_release')
     GROUP BY 1, 2
     UNION ALL
-    SELECT
-        rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at),
-        hash(logical_request_id), 0, 0, 0, 0
+    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0
     FROM request_facts
-    WHERE physical_attempts = 0
+    WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
 ),
 nesting AS (
     SELECT hash(logical_request_id) AS h, retried_layer_count, multiplication

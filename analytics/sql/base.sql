@@ -308,15 +308,23 @@ DROP TABLE attempt_rows;
 -- digests: request_base.
 CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts;
 
+-- Per request and layer: its attempts (all, outermost, receiver-visible) and its largest
+-- retry group; nesting below and amplification by layer read these instead of every attempt.
+CREATE OR REPLACE TEMP TABLE all_request_layers AS
+SELECT
+    hash(logical_request_id) AS h,
+    any_value(logical_request_id) AS logical_request_id,
+    layer,
+    count(span_id) AS attempts,
+    count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
+    count(span_id) FILTER (WHERE is_leaf) AS receiver,
+    max(group_size) AS max_n
+FROM all_attempt_facts
+GROUP BY hash(logical_request_id), layer;
+
 -- Per request: how many layers retried and the attempt multiplication they produce
 -- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
-WITH layers AS (
-    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
-           layer, max(group_size) AS max_n
-    FROM all_attempt_facts
-    GROUP BY hash(logical_request_id), layer
-)
 SELECT
     any_value(logical_request_id) AS logical_request_id,
     count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
@@ -324,7 +332,7 @@ SELECT
         AS retried_layers,
     coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
         AS multiplication
-FROM layers
+FROM all_request_layers
 GROUP BY h;
 
 -- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)

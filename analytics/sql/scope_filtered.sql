@@ -20,6 +20,10 @@ CREATE OR REPLACE TEMP TABLE scoped_request_nesting AS
 SELECT * FROM all_request_nesting
 WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
 
+CREATE OR REPLACE TEMP TABLE scoped_request_layers AS
+SELECT * FROM all_request_layers
+WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
+
 CREATE OR REPLACE TEMP TABLE scoped_receiver_traffic AS
 SELECT * FROM all_receiver_traffic
 WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
@@ -29,4 +33,5 @@ CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM scoped_requests;
 -- Their attempts (columns: base.sql, all_attempt_facts).
 CREATE OR REPLACE TEMP VIEW attempt_facts AS SELECT * FROM scoped_attempt_facts;
 CREATE OR REPLACE TEMP VIEW request_nesting AS SELECT * FROM scoped_request_nesting;
+CREATE OR REPLACE TEMP VIEW request_layers AS SELECT * FROM scoped_request_layers;
 CREATE OR REPLACE TEMP VIEW receiver_traffic AS SELECT * FROM scoped_receiver_traffic;
