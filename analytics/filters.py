@@ -112,6 +112,8 @@ def apply(
     con.execute(load("scope"))
     con.execute("SET VARIABLE rs_scope_copied = ?", [not unfiltered])
     con.execute("SET VARIABLE rs_scope_key = ?", [key])
+    # what is computed per scope and kept (metrics.ensure_retry_clusters) names this one
+    con.execute("SET VARIABLE rs_scope_id = gen_random_uuid()::VARCHAR")
 
 
 def _micros(delta: timedelta) -> int:

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from retryscope.analytics.filters import Filters, apply
-from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds
+from retryscope.analytics.metrics import DEFAULT_THRESHOLDS, Thresholds, ensure_retry_clusters
 from retryscope.analytics.policy_drift import install_macro as install_drift_macro
 from retryscope.analytics.queries import arrow, load
 
@@ -187,6 +187,15 @@ def _params(thresholds: Thresholds) -> dict[str, object]:
     }
 
 
+def _install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+    """Create ``finding_rows`` over the current scope. A table macro binds what it reads
+    when it is created, so its inputs come first: the policy-drift macro and the retry
+    clusters for ``thresholds``."""
+    install_drift_macro(con)
+    ensure_retry_clusters(con, thresholds)
+    con.execute(load("findings"))
+
+
 def findings(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -205,8 +214,7 @@ def findings(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     apply(con, filters)
-    install_drift_macro(con)  # finding_rows reads policy_drift_rows()
-    con.execute(load("findings"))
+    _install(con, thresholds)
     selected = wanted if rule is not None or rules is not None else None
     return arrow(con, "finding_list", {"rules": selected, "limit": limit, **_params(thresholds)})
 
@@ -220,8 +228,7 @@ def finding_counts(
     """How many findings each rule has (every rule id, 0 when none), without building the
     rows: what a report needs on a data set with millions of findings."""
     apply(con, filters)
-    install_drift_macro(con)  # finding_rows reads policy_drift_rows()
-    con.execute(load("findings"))
+    _install(con, thresholds)
     counts = dict.fromkeys(RULE_IDS, 0)
     for row in arrow(con, "findings_counts", _params(thresholds)).to_pylist():
         counts[str(row["rule_id"])] = int(row["n"])

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from retryscope.analytics.filters import Dimension, Filters, apply
 from retryscope.analytics.queries import arrow
+from retryscope.analytics.queries import load as load_sql
 
 DEFAULT_BUCKET = timedelta(hours=1)
 
@@ -180,8 +181,22 @@ def synchronized_retries(
 ) -> pa.Table:
     """Clusters of retries from many requests within a few ms of one another."""
     apply(con, filters)
-    return arrow(
-        con,
-        "synchronized_retries",
-        {"gap_ms": thresholds.sync_gap_ms, "min_requests": thresholds.sync_min_requests},
-    )
+    ensure_retry_clusters(con, thresholds)
+    return arrow(con, "synchronized_retries")
+
+
+def ensure_retry_clusters(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+    """Compute the current scope's retry clusters for ``thresholds`` into
+    ``memo_retry_clusters`` unless they are there already (two whole-scope window passes
+    over the repeats: the report and the findings both need them)."""
+    gap, least = thresholds.sync_gap_ms, thresholds.sync_min_requests
+    key = f"{_variable(con, 'rs_scope_id')}|{gap!r}|{least!r}"
+    if _variable(con, "rs_clusters_key") == key:
+        return
+    con.execute(load_sql("retry_clusters_memo"), {"gap_ms": gap, "min_requests": least})
+    con.execute("SET VARIABLE rs_clusters_key = ?", [key])
+
+
+def _variable(con: duckdb.DuckDBPyConnection, name: str) -> object:
+    rows = con.execute("SELECT getvariable(?)", [name]).fetchall()
+    return rows[0][0] if rows else None

@@ -6,7 +6,15 @@ import contextvars
 import json
 
 from retryscope import vocabulary as v
-from retryscope.analytics import Thresholds, findings, hedging, load, synchronized_retries
+from retryscope.analytics import (
+    Filters,
+    Thresholds,
+    findings,
+    hedging,
+    load,
+    synchronized_retries,
+)
+from retryscope.analytics.metrics import DEFAULT_THRESHOLDS
 from tests.recorder import T0, Clock, Recorder
 
 
@@ -42,6 +50,35 @@ def test_synchronized_retries_cluster(recorder: Recorder) -> None:
         "after_kinds": ["unavailable"],
     }
     assert synchronized_retries(con, thresholds=Thresholds(sync_min_requests=6)).num_rows == 0
+
+
+def test_clusters_kept_per_scope_and_thresholds_follow_both(recorder: Recorder) -> None:
+    """The clusters are computed once per scope and thresholds (the report's figures and
+    its findings share them); any change of either computes them again."""
+    _storm(recorder)
+    con = recorder.connect()
+    wide = Thresholds(sync_gap_ms=5000, sync_min_requests=2)  # the lone sixth joins in
+
+    def ids(thresholds: Thresholds = DEFAULT_THRESHOLDS, **filters: object) -> list[list[str]]:
+        scope = Filters(**filters) if filters else None  # type: ignore[arg-type]
+        got = [
+            c["logical_request_ids"]
+            for c in synchronized_retries(con, filters=scope, thresholds=thresholds).to_pylist()
+        ]
+        rows = findings(con, rule="synchronized_retries", filters=scope, thresholds=thresholds)
+        assert sorted({r["logical_request_id"] for r in rows.to_pylist()}) == sorted(
+            i for c in got for i in c
+        )
+        return got
+
+    five = [["s0", "s1", "s2", "s3", "s4"]]
+    assert ids() == five
+    assert ids(wide) == [["s0", "s1", "s2", "s3", "s4", "s5"]]
+    assert ids() == five
+    assert ids(Thresholds(sync_min_requests=6)) == []
+    assert ids(route="primary") == five
+    assert ids(route="no-such-route") == []
+    assert ids() == five
 
 
 def test_retry_budget_windows(recorder: Recorder) -> None:
@@ -110,3 +147,14 @@ def test_retry_budget_windows_sliced_by_layer(recorder: Recorder) -> None:
     assert [(w["value"], w["attempts"], w["retries"], w["over_budget"]) for w in sliced] == [
         ("harness", 12, 6, True)
     ]
+
+
+def test_long_windows_and_gaps_do_not_overflow(recorder: Recorder) -> None:
+    """Thresholds in ms are widened before they are scaled to µs or ns (an hour's window
+    or a 5 s gap overflow 32-bit integers)."""
+    _storm(recorder)
+    con = recorder.connect()
+    hour = load(con, thresholds=Thresholds(load_window_ms=3_600_000)).to_pylist()
+    assert [(w["attempts"], w["retries"]) for w in hour] == [(12, 6)]
+    wide = Thresholds(sync_gap_ms=10_000, sync_min_requests=6)
+    assert [c["retries"] for c in synchronized_retries(con, thresholds=wide).to_pylist()] == [6]

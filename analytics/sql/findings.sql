@@ -179,7 +179,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
     FROM (
         SELECT unnest(logical_request_ids) AS logical_request_id, cluster_start,
                logical_requests, retries, spread_ms, after_kinds
-        FROM retry_clusters(gap_ms, min_requests)
+        FROM memo_retry_clusters  -- retry_clusters(gap_ms, min_requests), computed once
     ) s
     JOIN requests r ON r.logical_request_id = s.logical_request_id
 

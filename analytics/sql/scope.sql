@@ -17,7 +17,7 @@ WITH q AS (
     WHERE is_repeat
 ),
 c AS (
-    SELECT *, sum(CASE WHEN gap IS NULL OR gap > gap_ms * 1000000 THEN 1 ELSE 0 END)
+    SELECT *, sum(CASE WHEN gap IS NULL OR gap > gap_ms * 1000000::BIGINT THEN 1 ELSE 0 END)
                   OVER (ORDER BY start_time ROWS UNBOUNDED PRECEDING) AS cluster
     FROM q
 ),
@@ -47,8 +47,9 @@ CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, dim) AS TABLE
 SELECT
     rs_dim(dim, route_id, route_release, request_tenant, request_operation, layer, start_time)
         AS value,
-    make_timestamp((epoch_us(start_time) // (window_ms * 1000)) * (window_ms * 1000))
-        AS window_start,
+    make_timestamp(
+        (epoch_us(start_time) // (window_ms * 1000::BIGINT)) * (window_ms * 1000::BIGINT)
+    ) AS window_start,
     count(*)::BIGINT AS attempts,
     count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
     rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,

@@ -1,2 +1,3 @@
--- Retry clusters from different requests within $gap_ms (missing jitter).
-SELECT * FROM retry_clusters($gap_ms, $min_requests) ORDER BY cluster_start;
+-- Retry clusters from different requests within $gap_ms (missing jitter), as
+-- retry_clusters_memo.sql computed them for the current scope and thresholds.
+SELECT * FROM memo_retry_clusters ORDER BY cluster_start;
