@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from retryscope.instrumentation import constant_arrays
 from retryscope.schema import ATTR_MAP, BASE_FIELDS, SPAN_SCHEMA, TIMESTAMP
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
@@ -101,7 +102,7 @@ def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
     All-null columns (most dedicated columns of most spans) skip the per-value conversion.
     """
     if values and values[0] is None and values.count(None) == len(values):
-        return pa.nulls(len(values), type_)
+        return constant_arrays.nulls(len(values), type_)
     try:
         return pa.array(values, type=type_)
     except UnicodeEncodeError:
@@ -143,7 +144,13 @@ def _offsets(rows: Sequence[Sized]) -> pa.Array:
 
 def _list_array(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
     """A list column (no nulls) from its rows, built from offsets and the flat items (an
-    empty row costs nothing)."""
+    empty row costs nothing; a column of empty rows is built once per length)."""
+    if rows and not any(rows):
+        return constant_arrays.constant((), type_, len(rows), lambda: _list_of(rows, type_))
+    return _list_of(rows, type_)
+
+
+def _list_of(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
     items = _array(list(itertools.chain.from_iterable(rows)), type_.value_type)
     return pa.ListArray.from_arrays(_offsets(rows), items, type=type_)
 
@@ -324,6 +331,21 @@ class SpanColumns:
             type=ATTR_MAP,
         )
 
+    def _resources_array(self) -> pa.Array:
+        """The ``resource_attributes`` column: each distinct resource built once and repeated
+        by index; when every row has the same resource, the column is built once per length
+        (see :mod:`.constant_arrays`)."""
+        type_ = _TYPES["resource_attributes"]
+        maps, rows = self._resource_maps, self._resource
+
+        def build() -> pa.Array:
+            return _array(maps, type_).take(_dense(rows, pa.int32()))
+
+        if rows and rows.count(rows[0]) == len(rows):
+            value = ("resource", tuple(maps[rows[0]]))
+            return constant_arrays.constant(value, type_, len(rows), build)
+        return build()
+
     def to_table(self) -> pa.Table:
         self._route_pending()
         columns: dict[str, list[Any]] = {
@@ -341,17 +363,17 @@ class SpanColumns:
         }
         for index, attr in enumerate(DEDICATED):
             if index not in self._filled:
-                arrays[attr.column] = pa.nulls(len(self), SPAN_SCHEMA.field(attr.column).type)
+                arrays[attr.column] = constant_arrays.nulls(len(self), _TYPES[attr.column])
         arrays["attributes"] = self._attributes_array()
         arrays["events"] = _list_array(self._events, SPAN_SCHEMA.field("events").type)
         arrays["links"] = _list_array(self._links, SPAN_SCHEMA.field("links").type)
-        # Each distinct resource is built once and repeated by index.
-        resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
-        arrays["resource_attributes"] = resources.take(_dense(self._resource, pa.int32()))
+        arrays["resource_attributes"] = self._resources_array()
         return pa.Table.from_arrays(
             [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
         )
 
+
+_TYPES: Final[dict[str, pa.DataType]] = {field.name: field.type for field in SPAN_SCHEMA}
 
 _DENSE: Final = frozenset({"start_time", "end_time", "duration_ms", "dropped_attributes"})
 """Columns never null (by construction), filled through :func:`_dense`."""

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from retryscope.instrumentation.bloom_filters import bloom_filter_options
 from retryscope.instrumentation.config import ExportConfig, Partitioning
+from retryscope.instrumentation.constant_arrays import is_constant
 from retryscope.instrumentation.parquet_encoding import DICTIONARY_COLUMNS
 
 TEMP_PREFIX: Final = "."
@@ -54,11 +55,14 @@ def sort_for_drilldown(table: pa.Table) -> pa.Table:
 
 
 def _take_rows(table: pa.Table, order: pa.Array) -> pa.Table:
-    """``table.take(order)``; an all-null column (most dedicated columns of most files)
-    stays all-null, so it is rebuilt instead of gathered."""
-    n = len(order)
+    """``table.take(order)`` for a permutation ``order``; a column whose rows are all alike
+    (all null: most dedicated columns of most files; built as a constant column: empty
+    events and links, one process's resource) is the same in any order, so it is kept as
+    it is instead of gathered."""
     columns = [
-        pa.nulls(n, column.type) if column.null_count == column.length() else column.take(order)
+        column
+        if column.null_count == column.length() or is_constant(column)
+        else column.take(order)
         for column in table.columns
     ]
     return pa.Table.from_arrays(columns, schema=table.schema)
