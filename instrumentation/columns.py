@@ -170,6 +170,7 @@ class SpanColumns:
 
     def __init__(self) -> None:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
+        self._arrow: dict[str, list[pa.Array]] = {}  # base columns given (in part) as arrays
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
         self._filled: set[int] = set()  # dedicated columns with a value in some row
         self._attr_keys: list[tuple[str, ...]] = []  # per row: keys of the attributes map
@@ -229,9 +230,9 @@ class SpanColumns:
     def extend(
         self,
         *,
-        trace_id: Sequence[str],
-        span_id: Sequence[str],
-        parent_span_id: Sequence[str | None],
+        trace_id: Sequence[str] | pa.Array,
+        span_id: Sequence[str] | pa.Array,
+        parent_span_id: Sequence[str | None] | pa.Array,
         name: Sequence[str],
         kind: Sequence[str],
         start_ns: Sequence[int],
@@ -246,12 +247,13 @@ class SpanColumns:
         links: Sequence[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
         dropped_attributes: Sequence[int],
     ) -> None:
-        """Add a batch of spans given as equally long columns (as :meth:`append` takes them)."""
+        """Add a batch of spans given as equally long columns (as :meth:`append` takes them);
+        the id columns may also be given as Arrow string arrays."""
         n = len(trace_id)
         b = self._base
-        b["trace_id"] += trace_id
-        b["span_id"] += span_id
-        b["parent_span_id"] += parent_span_id
+        self._put("trace_id", trace_id)
+        self._put("span_id", span_id)
+        self._put("parent_span_id", parent_span_id)
         b["name"] += name
         b["kind"] += kind
         b["start_time"] += start_ns
@@ -285,8 +287,21 @@ class SpanColumns:
             for span_links in links
         ]
         self._dropped += dropped_attributes
-        if len(self._dropped) != len(b["trace_id"]):
+        if not len(dropped_attributes) == len(span_id) == len(parent_span_id) == n:
             raise ValueError("SpanColumns.extend: columns of different lengths")
+
+    def _put(self, name: str, values: Sequence[Any] | pa.Array) -> None:
+        """Append to base column ``name`` a list of values or an Arrow array of its type."""
+        if not isinstance(values, pa.Array):
+            self._base[name] += values
+            return
+        if values.type != _TYPES[name]:
+            raise ValueError(f"SpanColumns.extend: {name} is {values.type}, not {_TYPES[name]}")
+        pieces = self._arrow.setdefault(name, [])
+        if self._base[name]:  # values appended before, as a list: they come first
+            pieces.append(_array(self._base[name], _TYPES[name]))
+            self._base[name] = []
+        pieces.append(values)
 
     def _resource_row(self, resource: Mapping[str, Any] | None) -> tuple[int, str | None]:
         """(index of the encoded resource, service name): spans of one process share one
@@ -360,7 +375,12 @@ class SpanColumns:
         arrays = {
             name: (_dense if name in _DENSE else _array)(values, SPAN_SCHEMA.field(name).type)
             for name, values in columns.items()
+            if name not in self._arrow
         }
+        for name, pieces in self._arrow.items():
+            if self._base[name]:
+                pieces = [*pieces, _array(self._base[name], _TYPES[name])]
+            arrays[name] = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         for index, attr in enumerate(DEDICATED):
             if index not in self._filled:
                 arrays[attr.column] = constant_arrays.nulls(len(self), _TYPES[attr.column])

@@ -22,6 +22,7 @@ which is how ``OTEL_TRACES_EXPORTER=retryscope_parquet`` constructs it.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import operator
 import os
@@ -51,7 +52,12 @@ from retryscope.instrumentation.parquet_files import (
     sort_for_drilldown,
     write_partitioned,
 )
-from retryscope.instrumentation.span_fastpath import FAST_SPAN_TYPE, finished_attributes
+from retryscope.instrumentation.span_fastpath import (
+    FAST_SPAN_TYPE,
+    finished_attribute_columns,
+    finished_attributes,
+)
+from retryscope.instrumentation.span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 
@@ -134,16 +140,47 @@ def _plain_types() -> frozenset[type]:
 _PLAIN_TYPES: Final = _plain_types()
 
 
-def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
-    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16); each
-    distinct id is formatted once (a batch holds several spans of each trace)."""
-    distinct = list(dict.fromkeys(ids))
-    try:  # map() over C functions: no Python frame per id
-        text = map(bytes.hex, map(operator.methodcaller("to_bytes", width, "big"), distinct))
-        hexes = dict(zip(distinct, text, strict=True))
-    except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
-        hexes = {i: format(i, f"0{2 * width}x") for i in distinct}
-    return list(map(hexes.__getitem__, ids))
+def _tuple_contexts() -> bool:
+    """Whether a :class:`SpanContext` holds its trace and span id as tuple items 0 and 1
+    (read with ``itemgetter``, skipping a property call per span), checked on a probe."""
+    try:
+        probe = SpanContext(trace_id=5, span_id=7, is_remote=False)
+        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 5 and probe[1] == 7
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_TUPLE_CONTEXTS: Final = _tuple_contexts()
+
+
+def _context_ids(contexts: Sequence[Any], item: int) -> list[int]:
+    """The trace (``item`` 0) or span (1) id of each context: read as a tuple item from
+    plain ``SpanContext``s, through the public property from anything else."""
+    if _TUPLE_CONTEXTS and set(map(type, contexts)) <= {SpanContext}:
+        return list(map(operator.itemgetter(item), contexts))
+    return list(map(operator.attrgetter(("trace_id", "span_id")[item]), contexts))
+
+
+def _plain_status() -> bool:
+    """Whether :class:`Status` keeps its fields as ``_status_code``/``_description``."""
+    try:
+        probe = Status(StatusCode.ERROR, "x")
+        return (probe._status_code, probe._description) == (probe.status_code, probe.description)
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_PLAIN_STATUS: Final = _plain_status()
+_STATUS_FIELDS: Final = operator.attrgetter("_status_code", "_description")
+
+
+def _status_columns(statuses: Sequence[Status]) -> tuple[Sequence[str], Sequence[str | None]]:
+    """Status code names and descriptions, one per span."""
+    if _PLAIN_STATUS and set(map(type, statuses)) == {Status}:
+        codes, messages = zip(*map(_STATUS_FIELDS, statuses), strict=True)
+        return _enum_names(codes, _STATUS_NAMES), messages
+    code_names, messages = zip(*_per_object(statuses, _status_fields), strict=True)
+    return code_names, messages
 
 
 def _contents(lists: Sequence[Any]) -> Sequence[Any]:
@@ -159,6 +196,8 @@ def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
     """``read(o)`` for each object, called once per distinct object: spans share their
     resource and scope, and often their status."""
     ids = list(map(id, objects))
+    if ids and ids.count(ids[0]) == len(ids):  # one object (a process's resource)
+        return [read(objects[0])] * len(ids)
     distinct = dict(zip(ids, objects, strict=True))
     memo = {key: read(o) for key, o in distinct.items()}
     return list(map(memo.__getitem__, ids))
@@ -173,18 +212,26 @@ def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
     return resource.attributes if resource is not None else None
 
 
-def _scope_name(scope: InstrumentationScope | None) -> str | None:
-    return scope.name if scope is not None else None
+def _scope_fields(scope: InstrumentationScope | None) -> tuple[str | None, str | None]:
+    return (scope.name, scope.version) if scope is not None else (None, None)
 
 
-def _scope_version(scope: InstrumentationScope | None) -> str | None:
-    return scope.version if scope is not None else None
+def _links_of(span_links: Sequence[Link]) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    return [
+        (
+            format(link.context.trace_id, "032x"),
+            format(link.context.span_id, "016x"),
+            link.attributes,
+        )
+        for link in span_links
+    ]
 
 
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
-    fields = _PRIVATE if set(map(type, spans)) <= _PLAIN_TYPES else _PUBLIC
+    plain = set(map(type, spans)) <= _PLAIN_TYPES
+    fields = _PRIVATE if plain else _PUBLIC
     rows = list(map(fields, spans))
     if None in map(_FIRST, rows):  # a span without a context is skipped
         rows = [row for row in rows if row[0] is not None]
@@ -196,40 +243,38 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
     )
     del rows
     start_ns = [start or 0 for start in starts]
-    status_codes, status_messages = zip(*_per_object(statuses, _status_fields), strict=True)
-    parent_hex = iter(_hex_ids([p.span_id for p in parents if p is not None], 8))
+    status_codes, status_messages = _status_columns(statuses)
+    has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
+    parent_ids = _context_ids([p for p in parents if p is not None], 1)
+    read = finished_attribute_columns(spans) if plain else None
+    attributes, dropped = read if read is not None else (None, None)
+    scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
+    span_events, span_links = _contents(events), _contents(links)
     cols.extend(
-        trace_id=_hex_ids([ctx.trace_id for ctx in contexts], 16),
-        span_id=_hex_ids([ctx.span_id for ctx in contexts], 8),
-        parent_span_id=[next(parent_hex) if p is not None else None for p in parents],
+        trace_id=hex_ids(_context_ids(contexts, 0), 16),
+        span_id=span_id_column(_context_ids(contexts, 1)),
+        parent_span_id=span_id_column(parent_ids, has_parent),
         name=names,
         kind=_enum_names(kinds, _KIND_NAMES),
         start_ns=start_ns,
         end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
         status_code=status_codes,
         status_message=status_messages,
-        attributes=list(map(finished_attributes, spans)),
+        attributes=(
+            attributes if attributes is not None else list(map(finished_attributes, spans))
+        ),
         resource=_per_object(resources, _resource_attributes),
-        scope_name=_per_object(scopes, _scope_name),
-        scope_version=_per_object(scopes, _scope_version),
+        scope_name=scope_names,
+        scope_version=scope_versions,
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
-            for span_events in _contents(events)
-        ],
-        links=[
-            [
-                (
-                    format(link.context.trace_id, "032x"),
-                    format(link.context.span_id, "016x"),
-                    link.attributes,
-                )
-                for link in span_links
-            ]
-            if span_links
-            else ()
-            for span_links in _contents(links)
-        ],
-        dropped_attributes=list(map(_DROPPED, spans)),
+            [(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in span_events
+        ]
+        if any(span_events)
+        else [()] * len(span_events),
+        links=[_links_of(one) if one else () for one in span_links]
+        if any(span_links)
+        else [()] * len(span_links),
+        dropped_attributes=dropped if dropped is not None else list(map(_DROPPED, spans)),
     )
     return cols
 
