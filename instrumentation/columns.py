@@ -20,7 +20,7 @@ import base64
 import itertools
 import json
 import operator
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -176,6 +176,7 @@ class SpanColumns:
         self._attr_keys: list[tuple[str, ...]] = []  # per row: keys of the attributes map
         self._attr_values: list[tuple[str, ...]] = []  # per row: their JSON-encoded values
         self._unrouted: list[Mapping[str, Any] | None] = []  # attributes not yet routed
+        self._unrouted_shapes: list[tuple[str, ...]] | None = []  # their shapes, if known
         self._resource: list[int] = []  # per row: its index into _resource_maps
         self._resource_maps: list[list[tuple[str, str]]] = []  # each distinct resource once
         self._events: list[Sequence[dict[str, Any]]] = []
@@ -246,9 +247,12 @@ class SpanColumns:
         events: Sequence[Sequence[tuple[str, int, Mapping[str, Any] | None]]],
         links: Sequence[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
         dropped_attributes: Sequence[int],
+        grouped_shapes: Sequence[tuple[str, ...]] | None = None,
     ) -> None:
         """Add a batch of spans given as equally long columns (as :meth:`append` takes them);
-        the id columns may also be given as Arrow string arrays."""
+        the id columns may also be given as Arrow string arrays. ``grouped_shapes``: the
+        attributes' :func:`attribute_shapes`, for rows that come grouped by them (see
+        :func:`shape_order`): their attributes are then routed run by run, in place."""
         n = len(trace_id)
         b = self._base
         self._put("trace_id", trace_id)
@@ -271,6 +275,11 @@ class SpanColumns:
             self._resource += [index for index, _ in resource_rows]
         b["scope_name"] += scope_name
         b["scope_version"] += scope_version
+        shapes = grouped_shapes
+        if shapes is not None and self._unrouted_shapes is not None and len(shapes) == n:
+            self._unrouted_shapes += shapes
+        else:  # not known for some rows: all are worked out when routed
+            self._unrouted_shapes = None
         self._unrouted += attributes
         if len(self._unrouted) >= _ROUTE_CHUNK:
             self._route_pending()
@@ -323,8 +332,9 @@ class SpanColumns:
         if not self._unrouted:
             return
         batch, self._unrouted = self._unrouted, []
+        shapes, self._unrouted_shapes = self._unrouted_shapes, []
         n = len(batch)
-        routed = route_attributes(batch)
+        routed = route_attributes(batch, shapes, grouped=shapes is not None)
         for index, (column, values) in enumerate(
             zip(self._dedicated, routed.dedicated, strict=True)
         ):
@@ -552,33 +562,68 @@ def _route_rows(batch: Sequence[Mapping[str, Any] | None]) -> _Piece:
     return columns, keys, encoded
 
 
-def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
+def _as_is(values: list[Any]) -> list[Any]:
+    return values
+
+
+def attribute_shapes(batch: Sequence[Mapping[str, Any] | None]) -> list[tuple[str, ...]]:
+    """Each row's key sequence (``()`` for a row without attributes)."""
+    try:
+        return list(map(tuple, batch))  # type: ignore[arg-type]
+    except TypeError:  # a row without attributes (None)
+        return [tuple(attributes) if attributes else () for attributes in batch]
+
+
+def shape_order(shapes: Sequence[tuple[str, ...]]) -> list[int] | None:
+    """The row order that puts rows of one key sequence together (a stable sort by the
+    order in which each sequence first appears); None when the rows already are."""
+    first_seen: dict[tuple[str, ...], int] = {}
+    codes = list(map(first_seen.setdefault, shapes, itertools.count()))
+    if len(first_seen) == 1 or all(map(operator.le, codes, itertools.islice(codes, 1, None))):
+        return None
+    return sorted(range(len(codes)), key=codes.__getitem__)
+
+
+def route_attributes(
+    batch: list[Mapping[str, Any] | None],
+    shapes: Sequence[tuple[str, ...]] | None = None,
+    *,
+    grouped: bool = False,
+) -> Routed:
     """Each row's attributes into its dedicated columns (the value fits the column's type)
-    or the JSON-encoded ``attributes`` map (everything else).
+    or the JSON-encoded ``attributes`` map (everything else). ``shapes``: the rows'
+    :func:`attribute_shapes`, when known; ``grouped``: rows of one key sequence come one
+    after another (:func:`shape_order`).
 
     Rows are grouped by their key sequence (spans from one instrumentation point carry the
     same keys in the same order), and each group is routed a column at a time: one type
-    check per column of the group instead of one per value.
+    check per column of the group instead of one per value. Rows that come grouped are
+    routed run by run where they are, without reordering them.
     """
     n = len(batch)
-    try:
-        shapes: list[tuple[str, ...]] = list(map(tuple, batch))  # type: ignore[arg-type]
-    except TypeError:  # a row without attributes (None)
-        shapes = [tuple(attributes) if attributes else () for attributes in batch]
-    distinct = dict.fromkeys(shapes)
-    if len(distinct) == 1:
+    if shapes is None:
+        shapes = attribute_shapes(batch)
+    groups: list[tuple[tuple[str, ...], Sequence[Mapping[str, Any] | None]]] = []
+    put_back: Callable[[list[Any]], Sequence[Any]] = _as_is
+    if grouped:  # each run of one key sequence routed where it is
+        end = 0
+        for keys, run in itertools.groupby(shapes):
+            start, end = end, end + len(list(run))
+            groups.append((keys, batch[start:end]))
+    elif len(distinct := dict.fromkeys(shapes)) == 1:
         groups = [(next(iter(distinct)), batch)]
     else:  # grouped by a stable sort on a small code per key sequence
         code_of = {keys: code for code, keys in enumerate(distinct)}
         codes = list(map(code_of.__getitem__, shapes))
-        grouped = sorted(range(n), key=codes.__getitem__)
-        members = operator.itemgetter(*grouped)(batch)
-        groups = []
+        order = sorted(range(n), key=codes.__getitem__)
+        members = operator.itemgetter(*order)(batch)
         start = 0
         for keys, code in code_of.items():
             end = start + codes.count(code)
             groups.append((keys, members[start:end]))
             start = end
+        # (routed group by group: put back in row order at the end)
+        put_back = operator.itemgetter(*sorted(range(n), key=order.__getitem__))
     pieces: list[tuple[int, _Piece]] = []
     for keys, rows in groups:
         shape = _shape(keys)
@@ -592,7 +637,6 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
             map_values,
         )
     # concatenated group by group, then put back in row order
-    put_back = operator.itemgetter(*sorted(range(n), key=grouped.__getitem__))
     used = sorted({index for _, (dedicated, _, _) in pieces for index in dedicated})
     out: list[Sequence[Any] | None] = [None] * len(DEDICATED)
     for index in used:
@@ -601,6 +645,6 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
             column = dedicated.get(index)
             values += [None] * size if column is None else column
         out[index] = put_back(values)
-    map_keys = put_back([k for _, (_, keys_, _) in pieces for k in keys_])
-    map_values = put_back([v for _, (_, _, values_) in pieces for v in values_])
-    return Routed(out, list(map_keys), list(map_values))
+    keys_in = put_back(list(itertools.chain.from_iterable(p[1] for _, p in pieces)))
+    values_in = put_back(list(itertools.chain.from_iterable(p[2] for _, p in pieces)))
+    return Routed(out, list(keys_in), list(values_in))

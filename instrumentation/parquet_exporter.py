@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.sdk.resources import Resource
@@ -41,10 +42,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from retryscope.instrumentation.columns import SpanColumns
+from retryscope.instrumentation.columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.gaps import GAP_TRACE_ID, Gap, GapLedger, GapReason, gap_table
 from retryscope.instrumentation.parquet_files import (
+    ARRIVAL,
     TEMP_PREFIX,
     TEMP_SUFFIX,
     FileNamer,
@@ -230,6 +232,25 @@ def _links_of(span_links: Sequence[Link]) -> list[tuple[str, str, Mapping[str, A
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
+    _append_spans(spans, cols, by_shape=False)
+    return cols
+
+
+def spans_by_shape(spans: Sequence[ReadableSpan]) -> tuple[pa.Table, list[int] | None]:
+    """The rows of ``spans`` (as :func:`spans_to_columns` makes them) with the spans of one
+    attribute-key sequence next to each other, which saves putting routed attributes back
+    in span order; and for each row, the position of its span among the spans converted
+    (None: in span order)."""
+    cols = SpanColumns()
+    order = _append_spans(spans, cols, by_shape=True)
+    return cols.to_table(), order
+
+
+def _append_spans(
+    spans: Sequence[ReadableSpan], cols: SpanColumns, *, by_shape: bool
+) -> list[int] | None:
+    """:func:`spans_to_columns`; ``by_shape``: grouped as :func:`spans_by_shape` says,
+    returning the order (None: span order)."""
     plain = set(map(type, spans)) <= _PLAIN_TYPES
     fields = _PRIVATE if plain else _PUBLIC
     rows = list(map(fields, spans))
@@ -237,7 +258,23 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
         rows = [row for row in rows if row[0] is not None]
         spans = [span for span in spans if fields(span)[0] is not None]
     if not spans:
-        return cols
+        return None
+    read = finished_attribute_columns(spans) if plain else None
+    attributes, dropped = read if read is not None else (None, None)
+    order: list[int] | None = None
+    shapes: list[tuple[str, ...]] | None = None
+    if by_shape and attributes is not None and len(spans) > 1:
+        shapes = attribute_shapes(attributes)
+        order = shape_order(shapes)
+        if order is not None:
+            regroup = operator.itemgetter(*order)
+            rows, spans, attributes, shapes = (
+                list(regroup(rows)),
+                list(regroup(spans)),
+                list(regroup(attributes)),
+                list(regroup(shapes)),
+            )
+            dropped = list(regroup(dropped)) if dropped is not None else None
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
@@ -246,8 +283,6 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
     status_codes, status_messages = _status_columns(statuses)
     has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
     parent_ids = _context_ids([p for p in parents if p is not None], 1)
-    read = finished_attribute_columns(spans) if plain else None
-    attributes, dropped = read if read is not None else (None, None)
     scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
     span_events, span_links = _contents(events), _contents(links)
     cols.extend(
@@ -275,8 +310,37 @@ def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = N
         if any(span_links)
         else [()] * len(span_links),
         dropped_attributes=dropped if dropped is not None else list(map(_DROPPED, spans)),
+        grouped_shapes=shapes,
     )
-    return cols
+    return order
+
+
+def _spans_only(table: pa.Table) -> pa.Table:
+    """``table`` without its :data:`ARRIVAL` column."""
+    return table.drop_columns([ARRIVAL]) if ARRIVAL in table.column_names else table
+
+
+def _in_arrival_order(table: pa.Table) -> pa.Table:
+    """``table``'s rows in arrival order (to cut it between two rows by arrival)."""
+    arrival = table.column(ARRIVAL)
+    order = pc.sort_indices(arrival)
+    if pc.all(pc.equal(order, pa.array(np.arange(len(order)), type=order.type))).as_py():
+        return table
+    return table.take(order)
+
+
+def _cut_in_arrival_order(tables: list[pa.Table], cut: int) -> list[pa.Table]:
+    """``tables`` (in arrival order one after another) with the one holding the ``cut``-th
+    row put in arrival order, so that the first ``cut`` rows are the first that arrived."""
+    out = list(tables)
+    start = 0
+    for index, table in enumerate(out):
+        end = start + table.num_rows
+        if start < cut < end:
+            out[index] = _in_arrival_order(table)
+            break
+        start = end
+    return out
 
 
 def _gap_rows_of(table: pa.Table) -> pa.Array:
@@ -349,7 +413,8 @@ class ParquetSpanExporter(SpanExporter):
         self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
         """The most recent files written (the last 1024)."""
         self.gaps = GapLedger()
-        self._pending: list[pa.Table] = []
+        self._pending: list[pa.Table] = []  # span rows, each with its ARRIVAL number
+        self._arrived = 0  # rows numbered so far
         self._pending_rows = 0
         self._pending_bytes = 0
         self._oldest: float | None = None
@@ -382,14 +447,15 @@ class ParquetSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
+        order: list[int] | None = None
         try:
-            table = spans_to_columns(spans).to_table()
+            table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
         if spans and spans[-1].resource is not None:
             self._resource = spans[-1].resource.attributes
         with self._lock:
-            self._buffer(table)
+            self._buffer(table, order)
             self._ensure_ager()
             if not self._due():
                 return SpanExportResult.SUCCESS
@@ -470,14 +536,27 @@ class ParquetSpanExporter(SpanExporter):
             )
         )
 
-    def _buffer(self, table: pa.Table) -> None:
+    def _with_arrival(self, table: pa.Table, order: Sequence[int] | None = None) -> pa.Table:
+        """``table`` with its rows' arrival numbers (:data:`ARRIVAL`): the next ones, in
+        row order or, for rows not in arrival order, by ``order`` (each row's position)."""
+        if ARRIVAL in table.column_names:
+            return table
+        n = table.num_rows
+        positions = np.arange(n) if order is None else np.asarray(order, dtype=np.int64)
+        arrival = pa.array(positions + self._arrived, type=pa.int64())
+        self._arrived += n
+        return table.append_column(ARRIVAL, arrival)
+
+    def _buffer(self, table: pa.Table, order: Sequence[int] | None = None) -> None:
         if table.num_rows == 0:
             return
+        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
+        # the cost (``nbytes`` looks for shared buffer ranges); the arrival numbers not counted
+        size = _spans_only(table).get_total_buffer_size()
+        table = self._with_arrival(table, order)
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
-        # the cost (``nbytes`` looks for shared buffer ranges)
-        self._pending_bytes += table.get_total_buffer_size()
+        self._pending_bytes += size
         if self._oldest is None:
             self._oldest = time.monotonic()
         excess = self._pending_rows - self.config.buffer_rows
@@ -489,12 +568,13 @@ class ParquetSpanExporter(SpanExporter):
             if first.num_rows <= excess:
                 self._pending.pop(0)
                 taken = first.num_rows
-                self._pending_bytes -= first.nbytes
+                self._pending_bytes -= _spans_only(first).nbytes
             else:
+                first = _in_arrival_order(first)
                 rest = first.slice(excess)
                 self._pending[0] = rest
                 taken = excess
-                self._pending_bytes -= first.nbytes - rest.nbytes
+                self._pending_bytes -= _spans_only(first).nbytes - _spans_only(rest).nbytes
             excess -= taken
             dropped += taken
         self._pending_rows -= dropped
@@ -515,10 +595,10 @@ class ParquetSpanExporter(SpanExporter):
         tail: pa.Table | None = None
         cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
         if whole_files and 0 < cut < self._pending_rows:
-            spans = pa.concat_tables(tables)
+            spans = pa.concat_tables(_cut_in_arrival_order(tables, cut))
             tables, tail = [spans.slice(0, cut)], spans.slice(cut)
         if gaps:
-            tables.append(gap_table(gaps, self._resource))
+            tables.append(self._with_arrival(gap_table(gaps, self._resource)))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -575,9 +655,9 @@ class ParquetSpanExporter(SpanExporter):
         oldest = self._oldest
         self._clear_pending()
         if spans.num_rows:
-            self._pending = [spans]
+            self._pending = [self._with_arrival(spans)]
             self._pending_rows = spans.num_rows
-            self._pending_bytes = spans.nbytes
+            self._pending_bytes = _spans_only(spans).nbytes
             self._oldest = oldest if oldest is not None else time.monotonic()
 
     # -- age-based rotation while no new spans arrive ------------------------------------------
