@@ -14,6 +14,7 @@ recognised, and sorting takes its rows as for any other column.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Hashable
 from typing import Final
@@ -28,6 +29,16 @@ _MAX_ENTRIES: Final = 256
 _lock = threading.Lock()
 _arrays: dict[tuple[Hashable, pa.DataType, int], pa.Array] = {}
 _known: dict[tuple[int, ...], Hashable] = {}  # buffer addresses of a cached array -> value
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock in a forked child (another thread may have held it at the fork)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fingerprint(array: pa.Array) -> tuple[int, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -130,3 +132,21 @@ def test_sorting_batches_with_constant_columns_equals_a_plain_take(
         ],
     )
     assert sort_for_drilldown(table).equals(table.take(order))
+
+
+def test_a_forked_child_gets_a_lock_of_its_own() -> None:
+    """A lock held by another thread when the process forks would never be released in
+    the child: the child starts with a fresh one."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    with constant_arrays._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: the cache still works
+            try:
+                column = constant_arrays.nulls(3, pa.float64())
+                ok = constant_arrays.is_constant(pa.chunked_array([column]))
+                os._exit(0 if ok else 1)
+            except BaseException:
+                os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
