@@ -20,12 +20,13 @@ import base64
 import itertools
 import json
 import operator
-from collections.abc import Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
 
+from retryscope.instrumentation import constant_arrays
 from retryscope.schema import ATTR_MAP, BASE_FIELDS, SPAN_SCHEMA, TIMESTAMP
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
@@ -101,7 +102,7 @@ def _array(values: list[Any], type_: pa.DataType) -> pa.Array:
     All-null columns (most dedicated columns of most spans) skip the per-value conversion.
     """
     if values and values[0] is None and values.count(None) == len(values):
-        return pa.nulls(len(values), type_)
+        return constant_arrays.nulls(len(values), type_)
     try:
         return pa.array(values, type=type_)
     except UnicodeEncodeError:
@@ -143,7 +144,13 @@ def _offsets(rows: Sequence[Sized]) -> pa.Array:
 
 def _list_array(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
     """A list column (no nulls) from its rows, built from offsets and the flat items (an
-    empty row costs nothing)."""
+    empty row costs nothing; a column of empty rows is built once per length)."""
+    if rows and not any(rows):
+        return constant_arrays.constant((), type_, len(rows), lambda: _list_of(rows, type_))
+    return _list_of(rows, type_)
+
+
+def _list_of(rows: list[Sequence[Any]], type_: pa.ListType) -> pa.Array:
     items = _array(list(itertools.chain.from_iterable(rows)), type_.value_type)
     return pa.ListArray.from_arrays(_offsets(rows), items, type=type_)
 
@@ -163,11 +170,13 @@ class SpanColumns:
 
     def __init__(self) -> None:
         self._base: dict[str, list[Any]] = {f.name: [] for f in BASE_FIELDS}
+        self._arrow: dict[str, list[pa.Array]] = {}  # base columns given (in part) as arrays
         self._dedicated: list[list[Any]] = [[] for _ in DEDICATED]
         self._filled: set[int] = set()  # dedicated columns with a value in some row
         self._attr_keys: list[tuple[str, ...]] = []  # per row: keys of the attributes map
         self._attr_values: list[tuple[str, ...]] = []  # per row: their JSON-encoded values
         self._unrouted: list[Mapping[str, Any] | None] = []  # attributes not yet routed
+        self._unrouted_shapes: list[tuple[str, ...]] | None = []  # their shapes, if known
         self._resource: list[int] = []  # per row: its index into _resource_maps
         self._resource_maps: list[list[tuple[str, str]]] = []  # each distinct resource once
         self._events: list[Sequence[dict[str, Any]]] = []
@@ -222,9 +231,9 @@ class SpanColumns:
     def extend(
         self,
         *,
-        trace_id: Sequence[str],
-        span_id: Sequence[str],
-        parent_span_id: Sequence[str | None],
+        trace_id: Sequence[str] | pa.Array,
+        span_id: Sequence[str] | pa.Array,
+        parent_span_id: Sequence[str | None] | pa.Array,
         name: Sequence[str],
         kind: Sequence[str],
         start_ns: Sequence[int],
@@ -238,13 +247,17 @@ class SpanColumns:
         events: Sequence[Sequence[tuple[str, int, Mapping[str, Any] | None]]],
         links: Sequence[Sequence[tuple[str, str, Mapping[str, Any] | None]]],
         dropped_attributes: Sequence[int],
+        grouped_shapes: Sequence[tuple[str, ...]] | None = None,
     ) -> None:
-        """Add a batch of spans given as equally long columns (as :meth:`append` takes them)."""
+        """Add a batch of spans given as equally long columns (as :meth:`append` takes them);
+        the id columns may also be given as Arrow string arrays. ``grouped_shapes``: the
+        attributes' :func:`attribute_shapes`, for rows that come grouped by them (see
+        :func:`shape_order`): their attributes are then routed run by run, in place."""
         n = len(trace_id)
         b = self._base
-        b["trace_id"] += trace_id
-        b["span_id"] += span_id
-        b["parent_span_id"] += parent_span_id
+        self._put("trace_id", trace_id)
+        self._put("span_id", span_id)
+        self._put("parent_span_id", parent_span_id)
         b["name"] += name
         b["kind"] += kind
         b["start_time"] += start_ns
@@ -262,6 +275,11 @@ class SpanColumns:
             self._resource += [index for index, _ in resource_rows]
         b["scope_name"] += scope_name
         b["scope_version"] += scope_version
+        shapes = grouped_shapes
+        if shapes is not None and self._unrouted_shapes is not None and len(shapes) == n:
+            self._unrouted_shapes += shapes
+        else:  # not known for some rows: all are worked out when routed
+            self._unrouted_shapes = None
         self._unrouted += attributes
         if len(self._unrouted) >= _ROUTE_CHUNK:
             self._route_pending()
@@ -278,8 +296,21 @@ class SpanColumns:
             for span_links in links
         ]
         self._dropped += dropped_attributes
-        if len(self._dropped) != len(b["trace_id"]):
+        if not len(dropped_attributes) == len(span_id) == len(parent_span_id) == n:
             raise ValueError("SpanColumns.extend: columns of different lengths")
+
+    def _put(self, name: str, values: Sequence[Any] | pa.Array) -> None:
+        """Append to base column ``name`` a list of values or an Arrow array of its type."""
+        if not isinstance(values, pa.Array):
+            self._base[name] += values
+            return
+        if values.type != _TYPES[name]:
+            raise ValueError(f"SpanColumns.extend: {name} is {values.type}, not {_TYPES[name]}")
+        pieces = self._arrow.setdefault(name, [])
+        if self._base[name]:  # values appended before, as a list: they come first
+            pieces.append(_array(self._base[name], _TYPES[name]))
+            self._base[name] = []
+        pieces.append(values)
 
     def _resource_row(self, resource: Mapping[str, Any] | None) -> tuple[int, str | None]:
         """(index of the encoded resource, service name): spans of one process share one
@@ -301,8 +332,9 @@ class SpanColumns:
         if not self._unrouted:
             return
         batch, self._unrouted = self._unrouted, []
+        shapes, self._unrouted_shapes = self._unrouted_shapes, []
         n = len(batch)
-        routed = route_attributes(batch)
+        routed = route_attributes(batch, shapes, grouped=shapes is not None)
         for index, (column, values) in enumerate(
             zip(self._dedicated, routed.dedicated, strict=True)
         ):
@@ -324,6 +356,21 @@ class SpanColumns:
             type=ATTR_MAP,
         )
 
+    def _resources_array(self) -> pa.Array:
+        """The ``resource_attributes`` column: each distinct resource built once and repeated
+        by index; when every row has the same resource, the column is built once per length
+        (see :mod:`.constant_arrays`)."""
+        type_ = _TYPES["resource_attributes"]
+        maps, rows = self._resource_maps, self._resource
+
+        def build() -> pa.Array:
+            return _array(maps, type_).take(_dense(rows, pa.int32()))
+
+        if rows and rows.count(rows[0]) == len(rows):
+            value = ("resource", tuple(maps[rows[0]]))
+            return constant_arrays.constant(value, type_, len(rows), build)
+        return build()
+
     def to_table(self) -> pa.Table:
         self._route_pending()
         columns: dict[str, list[Any]] = {
@@ -338,20 +385,25 @@ class SpanColumns:
         arrays = {
             name: (_dense if name in _DENSE else _array)(values, SPAN_SCHEMA.field(name).type)
             for name, values in columns.items()
+            if name not in self._arrow
         }
+        for name, pieces in self._arrow.items():
+            if self._base[name]:
+                pieces = [*pieces, _array(self._base[name], _TYPES[name])]
+            arrays[name] = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         for index, attr in enumerate(DEDICATED):
             if index not in self._filled:
-                arrays[attr.column] = pa.nulls(len(self), SPAN_SCHEMA.field(attr.column).type)
+                arrays[attr.column] = constant_arrays.nulls(len(self), _TYPES[attr.column])
         arrays["attributes"] = self._attributes_array()
         arrays["events"] = _list_array(self._events, SPAN_SCHEMA.field("events").type)
         arrays["links"] = _list_array(self._links, SPAN_SCHEMA.field("links").type)
-        # Each distinct resource is built once and repeated by index.
-        resources = _array(self._resource_maps, SPAN_SCHEMA.field("resource_attributes").type)
-        arrays["resource_attributes"] = resources.take(_dense(self._resource, pa.int32()))
+        arrays["resource_attributes"] = self._resources_array()
         return pa.Table.from_arrays(
             [arrays[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA
         )
 
+
+_TYPES: Final[dict[str, pa.DataType]] = {field.name: field.type for field in SPAN_SCHEMA}
 
 _DENSE: Final = frozenset({"start_time", "end_time", "duration_ms", "dropped_attributes"})
 """Columns never null (by construction), filled through :func:`_dense`."""
@@ -510,33 +562,68 @@ def _route_rows(batch: Sequence[Mapping[str, Any] | None]) -> _Piece:
     return columns, keys, encoded
 
 
-def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
+def _as_is(values: list[Any]) -> list[Any]:
+    return values
+
+
+def attribute_shapes(batch: Sequence[Mapping[str, Any] | None]) -> list[tuple[str, ...]]:
+    """Each row's key sequence (``()`` for a row without attributes)."""
+    try:
+        return list(map(tuple, batch))  # type: ignore[arg-type]
+    except TypeError:  # a row without attributes (None)
+        return [tuple(attributes) if attributes else () for attributes in batch]
+
+
+def shape_order(shapes: Sequence[tuple[str, ...]]) -> list[int] | None:
+    """The row order that puts rows of one key sequence together (a stable sort by the
+    order in which each sequence first appears); None when the rows already are."""
+    first_seen: dict[tuple[str, ...], int] = {}
+    codes = list(map(first_seen.setdefault, shapes, itertools.count()))
+    if len(first_seen) == 1 or all(map(operator.le, codes, itertools.islice(codes, 1, None))):
+        return None
+    return sorted(range(len(codes)), key=codes.__getitem__)
+
+
+def route_attributes(
+    batch: list[Mapping[str, Any] | None],
+    shapes: Sequence[tuple[str, ...]] | None = None,
+    *,
+    grouped: bool = False,
+) -> Routed:
     """Each row's attributes into its dedicated columns (the value fits the column's type)
-    or the JSON-encoded ``attributes`` map (everything else).
+    or the JSON-encoded ``attributes`` map (everything else). ``shapes``: the rows'
+    :func:`attribute_shapes`, when known; ``grouped``: rows of one key sequence come one
+    after another (:func:`shape_order`).
 
     Rows are grouped by their key sequence (spans from one instrumentation point carry the
     same keys in the same order), and each group is routed a column at a time: one type
-    check per column of the group instead of one per value.
+    check per column of the group instead of one per value. Rows that come grouped are
+    routed run by run where they are, without reordering them.
     """
     n = len(batch)
-    try:
-        shapes: list[tuple[str, ...]] = list(map(tuple, batch))  # type: ignore[arg-type]
-    except TypeError:  # a row without attributes (None)
-        shapes = [tuple(attributes) if attributes else () for attributes in batch]
-    distinct = dict.fromkeys(shapes)
-    if len(distinct) == 1:
+    if shapes is None:
+        shapes = attribute_shapes(batch)
+    groups: list[tuple[tuple[str, ...], Sequence[Mapping[str, Any] | None]]] = []
+    put_back: Callable[[list[Any]], Sequence[Any]] = _as_is
+    if grouped:  # each run of one key sequence routed where it is
+        end = 0
+        for keys, run in itertools.groupby(shapes):
+            start, end = end, end + len(list(run))
+            groups.append((keys, batch[start:end]))
+    elif len(distinct := dict.fromkeys(shapes)) == 1:
         groups = [(next(iter(distinct)), batch)]
     else:  # grouped by a stable sort on a small code per key sequence
         code_of = {keys: code for code, keys in enumerate(distinct)}
         codes = list(map(code_of.__getitem__, shapes))
-        grouped = sorted(range(n), key=codes.__getitem__)
-        members = operator.itemgetter(*grouped)(batch)
-        groups = []
+        order = sorted(range(n), key=codes.__getitem__)
+        members = operator.itemgetter(*order)(batch)
         start = 0
         for keys, code in code_of.items():
             end = start + codes.count(code)
             groups.append((keys, members[start:end]))
             start = end
+        # (routed group by group: put back in row order at the end)
+        put_back = operator.itemgetter(*sorted(range(n), key=order.__getitem__))
     pieces: list[tuple[int, _Piece]] = []
     for keys, rows in groups:
         shape = _shape(keys)
@@ -550,7 +637,6 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
             map_values,
         )
     # concatenated group by group, then put back in row order
-    put_back = operator.itemgetter(*sorted(range(n), key=grouped.__getitem__))
     used = sorted({index for _, (dedicated, _, _) in pieces for index in dedicated})
     out: list[Sequence[Any] | None] = [None] * len(DEDICATED)
     for index in used:
@@ -559,6 +645,6 @@ def route_attributes(batch: list[Mapping[str, Any] | None]) -> Routed:
             column = dedicated.get(index)
             values += [None] * size if column is None else column
         out[index] = put_back(values)
-    map_keys = put_back([k for _, (_, keys_, _) in pieces for k in keys_])
-    map_values = put_back([v for _, (_, _, values_) in pieces for v in values_])
-    return Routed(out, list(map_keys), list(map_values))
+    keys_in = put_back(list(itertools.chain.from_iterable(p[1] for _, p in pieces)))
+    values_in = put_back(list(itertools.chain.from_iterable(p[2] for _, p in pieces)))
+    return Routed(out, list(keys_in), list(values_in))

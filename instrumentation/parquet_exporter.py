@@ -22,6 +22,7 @@ which is how ``OTEL_TRACES_EXPORTER=retryscope_parquet`` constructs it.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import operator
 import os
@@ -32,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.sdk.resources import Resource
@@ -40,10 +42,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from retryscope.instrumentation.columns import SpanColumns
+from retryscope.instrumentation.columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.gaps import GAP_TRACE_ID, Gap, GapLedger, GapReason, gap_table
 from retryscope.instrumentation.parquet_files import (
+    ARRIVAL,
     TEMP_PREFIX,
     TEMP_SUFFIX,
     FileNamer,
@@ -51,7 +54,12 @@ from retryscope.instrumentation.parquet_files import (
     sort_for_drilldown,
     write_partitioned,
 )
-from retryscope.instrumentation.span_fastpath import FAST_SPAN_TYPE, finished_attributes
+from retryscope.instrumentation.span_fastpath import (
+    FAST_SPAN_TYPE,
+    finished_attribute_columns,
+    finished_attributes,
+)
+from retryscope.instrumentation.span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
 
@@ -134,16 +142,47 @@ def _plain_types() -> frozenset[type]:
 _PLAIN_TYPES: Final = _plain_types()
 
 
-def _hex_ids(ids: Sequence[int], width: int) -> list[str]:
-    """Lowercase hex of each id, ``width`` bytes wide (``format(i, "032x")`` for 16); each
-    distinct id is formatted once (a batch holds several spans of each trace)."""
-    distinct = list(dict.fromkeys(ids))
-    try:  # map() over C functions: no Python frame per id
-        text = map(bytes.hex, map(operator.methodcaller("to_bytes", width, "big"), distinct))
-        hexes = dict(zip(distinct, text, strict=True))
-    except OverflowError:  # an id out of range (a hand-made context): as wide as it takes
-        hexes = {i: format(i, f"0{2 * width}x") for i in distinct}
-    return list(map(hexes.__getitem__, ids))
+def _tuple_contexts() -> bool:
+    """Whether a :class:`SpanContext` holds its trace and span id as tuple items 0 and 1
+    (read with ``itemgetter``, skipping a property call per span), checked on a probe."""
+    try:
+        probe = SpanContext(trace_id=5, span_id=7, is_remote=False)
+        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 5 and probe[1] == 7
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_TUPLE_CONTEXTS: Final = _tuple_contexts()
+
+
+def _context_ids(contexts: Sequence[Any], item: int) -> list[int]:
+    """The trace (``item`` 0) or span (1) id of each context: read as a tuple item from
+    plain ``SpanContext``s, through the public property from anything else."""
+    if _TUPLE_CONTEXTS and set(map(type, contexts)) <= {SpanContext}:
+        return list(map(operator.itemgetter(item), contexts))
+    return list(map(operator.attrgetter(("trace_id", "span_id")[item]), contexts))
+
+
+def _plain_status() -> bool:
+    """Whether :class:`Status` keeps its fields as ``_status_code``/``_description``."""
+    try:
+        probe = Status(StatusCode.ERROR, "x")
+        return (probe._status_code, probe._description) == (probe.status_code, probe.description)
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_PLAIN_STATUS: Final = _plain_status()
+_STATUS_FIELDS: Final = operator.attrgetter("_status_code", "_description")
+
+
+def _status_columns(statuses: Sequence[Status]) -> tuple[Sequence[str], Sequence[str | None]]:
+    """Status code names and descriptions, one per span."""
+    if _PLAIN_STATUS and set(map(type, statuses)) == {Status}:
+        codes, messages = zip(*map(_STATUS_FIELDS, statuses), strict=True)
+        return _enum_names(codes, _STATUS_NAMES), messages
+    code_names, messages = zip(*_per_object(statuses, _status_fields), strict=True)
+    return code_names, messages
 
 
 def _contents(lists: Sequence[Any]) -> Sequence[Any]:
@@ -159,6 +198,8 @@ def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
     """``read(o)`` for each object, called once per distinct object: spans share their
     resource and scope, and often their status."""
     ids = list(map(id, objects))
+    if ids and ids.count(ids[0]) == len(ids):  # one object (a process's resource)
+        return [read(objects[0])] * len(ids)
     distinct = dict(zip(ids, objects, strict=True))
     memo = {key: read(o) for key, o in distinct.items()}
     return list(map(memo.__getitem__, ids))
@@ -173,65 +214,133 @@ def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
     return resource.attributes if resource is not None else None
 
 
-def _scope_name(scope: InstrumentationScope | None) -> str | None:
-    return scope.name if scope is not None else None
+def _scope_fields(scope: InstrumentationScope | None) -> tuple[str | None, str | None]:
+    return (scope.name, scope.version) if scope is not None else (None, None)
 
 
-def _scope_version(scope: InstrumentationScope | None) -> str | None:
-    return scope.version if scope is not None else None
+def _links_of(span_links: Sequence[Link]) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    return [
+        (
+            format(link.context.trace_id, "032x"),
+            format(link.context.span_id, "016x"),
+            link.attributes,
+        )
+        for link in span_links
+    ]
 
 
 def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
     """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
     cols = cols if cols is not None else SpanColumns()
-    fields = _PRIVATE if set(map(type, spans)) <= _PLAIN_TYPES else _PUBLIC
+    _append_spans(spans, cols, by_shape=False)
+    return cols
+
+
+def spans_by_shape(spans: Sequence[ReadableSpan]) -> tuple[pa.Table, list[int] | None]:
+    """The rows of ``spans`` (as :func:`spans_to_columns` makes them) with the spans of one
+    attribute-key sequence next to each other, which saves putting routed attributes back
+    in span order; and for each row, the position of its span among the spans converted
+    (None: in span order)."""
+    cols = SpanColumns()
+    order = _append_spans(spans, cols, by_shape=True)
+    return cols.to_table(), order
+
+
+def _append_spans(
+    spans: Sequence[ReadableSpan], cols: SpanColumns, *, by_shape: bool
+) -> list[int] | None:
+    """:func:`spans_to_columns`; ``by_shape``: grouped as :func:`spans_by_shape` says,
+    returning the order (None: span order)."""
+    plain = set(map(type, spans)) <= _PLAIN_TYPES
+    fields = _PRIVATE if plain else _PUBLIC
     rows = list(map(fields, spans))
     if None in map(_FIRST, rows):  # a span without a context is skipped
         rows = [row for row in rows if row[0] is not None]
         spans = [span for span in spans if fields(span)[0] is not None]
     if not spans:
-        return cols
+        return None
+    read = finished_attribute_columns(spans) if plain else None
+    attributes, dropped = read if read is not None else (None, None)
+    order: list[int] | None = None
+    shapes: list[tuple[str, ...]] | None = None
+    if by_shape and attributes is not None and len(spans) > 1:
+        shapes = attribute_shapes(attributes)
+        order = shape_order(shapes)
+        if order is not None:
+            regroup = operator.itemgetter(*order)
+            rows, spans, attributes, shapes = (
+                list(regroup(rows)),
+                list(regroup(spans)),
+                list(regroup(attributes)),
+                list(regroup(shapes)),
+            )
+            dropped = list(regroup(dropped)) if dropped is not None else None
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
     del rows
     start_ns = [start or 0 for start in starts]
-    status_codes, status_messages = zip(*_per_object(statuses, _status_fields), strict=True)
-    parent_hex = iter(_hex_ids([p.span_id for p in parents if p is not None], 8))
+    status_codes, status_messages = _status_columns(statuses)
+    has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
+    parent_ids = _context_ids([p for p in parents if p is not None], 1)
+    scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
+    span_events, span_links = _contents(events), _contents(links)
     cols.extend(
-        trace_id=_hex_ids([ctx.trace_id for ctx in contexts], 16),
-        span_id=_hex_ids([ctx.span_id for ctx in contexts], 8),
-        parent_span_id=[next(parent_hex) if p is not None else None for p in parents],
+        trace_id=hex_ids(_context_ids(contexts, 0), 16),
+        span_id=span_id_column(_context_ids(contexts, 1)),
+        parent_span_id=span_id_column(parent_ids, has_parent),
         name=names,
         kind=_enum_names(kinds, _KIND_NAMES),
         start_ns=start_ns,
         end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
         status_code=status_codes,
         status_message=status_messages,
-        attributes=list(map(finished_attributes, spans)),
+        attributes=(
+            attributes if attributes is not None else list(map(finished_attributes, spans))
+        ),
         resource=_per_object(resources, _resource_attributes),
-        scope_name=_per_object(scopes, _scope_name),
-        scope_version=_per_object(scopes, _scope_version),
+        scope_name=scope_names,
+        scope_version=scope_versions,
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in span_events] if span_events else ()
-            for span_events in _contents(events)
-        ],
-        links=[
-            [
-                (
-                    format(link.context.trace_id, "032x"),
-                    format(link.context.span_id, "016x"),
-                    link.attributes,
-                )
-                for link in span_links
-            ]
-            if span_links
-            else ()
-            for span_links in _contents(links)
-        ],
-        dropped_attributes=list(map(_DROPPED, spans)),
+            [(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in span_events
+        ]
+        if any(span_events)
+        else [()] * len(span_events),
+        links=[_links_of(one) if one else () for one in span_links]
+        if any(span_links)
+        else [()] * len(span_links),
+        dropped_attributes=dropped if dropped is not None else list(map(_DROPPED, spans)),
+        grouped_shapes=shapes,
     )
-    return cols
+    return order
+
+
+def _spans_only(table: pa.Table) -> pa.Table:
+    """``table`` without its :data:`ARRIVAL` column."""
+    return table.drop_columns([ARRIVAL]) if ARRIVAL in table.column_names else table
+
+
+def _in_arrival_order(table: pa.Table) -> pa.Table:
+    """``table``'s rows in arrival order (to cut it between two rows by arrival)."""
+    arrival = table.column(ARRIVAL)
+    order = pc.sort_indices(arrival)
+    if pc.all(pc.equal(order, pa.array(np.arange(len(order)), type=order.type))).as_py():
+        return table
+    return table.take(order)
+
+
+def _cut_in_arrival_order(tables: list[pa.Table], cut: int) -> list[pa.Table]:
+    """``tables`` (in arrival order one after another) with the one holding the ``cut``-th
+    row put in arrival order, so that the first ``cut`` rows are the first that arrived."""
+    out = list(tables)
+    start = 0
+    for index, table in enumerate(out):
+        end = start + table.num_rows
+        if start < cut < end:
+            out[index] = _in_arrival_order(table)
+            break
+        start = end
+    return out
 
 
 def _gap_rows_of(table: pa.Table) -> pa.Array:
@@ -304,7 +413,8 @@ class ParquetSpanExporter(SpanExporter):
         self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
         """The most recent files written (the last 1024)."""
         self.gaps = GapLedger()
-        self._pending: list[pa.Table] = []
+        self._pending: list[pa.Table] = []  # span rows, each with its ARRIVAL number
+        self._arrived = 0  # rows numbered so far
         self._pending_rows = 0
         self._pending_bytes = 0
         self._oldest: float | None = None
@@ -337,14 +447,15 @@ class ParquetSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
+        order: list[int] | None = None
         try:
-            table = spans_to_columns(spans).to_table()
+            table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
         if spans and spans[-1].resource is not None:
             self._resource = spans[-1].resource.attributes
         with self._lock:
-            self._buffer(table)
+            self._buffer(table, order)
             self._ensure_ager()
             if not self._due():
                 return SpanExportResult.SUCCESS
@@ -425,14 +536,27 @@ class ParquetSpanExporter(SpanExporter):
             )
         )
 
-    def _buffer(self, table: pa.Table) -> None:
+    def _with_arrival(self, table: pa.Table, order: Sequence[int] | None = None) -> pa.Table:
+        """``table`` with its rows' arrival numbers (:data:`ARRIVAL`): the next ones, in
+        row order or, for rows not in arrival order, by ``order`` (each row's position)."""
+        if ARRIVAL in table.column_names:
+            return table
+        n = table.num_rows
+        positions = np.arange(n) if order is None else np.asarray(order, dtype=np.int64)
+        arrival = pa.array(positions + self._arrived, type=pa.int64())
+        self._arrived += n
+        return table.append_column(ARRIVAL, arrival)
+
+    def _buffer(self, table: pa.Table, order: Sequence[int] | None = None) -> None:
         if table.num_rows == 0:
             return
+        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
+        # the cost (``nbytes`` looks for shared buffer ranges); the arrival numbers not counted
+        size = _spans_only(table).get_total_buffer_size()
+        table = self._with_arrival(table, order)
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
-        # the cost (``nbytes`` looks for shared buffer ranges)
-        self._pending_bytes += table.get_total_buffer_size()
+        self._pending_bytes += size
         if self._oldest is None:
             self._oldest = time.monotonic()
         excess = self._pending_rows - self.config.buffer_rows
@@ -444,12 +568,13 @@ class ParquetSpanExporter(SpanExporter):
             if first.num_rows <= excess:
                 self._pending.pop(0)
                 taken = first.num_rows
-                self._pending_bytes -= first.nbytes
+                self._pending_bytes -= _spans_only(first).nbytes
             else:
+                first = _in_arrival_order(first)
                 rest = first.slice(excess)
                 self._pending[0] = rest
                 taken = excess
-                self._pending_bytes -= first.nbytes - rest.nbytes
+                self._pending_bytes -= _spans_only(first).nbytes - _spans_only(rest).nbytes
             excess -= taken
             dropped += taken
         self._pending_rows -= dropped
@@ -470,10 +595,10 @@ class ParquetSpanExporter(SpanExporter):
         tail: pa.Table | None = None
         cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
         if whole_files and 0 < cut < self._pending_rows:
-            spans = pa.concat_tables(tables)
+            spans = pa.concat_tables(_cut_in_arrival_order(tables, cut))
             tables, tail = [spans.slice(0, cut)], spans.slice(cut)
         if gaps:
-            tables.append(gap_table(gaps, self._resource))
+            tables.append(self._with_arrival(gap_table(gaps, self._resource)))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -530,9 +655,9 @@ class ParquetSpanExporter(SpanExporter):
         oldest = self._oldest
         self._clear_pending()
         if spans.num_rows:
-            self._pending = [spans]
+            self._pending = [self._with_arrival(spans)]
             self._pending_rows = spans.num_rows
-            self._pending_bytes = spans.nbytes
+            self._pending_bytes = _spans_only(spans).nbytes
             self._oldest = oldest if oldest is not None else time.monotonic()
 
     # -- age-based rotation while no new spans arrive ------------------------------------------

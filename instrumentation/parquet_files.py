@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from retryscope.instrumentation.bloom_filters import bloom_filter_options
 from retryscope.instrumentation.config import ExportConfig, Partitioning
+from retryscope.instrumentation.constant_arrays import is_constant
 from retryscope.instrumentation.parquet_encoding import DICTIONARY_COLUMNS
 
 TEMP_PREFIX: Final = "."
@@ -39,26 +40,36 @@ _PARTITION_FORMAT: Final[dict[Partitioning, str]] = {
 }
 
 
+ARRIVAL: Final = "_arrival"
+"""An optional column of a table to write (never written): each row's arrival sequence
+number, when the rows are not in arrival order (the exporter groups each batch's spans by
+attribute keys). Rows equal in the sort keys are then ordered by it, as arrival order
+would have put them."""
+
+
 def sort_for_drilldown(table: pa.Table) -> pa.Table:
-    """Rows ordered by logical request id, then start time (nulls last)."""
+    """Rows ordered by logical request id, then start time (nulls last), then arrival."""
     if table.num_rows < 2:
         return table
-    order = pc.sort_indices(
-        table,
-        sort_keys=[
-            ("logical_request_id", "ascending", "at_end"),
-            ("start_time", "ascending", "at_end"),
-        ],
-    )
+    keys = [
+        ("logical_request_id", "ascending", "at_end"),
+        ("start_time", "ascending", "at_end"),
+    ]
+    if ARRIVAL in table.column_names:
+        keys.append((ARRIVAL, "ascending", "at_end"))
+    order = pc.sort_indices(table, sort_keys=keys)
     return _take_rows(table, order)
 
 
 def _take_rows(table: pa.Table, order: pa.Array) -> pa.Table:
-    """``table.take(order)``; an all-null column (most dedicated columns of most files)
-    stays all-null, so it is rebuilt instead of gathered."""
-    n = len(order)
+    """``table.take(order)`` for a permutation ``order``; a column whose rows are all alike
+    (all null: most dedicated columns of most files; built as a constant column: empty
+    events and links, one process's resource) is the same in any order, so it is kept as
+    it is instead of gathered."""
     columns = [
-        pa.nulls(n, column.type) if column.null_count == column.length() else column.take(order)
+        column
+        if column.null_count == column.length() or is_constant(column)
+        else column.take(order)
         for column in table.columns
     ]
     return pa.Table.from_arrays(columns, schema=table.schema)
@@ -182,6 +193,8 @@ class FileNamer:
 
 def write_atomic(table: pa.Table, final: Path, config: ExportConfig) -> Path:
     """Write ``table`` (already sorted) to ``final`` via a hidden temporary file and rename."""
+    if ARRIVAL in table.column_names:
+        table = table.drop_columns([ARRIVAL])
     make_dirs(final.parent, config.dir_mode)
     temp = final.with_name(f"{TEMP_PREFIX}{final.name}{TEMP_SUFFIX}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, config.file_mode)

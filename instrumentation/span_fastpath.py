@@ -19,8 +19,9 @@ public call would.
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry.attributes import BoundedAttributes
@@ -169,6 +170,7 @@ def _readable_types() -> frozenset[type]:
             getattr(span, "_attributes", None) is stored
             and type(getattr(stored, "_dict", None)) is dict
             and stored._dict == dict(span.attributes)
+            and stored.dropped == span.dropped_attributes
         )
     except Exception:  # any surprise: the public path only
         expected = False
@@ -178,6 +180,13 @@ def _readable_types() -> frozenset[type]:
 
 
 _READABLE_TYPES: Final = _readable_types()
+_COUNTING_TYPES: Final = frozenset(
+    t
+    for t in _READABLE_TYPES
+    if getattr(t, "dropped_attributes", None) is ReadableSpan.dropped_attributes
+)
+"""Of those, the classes whose ``dropped_attributes`` is ``ReadableSpan``'s (the count of
+their ``BoundedAttributes``)."""
 
 
 def finished_attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
@@ -188,3 +197,23 @@ def finished_attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
         if type(attrs) is BoundedAttributes:
             return attrs._dict
     return span.attributes
+
+
+_DICT: Final = operator.attrgetter("_dict")
+_DROPPED: Final = operator.attrgetter("dropped")
+_STORED: Final = operator.attrgetter("_attributes")
+
+
+def finished_attribute_columns(
+    spans: Sequence[ReadableSpan],
+) -> tuple[list[Mapping[str, Any]], list[int]] | None:
+    """For a batch of finished SDK spans: each span's attributes (as
+    :func:`finished_attributes` reads them) and its ``dropped_attributes`` count, read
+    straight from the ``BoundedAttributes`` of each; None unless every span is of a class
+    :func:`finished_attributes` reads directly and stores a ``BoundedAttributes``."""
+    if not set(map(type, spans)) <= _COUNTING_TYPES:
+        return None
+    stored = list(map(_STORED, spans))
+    if set(map(type, stored)) != {BoundedAttributes}:
+        return None
+    return list(map(_DICT, stored)), list(map(_DROPPED, stored))
