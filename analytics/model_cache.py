@@ -97,11 +97,15 @@ def configured(con: duckdb.DuckDBPyConnection) -> ModelCache | None:
     """The model cache :func:`~retryscope.analytics.dataset.connect` set up on ``con``
     (None without one, and on cursors: a drill-down builds its own small model)."""
     rows = con.execute("SELECT getvariable('rs_model_cache')").fetchall()
-    value = rows[0][0] if rows else None
-    if not value:
+    return from_setting(rows[0][0] if rows else None)
+
+
+def from_setting(value: object) -> ModelCache | None:
+    """The cache named by the ``rs_model_cache`` variable's value (path, fingerprint)."""
+    if not isinstance(value, list) or len(value) != 2:
         return None
     path, fingerprint = value
-    return ModelCache(Path(path), str(fingerprint))
+    return ModelCache(Path(str(path)), str(fingerprint))
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
@@ -114,6 +118,7 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
     for (view,) in views:
         con.execute(f"DROP VIEW temp.main.{view}")
     con.execute(f"DETACH DATABASE IF EXISTS {_ALIAS}")
+    con.execute("SET VARIABLE rs_model_attached = false")
 
 
 def attach(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
@@ -143,6 +148,7 @@ def attach(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
         _warn(f"model cache {cache.path} is damaged ({type(exc).__name__}: {exc}); rebuilding it")
         return False
     con.execute("CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts")
+    con.execute("SET VARIABLE rs_model_attached = true")
     if skipped:  # what the cached build skipped, later queries of `spans` skip too
         from retryscope.analytics.dataset import skip_files
 

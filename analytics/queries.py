@@ -43,16 +43,21 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
     was given, when it is up to date (and save them there after a build). Over the whole
     data set the model also holds the unfiltered scope's ``all_route_latency`` and
     ``all_request_facts``; a drill-down (``whole_data_set=False``) needs neither."""
-    built = con.execute("SELECT getvariable('rs_base_built')").fetchall()
-    if built and built[0][0]:
+    # one round trip: a drill-down runs this on a fresh cursor every time
+    ((built, cache_setting, attached),) = con.execute(
+        "SELECT getvariable('rs_base_built'), getvariable('rs_model_cache'),"
+        " getvariable('rs_model_attached')"
+    ).fetchall()
+    if built:
         return
     from retryscope.analytics import model_cache
 
-    cache = model_cache.configured(con)
+    cache = model_cache.from_setting(cache_setting)
     if cache is not None and model_cache.attach(con, cache):
         con.execute("SET VARIABLE rs_base_built = true")
         return
-    model_cache.release(con)  # a model attached earlier on con (another data set's)
+    if attached:
+        model_cache.release(con)  # a model attached earlier on con (another data set's)
     try:
         con.execute(load("base"))
     except duckdb.Error:
