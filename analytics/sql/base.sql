@@ -318,7 +318,14 @@ SELECT
     count(span_id) AS attempts,
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
     count(span_id) FILTER (WHERE is_leaf) AS receiver,
-    max(group_size) AS max_n
+    max(group_size) AS max_n,
+    -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64 as
+    -- bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with these
+    min(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS min_ordinal,
+    max(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS max_ordinal,
+    bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
+                          THEN 1::UBIGINT << (attempt_ordinal - 1) END)
+              FILTER (WHERE NOT classified_from_http)) AS ordinals_1_to_64
 FROM all_attempt_facts
 GROUP BY hash(logical_request_id), layer;
 

@@ -37,19 +37,30 @@ WHERE previous_ordinal > attempt_ordinal;
 
 -- Layers of a request whose recorded ordinals do not run 1, 2, ... without a gap (an
 -- attempt whose span was never exported); classified HTTP sends are numbered here, not by
--- their writer, and are left out.
+-- their writer, and are left out. The candidates come from all_request_layers: a layer
+-- whose smallest ordinal is not 1 or whose largest is not the number of distinct ordinals
+-- among 1..64 (an ordinal outside 1..64 makes the smallest < 1 or the largest > 64, so it
+-- is a candidate too); only their attempts are grouped again, for the exact check and the
+-- list of ordinals.
 CREATE OR REPLACE TEMP TABLE ordinal_gaps AS
+WITH candidates AS (
+    SELECT h, layer
+    FROM all_request_layers
+    WHERE min_ordinal IS NOT NULL
+      AND (min_ordinal <> 1 OR max_ordinal <> ordinals_1_to_64)
+)
 SELECT
-    any_value(logical_request_id) AS logical_request_id,
-    any_value(trace_id) AS trace_id,
-    min(start_time) AS start_time,
-    layer,
-    list(attempt_ordinal ORDER BY attempt_ordinal) AS ordinals
-FROM all_attempt_facts
-WHERE NOT classified_from_http
--- grouped on a 64-bit hash of the request id: far cheaper than on the id string
-GROUP BY hash(logical_request_id), layer
-HAVING min(attempt_ordinal) <> 1 OR max(attempt_ordinal) <> count(DISTINCT attempt_ordinal);
+    any_value(a.logical_request_id) AS logical_request_id,
+    any_value(a.trace_id) AS trace_id,
+    min(a.start_time) AS start_time,
+    a.layer,
+    list(a.attempt_ordinal ORDER BY a.attempt_ordinal) AS ordinals
+FROM all_attempt_facts a
+SEMI JOIN candidates c ON c.h = hash(a.logical_request_id) AND c.layer = a.layer
+WHERE NOT a.classified_from_http
+GROUP BY hash(a.logical_request_id), a.layer
+HAVING min(a.attempt_ordinal) <> 1
+    OR max(a.attempt_ordinal) <> count(DISTINCT a.attempt_ordinal);
 
 -- Idempotency digests shared by requests with different request digests (one key reused
 -- for different work), whichever requests are in scope.

@@ -1,0 +1,97 @@
+"""The ordinal checks of the model (model_checks.sql) against a direct reading of their
+definition, for any ordinals a writer may record: gaps, repeats, zero and negative
+ordinals, ordinals beyond 64 (past the fast path's bitmask), layers of one attempt."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from retryscope import vocabulary as v
+from retryscope.analytics import findings
+from retryscope.analytics.dataset import connect
+from retryscope.instrumentation import ParquetSpanExporter
+from tests.recorder import MS, T0
+
+ORDINALS = st.lists(
+    st.one_of(st.integers(-2, 8), st.integers(60, 70), st.integers(2**31 - 2, 2**31 - 1)),
+    min_size=1,
+    max_size=7,
+)
+LAYERS = st.dictionaries(st.sampled_from(("harness", "sdk", "transport")), ORDINALS, min_size=1)
+
+
+def _gap(ordinals: list[int]) -> bool:
+    """The definition: the distinct ordinals are not exactly 1, 2, ..., max (distinct
+    integers from 1 to max are all of them when there are max of them)."""
+    distinct = set(ordinals)
+    return not (min(distinct) == 1 and len(distinct) == max(distinct))
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(requests=st.lists(LAYERS, min_size=1, max_size=4))
+def test_missing_ordinals_follow_their_definition(
+    tmp_path_factory: object, requests: list[dict[str, list[int]]]
+) -> None:
+    root = tmp_path_factory.mktemp("ordinals") / "data"  # type: ignore[attr-defined]
+    exporter = ParquetSpanExporter(root)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("writer")
+    clock = itertools.count(T0, MS)
+    for i, layers in enumerate(requests):
+        for layer, ordinals in layers.items():
+            for ordinal in ordinals:
+                start = next(clock)
+                span = tracer.start_span(
+                    "attempt",
+                    attributes={
+                        v.SPAN_ROLE.key: "attempt",
+                        v.LOGICAL_REQUEST_ID.key: f"r{i}",
+                        v.LAYER.key: layer,
+                        v.ATTEMPT_ORDINAL.key: ordinal,
+                        v.ROUTE_ID.key: "p",
+                    },
+                    start_time=start,
+                )
+                span.end(end_time=start + MS // 2)
+    provider.shutdown()
+    con, _ = connect(root)
+    got = sorted(
+        (r["logical_request_id"], r["evidence"])
+        for r in findings(con, rule="missing_ordinals").to_pylist()
+    )
+    expected = sorted(
+        (f"r{i}", f'{{"layer":"{layer}","ordinals":[{",".join(map(str, sorted(ordinals)))}]}}')
+        for i, layers in enumerate(requests)
+        for layer, ordinals in layers.items()
+        if _gap(ordinals)
+    )
+    assert got == expected
+
+
+def test_ordinals_beyond_the_bitmask(tmp_path: Path) -> None:
+    """1..70 without a gap is no finding; 1..64 and 66 is one (65 is missing)."""
+    test_missing_ordinals_follow_their_definition.hypothesis.inner_test(  # type: ignore[attr-defined]
+        _Factory(tmp_path), [{"harness": list(range(1, 71)), "sdk": [*range(1, 65), 66]}]
+    )
+
+
+class _Factory:
+    def __init__(self, root: Path) -> None:
+        self.root, self.n = root, 0
+
+    def mktemp(self, name: str) -> Path:
+        self.n += 1
+        path = self.root / f"{name}{self.n}"
+        path.mkdir()
+        return path
