@@ -1,10 +1,12 @@
-"""The ordinal checks of the model (model_checks.sql) against a direct reading of their
-definition, for any ordinals a writer may record: gaps, repeats, zero and negative
-ordinals, ordinals beyond 64 (past the fast path's bitmask), layers of one attempt."""
+"""The ordinal checks of the model (model_checks.sql: gaps, ordinals out of order) against a
+direct reading of their definitions, for any ordinals a writer may record: gaps, repeats,
+zero and negative ordinals, ordinals beyond 64 (past the fast path's bitmask), layers of
+one attempt."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -39,7 +41,7 @@ def _gap(ordinals: list[int]) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(requests=st.lists(LAYERS, min_size=1, max_size=4))
-def test_missing_ordinals_follow_their_definition(
+def test_ordinal_checks_follow_their_definitions(
     tmp_path_factory: object, requests: list[dict[str, list[int]]]
 ) -> None:
     root = tmp_path_factory.mktemp("ordinals") / "data"  # type: ignore[attr-defined]
@@ -77,11 +79,25 @@ def test_missing_ordinals_follow_their_definition(
         if _gap(ordinals)
     )
     assert got == expected
+    # attempts of a layer were written in list order: one numbered below the attempt
+    # before it is out of order
+    out_of_order = sorted(
+        (r["logical_request_id"], e["layer"], e["attempt_ordinal"], e["previous_ordinal"])
+        for r in findings(con, rule="telemetry_anomaly").to_pylist()
+        if (e := json.loads(r["evidence"]))["problem"] == "ordinals_out_of_order"
+    )
+    assert out_of_order == sorted(
+        (f"r{i}", layer, current, previous)
+        for i, layers in enumerate(requests)
+        for layer, ordinals in layers.items()
+        for previous, current in itertools.pairwise(ordinals)
+        if previous > current
+    )
 
 
 def test_ordinals_beyond_the_bitmask(tmp_path: Path) -> None:
     """1..70 without a gap is no finding; 1..64 and 66 is one (65 is missing)."""
-    test_missing_ordinals_follow_their_definition.hypothesis.inner_test(  # type: ignore[attr-defined]
+    test_ordinal_checks_follow_their_definitions.hypothesis.inner_test(  # type: ignore[attr-defined]
         _Factory(tmp_path), [{"harness": list(range(1, 71)), "sdk": [*range(1, 65), 66]}]
     )
 

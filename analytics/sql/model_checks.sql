@@ -22,16 +22,20 @@ FROM (
 WHERE problem IS NOT NULL;
 
 -- Ordinals are handed out in dispatch order, so a later attempt of a layer with a smaller
--- ordinal means skewed clocks or a writer that numbers attempts wrongly.
+-- ordinal means skewed clocks or a writer that numbers attempts wrongly. Only layers with
+-- two attempts or more can show it (a third of the attempts sort less).
 CREATE OR REPLACE TEMP TABLE ordinal_anomalies AS
 SELECT logical_request_id, trace_id, span_id, start_time, layer, attempt_ordinal,
        previous_ordinal
 FROM (
-    SELECT logical_request_id, trace_id, span_id, start_time, layer, attempt_ordinal,
-           lag(attempt_ordinal) OVER (
-               PARTITION BY hash(logical_request_id, layer)
-               ORDER BY start_time, attempt_ordinal) AS previous_ordinal
-    FROM all_attempt_facts
+    SELECT a.logical_request_id, a.trace_id, a.span_id, a.start_time, a.layer,
+           a.attempt_ordinal,
+           lag(a.attempt_ordinal) OVER (
+               PARTITION BY hash(a.logical_request_id, a.layer)
+               ORDER BY a.start_time, a.attempt_ordinal) AS previous_ordinal
+    FROM all_attempt_facts a
+    SEMI JOIN (SELECT h, layer FROM all_request_layers WHERE attempts >= 2) m
+      ON m.h = hash(a.logical_request_id) AND m.layer = a.layer
 )
 WHERE previous_ordinal > attempt_ordinal;
 
