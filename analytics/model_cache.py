@@ -79,6 +79,8 @@ def model_cache(
         f"retryscope {__version__}",
         f"duckdb {duckdb.__version__}",
         load("macros"),
+        load("base_attempts"),
+        load("base_http_attempts"),
         load("base"),
         load("model_checks"),
         load("scope_unfiltered"),

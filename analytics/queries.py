@@ -59,13 +59,13 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
     if attached:
         model_cache.release(con)  # a model attached earlier on con (another data set's)
     try:
-        con.execute(load("base"))
+        _build_base(con, whole_data_set=whole_data_set)
     except duckdb.Error:
         from retryscope.analytics.dataset import drop_undecodable_files
 
         if not drop_undecodable_files(con):
             raise
-        con.execute(load("base"))  # over the files that decode
+        _build_base(con, whole_data_set=whole_data_set)  # over the files that decode
     if whole_data_set:  # the unfiltered scope's per-request facts are part of the model
         from retryscope.analytics import scope_facts
 
@@ -75,3 +75,12 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
     con.execute("SET VARIABLE rs_base_built = true")
     if cache is not None:
         model_cache.save(con, cache)
+
+
+def _build_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool) -> None:
+    """The model's three scripts; a drill-down's request without unmarked HTTP client
+    spans skips the classification of HTTP sends (nothing to classify)."""
+    con.execute(load("base_attempts"))
+    if whole_data_set or con.execute(load("unmarked_http_spans")).fetchall()[0][0]:
+        con.execute(load("base_http_attempts"))
+    con.execute(load("base"))

@@ -1,0 +1,85 @@
+-- The model's second script (after base_attempts.sql). A drill-down skips it when its
+-- request has no HTTP client span without a role (sql/unmarked_http_spans.sql): planning
+-- it is the costliest of a lookup's statements (≈ 9 ms).
+
+-- 3. HTTP client spans that an HTTP instrumentation made inside an attempt without
+-- marking them, classified as transport attempts beneath their innermost enclosing
+-- attempt.
+INSERT INTO attempt_rows BY NAME
+WITH
+-- HTTP client spans under a logical request, in current or older HTTP semantic
+-- conventions (`http.method`/`http.status_code` stay in the attributes map)
+http AS (
+    SELECT * FROM (
+        SELECT * REPLACE (
+            coalesce(http_method, json_extract_string(attributes['http.method'], '$'))
+                AS http_method,
+            coalesce(http_status_code, TRY_CAST(attributes['http.status_code'] AS INTEGER))
+                AS http_status_code
+        )
+        FROM spans
+        WHERE span_role IS NULL AND kind = 'CLIENT' AND logical_request_id IS NOT NULL
+    )
+    WHERE http_method IS NOT NULL
+),
+-- the innermost enclosing attempt: the parent span when it is one, else the deepest
+-- attempt of the stamped ordinal and route whose time span contains the HTTP span
+candidates AS (
+    SELECT
+        h.trace_id AS http_trace_id, h.span_id AS http_span_id,
+        a.layer, a.attempt_ordinal, a.route_release, a.route_priority, a.is_fallback,
+        a.route_capability_digest, a.route_behavior_class, a.route_data_boundary,
+        a.retry_owner, a.deadline,
+        (a.span_id = h.parent_span_id, rs_layer_rank(a.layer)) AS preference
+    FROM http h
+    JOIN (
+        SELECT *
+        FROM attempt_rows
+        WHERE logical_request_id IN (SELECT logical_request_id FROM http)
+    ) a
+      ON a.logical_request_id = h.logical_request_id
+     AND a.attempt_ordinal = h.attempt_ordinal
+     AND a.route_id IS NOT DISTINCT FROM h.route_id
+     AND (a.span_id = h.parent_span_id
+          OR (a.start_time <= h.start_time AND a.end_time >= h.end_time))
+),
+enclosing AS (
+    SELECT
+        http_trace_id AS trace_id, http_span_id AS span_id,
+        arg_max(layer, preference) AS parent_layer,
+        arg_max(attempt_ordinal, preference) AS parent_attempt_ordinal,
+        arg_max(route_release, preference) AS route_release,
+        arg_max(route_priority, preference) AS route_priority,
+        arg_max(is_fallback, preference) AS is_fallback,
+        arg_max(route_capability_digest, preference) AS route_capability_digest,
+        arg_max(route_behavior_class, preference) AS route_behavior_class,
+        arg_max(route_data_boundary, preference) AS route_data_boundary,
+        arg_max(retry_owner, preference) AS retry_owner,
+        arg_max(deadline, preference) AS deadline
+    FROM candidates
+    GROUP BY http_trace_id, http_span_id
+)
+SELECT
+    h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id,
+    h.start_time, h.end_time, h.duration_ms,
+    'transport' AS layer,
+    (row_number() OVER (
+        PARTITION BY h.logical_request_id ORDER BY h.start_time, h.span_id))::INTEGER
+        AS attempt_ordinal,
+    e.parent_layer, e.parent_attempt_ordinal,
+    h.route_id, e.route_release, e.route_priority, e.is_fallback,
+    e.route_capability_digest, e.route_behavior_class, e.route_data_boundary,
+    h.backoff_delay_ms, h.retry_after_ms, h.not_before,
+    coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
+    h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
+    rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
+    rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
+    h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
+    h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
+    h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
+    h.breaker_state,
+    h.lower_max_retries,
+    TRUE AS classified_from_http
+FROM http h
+JOIN enclosing e ON e.trace_id = h.trace_id AND e.span_id = h.span_id
+WHERE e.parent_layer <> 'transport';  -- inside a marked transport attempt: not another one
