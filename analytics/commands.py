@@ -164,3 +164,24 @@ def whatif_command(
         f"(recorded outcome assumed)."
     )
     return 0
+
+
+def model_command(path: str, model_cache: str | None) -> int:
+    """Build the data set's model into ``model_cache`` unless the cached one is up to date
+    (run after ingest, e.g. from cron, so interactive analyses find it ready)."""
+    from retryscope.analytics.model_cache import configured
+    from retryscope.analytics.queries import ensure_base
+
+    if not model_cache:
+        raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
+    with _open(path, model_cache) as con:
+        cache = configured(con)
+        if cache is None:
+            raise ValueError(f"{path} is in an object store: its model is not cached")
+        ensure_base(con)
+        ((attached,),) = con.execute("SELECT getvariable('rs_model_attached')").fetchall()
+    if not cache.path.is_file():
+        return 1  # the warning said why it could not be written
+    state = "up to date" if attached else "built"
+    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB)")
+    return 0

@@ -116,6 +116,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if summary.skipped else 0
 
 
+def _cmd_model(args: argparse.Namespace) -> int:
+    from retryscope.analytics.commands import model_command
+
+    return model_command(args.path, args.model_cache)
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -211,6 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
     )
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser(
+        "model", help="build the cached audit model of a data set (unless it is up to date)"
+    )
+    p.add_argument("path", help="data directory")
+    _add_model_cache(p)
+    p.set_defaults(func=_cmd_model)
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
     p.add_argument("path", help="data directory")

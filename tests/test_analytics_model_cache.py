@@ -152,3 +152,18 @@ def test_cli_model_cache_flag_and_environment(
     assert capsys.readouterr().out == plain
     assert main(["findings", str(data), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) is not None
+
+
+def test_model_command_builds_once_then_finds_it_up_to_date(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("RETRYSCOPE_MODEL_CACHE", raising=False)
+    cache = tmp_path / "cache"
+    assert main(["model", str(data), "--model-cache", str(cache)]) == 0
+    (saved,) = cache.glob("model-*.duckdb")
+    assert capsys.readouterr().out.startswith(f"built: {saved} (")
+    assert main(["model", str(data), "--model-cache", str(cache)]) == 0
+    assert capsys.readouterr().out.startswith(f"up to date: {saved} (")
+    assert _report(data, cache) == (_report(data, None)[0], True)
+    assert main(["model", str(data)]) == 2  # no cache directory named
+    assert "give --model-cache DIR" in capsys.readouterr().err
