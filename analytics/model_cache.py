@@ -178,12 +178,19 @@ def save(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
             con.execute("DETACH rs_model_out")
         os.replace(tmp, cache.path)
     except (OSError, duckdb.Error) as exc:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            with contextlib.suppress(OSError):
-                leftover.unlink(missing_ok=True)
+        _remove(tmp)
         _warn(f"model cache {cache.path} not written ({type(exc).__name__}: {exc})")
         return False
+    except BaseException:  # interrupted (Ctrl-C): leave no half-written file behind
+        _remove(tmp)
+        raise
     return True
+
+
+def _remove(tmp: Path) -> None:
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        with contextlib.suppress(OSError):
+            leftover.unlink(missing_ok=True)
 
 
 def _warn(message: str) -> None:
