@@ -22,7 +22,7 @@ WITH agg AS (
         coalesce(bool_or(a.outcome = 'success' AND a.end_time > a.request_deadline), FALSE)
             AS late_success,
         count(*) FILTER (WHERE a.deadline_remaining_ms < l.p50_ms) AS doomed_dispatches,
-        -- amplification by request-level slices (amplification_by_request.sql)
+        -- amplification by request-level slices (amplification.sql)
         count(a.span_id) AS physical_attempts,
         count(a.span_id) FILTER (WHERE a.layer = 'harness') AS harness_attempts,
         count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level_attempts,
