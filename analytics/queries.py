@@ -66,21 +66,23 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
         if not drop_undecodable_files(con):
             raise
         _build_base(con, whole_data_set=whole_data_set)  # over the files that decode
-    if whole_data_set:  # the unfiltered scope's per-request facts are part of the model
-        from retryscope.analytics import scope_facts
-
-        con.execute(load("model_checks"))
-        con.execute(load("scope_unfiltered"))
-        scope_facts.build(con, "all")
     con.execute("SET VARIABLE rs_base_built = true")
     if cache is not None:
         model_cache.save(con, cache)
 
 
 def _build_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool) -> None:
-    """The model's three scripts; a drill-down's request without unmarked HTTP client
-    spans skips the classification of HTTP sends (nothing to classify)."""
+    """The model's three scripts (a drill-down's request without unmarked HTTP client
+    spans skips the classification of HTTP sends: nothing to classify); over the whole data
+    set also the telemetry checks and the unfiltered scope's per-request facts. Every
+    statement that reads ``spans`` runs here, where an undecodable file is caught."""
     con.execute(load("base_attempts"))
     if whole_data_set or con.execute(load("unmarked_http_spans")).fetchall()[0][0]:
         con.execute(load("base_http_attempts"))
     con.execute(load("base"))
+    if whole_data_set:
+        from retryscope.analytics import scope_facts
+
+        con.execute(load("model_checks"))
+        con.execute(load("scope_unfiltered"))
+        scope_facts.build(con, "all")

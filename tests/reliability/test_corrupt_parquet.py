@@ -110,3 +110,32 @@ def test_any_damage_to_one_file_never_stops_the_report(
         assert skipped == {str(victim)}
     if skipped:
         assert report["logical_requests"] == 2 * 4  # the two untouched files
+
+
+@pytest.mark.parametrize("column", ["name", "parent_span_id", "trace_id"])
+def test_damage_to_one_column_only_is_found_by_whichever_statement_reads_it(
+    template: Path, tmp_path: Path, column: str
+) -> None:
+    """Garbled pages of a single column (the footer intact) are found by whichever part of
+    the model first reads that column, e.g. the telemetry checks for `name`; the file is
+    skipped and named, the rest answers."""
+    root = tmp_path / "data"
+    shutil.copytree(template, root)
+    victim = visible_files(root)[0]
+    meta = pq.read_metadata(victim)
+    chunks = [
+        meta.row_group(g).column(c)
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+        if meta.row_group(g).column(c).path_in_schema.split(".")[0] == column
+    ]
+    assert chunks, column
+    for chunk in chunks:
+        start = chunk.dictionary_page_offset or chunk.data_page_offset
+        _flip(victim, start + 8, start + chunk.total_compressed_size)
+    con, dataset = connect(root)
+    report = build_report(con)
+    assert [Path(s.path) for s in skipped_files(con, dataset)] == [victim]
+    reference = build_report(connect(template)[0])
+    assert 0 < report["logical_requests"] < reference["logical_requests"]
+    assert findings(con).num_rows <= findings(connect(template)[0]).num_rows
