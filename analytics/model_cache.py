@@ -143,6 +143,12 @@ def attach(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
             con.execute(f"DETACH {_ALIAS}")
             return False
         skipped = {str(p): str(r) for p, r in json.loads(info.get("skipped", "[]"))}
+        built = con.execute(  # an earlier build on con (of another data set) gives way
+            "SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name IN ?",
+            [list(MODEL_TABLES)],
+        ).fetchall()
+        for (table,) in built:
+            con.execute(f"DROP TABLE temp.main.{table}")
         for table in MODEL_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {_ALIAS}.{table}")
     except (duckdb.Error, ValueError, TypeError) as exc:

@@ -167,3 +167,25 @@ def test_model_command_builds_once_then_finds_it_up_to_date(
     assert _report(data, cache) == (_report(data, None)[0], True)
     assert main(["model", str(data)]) == 2  # no cache directory named
     assert "give --model-cache DIR" in capsys.readouterr().err
+
+
+def test_a_connection_reused_for_another_data_set_switches_models(
+    data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Built in memory for one data set, attached from the cache for the next, built again
+    for a third: each report is that data set's, with no warning."""
+    other = Recorder(tmp_path / "other")
+    _generate(other, 40, seed=9)
+    other.connect()
+    cache = tmp_path / "cache"
+    _report(other.directory, cache)  # other's model is now cached
+    con, _ = connect(data)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+        assert build_report(con)["logical_requests"] == 120
+        connect(other.directory, con=con, model_cache=cache)
+        assert build_report(con)["logical_requests"] == 40
+        assert _attached(con)
+        connect(data, con=con)
+        assert build_report(con)["logical_requests"] == 120
+        assert not _attached(con)
+    assert caplog.text == ""
