@@ -142,9 +142,10 @@ requests_by_hash AS (
     SELECT hash(logical_request_id) AS h, * FROM request_base
 )
 SELECT
-    -- the request's tenant, operation and digests are request_base's; per attempt they
-    -- would only cost memory
-    w.* EXCLUDE (parent_span_id, tenant, operation, idempotency_digest, logical_request_digest),
+    -- the request's tenant, operation and digests are request_base's, and cost_estimated
+    -- is folded into cost_is_estimate; per attempt they would only cost memory
+    w.* EXCLUDE (parent_span_id, tenant, operation, idempotency_digest, logical_request_digest,
+                 cost_estimated),
     g.* EXCLUDE (aid),
     c.k IS NULL AS is_leaf,
     g.group_position > 1 AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
@@ -156,7 +157,6 @@ SELECT
         AND coalesce(w.decision, 'complete') = 'complete'
         AND NOT coalesce(w.hedge_cancelled, FALSE)
         AND coalesce(r.terminal, 'complete') = 'complete' AS accepted,
-    r.started_at AS request_started_at,
     r.ended_at AS request_ended_at,
     r.has_request_span,
     r.terminal,
