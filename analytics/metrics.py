@@ -190,13 +190,11 @@ def ensure_retry_clusters(con: duckdb.DuckDBPyConnection, thresholds: Thresholds
     ``memo_retry_clusters`` unless they are there already (two whole-scope window passes
     over the repeats: the report and the findings both need them)."""
     gap, least = thresholds.sync_gap_ms, thresholds.sync_min_requests
-    key = f"{_variable(con, 'rs_scope_id')}|{gap!r}|{least!r}"
-    if _variable(con, "rs_clusters_key") == key:
+    ((scope, memo),) = con.execute(
+        "SELECT getvariable('rs_scope_id'), getvariable('rs_clusters_key')"
+    ).fetchall()
+    key = f"{scope}|{gap!r}|{least!r}"
+    if memo == key:
         return
     con.execute(load_sql("retry_clusters_memo"), {"gap_ms": gap, "min_requests": least})
     con.execute("SET VARIABLE rs_clusters_key = ?", [key])
-
-
-def _variable(con: duckdb.DuckDBPyConnection, name: str) -> object:
-    rows = con.execute("SELECT getvariable(?)", [name]).fetchall()
-    return rows[0][0] if rows else None
