@@ -6,11 +6,12 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow.compute as pc
 
-from retryscope.analytics.dataset import connect, skipped_files
+from retryscope.analytics.dataset import connect, new_connection, skipped_files
 from retryscope.analytics.filters import Filters, parse_time
 from retryscope.analytics.findings import findings
 from retryscope.analytics.render import json_rows, markdown_table, text_table
@@ -37,12 +38,23 @@ REQUEST_COLUMNS = (
 """Columns of ``retryscope request`` in text/markdown (JSON has them all)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """How a command runs its analysis: the model cache directory, and DuckDB's memory
+    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM)."""
+
+    model_cache: str | None = None
+    memory_limit: str | None = None
+
+
 @contextmanager
-def _open(path: str, model_cache: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The data set's connection (its model cached in ``model_cache`` when given);
-    afterwards, a warning for every file that was skipped (unreadable when listed, or
-    undecodable when the command first read it)."""
-    con, dataset = connect(path, model_cache=model_cache)
+def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The data set's connection, set up as ``engine`` says; afterwards, a warning for
+    every file that was skipped (unreadable when listed, or undecodable when the command
+    first read it)."""
+    con, dataset = connect(
+        path, con=new_connection(memory_limit=engine.memory_limit), model_cache=engine.model_cache
+    )
     try:
         yield con
     finally:
@@ -66,13 +78,13 @@ def filters_from(
     )
 
 
-def report(path: str, filters: Filters, fmt: str, model_cache: str | None = None) -> int:
+def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> int:
     rendered: dict[str, Callable[[dict[str, object]], str]] = {
         "json": format_json,
         "markdown": format_markdown,
         "text": format_text,
     }
-    with _open(path, model_cache) as con:
+    with _open(path, engine) as con:
         report = build_report(con, filters)
     print(rendered[fmt](report))
     return 0
@@ -108,9 +120,9 @@ def request(path: str, ident: str, fmt: str) -> int:
 
 
 def findings_command(
-    path: str, rule: str | None, filters: Filters, fmt: str, model_cache: str | None = None
+    path: str, rule: str | None, filters: Filters, fmt: str, engine: Engine = Engine()
 ) -> int:
-    with _open(path, model_cache) as con:
+    with _open(path, engine) as con:
         table = findings(con, rule=rule, filters=filters)
     if fmt == "json":
         print(json.dumps(json_rows(table), indent=2))
@@ -127,7 +139,7 @@ def whatif_command(
     overrides: dict[str, object],
     filters: Filters,
     fmt: str,
-    model_cache: str | None = None,
+    engine: Engine = Engine(),
 ) -> int:
     """Replay a data set under a policy file and/or flags; print the summary."""
     import json
@@ -141,7 +153,7 @@ def whatif_command(
         policy = WhatIf(**given)  # type: ignore[arg-type]
     else:
         raise ValueError("give --policy FILE or at least one of the what-if flags")
-    with _open(path, model_cache) as con:
+    with _open(path, engine) as con:
         table = whatif(con, policy, filters=filters)
     if fmt == "json":
         rows = [
@@ -166,22 +178,22 @@ def whatif_command(
     return 0
 
 
-def model_command(path: str, model_cache: str | None) -> int:
-    """Build the data set's model into ``model_cache`` unless the cached one is up to date
+def model_command(path: str, engine: Engine) -> int:
+    """Build the data set's model into ``engine.model_cache`` unless the cached one is up to date
     (run after ingest, e.g. from cron, so interactive analyses find it ready)."""
     from retryscope.analytics.model_cache import configured
     from retryscope.analytics.queries import ensure_base
 
-    if not model_cache:
+    if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
-    with _open(path, model_cache) as con:
+    with _open(path, engine) as con:
         cache = configured(con)
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
         ensure_base(con)
-        ((attached,),) = con.execute("SELECT getvariable('rs_model_attached')").fetchall()
+        ((reused,),) = con.execute("SELECT getvariable('rs_model_reused')").fetchall()
     if not cache.path.is_file():
         return 1  # the warning said why it could not be written
-    state = "up to date" if attached else "built"
+    state = "up to date" if reused else "built"
     print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB)")
     return 0

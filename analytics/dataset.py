@@ -132,6 +132,10 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+MEMORY_LIMIT_ENV: Final = "RETRYSCOPE_MEMORY_LIMIT"
+"""Environment variable giving DuckDB's memory limit (CLI and UI default)."""
+
+
 def new_connection(
     *,
     memory_limit: str | None = None,
@@ -152,7 +156,15 @@ def new_connection(
     }
     if memory_limit:
         config["memory_limit"] = memory_limit
-    return duckdb.connect(":memory:", config=config)
+    try:
+        return duckdb.connect(":memory:", config=config)
+    except duckdb.Error as exc:
+        if memory_limit and "memory" in str(exc).lower():
+            raise ValueError(
+                f"memory limit {memory_limit!r} is not a size DuckDB accepts "
+                f"(e.g. 1.5GB, 800MB): {exc}"
+            ) from exc
+        raise
 
 
 def connect(
@@ -167,8 +179,8 @@ def connect(
     ``requests``, ``attempt_facts``, ...) are built when a query first needs them.
 
     With ``model_cache`` (a directory), the tables of ``base.sql`` are read from the data
-    set's cached model when it is up to date, and saved there after a build when it is
-    not (``model_cache.py``).
+    set's cached model when it is up to date, and built into it when it is not
+    (``model_cache.py``).
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from retryscope.analytics.model_cache import ModelCache
 
 
 @cache
@@ -58,31 +61,81 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
         return
     if attached:
         model_cache.release(con)  # a model attached earlier on con (another data set's)
+    if not (cache is not None and whole_data_set and _build_into_cache(con, cache)):
+        # no cache (a drill-down's model is one request's: never cached), or none written
+        _build_guarded(con, whole_data_set=whole_data_set, temporary=True)
+    con.execute("SET VARIABLE rs_base_built = true")
+
+
+def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
+    """Build the whole data set's model straight into its cache file (see
+    :func:`~retryscope.analytics.model_cache.build_into`), again over the files that decode
+    when one does not; False when the file was not written (the model is then built in
+    memory)."""
+    from retryscope.analytics import model_cache
+    from retryscope.analytics.dataset import drop_undecodable_files
+
+    while True:
+        try:
+            return model_cache.build_into(con, cache, _build_persistent)
+        except duckdb.Error as exc:
+            if not drop_undecodable_files(con):  # not the data: e.g. the disk is full
+                model_cache.not_written(cache, exc)
+                return False
+
+
+def _build_persistent(con: duckdb.DuckDBPyConnection) -> None:
+    _build_base(con, whole_data_set=True, temporary=False)
+
+
+def _build_guarded(
+    con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool
+) -> None:
+    """:func:`_build_base`, again over the files that decode when one does not."""
     try:
-        _build_base(con, whole_data_set=whole_data_set)
+        _build_base(con, whole_data_set=whole_data_set, temporary=temporary)
     except duckdb.Error:
         from retryscope.analytics.dataset import drop_undecodable_files
 
         if not drop_undecodable_files(con):
             raise
-        _build_base(con, whole_data_set=whole_data_set)  # over the files that decode
-    con.execute("SET VARIABLE rs_base_built = true")
-    if cache is not None:
-        model_cache.save(con, cache)
+        _build_base(con, whole_data_set=whole_data_set, temporary=temporary)
 
 
-def _build_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool) -> None:
+def model_script(name: str, *, temporary: bool) -> str:
+    """One of the model's scripts. They create their tables as ``CREATE OR REPLACE TEMP
+    TABLE``; built into a model cache file (``temporary=False``) the tables are persistent
+    ones in the connection's default database, which is then that file, and the
+    intermediate ones the scripts drop again go to the scratch database
+    :data:`SCRATCH_DATABASE` (so the cache file has no freed blocks)."""
+    text = load(name)
+    if temporary:
+        return text
+    for table in _INTERMEDIATE_TABLES:
+        text = text.replace(
+            f"{_TEMP_TABLE}{table} ", f"CREATE OR REPLACE TABLE {SCRATCH_DATABASE}.{table} "
+        )
+    return text.replace(_TEMP_TABLE, "CREATE OR REPLACE TABLE ")
+
+
+SCRATCH_DATABASE: Final = "rs_model_scratch"
+"""Where a build into the model cache keeps the intermediate tables (a file of its own)."""
+_INTERMEDIATE_TABLES: Final = ("attempt_rows", "attempt_groups")
+_TEMP_TABLE: Final = "CREATE OR REPLACE TEMP TABLE "
+
+
+def _build_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool) -> None:
     """The model's three scripts (a drill-down's request without unmarked HTTP client
     spans skips the classification of HTTP sends: nothing to classify); over the whole data
     set also the telemetry checks and the unfiltered scope's per-request facts. Every
     statement that reads ``spans`` runs here, where an undecodable file is caught."""
-    con.execute(load("base_attempts"))
+    con.execute(model_script("base_attempts", temporary=temporary))
     if whole_data_set or con.execute(load("unmarked_http_spans")).fetchall()[0][0]:
-        con.execute(load("base_http_attempts"))
-    con.execute(load("base"))
+        con.execute(model_script("base_http_attempts", temporary=temporary))
+    con.execute(model_script("base", temporary=temporary))
     if whole_data_set:
         from retryscope.analytics import scope_facts
 
-        con.execute(load("model_checks"))
-        con.execute(load("scope_unfiltered"))
-        scope_facts.build(con, "all")
+        con.execute(model_script("model_checks", temporary=temporary))
+        con.execute(model_script("scope_unfiltered", temporary=temporary))
+        scope_facts.build(con, "all", temporary=temporary)

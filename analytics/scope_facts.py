@@ -18,13 +18,15 @@ TABLES: Final = ("route_latency", "request_facts")
 """Built in this order: request_facts reads route_latency."""
 
 
-def build(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+def build(con: duckdb.DuckDBPyConnection, copy: Copy, *, temporary: bool = True) -> None:
     """Build the ``copy`` tables from the scope's views (``requests``, ``attempt_facts``,
-    ``request_nesting``) and point the views at them."""
+    ``request_nesting``) and point the views at them (persistent tables in the default
+    database when not ``temporary``: the model built into its cache file)."""
     if copy not in _COPIES:  # the only names ever formatted into this SQL
         raise ValueError(f"unknown copy {copy!r}")
     for table in TABLES:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {copy}_{table} AS\n{load(table)}")
+        create = "CREATE OR REPLACE TEMP TABLE" if temporary else "CREATE OR REPLACE TABLE"
+        con.execute(f"{create} {copy}_{table} AS\n{load(table)}")
         con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {copy}_{table}")
 
 

@@ -43,7 +43,12 @@ def _source() -> Source | None:
         st.info(f"No span files under {root} yet. Refresh once the exporter has written some.")
         return None
     source = Source(root, version)
-    if not source.dataset.files:
+    try:
+        files = source.dataset.files
+    except ValueError as exc:  # a setting the data set cannot be opened with
+        st.error(f"Cannot open {root}: {exc}")
+        return None
+    if not files:
         _warn_skipped(st.empty(), source)
         st.info(f"No readable span files under {root}.")
         return None

@@ -46,7 +46,12 @@ from retryscope.analytics.browse import (
     retry_success_matrix,
     time_range,
 )
-from retryscope.analytics.dataset import SkippedFile, skipped_files
+from retryscope.analytics.dataset import (
+    MEMORY_LIMIT_ENV,
+    SkippedFile,
+    new_connection,
+    skipped_files,
+)
 from retryscope.analytics.model_cache import CACHE_ENV
 from retryscope.analytics.policy_drift import POLICY_DIR, load_policy_documents, policy_drift
 from retryscope.analytics.queries import ensure_base
@@ -103,7 +108,8 @@ def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
 def _store(root: str, version: Fingerprint) -> Store:
     dataset = discover(root)
     cache = os.environ.get(CACHE_ENV) or None
-    con, _ = connect(dataset, model_cache=cache)
+    memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
+    con, _ = connect(dataset, con=new_connection(memory_limit=memory_limit), model_cache=cache)
     if cache is not None:
         # attach (or build and save) the cached model while files may still be opened
         ensure_base(con)

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from retryscope.analytics.dataset import MEMORY_LIMIT_ENV, new_connection
 from retryscope.analytics.model_cache import CACHE_ENV
 
 APP = Path(__file__).with_name("app.py")
@@ -48,19 +49,25 @@ def serve(
     address: str = "127.0.0.1",
     trace_url: str | None = None,
     model_cache: str | None = None,
+    memory_limit: str | None = None,
 ) -> int:
     """Serve the UI over the data set at ``path`` until interrupted; returns the exit code.
     ``trace_url`` (else ``$RETRYSCOPE_TRACE_URL``) links requests to a tracing backend;
-    ``model_cache`` (else ``$RETRYSCOPE_MODEL_CACHE``) caches the built audit model."""
+    ``model_cache`` (else ``$RETRYSCOPE_MODEL_CACHE``) caches the built audit model;
+    ``memory_limit`` (else ``$RETRYSCOPE_MEMORY_LIMIT``) caps DuckDB's memory."""
     if not 0 < port < 65536:
         raise ValueError(f"port {port} is out of range")
     if trace_url is not None and "{trace_id}" not in trace_url:
         raise ValueError(f"trace URL template {trace_url!r} lacks the {{trace_id}} placeholder")
+    if memory_limit is not None:
+        new_connection(memory_limit=memory_limit).close()  # a bad size is named here
     env = dict(os.environ, **{DATA_ENV: str(Path(path).resolve())})
     if trace_url is not None:
         env[TRACE_URL_ENV] = trace_url
     if model_cache is not None:
         env[CACHE_ENV] = str(Path(model_cache).resolve())
+    if memory_limit is not None:
+        env[MEMORY_LIMIT_ENV] = memory_limit
     print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
     # SIGTERM (a service manager, a test harness) must stop the server too, not orphan it.

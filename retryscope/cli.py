@@ -9,15 +9,19 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from retryscope import __version__
+
+if TYPE_CHECKING:
+    from retryscope.analytics.commands import Engine
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from retryscope.analytics.commands import filters_from, report
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
-    return report(args.path, filters, args.format, args.model_cache)
+    return report(args.path, filters, args.format, _engine(args))
 
 
 def _cmd_request(args: argparse.Namespace) -> int:
@@ -30,7 +34,7 @@ def _cmd_findings(args: argparse.Namespace) -> int:
     from retryscope.analytics.commands import filters_from, findings_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
-    return findings_command(args.path, args.rule, filters, args.format, args.model_cache)
+    return findings_command(args.path, args.rule, filters, args.format, _engine(args))
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
@@ -44,7 +48,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         "retry_budget": args.retry_budget,
         "window_ms": None if args.window_s is None else round(args.window_s * 1000),
     }
-    return whatif_command(args.path, args.policy, overrides, filters, args.format, args.model_cache)
+    return whatif_command(args.path, args.policy, overrides, filters, args.format, _engine(args))
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -55,7 +59,8 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--operation", metavar="OP", help="requests of operation OP")
 
 
-def _add_model_cache(p: argparse.ArgumentParser) -> None:
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    from retryscope.analytics.dataset import MEMORY_LIMIT_ENV
     from retryscope.analytics.model_cache import CACHE_ENV
 
     p.add_argument(
@@ -65,6 +70,20 @@ def _add_model_cache(p: argparse.ArgumentParser) -> None:
         help="directory caching the built audit model between runs; an unchanged data set "
         f"then skips the build (default: ${CACHE_ENV}; none)",
     )
+    p.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        default=os.environ.get(MEMORY_LIMIT_ENV) or None,
+        help="DuckDB's memory limit, e.g. 1.5GB: work beyond it spills to disk (slower); "
+        f"with --model-cache the model is also written to disk as it is built "
+        f"(default: ${MEMORY_LIMIT_ENV}; else 80%% of RAM)",
+    )
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    from retryscope.analytics.commands import Engine
+
+    return Engine(model_cache=args.model_cache, memory_limit=args.memory_limit)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -89,6 +108,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
         address=args.address,
         trace_url=args.trace_url,
         model_cache=args.model_cache,
+        memory_limit=args.memory_limit,
     )
 
 
@@ -119,7 +139,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def _cmd_model(args: argparse.Namespace) -> int:
     from retryscope.analytics.commands import model_command
 
-    return model_command(args.path, args.model_cache)
+    return model_command(args.path, _engine(args))
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
@@ -143,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print the audit report of a data set")
     p.add_argument("path", help="directory (or file, or s3:// prefix) of span Parquet files")
     _add_filters(p)
-    _add_model_cache(p)
+    _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_report)
 
@@ -157,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="data directory")
     p.add_argument("--rule", metavar="R", help="only findings of rule R (see README Findings)")
     _add_filters(p)
-    _add_model_cache(p)
+    _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_findings)
 
@@ -174,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--window-s", type=float, metavar="S", help="retry-budget window (60 s)")
     _add_filters(p)
-    _add_model_cache(p)
+    _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.set_defaults(func=_cmd_whatif)
 
@@ -222,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model", help="build the cached audit model of a data set (unless it is up to date)"
     )
     p.add_argument("path", help="data directory")
-    _add_model_cache(p)
+    _add_engine(p)
     p.set_defaults(func=_cmd_model)
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
@@ -235,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="URL template linking a request to a tracing backend, e.g. "
         "http://localhost:16686/trace/{trace_id} (default: $RETRYSCOPE_TRACE_URL)",
     )
-    _add_model_cache(p)
+    _add_engine(p)
     p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser(

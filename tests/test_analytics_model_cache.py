@@ -35,10 +35,18 @@ def _attached(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(rows.fetchall()[0][0])
 
 
+def _reused(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con`` attached a cached model (rather than building one)."""
+    return bool(con.execute("SELECT getvariable('rs_model_reused')").fetchall()[0][0])
+
+
 def _report(root: Path, cache: Path | None, filters: Filters | None = None) -> tuple[str, bool]:
+    """The report on ``root`` as JSON, and whether it came from a cached model."""
     con, _ = connect(root, model_cache=cache)
     text = json.dumps(build_report(con, filters), sort_keys=True, default=str)
-    return text, _attached(con)
+    # a model built into the cache is attached from it, like a reused one
+    assert _attached(con) is (cache is not None and any(cache.glob("model-*.duckdb")))
+    return text, _reused(con)
 
 
 @pytest.fixture
@@ -53,8 +61,9 @@ def test_an_unchanged_data_set_reuses_the_saved_model(data: Path, tmp_path: Path
     cache = tmp_path / "cache"
     reference, _ = _report(data, None)
     first, attached = _report(data, cache)
-    assert (first, attached) == (reference, False)  # built, then saved
-    assert len(list(cache.glob("model-*.duckdb"))) == 1
+    assert (first, attached) == (reference, False)  # built into the cache
+    (saved,) = cache.glob("model-*.duckdb")
+    assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary file left
     second, attached = _report(data, cache)
     assert (second, attached) == (reference, True)
     # filters scope the cached model like a built one
@@ -104,6 +113,47 @@ def test_a_cache_that_cannot_be_written_changes_nothing(
     assert "not written" in caplog.text
 
 
+def test_a_build_that_stops_leaves_no_file_and_changes_no_answer(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A build into the cache that fails for another reason than the data (here a full
+    disk, raised once the tables are written) is named and the model built in memory; one
+    interrupted (Ctrl-C) leaves nothing behind either. Both later build the cache."""
+    from retryscope.analytics import queries
+
+    reference, _ = _report(data, None)
+    cache = tmp_path / "cache"
+    build = queries._build_persistent
+
+    def disk_full(con: duckdb.DuckDBPyConnection) -> None:
+        build(con)
+        raise duckdb.IOException("could not write block: No space left on device")
+
+    def interrupted(con: duckdb.DuckDBPyConnection) -> None:
+        build(con)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(queries, "_build_persistent", disk_full)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+        con, _ = connect(data, model_cache=cache)
+        text = json.dumps(build_report(con), sort_keys=True, default=str)
+    assert (text, _attached(con)) == (reference, False)
+    assert "not written (IOException: could not write block: No space left" in caplog.text
+    assert list(cache.iterdir()) == []
+    monkeypatch.setattr(queries, "_build_persistent", interrupted)
+    con, _ = connect(data, model_cache=cache)
+    with pytest.raises(KeyboardInterrupt):
+        build_report(con)
+    assert list(cache.iterdir()) == []
+    databases = con.execute("SELECT database_name FROM duckdb_databases() WHERE NOT internal")
+    assert sorted(name for (name,) in databases.fetchall()) == ["memory"]
+    where = con.execute("SELECT current_database(), current_setting('search_path')")
+    assert where.fetchall() == [("memory", "")]  # names resolve as before the build
+    monkeypatch.setattr(queries, "_build_persistent", build)
+    assert _report(data, cache) == (reference, False)  # on the same data: built, then
+    assert _report(data, cache) == (reference, True)  # reused
+
+
 def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> None:
     root = tmp_path / "damaged"
     shutil.copytree(data, root)
@@ -117,7 +167,8 @@ def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> Non
     for expect_attached in (False, True):
         con, dataset = connect(root, model_cache=cache)
         report = build_report(con)
-        assert _attached(con) is expect_attached
+        assert _attached(con)  # built into the cache, then reused
+        assert _reused(con) is expect_attached
         assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
         assert report["logical_requests"] == 120
         # findings read the files directly: the skipped file is not read again
@@ -154,6 +205,30 @@ def test_cli_model_cache_flag_and_environment(
     assert json.loads(capsys.readouterr().out) is not None
 
 
+def test_cli_memory_limit_spills_instead_of_changing_answers(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--memory-limit`` (or its environment variable) caps DuckDB, with or without a
+    model cache; a size DuckDB does not accept is named."""
+    monkeypatch.delenv("RETRYSCOPE_MODEL_CACHE", raising=False)
+    monkeypatch.delenv("RETRYSCOPE_MEMORY_LIMIT", raising=False)
+    assert main(["report", str(data), "--format", "json"]) == 0
+    plain = capsys.readouterr().out
+    cache = str(tmp_path / "cache")
+    limited = ["report", str(data), "--format", "json", "--memory-limit", "64MB"]
+    for extra in ([], ["--model-cache", cache], ["--model-cache", cache]):
+        assert main([*limited, *extra]) == 0
+        assert capsys.readouterr().out == plain
+    monkeypatch.setenv("RETRYSCOPE_MEMORY_LIMIT", "a lot")
+    assert main(["findings", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "memory limit 'a lot' is not a size DuckDB accepts (e.g. 1.5GB" in err
+    assert main(["ui", str(data)]) == 2  # refused before a server starts
+    assert "memory limit 'a lot' is not a size" in capsys.readouterr().err
+    assert main(["model", str(data), "--model-cache", cache, "--memory-limit", "1GB"]) == 0
+    assert capsys.readouterr().out.startswith("up to date: ")
+
+
 def test_model_command_builds_once_then_finds_it_up_to_date(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -184,7 +259,7 @@ def test_a_connection_reused_for_another_data_set_switches_models(
         assert build_report(con)["logical_requests"] == 120
         connect(other.directory, con=con, model_cache=cache)
         assert build_report(con)["logical_requests"] == 40
-        assert _attached(con)
+        assert _reused(con)
         connect(data, con=con)
         assert build_report(con)["logical_requests"] == 120
         assert not _attached(con)

@@ -10,6 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics.dataset import MEMORY_LIMIT_ENV
 from retryscope.dashboards.serve import APP, DATA_ENV
 from tests.dashboards.conftest import charts, deltas, metrics, start_app, type_text
 
@@ -42,6 +43,25 @@ def test_model_cache_serves_the_same_figures(
     st.cache_resource.clear()  # as a restarted server: the data set is opened again
     assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
     assert saved.stat().st_mtime_ns == written  # attached, not rebuilt and saved again
+
+
+def test_memory_limit_from_the_environment(
+    ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$RETRYSCOPE_MEMORY_LIMIT caps DuckDB (same figures, built into a cache under it);
+    a size DuckDB does not accept is named on the page instead of a traceback."""
+    data = tmp_path / "spans"
+    shutil.copytree(ui_data, data)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "128MB")
+    assert metrics(start_app(data, monkeypatch, model_cache=tmp_path / "cache")) == WHOLE
+    st.cache_resource.clear()
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "plenty")
+    at = start_app(data, monkeypatch)
+    assert [e.value for e in at.error] == [
+        f"Cannot open {data}: memory limit 'plenty' is not a size DuckDB accepts "
+        "(e.g. 1.5GB, 800MB): Parser Error: Memory must have a number (e.g. 1GB)"
+    ]
+    assert not at.metric
 
 
 def test_trends_mark_the_storm_windows(app: AppTest) -> None:
