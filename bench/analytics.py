@@ -128,31 +128,13 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
 def _cached_report(data: Generated, settings: Settings) -> list[Result]:
     """The report with a model cache (README "Model cache"): the run that builds the model
     into the cache, one that attaches it, and a first run that builds it under DuckDB's
-    memory limit ``settings.bounded_memory_limit`` (spilling to ``bench-data/``). Reported,
-    not targets: the target is the report without help."""
-    spill = settings.data_dir / "duckdb-spill"
-    with (
-        tempfile.TemporaryDirectory(prefix="retryscope-bench-model-") as cache,
-        tempfile.TemporaryDirectory(prefix="retryscope-bench-model-") as bounded_cache,
-    ):
+    memory limit ``settings.bounded_memory_limit``. Reported, not targets: the target is
+    the report without help."""
+    with tempfile.TemporaryDirectory(prefix="retryscope-bench-model-") as cache:
         cold = child("report", data.path, "--model-cache", cache)
         warm = child("report", data.path, "--model-cache", cache)
         size = sum(f.stat().st_size for f in Path(cache).iterdir())
-        shutil.rmtree(spill, ignore_errors=True)
-        spill.mkdir(parents=True)
-        try:
-            bounded = child(
-                "report",
-                data.path,
-                "--model-cache",
-                bounded_cache,
-                "--memory-limit",
-                settings.bounded_memory_limit,
-                "--temp-dir",
-                str(spill),
-            )
-        finally:
-            shutil.rmtree(spill, ignore_errors=True)
+    bounded, _ = _report_out_of_core(data, settings, settings.bounded_memory_limit)
     if not warm["figures"] == cold["figures"] == bounded["figures"]:
         raise RuntimeError("the reports with a model cache differ")
     return [
@@ -184,6 +166,34 @@ def _cached_report(data: Generated, settings: Settings) -> list[Result]:
             {"seconds": f"{bounded['seconds']:.1f} s"},
         ),
     ]
+
+
+def _report_out_of_core(
+    data: Generated, settings: Settings, memory_limit: str
+) -> tuple[dict[str, Any], int]:
+    """The report's child run (and its model cache file's size) under DuckDB's
+    ``memory_limit``: work beyond it spilled to ``bench-data/duckdb-spill``, the model
+    built on disk in ``bench-data/model-cache``; both removed afterwards."""
+    spill = settings.data_dir / "duckdb-spill"
+    cache = settings.data_dir / "model-cache"
+    for scratch in (spill, cache):
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+    try:
+        out = child(
+            "report",
+            data.path,
+            "--memory-limit",
+            memory_limit,
+            "--temp-dir",
+            str(spill),
+            "--model-cache",
+            str(cache),
+        )
+        return out, sum(f.stat().st_size for f in cache.iterdir())
+    finally:
+        for scratch in (spill, cache):
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _metrics(data: Generated, rounds: int) -> list[Result]:
@@ -225,30 +235,9 @@ def _metrics(data: Generated, rounds: int) -> list[Result]:
 
 
 def _huge(settings: Settings) -> list[Result]:
-    """The full report on 100 M attempts out of core: DuckDB under a memory limit, work
-    beyond it spilled to ``bench-data/duckdb-spill``, the model built on disk in a model
-    cache (``bench-data/huge-model-cache``); both removed afterwards."""
+    """The full report on 100 M attempts out of core (:func:`_report_out_of_core`)."""
     data = generate(settings.data_dir, HUGE_ATTEMPTS, settings.seed)
-    spill = settings.data_dir / "duckdb-spill"
-    cache = settings.data_dir / "huge-model-cache"
-    for scratch in (spill, cache):
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-    try:
-        out = child(
-            "report",
-            data.path,
-            "--memory-limit",
-            settings.huge_memory_limit,
-            "--temp-dir",
-            str(spill),
-            "--model-cache",
-            str(cache),
-        )
-        model_bytes = sum(f.stat().st_size for f in cache.iterdir())
-    finally:
-        for scratch in (spill, cache):
-            shutil.rmtree(scratch, ignore_errors=True)
+    out, model_bytes = _report_out_of_core(data, settings, settings.huge_memory_limit)
     return [
         Result(
             "analytics",
