@@ -21,7 +21,7 @@ from retryscope.analytics import (
     skipped_files,
 )
 from retryscope.analytics.dataset import discover
-from retryscope.analytics.model_cache import configured, model_cache
+from retryscope.analytics.model_cache import MODEL_TABLES, configured, model_cache
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
@@ -64,6 +64,10 @@ def test_an_unchanged_data_set_reuses_the_saved_model(data: Path, tmp_path: Path
     assert (first, attached) == (reference, False)  # built into the cache
     (saved,) = cache.glob("model-*.duckdb")
     assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary file left
+    with duckdb.connect(str(saved), read_only=True) as stored:
+        rows = stored.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    tables = {name for (name,) in rows}
+    assert tables == {*MODEL_TABLES, "model_info"}  # every table the model's scripts leave
     second, attached = _report(data, cache)
     assert (second, attached) == (reference, True)
     # filters scope the cached model like a built one
