@@ -51,15 +51,32 @@ class Engine:
 def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConnection]:
     """The data set's connection, set up as ``engine`` says; afterwards, a warning for
     every file that was skipped (unreadable when listed, or undecodable when the command
-    first read it)."""
-    con, dataset = connect(
-        path, con=new_connection(memory_limit=engine.memory_limit), model_cache=engine.model_cache
-    )
+    first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
+    limit."""
+    with _memory_named(engine):
+        con, dataset = connect(
+            path,
+            con=new_connection(memory_limit=engine.memory_limit),
+            model_cache=engine.model_cache,
+        )
+        try:
+            yield con
+        finally:
+            for skipped in skipped_files(con, dataset):
+                print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+
+
+@contextmanager
+def _memory_named(engine: Engine) -> Iterator[None]:
     try:
-        yield con
-    finally:
-        for skipped in skipped_files(con, dataset):
-            print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+        yield
+    except duckdb.OutOfMemoryException as exc:
+        limit = engine.memory_limit or "DuckDB's default limit (80 % of RAM)"
+        reason = str(exc).splitlines()[0]
+        raise MemoryError(
+            f"the analysis needs more memory than {limit} allows, even spilling to disk "
+            f"({reason}); raise --memory-limit or analyse fewer partitions at a time"
+        ) from exc
 
 
 def filters_from(

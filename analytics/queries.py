@@ -78,6 +78,8 @@ def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool
     while True:
         try:
             return model_cache.build_into(con, cache, _build_persistent)
+        except duckdb.OutOfMemoryException:
+            raise  # in memory it would need more still
         except duckdb.Error as exc:
             if not drop_undecodable_files(con):  # not the data: e.g. the disk is full
                 model_cache.not_written(cache, exc)
@@ -94,6 +96,8 @@ def _build_guarded(
     """:func:`_build_base`, again over the files that decode when one does not."""
     try:
         _build_base(con, whole_data_set=whole_data_set, temporary=temporary)
+    except duckdb.OutOfMemoryException:
+        raise  # not a damaged file: no need to read every file to find one
     except duckdb.Error:
         from retryscope.analytics.dataset import drop_undecodable_files
 

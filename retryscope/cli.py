@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, MemoryError) as exc:
         print(f"retryscope {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -213,7 +213,8 @@ def test_cli_memory_limit_spills_instead_of_changing_answers(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--memory-limit`` (or its environment variable) caps DuckDB, with or without a
-    model cache; a size DuckDB does not accept is named."""
+    model cache; a limit the analysis cannot live within, and a size DuckDB does not
+    accept, are named (exit 2)."""
     monkeypatch.delenv("RETRYSCOPE_MODEL_CACHE", raising=False)
     monkeypatch.delenv("RETRYSCOPE_MEMORY_LIMIT", raising=False)
     assert main(["report", str(data), "--format", "json"]) == 0
@@ -223,6 +224,10 @@ def test_cli_memory_limit_spills_instead_of_changing_answers(
     for extra in ([], ["--model-cache", cache], ["--model-cache", cache]):
         assert main([*limited, *extra]) == 0
         assert capsys.readouterr().out == plain
+    starved = tmp_path / "starved"
+    assert main([*limited[:-1], "1MB", "--model-cache", str(starved)]) == 2
+    assert "the analysis needs more memory than 1MB allows" in capsys.readouterr().err
+    assert not starved.exists() or not any(starved.iterdir())
     monkeypatch.setenv("RETRYSCOPE_MEMORY_LIMIT", "a lot")
     assert main(["findings", str(data)]) == 2
     err = capsys.readouterr().err
