@@ -111,7 +111,7 @@ def _store(root: str, version: Fingerprint) -> Store:
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
     con, _ = connect(dataset, con=new_connection(memory_limit=memory_limit), model_cache=cache)
     if cache is not None:
-        # attach (or build and save) the cached model while files may still be opened
+        # attach the cached model (or build it into the cache) while files may still be opened
         ensure_base(con)
     _lock_down(con, dataset)
     return Store(con, dataset, threading.Lock())
