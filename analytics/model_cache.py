@@ -1,12 +1,13 @@
 """The audit model (the tables of ``sql/base.sql``) saved to a DuckDB file, so the next
 connection to an unchanged data set skips the build.
 
-Building the model is most of a report's time on a large data set (≈ 45 s at 10 M
-attempts on 2 cores) and every ``retryscope report``, ``findings``, ``whatif`` or UI start
-would pay it again, filters or not. With a cache directory, the first build writes the
-model there (one file per data set) and every connection attaches it read-only, as long as its
-fingerprint still matches: the data set's files (path, size, modification time), the
-model's SQL, and the retryscope and DuckDB versions. Anything else (a new file, a changed
+Building the model is most of a report's time on a large data set (≈ 58 s of 65 s at
+10 M attempts on 2 cores) and every ``retryscope report``, ``findings``, ``whatif`` or UI
+start would pay it again, filters or not. With a cache directory, the first build writes
+the model there (one file per data set; :func:`build_into`) and every connection attaches
+it read-only (:func:`attach`), as long as its fingerprint still matches: the data set's
+files (path, size, modification time), the model's SQL, and the retryscope and DuckDB
+versions. Anything else (a new file, a changed
 file, an upgraded package, an unreadable cache file) rebuilds the model and replaces the
 file; a cache is never trusted without that match. Object-store data sets (``s3://``) are
 not cached: listing sizes and times there is not free.
