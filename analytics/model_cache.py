@@ -7,9 +7,9 @@ start would pay it again, filters or not. With a cache directory, the first buil
 the model there (one file per data set; :func:`build_into`) and every connection attaches
 it read-only (:func:`attach`), as long as its fingerprint still matches: the data set's
 files (path, size, modification time), the model's SQL, and the retryscope and DuckDB
-versions. Anything else (a new file, a changed
-file, an upgraded package, an unreadable cache file) rebuilds the model and replaces the
-file; a cache is never trusted without that match. Object-store data sets (``s3://``) are
+versions. Anything else (a new file, a changed file, an upgraded package, an unreadable
+cache file) rebuilds the model and replaces the file; a cache is never trusted without
+that match. Object-store data sets (``s3://``) are
 not cached: listing sizes and times there is not free.
 
 The cache file holds derived data only (the same rows as the Parquet files, per attempt
