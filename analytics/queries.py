@@ -73,17 +73,17 @@ def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool
     when one does not; False when the file was not written (the model is then built in
     memory)."""
     from retryscope.analytics import model_cache
-    from retryscope.analytics.dataset import drop_undecodable_files
 
     while True:
         try:
             return model_cache.build_into(con, cache, _build_persistent)
-        except duckdb.OutOfMemoryException:
-            raise  # in memory it would need more still
         except duckdb.Error as exc:
-            if not drop_undecodable_files(con):  # not the data: e.g. the disk is full
-                model_cache.not_written(cache, exc)
-                return False
+            if _dropped_undecodable_files(con, exc):
+                continue
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise  # in memory it would need more still
+            model_cache.not_written(cache, exc)  # not the data: e.g. the disk is full
+            return False
 
 
 def _build_persistent(con: duckdb.DuckDBPyConnection) -> None:
@@ -96,14 +96,18 @@ def _build_guarded(
     """:func:`_build_base`, again over the files that decode when one does not."""
     try:
         _build_base(con, whole_data_set=whole_data_set, temporary=temporary)
-    except duckdb.OutOfMemoryException:
-        raise  # not a damaged file: no need to read every file to find one
-    except duckdb.Error:
-        from retryscope.analytics.dataset import drop_undecodable_files
-
-        if not drop_undecodable_files(con):
+    except duckdb.Error as exc:
+        if not _dropped_undecodable_files(con, exc):
             raise
         _build_base(con, whole_data_set=whole_data_set, temporary=temporary)
+
+
+def _dropped_undecodable_files(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> bool:
+    """Whether the build's failure ``exc`` came from data files that do not decode, now
+    skipped (reading every file to find them is pointless when DuckDB ran out of memory)."""
+    from retryscope.analytics.dataset import drop_undecodable_files
+
+    return not isinstance(exc, duckdb.OutOfMemoryException) and drop_undecodable_files(con)
 
 
 def model_script(name: str, *, temporary: bool) -> str:
