@@ -6,6 +6,7 @@ values into SQL) and gets Arrow tables back.
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
@@ -15,6 +16,9 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from retryscope.analytics.model_cache import ModelCache
+
+
+_log = logging.getLogger(__name__)
 
 
 @cache
@@ -87,7 +91,22 @@ def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool
 
 
 def _build_persistent(con: duckdb.DuckDBPyConnection) -> None:
-    _build_base(con, whole_data_set=True, temporary=False)
+    """The whole data set's model into the cache file: in one pass, or in request
+    partitions when the data set is large for the memory limit (see
+    :mod:`~retryscope.analytics.model_partitions`)."""
+    from retryscope.analytics import model_partitions
+
+    partitions = model_partitions.configured_partitions(con)
+    if partitions == 1:
+        _build_base(con, whole_data_set=True, temporary=False)
+        return
+    _log.info("building the model in %d request partitions", partitions)
+    model_partitions.build(con, partitions, _build_per_request)
+    _build_whole_data_set(con, temporary=False)
+
+
+def _build_per_request(con: duckdb.DuckDBPyConnection) -> None:
+    _build_requests(con, whole_data_set=True, temporary=True)
 
 
 def _build_guarded(
@@ -133,17 +152,29 @@ _TEMP_TABLE: Final = "CREATE OR REPLACE TEMP TABLE "
 
 
 def _build_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool) -> None:
-    """The model's three scripts (a drill-down's request without unmarked HTTP client
-    spans skips the classification of HTTP sends: nothing to classify); over the whole data
-    set also the telemetry checks and the unfiltered scope's per-request facts. Every
-    statement that reads ``spans`` runs here, where an undecodable file is caught."""
+    """The model's per-request tables; over the whole data set also the telemetry checks
+    and the unfiltered scope's per-request facts. Every statement that reads ``spans`` runs
+    here, where an undecodable file is caught."""
+    _build_requests(con, whole_data_set=whole_data_set, temporary=temporary)
+    if whole_data_set:
+        _build_whole_data_set(con, temporary=temporary)
+
+
+def _build_requests(
+    con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool
+) -> None:
+    """The model's three per-request scripts (a drill-down's request without unmarked HTTP
+    client spans skips the classification of HTTP sends: nothing to classify)."""
     con.execute(model_script("base_attempts", temporary=temporary))
     if whole_data_set or con.execute(load("unmarked_http_spans")).fetchall()[0][0]:
         con.execute(model_script("base_http_attempts", temporary=temporary))
     con.execute(model_script("base", temporary=temporary))
-    if whole_data_set:
-        from retryscope.analytics import scope_facts
 
-        con.execute(model_script("model_checks", temporary=temporary))
-        con.execute(model_script("scope_unfiltered", temporary=temporary))
-        scope_facts.build(con, "all", temporary=temporary)
+
+def _build_whole_data_set(con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
+    """The telemetry checks and the unfiltered scope's tables, over the finished model."""
+    from retryscope.analytics import scope_facts
+
+    con.execute(model_script("model_checks", temporary=temporary))
+    con.execute(model_script("scope_unfiltered", temporary=temporary))
+    scope_facts.build(con, "all", temporary=temporary)

@@ -32,14 +32,19 @@ WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;
 -- 2. an attempt that does not name its enclosing attempt but whose parent span is one
 -- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span
 -- tree; the context API and the stamping processor stamp parent_layer and
--- parent_attempt_ordinal, so this usually matches nothing;
+-- parent_attempt_ordinal, so this usually matches nothing. Only an attempt of the same
+-- logical request encloses it: nesting is counted within one request (a sub-request's
+-- attempts beneath another request's attempt are that sub-request's own top level), and
+-- the model can then be built one request partition at a time;
 UPDATE attempt_rows AS c
 SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal
 FROM (
     SELECT c.rowid AS r, any_value(p.layer) AS parent_layer,
            any_value(p.attempt_ordinal) AS parent_attempt_ordinal
     FROM attempt_rows c
-    JOIN attempt_rows p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    JOIN attempt_rows p
+      ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+     AND p.logical_request_id = c.logical_request_id
     WHERE c.parent_layer IS NULL AND c.parent_span_id IS NOT NULL
     GROUP BY c.rowid
 ) t

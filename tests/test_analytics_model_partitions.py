@@ -1,0 +1,271 @@
+"""The model built in request partitions (large data sets under a memory limit) holds
+exactly the rows of the model built in one pass, whatever the number of partitions; the
+number follows from the span count and the memory limit or from the environment."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from retryscope import vocabulary as v
+from retryscope.analytics import build_report, connect, findings
+from retryscope.analytics import model_partitions as mp
+from retryscope.analytics.dataset import new_connection
+from retryscope.analytics.model_cache import MODEL_TABLES
+from retryscope.cli import main
+from retryscope.instrumentation import ParquetSpanExporter
+from tests.recorder import Recorder
+from tests.test_analytics_randomized import _generate
+
+LOGGER = "retryscope.analytics.queries"
+
+
+def _cached(root: Path, cache: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A connection whose model was built into ``cache`` (fresh), and its report."""
+    con, _ = connect(root, model_cache=cache)
+    text = json.dumps(build_report(con), sort_keys=True, default=str)
+    return con, text
+
+
+def _model_file(cache: Path) -> Path:
+    (path,) = cache.glob("model-*.duckdb")
+    return path
+
+
+def _differences(one: Path, other: Path) -> dict[str, int]:
+    """Per model table, the rows of one file missing from the other (as multisets, both
+    ways): empty when the two models hold the same rows."""
+    con = duckdb.connect()
+    con.execute("ATTACH ? AS a (READ_ONLY)", [str(one)])
+    con.execute("ATTACH ? AS b (READ_ONLY)", [str(other)])
+    missing = {}
+    for table in MODEL_TABLES:
+        ((n,),) = con.execute(
+            f"SELECT (SELECT count(*) FROM (FROM a.{table} EXCEPT ALL FROM b.{table}))"
+            f" + (SELECT count(*) FROM (FROM b.{table} EXCEPT ALL FROM a.{table}))"
+        ).fetchall()
+        if n:
+            missing[table] = n
+    return missing
+
+
+def _pass_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Temp tables of a partition's pass still on ``con``."""
+    temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    passes = {*mp.PER_REQUEST_TABLES, "attempt_rows", "attempt_groups"}
+    return {name for (name,) in temps} & passes
+
+
+@pytest.fixture(scope="module")
+def randomized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Data sets of the randomized ledger test: retries, fallbacks, unmarked HTTP sends,
+    marked transport attempts, costs, terminals."""
+    roots = []
+    for seed in (3, 11):
+        rec = Recorder(tmp_path_factory.mktemp(f"seed{seed}") / "data")
+        _generate(rec, 400, seed=seed)
+        rec.connect()
+        roots.append(rec.directory)
+    return roots
+
+
+@pytest.mark.parametrize("partitions", [2, 7])
+def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
+    randomized: list[Path],
+    partitions: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for i, root in enumerate(randomized):
+        monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+        whole = tmp_path / f"whole{i}"
+        _, one_pass = _cached(root, whole)
+        monkeypatch.setenv(mp.PARTITIONS_ENV, str(partitions))
+        split = tmp_path / f"split{i}"
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            con, text = _cached(root, split)
+        assert f"building the model in {partitions} request partitions" in caplog.text
+        assert _differences(_model_file(whole), _model_file(split)) == {}
+        assert text == one_pass
+        plain, _ = connect(root)
+        assert (
+            findings(con)
+            .sort_by("logical_request_id")
+            .equals(findings(plain).sort_by("logical_request_id"))
+        )
+        # nothing of the passes is left on the connection
+        assert _pass_tables(con) == set()
+        caplog.clear()
+
+
+def test_a_partitioned_build_that_stops_leaves_nothing(
+    randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the second pass: no file, no shadow view of ``spans``, no temp tables;
+    the connection's next build is complete."""
+    from retryscope.analytics import queries
+
+    root = randomized[0]
+    reference = json.dumps(build_report(connect(root)[0]), sort_keys=True, default=str)
+    passes = []
+    per_request = queries._build_per_request
+
+    def interrupted(con: duckdb.DuckDBPyConnection) -> None:
+        passes.append(con.execute("SELECT count(*) FROM spans").fetchall()[0][0])
+        per_request(con)
+        if len(passes) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
+    monkeypatch.setattr(queries, "_build_per_request", interrupted)
+    cache = tmp_path / "cache"
+    con, _ = connect(root, model_cache=cache)
+    with pytest.raises(KeyboardInterrupt):
+        build_report(con)
+    assert list(cache.iterdir()) == []
+    assert _pass_tables(con) == set()
+    views = con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal")
+    assert "spans" not in {name for (name,) in views.fetchall()}
+    total = con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
+    assert all(0 < seen < total for seen in passes)  # each pass saw its share
+    monkeypatch.setattr(queries, "_build_per_request", per_request)
+    con, _ = connect(root, model_cache=cache)
+    assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
+
+
+def test_the_memory_limit_chooses_the_partitions(
+    randomized: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without the environment variable, the span count and ``--memory-limit`` decide:
+    here one partition may hold 2 000 span rows per GiB, so a 1GB limit splits the data
+    set and a limit near the machine's memory does not."""
+    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+    monkeypatch.delenv("RETRYSCOPE_MODEL_CACHE", raising=False)
+    monkeypatch.setattr(mp, "SPAN_ROWS_PER_GIB", 2_000)
+    root = str(randomized[1])
+    assert main(["report", root, "--format", "json"]) == 0
+    plain = capsys.readouterr().out
+    con, _ = connect(root)
+    rows = con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
+    expected = -(-rows // 1862)  # 1GB is 0.93 GiB: 1 862 rows a partition
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        args = ["report", root, "--format", "json", "--memory-limit", "1GB"]
+        assert main([*args, "--model-cache", str(tmp_path / "limited")]) == 0
+    assert capsys.readouterr().out == plain
+    assert f"building the model in {expected} request partitions" in caplog.text
+    assert expected > 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        args = ["report", root, "--format", "json", "--memory-limit", "1TB"]
+        assert main([*args, "--model-cache", str(tmp_path / "roomy")]) == 0
+    assert capsys.readouterr().out == plain
+    assert "request partitions" not in caplog.text
+
+
+def test_a_bad_partition_count_is_named(
+    randomized: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cache = tmp_path / "cache"
+    for bad in ("zero", "0", "-3", "2.5"):
+        monkeypatch.setenv(mp.PARTITIONS_ENV, bad)
+        assert main(["report", str(randomized[0]), "--model-cache", str(cache)]) == 2
+        err = capsys.readouterr().err
+        assert f"{mp.PARTITIONS_ENV}={bad!r} is not a positive integer" in err
+        assert not cache.exists() or list(cache.iterdir()) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        mp.build(duckdb.connect(), 0, lambda con: None)
+
+
+def _attempt(
+    tracer: trace.Tracer, request: str, layer: str, ordinal: int, **extra: object
+) -> trace.Span:
+    attributes: dict[str, object] = {
+        v.SPAN_ROLE.key: "attempt",
+        v.LOGICAL_REQUEST_ID.key: request,
+        v.LAYER.key: layer,
+        v.ATTEMPT_ORDINAL.key: ordinal,
+        v.ROUTE_ID.key: "primary",
+        v.OUTCOME.key: "success",
+        **extra,
+    }
+    return tracer.start_span(f"{layer} attempt", attributes=attributes)  # type: ignore[arg-type]
+
+
+def test_an_attempt_encloses_only_attempts_of_its_own_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transport attempt that names no enclosing attempt gets its parent span's layer
+    and ordinal when that span is an attempt of the same logical request; beneath another
+    request's attempt it is its own request's top level (in one pass as in partitions)."""
+    exporter = ParquetSpanExporter(tmp_path / "data")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("hand-made")
+    outer = _attempt(tracer, "req-a", "harness", 1)
+    with trace.use_span(outer, end_on_exit=True):
+        _attempt(tracer, "req-a", "transport", 1).end()
+        _attempt(tracer, "req-b", "transport", 1).end()
+    provider.shutdown()
+    for partitions in ("1", "2", "5"):
+        monkeypatch.setenv(mp.PARTITIONS_ENV, partitions)
+        con, _ = connect(tmp_path / "data", model_cache=tmp_path / f"cache{partitions}")
+        build_report(con)
+        rows = con.execute(
+            "SELECT logical_request_id, layer, parent_layer, parent_attempt_ordinal"
+            " FROM physical_attempts ORDER BY ALL"
+        ).fetchall()
+        assert rows == [
+            ("req-a", "harness", None, None),
+            ("req-a", "transport", "harness", 1),
+            ("req-b", "transport", None, None),
+        ]
+
+
+@given(
+    rows=st.integers(min_value=0, max_value=10**10),
+    limit=st.one_of(st.none(), st.integers(min_value=-1, max_value=2**42)),
+)
+def test_partitions_cover_the_rows_within_the_budget(rows: int, limit: int | None) -> None:
+    k = mp.partitions_for(rows, limit)
+    assert k >= 1
+    if limit is None or limit <= 0 or rows == 0:
+        assert k == 1
+        return
+    budget = max(1, int(mp.SPAN_ROWS_PER_GIB * limit / 2**30))
+    assert k * budget >= rows  # every partition within the budget ...
+    assert (k - 1) * budget < rows  # ... and no more partitions than that needs
+    assert mp.partitions_for(rows * 2, limit) >= k
+
+
+@pytest.mark.parametrize("size", ["64MB", "1.5GB", "2GB", "900MiB", "3TB", "100KB"])
+def test_duckdb_memory_limits_read_back_as_bytes(size: str) -> None:
+    con = new_connection(memory_limit=size)
+    setting = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    got = mp.memory_limit_bytes(setting)
+    number, unit = float(size.rstrip("KMGTiB")), size.lstrip("0123456789.")
+    scale = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "MiB": 2**20}[unit]
+    assert got is not None
+    assert abs(got - number * scale) <= 0.1 * number * scale  # DuckDB prints 1 decimal
+
+
+def test_an_unknown_memory_limit_rendering_means_one_partition() -> None:
+    assert mp.memory_limit_bytes("unlimited") is None
+    assert mp.memory_limit_bytes("12 parsecs") is None
+    assert mp.partitions_for(10**9, mp.memory_limit_bytes("unlimited")) == 1
