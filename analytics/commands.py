@@ -208,9 +208,12 @@ def model_command(path: str, engine: Engine) -> int:
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
         ensure_base(con)
-        ((reused,),) = con.execute("SELECT getvariable('rs_model_reused')").fetchall()
+        ((reused, partitions),) = con.execute(
+            "SELECT getvariable('rs_model_reused'), getvariable('rs_model_partitions')"
+        ).fetchall()
     if not cache.path.is_file():
         return 1  # the warning said why it could not be written
     state = "up to date" if reused else "built"
-    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB)")
+    how = f", in {partitions} request partitions" if not reused and (partitions or 1) > 1 else ""
+    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB{how})")
     return 0

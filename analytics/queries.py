@@ -97,6 +97,7 @@ def _build_persistent(con: duckdb.DuckDBPyConnection) -> None:
     from retryscope.analytics import model_partitions
 
     partitions = model_partitions.configured_partitions(con)
+    con.execute("SET VARIABLE rs_model_partitions = ?", [partitions])
     if partitions == 1:
         _build_base(con, whole_data_set=True, temporary=False)
         return

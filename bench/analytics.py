@@ -163,7 +163,10 @@ def _cached_report(data: Generated, settings: Settings) -> list[Result]:
             bounded["peak_rss_bytes"] / GIB,
             "GiB",
             None,
-            {"seconds": f"{bounded['seconds']:.1f} s"},
+            {
+                "seconds": f"{bounded['seconds']:.1f} s",
+                "request partitions": bounded["model_partitions"],
+            },
         ),
     ]
 
@@ -248,6 +251,8 @@ def _huge(settings: Settings) -> list[Result]:
             {
                 "DuckDB memory_limit": settings.huge_memory_limit,
                 "peak RSS": mib(out["peak_rss_bytes"]),
+                "model built in": f"{out['model_seconds'] / 60:.1f} min",
+                "request partitions": out["model_partitions"],
                 "model cache file": f"{model_bytes / GIB:.1f} GiB",
                 **describe(data),
             },

@@ -189,6 +189,11 @@ def test_a_bad_partition_count_is_named(
         err = capsys.readouterr().err
         assert f"{mp.PARTITIONS_ENV}={bad!r} is not a positive integer" in err
         assert not cache.exists() or list(cache.iterdir()) == []
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "4")
+    assert main(["model", str(randomized[0]), "--model-cache", str(cache)]) == 0
+    assert capsys.readouterr().out.endswith(" MiB, in 4 request partitions)\n")
+    assert main(["model", str(randomized[0]), "--model-cache", str(cache)]) == 0
+    assert capsys.readouterr().out.endswith(" MiB)\n")  # up to date: not built now
     with pytest.raises(ValueError, match="at least 1"):
         mp.build(duckdb.connect(), 0, lambda con: None)
 
