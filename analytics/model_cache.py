@@ -18,11 +18,14 @@ and per request); keep the directory as private as the data set.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import logging
 import os
+import secrets
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +176,35 @@ def _point_views(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {_ALIAS}.{table}")
     con.execute("CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts")
     con.execute("SET VARIABLE rs_model_attached = true")
+
+
+def scratch_file(con: duckdb.DuckDBPyConnection) -> ModelCache:
+    """Where a model that is not cached is built on disk (in request partitions): a file
+    of this process in ``con``'s DuckDB temporary directory (the spill directory the user
+    chose for large work), created if need be and, when created here, removed at exit if
+    empty."""
+    ((setting,),) = con.execute("SELECT current_setting('temp_directory')").fetchall()
+    directory = Path(str(setting) or tempfile.gettempdir())
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        atexit.register(_remove_empty, directory)
+    name = f"retryscope-model-{os.getpid()}-{secrets.token_hex(4)}.duckdb"
+    return ModelCache(directory / name, fingerprint="not cached")
+
+
+def forget(scratch: ModelCache) -> None:
+    """Remove the attached model file ``scratch`` from its directory: the connection keeps
+    reading its open file, and its space is freed when the connection closes (or, where
+    an open file cannot be removed, at exit)."""
+    try:
+        scratch.path.unlink()
+    except OSError:
+        atexit.register(_remove, scratch.path)
+
+
+def _remove_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def build_into(

@@ -7,7 +7,7 @@ values into SQL) and gets Arrow tables back.
 from __future__ import annotations
 
 import logging
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
@@ -65,22 +65,52 @@ def ensure_base(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) 
         return
     if attached:
         model_cache.release(con)  # a model attached earlier on con (another data set's)
-    if not (cache is not None and whole_data_set and _build_into_cache(con, cache)):
-        # no cache (a drill-down's model is one request's: never cached), or none written
+    if whole_data_set and cache is not None:
+        written = _build_into_cache(con, cache)
+    elif whole_data_set:
+        written = _build_into_scratch_file(con)
+    else:  # a drill-down's model is one request's: never cached
+        written = False
+    if not written:
         _build_guarded(con, whole_data_set=whole_data_set, temporary=True)
     con.execute("SET VARIABLE rs_base_built = true")
 
 
-def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool:
+def _build_into_scratch_file(con: duckdb.DuckDBPyConnection) -> bool:
+    """Without a model cache, a data set large for the memory limit is still built in
+    request partitions, into a file of its own in DuckDB's temporary directory (removed
+    once attached: the open file stays readable until the connection closes). False when
+    one pass will do (the model is then built in memory, spilling if it must) or the file
+    could not be written."""
+    from retryscope.analytics import model_cache, model_partitions
+
+    partitions = model_partitions.configured_partitions(con)
+    if partitions == 1:
+        return False
+    scratch = model_cache.scratch_file(con)
+    written = _build_into_cache(con, scratch, partitions)
+    if written:
+        model_cache.forget(scratch)
+    return written
+
+
+def _build_into_cache(
+    con: duckdb.DuckDBPyConnection, cache: ModelCache, partitions: int | None = None
+) -> bool:
     """Build the whole data set's model straight into its cache file (see
-    :func:`~retryscope.analytics.model_cache.build_into`), again over the files that decode
-    when one does not; False when the file was not written (the model is then built in
-    memory)."""
+    :func:`~retryscope.analytics.model_cache.build_into`), in ``partitions`` request
+    partitions when given, again over the files that decode when one does not; False when
+    the file was not written (the model is then built in memory)."""
     from retryscope.analytics import model_cache
 
+    build = (
+        _build_persistent
+        if partitions is None
+        else partial(_build_persistent, partitions=partitions)
+    )
     while True:
         try:
-            return model_cache.build_into(con, cache, _build_persistent)
+            return model_cache.build_into(con, cache, build)
         except duckdb.Error as exc:
             if _dropped_undecodable_files(con, exc):
                 continue
@@ -90,13 +120,14 @@ def _build_into_cache(con: duckdb.DuckDBPyConnection, cache: ModelCache) -> bool
             return False
 
 
-def _build_persistent(con: duckdb.DuckDBPyConnection) -> None:
+def _build_persistent(con: duckdb.DuckDBPyConnection, partitions: int | None = None) -> None:
     """The whole data set's model into the cache file: in one pass, or in request
-    partitions when the data set is large for the memory limit (see
-    :mod:`~retryscope.analytics.model_partitions`)."""
+    partitions (``partitions``, else as many as the data set needs for the memory limit;
+    see :mod:`~retryscope.analytics.model_partitions`)."""
     from retryscope.analytics import model_partitions
 
-    partitions = model_partitions.configured_partitions(con)
+    if partitions is None:
+        partitions = model_partitions.configured_partitions(con)
     con.execute("SET VARIABLE rs_model_partitions = ?", [partitions])
     if partitions == 1:
         _build_base(con, whole_data_set=True, temporary=False)

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import build_report, connect, findings
+from retryscope.analytics import Filters, build_report, connect, findings
 from retryscope.analytics import model_partitions as mp
 from retryscope.analytics.dataset import new_connection
 from retryscope.analytics.model_cache import MODEL_TABLES
@@ -90,6 +90,7 @@ def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
         monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
         whole = tmp_path / f"whole{i}"
         _, one_pass = _cached(root, whole)
+        one_pass_findings = findings(connect(root)[0]).sort_by("logical_request_id")
         monkeypatch.setenv(mp.PARTITIONS_ENV, str(partitions))
         split = tmp_path / f"split{i}"
         with caplog.at_level(logging.INFO, logger=LOGGER):
@@ -97,12 +98,7 @@ def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
         assert f"building the model in {partitions} request partitions" in caplog.text
         assert _differences(_model_file(whole), _model_file(split)) == {}
         assert text == one_pass
-        plain, _ = connect(root)
-        assert (
-            findings(con)
-            .sort_by("logical_request_id")
-            .equals(findings(plain).sort_by("logical_request_id"))
-        )
+        assert findings(con).sort_by("logical_request_id").equals(one_pass_findings)
         # nothing of the passes is left on the connection
         assert _pass_tables(con) == set()
         caplog.clear()
@@ -169,11 +165,43 @@ def test_the_memory_limit_chooses_the_partitions(
     assert f"building the model in {expected} request partitions" in caplog.text
     assert expected > 1
     caplog.clear()
+    with caplog.at_level(logging.INFO, logger=LOGGER):  # no cache: the same partitions
+        assert main(["report", root, "--format", "json", "--memory-limit", "1GB"]) == 0
+    assert capsys.readouterr().out == plain
+    assert f"building the model in {expected} request partitions" in caplog.text
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOGGER):
         args = ["report", root, "--format", "json", "--memory-limit", "1TB"]
         assert main([*args, "--model-cache", str(tmp_path / "roomy")]) == 0
     assert capsys.readouterr().out == plain
     assert "request partitions" not in caplog.text
+
+
+def test_without_a_cache_partitions_are_built_in_a_file_that_is_gone_once_attached(
+    randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No model cache: a partitioned build goes to a file in DuckDB's temporary directory
+    (created if missing), which is removed as soon as it is attached; every analysis on
+    the connection reads it, and filters still work."""
+    root = randomized[1]
+    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+    plain, _ = connect(root)
+    reference = json.dumps(build_report(plain), sort_keys=True, default=str)
+    spill = tmp_path / "spill" / "duckdb"
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
+    con, _ = connect(root, con=new_connection(temp_directory=spill))
+    assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
+    databases = con.execute("SELECT database_name, path FROM duckdb_databases()").fetchall()
+    (model_path,) = [path for name, path in databases if name == "rs_model"]
+    assert Path(model_path).parent == spill
+    assert Path(model_path).name.startswith("retryscope-model-")
+    assert not Path(model_path).exists()  # removed from the directory, still open
+    assert [p.name for p in spill.iterdir() if p.name.startswith("retryscope-model")] == []
+    tenant = Filters(tenant="a")
+    assert json.dumps(build_report(con, tenant), sort_keys=True, default=str) == json.dumps(
+        build_report(plain, tenant), sort_keys=True, default=str
+    )
+    assert findings(con).num_rows == findings(plain).num_rows
 
 
 def test_a_bad_partition_count_is_named(
