@@ -51,6 +51,9 @@ class DataSet:
     lookup: tuple[LookupRowGroup, ...] = field(default=())
     """Statistics and Bloom filter locations of the lookup columns in every row group, from
     the footers :func:`discover` read (drill-downs use them to pick the files to read)."""
+    rows: int | None = None
+    """Span rows in ``files``, from their footers (None for an object-store data set, whose
+    footers are not read up front)."""
 
     @property
     def is_remote(self) -> bool:
@@ -98,6 +101,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
     first_columns: dict[str, int] = {}
     same_schema = True
     lookup: list[LookupRowGroup] = []
+    rows = 0
     with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
         footers = list(pool.map(_read_footer, candidates))
     for candidate, meta in zip(candidates, footers, strict=True):
@@ -115,12 +119,14 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
             same_schema = False
             columns = lookup_columns(meta.schema, LOOKUP_COLUMNS)
         lookup += lookup_row_groups(candidate, meta, columns)
+        rows += meta.num_rows
     return DataSet(
         text,
         tuple(files),
         tuple(skipped),
         same_schema=bool(files) and same_schema,
         lookup=tuple(lookup),
+        rows=rows,
     )
 
 
@@ -205,6 +211,7 @@ def connect(
     # tables built over an earlier data set on this connection are stale: rebuild on use
     con.execute("SET VARIABLE rs_base_built = false")
     con.execute("SET VARIABLE rs_scope_key = NULL")
+    con.execute("SET VARIABLE rs_span_rows = ?", [dataset.rows])
     cache = model_cache_of(dataset.root, dataset.files, model_cache) if model_cache else None
     con.execute(
         "SET VARIABLE rs_model_cache = ?",

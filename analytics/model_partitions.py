@@ -82,9 +82,10 @@ def memory_limit_bytes(setting: str) -> int | None:
 
 def configured_partitions(con: duckdb.DuckDBPyConnection) -> int:
     """The number of partitions for a build of the whole data set ``spans`` on ``con``:
-    :data:`PARTITIONS_ENV` when set, else from the span count (Parquet metadata: no data is
-    read) and the connection's memory limit. A bad :data:`PARTITIONS_ENV` is a ValueError
-    that names it."""
+    :data:`PARTITIONS_ENV` when set, else from the span count of the data set's footers
+    (recorded by :func:`~retryscope.analytics.dataset.connect`; no data is read) and the
+    connection's memory limit; one when the count is unknown (an object-store data set).
+    A bad :data:`PARTITIONS_ENV` is a ValueError that names it."""
     fixed = os.environ.get(PARTITIONS_ENV, "").strip()
     if fixed:
         try:
@@ -95,8 +96,10 @@ def configured_partitions(con: duckdb.DuckDBPyConnection) -> int:
             raise ValueError(f"{PARTITIONS_ENV}={fixed!r} is not a positive integer")
         return partitions
     ((span_rows, setting),) = con.execute(
-        "SELECT (SELECT count(*) FROM spans), current_setting('memory_limit')"
+        "SELECT getvariable('rs_span_rows'), current_setting('memory_limit')"
     ).fetchall()
+    if span_rows is None:
+        return 1
     return partitions_for(int(span_rows), memory_limit_bytes(str(setting)))
 
 

@@ -298,6 +298,23 @@ def test_duckdb_memory_limits_read_back_as_bytes(size: str) -> None:
     assert abs(got - number * scale) <= 0.1 * number * scale  # DuckDB prints 1 decimal
 
 
+def test_the_span_count_comes_from_the_footers(
+    randomized: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``connect`` records the footers' row count (what ``count(*)`` would read); an
+    object-store data set has none, so it is built in one pass unless told otherwise."""
+    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+    con, dataset = connect(randomized[0])
+    assert dataset.rows == con.execute("SELECT count(*) FROM spans").fetchall()[0][0] > 0
+    monkeypatch.setattr(mp, "SPAN_ROWS_PER_GIB", 1)
+    assert mp.configured_partitions(con) > 1
+    unknown = new_connection(memory_limit="64MB")
+    unknown.execute("SET VARIABLE rs_span_rows = NULL")
+    assert mp.configured_partitions(unknown) == 1
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "6")
+    assert mp.configured_partitions(unknown) == 6
+
+
 def test_an_unknown_memory_limit_rendering_means_one_partition() -> None:
     assert mp.memory_limit_bytes("unlimited") is None
     assert mp.memory_limit_bytes("12 parsecs") is None
