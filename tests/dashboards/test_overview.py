@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics.dataset import MEMORY_LIMIT_ENV
+from retryscope.analytics.model_partitions import PARTITIONS_ENV
 from retryscope.dashboards.serve import APP, DATA_ENV
 from tests.dashboards.conftest import charts, deltas, metrics, start_app, type_text
 
@@ -62,6 +63,22 @@ def test_memory_limit_from_the_environment(
         "(e.g. 1.5GB, 800MB): Parser Error: Memory must have a number (e.g. 1GB)"
     ]
     assert not at.metric
+
+
+def test_a_model_built_in_partitions_serves_the_same_figures(
+    ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a cache, a model built in request partitions lives in a temporary file that
+    is gone from its directory once attached; the app's connection keeps reading it across
+    reruns."""
+    data = tmp_path / "spans"
+    shutil.copytree(ui_data, data)
+    monkeypatch.setenv(PARTITIONS_ENV, "3")
+    at = start_app(data, monkeypatch)
+    assert metrics(at) == WHOLE
+    st.cache_data.clear()  # the next run asks DuckDB again, on the same connection
+    at.run()
+    assert metrics(at) == WHOLE
 
 
 def test_trends_mark_the_storm_windows(app: AppTest) -> None:
