@@ -17,13 +17,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import Filters, build_report, connect, findings
+from retryscope.analytics import Filters, build_report, connect, findings, skipped_files
 from retryscope.analytics import model_partitions as mp
 from retryscope.analytics.dataset import new_connection
 from retryscope.analytics.model_cache import MODEL_TABLES
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.recorder import Recorder
+from tests.reliability.support import visible_files
 from tests.test_analytics_randomized import _generate
 
 LOGGER = "retryscope.analytics.queries"
@@ -202,6 +203,32 @@ def test_without_a_cache_partitions_are_built_in_a_file_that_is_gone_once_attach
         build_report(plain, tenant), sort_keys=True, default=str
     )
     assert findings(con).num_rows == findings(plain).num_rows
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_an_undecodable_file_is_skipped_by_a_partitioned_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    """A file whose footer reads but whose pages do not fails a pass; the build starts
+    again over the other files and names the skipped one, as a one-pass build does."""
+    rec = Recorder(tmp_path / "damaged")
+    _generate(rec, 120, seed=5)  # its first file's pages fail to decode once garbled
+    rec.connect()
+    root = rec.directory
+    victim = visible_files(root)[0]
+    pages = victim.with_name("pages-corrupt.parquet")
+    raw = bytearray(victim.read_bytes())
+    for i in range(200, 1200):
+        raw[i] ^= 0x5A
+    pages.write_bytes(bytes(raw))
+    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+    one_pass, whole = connect(root)
+    reference = json.dumps(build_report(one_pass), sort_keys=True, default=str)
+    assert [Path(f.path).name for f in skipped_files(one_pass, whole)] == [pages.name]
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
+    con, dataset = connect(root, model_cache=tmp_path / "cache" if cached else None)
+    assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
+    assert [Path(f.path).name for f in skipped_files(con, dataset)] == [pages.name]
 
 
 def test_a_bad_partition_count_is_named(
