@@ -7,8 +7,8 @@ data set is the union of the models of disjoint sets of requests. Built in one p
 wide joins and windows over every attempt hold far more than a small memory limit allows:
 at 100 M attempts DuckDB ran out of memory at 1 GB after spilling 39 GB, and at 4 GB it
 filled a 64 GB disk. Built in ``k`` partitions (requests by ``hash(logical_request_id) % k``,
-each in memory and appended to the model's file), each pass stays small; the price is one
-scan of the data files per partition.
+each in memory and appended to the model's file), each pass stays small; the price is that
+every pass scans the data files again.
 
 The telemetry checks and the unfiltered scope's tables are built afterwards, over the
 finished tables (they read the whole model, and ``span_anomalies`` every span).
@@ -25,9 +25,9 @@ from typing import Final
 import duckdb
 
 PARTITIONS_ENV: Final = "RETRYSCOPE_MODEL_PARTITIONS"
-"""Environment variable fixing the number of request partitions of a model build into the
-cache (a positive integer); unset, it follows from the data set's size and the memory
-limit (:func:`partitions_for`)."""
+"""Environment variable fixing the number of request partitions of a model build over a
+whole data set (a positive integer); unset, it follows from the data set's size and the
+memory limit (:func:`partitions_for`)."""
 
 SPAN_ROWS_PER_GIB: Final = 5_000_000
 """Span rows one partition may hold per GiB of the memory limit. Measured on 2 cores: the
