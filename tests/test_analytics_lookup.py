@@ -22,6 +22,7 @@ from retryscope.instrumentation.config import ExportConfig, Partitioning
 from retryscope.instrumentation.parquet_files import FileNamer, write_partitioned
 from retryscope.schema import SPAN_SCHEMA
 from tests.recorder import MS, T0, Clock, Recorder
+from tests.reliability.support import flip_bytes
 
 REQUESTS = 40
 
@@ -128,10 +129,8 @@ def test_lookup_skips_a_file_whose_pages_do_not_decode(
         "WHERE span_role = 'logical_request' ORDER BY logical_request_id LIMIT 1",
         {"f": list(dataset.files)},
     ).fetchone() or ("", "")
-    data = bytearray(Path(victim).read_bytes())
-    for i in range(4, len(data) // 4):  # the first column pages; the footer stays intact
-        data[i] ^= 0x5A
-    Path(victim).write_bytes(bytes(data))
+    size = Path(victim).stat().st_size  # the first column pages; the footer stays intact
+    flip_bytes(Path(victim), 4, size // 4)
 
     con, dataset = connect(root)
     assert dataset.skipped == ()  # the footer reads: only the pages are garbled

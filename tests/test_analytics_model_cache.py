@@ -26,7 +26,7 @@ from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
 from tests.recorder import Recorder
-from tests.reliability.support import visible_files
+from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
 
 
@@ -162,11 +162,7 @@ def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> Non
     root = tmp_path / "damaged"
     shutil.copytree(data, root)
     victim = visible_files(root)[0]
-    pages = victim.with_name("pages-corrupt.parquet")  # footer intact, pages garbled
-    raw = bytearray(victim.read_bytes())
-    for i in range(200, 1200):
-        raw[i] ^= 0x5A
-    pages.write_bytes(bytes(raw))
+    pages = garbled_copy(victim)
     cache = tmp_path / "cache"
     for expect_attached in (False, True):
         con, dataset = connect(root, model_cache=cache)

@@ -24,7 +24,7 @@ from retryscope.analytics.model_cache import MODEL_TABLES
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.recorder import Recorder
-from tests.reliability.support import visible_files
+from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
 
 LOGGER = "retryscope.analytics.queries"
@@ -216,11 +216,7 @@ def test_an_undecodable_file_is_skipped_by_a_partitioned_build(
     rec.connect()
     root = rec.directory
     victim = visible_files(root)[0]
-    pages = victim.with_name("pages-corrupt.parquet")
-    raw = bytearray(victim.read_bytes())
-    for i in range(200, 1200):
-        raw[i] ^= 0x5A
-    pages.write_bytes(bytes(raw))
+    pages = garbled_copy(victim)
     monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
     one_pass, whole = connect(root)
     reference = json.dumps(build_report(one_pass), sort_keys=True, default=str)

@@ -79,3 +79,20 @@ def rows(directory: Path) -> pa.Table:
 def json_round_trip(value: Any) -> Any:
     """What a JSON reader gets back for ``value`` (JSON itself joins adjacent surrogates)."""
     return json.loads(json.dumps(value, allow_nan=True))
+
+
+def flip_bytes(path: Path, start: int, stop: int) -> None:
+    """Garble ``path`` in place: XOR its bytes ``start``..``stop`` (cut to its length)."""
+    data = bytearray(path.read_bytes())
+    for i in range(start, min(stop, len(data))):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def garbled_copy(victim: Path) -> Path:
+    """A copy of ``victim`` beside it, ``pages-corrupt.parquet``, whose footer reads but
+    whose first pages are garbled (DuckDB fails only when it decodes them)."""
+    pages = victim.with_name("pages-corrupt.parquet")
+    pages.write_bytes(victim.read_bytes())
+    flip_bytes(pages, 200, 1200)
+    return pages

@@ -17,7 +17,7 @@ from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
-from tests.reliability.support import visible_files
+from tests.reliability.support import flip_bytes, visible_files
 
 
 def _good_data(root: Path, writers: int = 3) -> list[Path]:
@@ -33,13 +33,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("template") / "data"
     _good_data(root)
     return root
-
-
-def _flip(path: Path, start: int, stop: int) -> None:
-    data = bytearray(path.read_bytes())
-    for i in range(start, min(stop, len(data))):
-        data[i] ^= 0x5A
-    path.write_bytes(bytes(data))
 
 
 def test_report_names_and_skips_every_bad_file_and_answers(
@@ -60,7 +53,7 @@ def test_report_names_and_skips_every_bad_file_and_answers(
         (part / name).write_bytes(data)
     pages = part / "pages-corrupt.parquet"  # footer intact, column pages garbled
     shutil.copy(good[0], pages)
-    _flip(pages, 200, 1200)
+    flip_bytes(pages, 200, 1200)
     foreign = part / "foreign.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), foreign)
     names = {*bad, pages.name, foreign.name}
@@ -100,7 +93,7 @@ def test_any_damage_to_one_file_never_stops_the_report(
         must_skip = True
     else:
         start = data.draw(st.integers(0, size - 1))
-        _flip(victim, start, start + data.draw(st.integers(1, 64)))
+        flip_bytes(victim, start, start + data.draw(st.integers(1, 64)))
         must_skip = False
     con, dataset = connect(root)
     report = build_report(con)  # never raises
@@ -132,7 +125,7 @@ def test_damage_to_one_column_only_is_found_by_whichever_statement_reads_it(
     assert chunks, column
     for chunk in chunks:
         start = chunk.dictionary_page_offset or chunk.data_page_offset
-        _flip(victim, start + 8, start + chunk.total_compressed_size)
+        flip_bytes(victim, start + 8, start + chunk.total_compressed_size)
     con, dataset = connect(root)
     report = build_report(con)
     assert [Path(s.path) for s in skipped_files(con, dataset)] == [victim]
