@@ -28,7 +28,7 @@ lint: $(STAMP)
 TYPECHECK_TREE := build/typecheck
 typecheck: $(STAMP)
 	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/retryscope
-	for f in retryscope/*.py retryscope/py.typed; do ln -s $(CURDIR)/$$f $(TYPECHECK_TREE)/retryscope/; done
+	for f in retryscope/*; do ln -s $(CURDIR)/$$f $(TYPECHECK_TREE)/retryscope/; done
 	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 

@@ -4,7 +4,7 @@
 ``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
 """
 
-from retryscope.analytics.dataset import (
+from retryscope.analytics._dataset import (
     DataSet,
     SkippedFile,
     connect,
@@ -12,9 +12,9 @@ from retryscope.analytics.dataset import (
     new_connection,
     skipped_files,
 )
-from retryscope.analytics.filters import Dimension, Filters, parse_time
-from retryscope.analytics.findings import RULES, Rule, Severity, finding_counts, findings
-from retryscope.analytics.metrics import (
+from retryscope.analytics._filters import Dimension, Filters, parse_time
+from retryscope.analytics._findings import RULES, Rule, Severity, finding_counts, findings
+from retryscope.analytics._metrics import (
     Thresholds,
     amplification,
     cost,
@@ -28,8 +28,8 @@ from retryscope.analytics.metrics import (
     synchronized_retries,
     wasted_cost,
 )
-from retryscope.analytics.report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics.requests import request_attempts, request_detail, request_summary
+from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
+from retryscope.analytics._requests import request_attempts, request_detail, request_summary
 
 __all__ = [
     "RULES",

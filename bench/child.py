@@ -25,8 +25,8 @@ def run_report(
     path: str, memory_limit: str | None, temp_dir: str | None, model_cache: str | None = None
 ) -> dict[str, Any]:
     from retryscope.analytics import build_report, connect
-    from retryscope.analytics.dataset import new_connection
-    from retryscope.analytics.queries import ensure_base
+    from retryscope.analytics._dataset import new_connection
+    from retryscope.analytics.model._build import ensure_model
 
     began = time.perf_counter()
     # the connection `retryscope report` opens (threads, insertion order, spill directory)
@@ -36,7 +36,7 @@ def run_report(
         model_cache=model_cache,
     )
     connected = time.perf_counter()
-    ensure_base(con)  # what build_report does first: timed apart
+    ensure_model(con)  # what build_report does first: timed apart
     modelled = time.perf_counter()
     report = build_report(con)
     done = time.perf_counter()

@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from retryscope.instrumentation.bloom_filters import bloom_filter_options
-from retryscope.instrumentation.parquet_encoding import DICTIONARY_COLUMNS
+from retryscope.instrumentation.export._bloom_filters import bloom_filter_options
+from retryscope.instrumentation.export._encoding import DICTIONARY_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
 ROWS_PER_FILE: Final = 200_000  # ParquetSpanExporter defaults (rows_per_file,

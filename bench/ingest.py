@@ -4,7 +4,7 @@ The input is what the OpenTelemetry Collector's file exporter writes: one
 ``ExportTraceServiceRequest`` per line in OTLP/JSON (hex trace and span ids, 64-bit
 integers as strings), each line one batch of 512 spans of the export benchmark's traffic.
 The parsing floor is ``json.loads`` of every line; the ingest must reach at least half its
-speed. Skipped, with a message, while ``retryscope.instrumentation.ingest`` does not exist.
+speed. Skipped, with a message, while ``retryscope.instrumentation.ingest._run`` does not exist.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from bench.harness import Result, Target, interleave, micros
 from bench.settings import Settings
 from retryscope import cli
 
-INGEST_MODULE = "retryscope.instrumentation.ingest"
+INGEST_MODULE = "retryscope.instrumentation.ingest._run"
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 
 

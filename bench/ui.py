@@ -23,7 +23,7 @@ FLOOR_PAGE = "import streamlit as st\nst.write('ok')\n"
 def run(settings: Settings) -> list[Result]:
     from streamlit.testing.v1 import AppTest
 
-    from retryscope.dashboards.serve import APP, DATA_ENV
+    from retryscope.dashboards._serve import APP, DATA_ENV
 
     pages = _pages()
 
@@ -78,7 +78,7 @@ def _pages() -> list[tuple[str, str]]:
     """(script path relative to the app, title) of every page in the app's navigation."""
     import ast
 
-    from retryscope.dashboards.serve import APP
+    from retryscope.dashboards._serve import APP
 
     tree = ast.parse(Path(APP).read_text(encoding="utf-8"))
     for node in tree.body:

@@ -13,9 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.dashboards.context import sidebar
-from retryscope.dashboards.data import Source, fingerprint
-from retryscope.dashboards.serve import DATA_ENV
+from retryscope.dashboards._context import sidebar
+from retryscope.dashboards._data import Source, fingerprint
+from retryscope.dashboards._serve import DATA_ENV
 
 PAGES = (
     ("views/overview.py", "Overview", "overview"),

@@ -1,26 +1,26 @@
 """OpenTelemetry instrumentation: the context API, the stamping processor, the exporter.
 
 Optional integrations live in their own modules and need their extra installed:
-``retryscope.instrumentation.httpx`` (``[httpx]``), ``.tenacity`` (``[tenacity]``),
+``retryscope.instrumentation.integrations.httpx`` (``[httpx]``), ``.tenacity`` (``[tenacity]``),
 ``.stamina`` (``[stamina]``).
 """
 
-from retryscope.instrumentation.batch import GapCountingBatchSpanProcessor
-from retryscope.instrumentation.config import ExportConfig, Partitioning
-from retryscope.instrumentation.context import (
+from retryscope.instrumentation._context import (
     Attempt,
     LogicalRequest,
     Scope,
     current_scope,
     logical_request,
 )
-from retryscope.instrumentation.lower_layer import LowerLayerConfig, describe_client
-from retryscope.instrumentation.parquet_exporter import ParquetSpanExporter
-from retryscope.instrumentation.pricing import Cost, Price, PriceTable, Usage
-from retryscope.instrumentation.privacy import AttributeHook, bound_attributes
-from retryscope.instrumentation.processor import AttemptStampingProcessor
-from retryscope.instrumentation.propagation import CarrierError, extract, inject
-from retryscope.instrumentation.streaming import astream, stream
+from retryscope.instrumentation._lower_layer import LowerLayerConfig, describe_client
+from retryscope.instrumentation._pricing import Cost, Price, PriceTable, Usage
+from retryscope.instrumentation._privacy import AttributeHook, bound_attributes
+from retryscope.instrumentation._processor import AttemptStampingProcessor
+from retryscope.instrumentation._propagation import CarrierError, extract, inject
+from retryscope.instrumentation._streaming import astream, stream
+from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcessor
+from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+from retryscope.instrumentation.export._exporter import ParquetSpanExporter
 
 __all__ = [
     "Attempt",

@@ -14,31 +14,31 @@ from typing import TYPE_CHECKING
 from retryscope import __version__
 
 if TYPE_CHECKING:
-    from retryscope.analytics.commands import Engine
+    from retryscope.analytics._commands import Engine
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from retryscope.analytics.commands import filters_from, report
+    from retryscope.analytics._commands import filters_from, report
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     return report(args.path, filters, args.format, _engine(args))
 
 
 def _cmd_request(args: argparse.Namespace) -> int:
-    from retryscope.analytics.commands import request
+    from retryscope.analytics._commands import request
 
     return request(args.path, args.id, args.format)
 
 
 def _cmd_findings(args: argparse.Namespace) -> int:
-    from retryscope.analytics.commands import filters_from, findings_command
+    from retryscope.analytics._commands import filters_from, findings_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     return findings_command(args.path, args.rule, filters, args.format, _engine(args))
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
-    from retryscope.analytics.commands import filters_from, whatif_command
+    from retryscope.analytics._commands import filters_from, whatif_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     overrides = {
@@ -60,8 +60,8 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
 
 
 def _add_engine(p: argparse.ArgumentParser) -> None:
-    from retryscope.analytics.dataset import MEMORY_LIMIT_ENV
-    from retryscope.analytics.model_cache import CACHE_ENV
+    from retryscope.analytics._dataset import MEMORY_LIMIT_ENV
+    from retryscope.analytics.model._cache import CACHE_ENV
 
     p.add_argument(
         "--model-cache",
@@ -81,13 +81,13 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    from retryscope.analytics.commands import Engine
+    from retryscope.analytics._commands import Engine
 
     return Engine(model_cache=args.model_cache, memory_limit=args.memory_limit)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from retryscope.demo import run_demo
+    from retryscope.demo._run import run_demo
 
     return run_demo(
         out=args.out,
@@ -100,7 +100,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from retryscope.dashboards.serve import serve
+    from retryscope.dashboards._serve import serve
 
     return serve(
         args.path,
@@ -113,8 +113,8 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from retryscope.instrumentation.config import ExportConfig, Partitioning
-    from retryscope.instrumentation.ingest import ingest
+    from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest._run import ingest
 
     config = ExportConfig.from_env().with_overrides(
         partitioning=Partitioning(args.partitioning) if args.partitioning else None,
@@ -137,7 +137,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
-    from retryscope.analytics.commands import model_command
+    from retryscope.analytics._commands import model_command
 
     return model_command(args.path, _engine(args))
 
@@ -145,7 +145,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from retryscope.instrumentation.lab import run_lab
+    from retryscope.instrumentation.control._lab import run_lab
 
     result = run_lab(Path(args.out))
     sys.stdout.write(result.text())

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from retryscope.analytics import connect
-from retryscope.demo import VirtualClock
+from retryscope.demo._scenarios import VirtualClock
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 from tests.recorder import Recorder
 

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from retryscope import vocabulary as v
 from retryscope.analytics import connect
-from retryscope.demo import VirtualClock as Clock
+from retryscope.demo._scenarios import VirtualClock as Clock
 from retryscope.instrumentation import (
     Attempt,
     AttemptStampingProcessor,

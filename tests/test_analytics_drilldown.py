@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 from retryscope.analytics import request_attempts, request_detail, request_summary
-from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import arrow
+from retryscope.analytics._filters import apply
+from retryscope.analytics._queries import arrow
 from tests.recorder import Recorder
 from tests.test_analytics_randomized import _generate
 

@@ -14,7 +14,7 @@ from retryscope.analytics import (
     load,
     synchronized_retries,
 )
-from retryscope.analytics.metrics import DEFAULT_THRESHOLDS
+from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
 from tests.recorder import T0, Clock, Recorder
 
 

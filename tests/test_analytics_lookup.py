@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from retryscope.analytics import connect, request_detail, skipped_files
-from retryscope.analytics.filters import apply
-from retryscope.analytics.queries import arrow
-from retryscope.analytics.requests import _aliased_requests, _candidate_files
+from retryscope.analytics._filters import apply
+from retryscope.analytics._queries import arrow
+from retryscope.analytics._requests import _aliased_requests, _candidate_files
 from retryscope.cli import main
-from retryscope.instrumentation.config import ExportConfig, Partitioning
-from retryscope.instrumentation.parquet_files import FileNamer, write_partitioned
+from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+from retryscope.instrumentation.export._files import FileNamer, write_partitioned
 from retryscope.schema import SPAN_SCHEMA
 from tests.recorder import MS, T0, Clock, Recorder
 from tests.reliability.support import flip_bytes

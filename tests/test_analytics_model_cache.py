@@ -20,8 +20,8 @@ from retryscope.analytics import (
     request_detail,
     skipped_files,
 )
-from retryscope.analytics.dataset import discover
-from retryscope.analytics.model_cache import MODEL_TABLES, configured, model_cache
+from retryscope.analytics._dataset import discover
+from retryscope.analytics.model._cache import MODEL_TABLES, configured, model_cache
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
@@ -101,7 +101,7 @@ def test_a_damaged_cache_is_named_and_rebuilt(
     reference, _ = _report(data, cache)
     (saved,) = cache.glob("model-*.duckdb")
     saved.write_bytes(b"not a duckdb file" * 100)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
         assert _report(data, cache) == (reference, False)
     assert f"model cache {saved} is unreadable" in caplog.text
     assert _report(data, cache) == (reference, True)  # replaced by a good one
@@ -112,7 +112,7 @@ def test_a_cache_that_cannot_be_written_changes_nothing(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
         assert _report(data, blocker / "cache") == (_report(data, None)[0], False)
     assert "not written" in caplog.text
 
@@ -123,11 +123,11 @@ def test_a_build_that_stops_leaves_no_file_and_changes_no_answer(
     """A build into the cache that fails for another reason than the data (here a full
     disk, raised once the tables are written) is named and the model built in memory; one
     interrupted (Ctrl-C) leaves nothing behind either. Both later build the cache."""
-    from retryscope.analytics import queries
+    from retryscope.analytics.model import _build as model_build
 
     reference, _ = _report(data, None)
     cache = tmp_path / "cache"
-    build = queries._build_persistent
+    build = model_build._build_persistent
 
     def disk_full(con: duckdb.DuckDBPyConnection) -> None:
         build(con)
@@ -137,14 +137,14 @@ def test_a_build_that_stops_leaves_no_file_and_changes_no_answer(
         build(con)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(queries, "_build_persistent", disk_full)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+    monkeypatch.setattr(model_build, "_build_persistent", disk_full)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
         con, _ = connect(data, model_cache=cache)
         text = json.dumps(build_report(con), sort_keys=True, default=str)
     assert (text, _attached(con)) == (reference, False)
     assert "not written (IOException: could not write block: No space left" in caplog.text
     assert list(cache.iterdir()) == []
-    monkeypatch.setattr(queries, "_build_persistent", interrupted)
+    monkeypatch.setattr(model_build, "_build_persistent", interrupted)
     con, _ = connect(data, model_cache=cache)
     with pytest.raises(KeyboardInterrupt):
         build_report(con)
@@ -153,7 +153,7 @@ def test_a_build_that_stops_leaves_no_file_and_changes_no_answer(
     assert sorted(name for (name,) in databases.fetchall()) == ["memory"]
     where = con.execute("SELECT current_database(), current_setting('search_path')")
     assert where.fetchall() == [("memory", "")]  # names resolve as before the build
-    monkeypatch.setattr(queries, "_build_persistent", build)
+    monkeypatch.setattr(model_build, "_build_persistent", build)
     assert _report(data, cache) == (reference, False)  # on the same data: built, then
     assert _report(data, cache) == (reference, True)  # reused
 
@@ -260,7 +260,7 @@ def test_a_connection_reused_for_another_data_set_switches_models(
     cache = tmp_path / "cache"
     _report(other.directory, cache)  # other's model is now cached
     con, _ = connect(data)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model_cache"):
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
         assert build_report(con)["logical_requests"] == 120
         connect(other.directory, con=con, model_cache=cache)
         assert build_report(con)["logical_requests"] == 40

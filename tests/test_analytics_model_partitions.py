@@ -18,16 +18,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
 from retryscope.analytics import Filters, build_report, connect, findings, skipped_files
-from retryscope.analytics import model_partitions as mp
-from retryscope.analytics.dataset import new_connection
-from retryscope.analytics.model_cache import MODEL_TABLES
+from retryscope.analytics._dataset import new_connection
+from retryscope.analytics.model import _partitions as mp
+from retryscope.analytics.model._cache import MODEL_TABLES
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.recorder import Recorder
 from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
 
-LOGGER = "retryscope.analytics.queries"
+LOGGER = "retryscope.analytics.model._build"
 
 
 def _cached(root: Path, cache: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
@@ -110,12 +110,12 @@ def test_a_partitioned_build_that_stops_leaves_nothing(
 ) -> None:
     """Ctrl-C in the second pass: no file, no shadow view of ``spans``, no temp tables;
     the connection's next build is complete."""
-    from retryscope.analytics import queries
+    from retryscope.analytics.model import _build as model_build
 
     root = randomized[0]
     reference = json.dumps(build_report(connect(root)[0]), sort_keys=True, default=str)
     passes = []
-    per_request = queries._build_per_request
+    per_request = model_build._build_per_request
 
     def interrupted(con: duckdb.DuckDBPyConnection) -> None:
         passes.append(con.execute("SELECT count(*) FROM spans").fetchall()[0][0])
@@ -124,7 +124,7 @@ def test_a_partitioned_build_that_stops_leaves_nothing(
             raise KeyboardInterrupt
 
     monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
-    monkeypatch.setattr(queries, "_build_per_request", interrupted)
+    monkeypatch.setattr(model_build, "_build_per_request", interrupted)
     cache = tmp_path / "cache"
     con, _ = connect(root, model_cache=cache)
     with pytest.raises(KeyboardInterrupt):
@@ -135,7 +135,7 @@ def test_a_partitioned_build_that_stops_leaves_nothing(
     assert "spans" not in {name for (name,) in views.fetchall()}
     total = con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
     assert all(0 < seen < total for seen in passes)  # each pass saw its share
-    monkeypatch.setattr(queries, "_build_per_request", per_request)
+    monkeypatch.setattr(model_build, "_build_per_request", per_request)
     con, _ = connect(root, model_cache=cache)
     assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
 

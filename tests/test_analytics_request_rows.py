@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from retryscope.analytics.filters import apply
+from retryscope.analytics._filters import apply
 from tests.recorder import MS, T0, Clock, Recorder
 
 

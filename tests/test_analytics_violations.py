@@ -205,7 +205,7 @@ def test_opaque_ownership_and_breaker_open(recorder: Recorder) -> None:
 def test_rule_catalog_is_complete_and_documented() -> None:
     from pathlib import Path
 
-    from retryscope.analytics.queries import load
+    from retryscope.analytics._queries import load
 
     sql = load("findings")
     readme = (Path(__file__).parent.parent / "README.md").read_text()

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
-from retryscope.instrumentation.columns import SpanColumns, encode_value
-from retryscope.instrumentation.parquet_exporter import _PLAIN_TYPES, spans_to_columns
+from retryscope.instrumentation.export._columns import SpanColumns, encode_value
+from retryscope.instrumentation.export._exporter import _PLAIN_TYPES, spans_to_columns
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 

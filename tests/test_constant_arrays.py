@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation import constant_arrays
-from retryscope.instrumentation.columns import SpanColumns
-from retryscope.instrumentation.parquet_files import sort_for_drilldown
+from retryscope.instrumentation.export import _constant_arrays as constant_arrays
+from retryscope.instrumentation.export._columns import SpanColumns
+from retryscope.instrumentation.export._files import sort_for_drilldown
 from retryscope.schema import ATTR_MAP
 
 

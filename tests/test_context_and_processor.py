@@ -11,7 +11,7 @@ import pytest
 from opentelemetry import trace
 
 from retryscope import logical_request
-from retryscope.instrumentation.digests import idempotency_digest, request_digest
+from retryscope.instrumentation._digests import idempotency_digest, request_digest
 from retryscope.vocabulary import Outcome, SpanRole
 
 from .conftest import Pipeline

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from retryscope.analytics import build_report, connect, findings
-from retryscope.analytics.policy_drift import POLICY_DIR, policy_drift
-from retryscope.demo import generate, split
+from retryscope.analytics.replay._policy_drift import POLICY_DIR, policy_drift
+from retryscope.demo._run import generate, split
 
 
 def _run(tmp_path: Path, scenario: str, requests: int) -> tuple[dict[str, Any], Counter[str], Any]:

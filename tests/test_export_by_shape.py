@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from retryscope import ParquetSpanExporter
-from retryscope.instrumentation.columns import attribute_shapes, route_attributes
-from retryscope.instrumentation.parquet_exporter import spans_by_shape, spans_to_columns
-from retryscope.instrumentation.parquet_files import ARRIVAL
+from retryscope.instrumentation.export._columns import attribute_shapes, route_attributes
+from retryscope.instrumentation.export._exporter import spans_by_shape, spans_to_columns
+from retryscope.instrumentation.export._files import ARRIVAL
 
 from .test_columns_routing import _batches
 

@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
-from retryscope.instrumentation.gaps import GAP_SPAN_ID, GAP_TRACE_ID
-from retryscope.instrumentation.parquet_exporter import spans_to_columns
+from retryscope.instrumentation.export._exporter import spans_to_columns
+from retryscope.instrumentation.export._gaps import GAP_SPAN_ID, GAP_TRACE_ID
 
 from .export_support import Collect, last_json_line, make_spans, run_ok
 
-LOGGER = "retryscope.instrumentation.parquet_exporter"
+LOGGER = "retryscope.instrumentation.export._exporter"
 
 
 def _gap_rows(root: Path) -> list[tuple[str, int, str, str]]:
@@ -274,7 +274,7 @@ def test_queue_drops_without_a_gap_sink_are_counted_and_logged(
 ) -> None:
     sink = _GatedCollect()
     processor, provider = _overflow(sink, 4, 3)
-    with caplog.at_level(logging.WARNING, logger="retryscope.instrumentation.batch"):
+    with caplog.at_level(logging.WARNING, logger="retryscope.instrumentation.export._batch"):
         provider.shutdown()
     assert processor.dropped_spans == 3
     assert len(sink.spans) == 8

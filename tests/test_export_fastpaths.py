@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, Status, StatusCode, set_span_in_context
 
-from retryscope.instrumentation.parquet_exporter import spans_to_columns
-from retryscope.instrumentation.span_fastpath import finished_attribute_columns
+from retryscope.instrumentation._sdk import finished_attribute_columns
+from retryscope.instrumentation.export._exporter import spans_to_columns
 
 
 class _Context(SpanContext):

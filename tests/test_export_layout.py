@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope.analytics import connect
 from retryscope.instrumentation import ExportConfig, ParquetSpanExporter, Partitioning
-from retryscope.instrumentation.columns import SpanColumns
-from retryscope.instrumentation.parquet_exporter import spans_to_columns
+from retryscope.instrumentation.export._columns import SpanColumns
+from retryscope.instrumentation.export._exporter import spans_to_columns
 from retryscope.schema import SPAN_SCHEMA, schema_version_of
 from retryscope.vocabulary import SCHEMA_VERSION
 
@@ -239,7 +239,7 @@ def test_v0_file_reads_alongside_v1_with_union_by_name(tmp_path: Path) -> None:
 
 
 def test_dead_writers_temporary_files_are_removed(tmp_path: Path) -> None:
-    from retryscope.instrumentation.parquet_files import local_host_tag
+    from retryscope.instrumentation.export._files import local_host_tag
 
     host = local_host_tag()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

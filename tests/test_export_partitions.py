@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.config import Partitioning
-from retryscope.instrumentation.parquet_files import split_by_partition
+from retryscope.instrumentation.export._config import Partitioning
+from retryscope.instrumentation.export._files import split_by_partition
 from retryscope.schema import TIMESTAMP
 
 _FORMAT = {Partitioning.HOUR: "date=%Y-%m-%d/hour=%H", Partitioning.DAY: "date=%Y-%m-%d"}

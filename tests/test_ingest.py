@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
-from retryscope.instrumentation.columns import SpanColumns
-from retryscope.instrumentation.ingest import ingest
-from retryscope.instrumentation.otlp_decode import OtlpFormatError, any_value, decode_traces
+from retryscope.instrumentation.export._columns import SpanColumns
+from retryscope.instrumentation.ingest._otlp_decode import OtlpFormatError, any_value, decode_traces
+from retryscope.instrumentation.ingest._run import ingest
 
 from .export_support import make_spans, otlp_json_doc, otlp_json_line, otlp_proto, read_rows
 

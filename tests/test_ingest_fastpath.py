@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.columns import SpanColumns
-from retryscope.instrumentation.ingest import ingest
-from retryscope.instrumentation.otlp_arrow import decode_json_lines
-from retryscope.instrumentation.otlp_decode import OtlpFormatError, decode_traces
+from retryscope.instrumentation.export._columns import SpanColumns
+from retryscope.instrumentation.ingest._otlp_arrow import decode_json_lines
+from retryscope.instrumentation.ingest._otlp_decode import OtlpFormatError, decode_traces
+from retryscope.instrumentation.ingest._run import ingest
 from retryscope.vocabulary import BY_KEY
 
 from .export_support import make_spans, otlp_json_line, read_rows

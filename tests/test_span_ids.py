@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.span_ids import hex_ids, span_id_column
+from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 
 _IDS = st.integers(0, 2**64 - 1)
 

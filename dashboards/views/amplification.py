@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import current
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import (
     LINK_COLUMN,
     frame,

@@ -17,7 +17,7 @@ REQUEST_URL = "request"
 """Its URL path; ``?id=`` names the request."""
 
 if TYPE_CHECKING:
-    from retryscope.dashboards.context import Context
+    from retryscope.dashboards._context import Context
 
 _BUCKETS = (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 6 * 3600, 86_400, 7 * 86_400)
 

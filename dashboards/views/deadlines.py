@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import current
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import frame, metric_row, ms, num, overall, pct
 
 

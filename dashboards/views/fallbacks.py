@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics.findings import BY_ID
-from retryscope.dashboards.context import current
+from retryscope.analytics._findings import BY_ID
+from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import (
     LINK_COLUMN,
     frame,

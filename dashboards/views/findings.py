@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from retryscope.analytics import RULES
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import current
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import (
     frame,
     nothing_in_scope,

@@ -11,9 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from retryscope.analytics import RULES, Severity
-from retryscope.analytics.metrics import DEFAULT_THRESHOLDS
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import current
+from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import bucket_for, frame, nothing_in_scope, num, pct
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)

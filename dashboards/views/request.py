@@ -11,9 +11,9 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import current
-from retryscope.dashboards.serve import TRACE_URL_ENV
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import current
+from retryscope.dashboards._serve import TRACE_URL_ENV
 from retryscope.dashboards.views.common import ms, num
 
 _SEARCH = "request_search"

@@ -2,8 +2,8 @@
 on/off, backoff cap, retry budget) and show the estimated effect next to what was recorded,
 then the policy drift of requests whose policy document is in the data set.
 
-The replay reuses recorded outcomes (``retryscope.analytics.whatif``): figures are estimates,
-and requests the new policy would retry beyond the recording have an unknown outcome, so
+The replay reuses recorded outcomes (``retryscope.analytics.replay``): figures are
+estimates, and requests the new policy would retry beyond the recording have an unknown outcome, so
 each replayed figure is a range ``replayed_low``..``replayed_high``.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics.whatif import DEFAULT_WINDOW_MS, WhatIf
-from retryscope.dashboards import charts
-from retryscope.dashboards.context import Context, current
+from retryscope.analytics.replay._whatif import DEFAULT_WINDOW_MS, WhatIf
+from retryscope.dashboards import _charts as charts
+from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import (
     frame,
     nothing_in_scope,

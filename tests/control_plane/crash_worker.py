@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
-from retryscope.instrumentation.http_classify import classify_status, parse_retry_after
-from retryscope.instrumentation.journal import Journal
-from retryscope.instrumentation.lab import (
+from retryscope.instrumentation._http_classify import classify_status, parse_retry_after
+from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation.control._journal import Journal
+from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY_KEY,
     OPERATION,
     REQUEST_PAYLOAD,

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation.controller import (
+from retryscope.instrumentation.control._controller import (
     AttemptFailed,
     CallResult,
     Dispatch,
     RetryController,
 )
-from retryscope.instrumentation.evaluator import IdempotencyDrift, RequestDrift
-from retryscope.instrumentation.lab import (
+from retryscope.instrumentation.control._evaluator import IdempotencyDrift, RequestDrift
+from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY_KEY,
     OPERATION,
     REQUEST_PAYLOAD,
@@ -25,7 +25,7 @@ from retryscope.instrumentation.lab import (
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.receipts import policy_sha256, receipt_json
+from retryscope.instrumentation.control._receipts import policy_sha256, receipt_json
 from retryscope.vocabulary import OutcomeKind, Terminal
 
 RUN = {
@@ -73,7 +73,7 @@ def test_controller_reproduces_the_reference_receipt_exactly(spans: Any, clock: 
     ]
     assert [d.deadline_remaining_ms for d in calls] == [4_000, 3_650, 3_350]
 
-    from retryscope.instrumentation.lab import build_report
+    from retryscope.instrumentation.control._lab import build_report
 
     assert json.loads(result.receipt_json) == build_report()["receipt"]  # byte-equal receipt
     assert result.receipt_json == receipt_json(result.receipt)
@@ -251,7 +251,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
 
     from retryscope.analytics import connect
     from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
-    from retryscope.instrumentation.evaluator import attempts_from_rows, evaluate
+    from retryscope.instrumentation.control._evaluator import attempts_from_rows, evaluate
 
     provider = TracerProvider()
     provider.add_span_processor(AttemptStampingProcessor())
@@ -316,7 +316,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
 
 def test_stream_interrupted_after_output_stops_for_reconciliation(spans: Any, clock: Any) -> None:
     """Output reached the caller, then the connection broke: no retry, no fallback splice."""
-    from retryscope.instrumentation.streaming import stream
+    from retryscope.instrumentation._streaming import stream
 
     delivered: list[str] = []
     routes: list[str] = []

@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 import pytest
 
-from retryscope.instrumentation.controller import RetryController
-from retryscope.instrumentation.journal import (
+from retryscope.instrumentation.control._controller import RetryController
+from retryscope.instrumentation.control._journal import (
     EventKind,
     Journal,
     JournalCorrupt,
@@ -30,7 +30,7 @@ from retryscope.instrumentation.journal import (
     ReconcileRequired,
     Reconciliation,
 )
-from retryscope.instrumentation.lab import (
+from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY,
     IDEMPOTENCY_KEY,
     OPERATION,

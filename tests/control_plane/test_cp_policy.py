@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from retryscope.instrumentation import policy as pol
-from retryscope.instrumentation.digests import canonical_json
-from retryscope.instrumentation.lab import FALLBACK, PRIMARY, reference_policy
-from retryscope.instrumentation.strict import (
+from retryscope.instrumentation._digests import canonical_json
+from retryscope.instrumentation.control import _policy as pol
+from retryscope.instrumentation.control._lab import FALLBACK, PRIMARY, reference_policy
+from retryscope.instrumentation.control._strict import (
     IntegerOutOfRange,
     InvalidValue,
     MissingField,

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation import evaluator as ev
-from retryscope.instrumentation.lab import (
+from retryscope.instrumentation.control import _evaluator as ev
+from retryscope.instrumentation.control._lab import (
     FALLBACK,
     PRIMARY,
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.policy import Jitter, RetryPolicy
-from retryscope.instrumentation.receipts import (
+from retryscope.instrumentation.control._policy import Jitter, RetryPolicy
+from retryscope.instrumentation.control._receipts import (
     attempt_to_obj,
     attempts_sha256,
     policy_sha256,
@@ -25,7 +25,7 @@ from retryscope.instrumentation.receipts import (
     receipt_sha256,
     replay,
 )
-from retryscope.instrumentation.schedule import (
+from retryscope.instrumentation.control._schedule import (
     exponential_delay_ms,
     jitter_draw,
     next_step,

@@ -10,9 +10,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from retryscope.analytics.dataset import MEMORY_LIMIT_ENV
-from retryscope.analytics.model_partitions import PARTITIONS_ENV
-from retryscope.dashboards.serve import APP, DATA_ENV
+from retryscope.analytics._dataset import MEMORY_LIMIT_ENV
+from retryscope.analytics.model._partitions import PARTITIONS_ENV
+from retryscope.dashboards._serve import APP, DATA_ENV
 from tests.dashboards.conftest import charts, deltas, metrics, start_app, type_text
 
 WHOLE = {

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics import connect, request_summary
-from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
+from retryscope.dashboards._serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests.dashboards.conftest import charts, metrics, open_page, type_text
 
 NESTED = {

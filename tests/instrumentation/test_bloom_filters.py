@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retryscope.analytics.bloom_probe import filter_may_contain
+from retryscope.analytics._bloom_probe import filter_may_contain
 from retryscope.instrumentation import ParquetSpanExporter
-from retryscope.instrumentation.bloom_filters import (
+from retryscope.instrumentation.export._bloom_filters import (
     FALSE_POSITIVE_RATE,
     LOOKUP_COLUMNS,
     bloom_filter_options,

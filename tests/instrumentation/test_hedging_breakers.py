@@ -13,7 +13,10 @@ import pytest
 
 import retryscope
 from retryscope.instrumentation import LogicalRequest
-from retryscope.instrumentation.httpx import AsyncRetryscopeTransport, RetryscopeTransport
+from retryscope.instrumentation.integrations.httpx import (
+    AsyncRetryscopeTransport,
+    RetryscopeTransport,
+)
 from tests.instrumentation.conftest import Audit, LocalServer, Recorded, Reply
 
 

@@ -25,9 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from retryscope import AttemptStampingProcessor, current_scope, logical_request
-from retryscope.instrumentation import context as context_module
-from retryscope.instrumentation.context import _SCOPE_KEY, Layer, _context_with
-from retryscope.instrumentation.span_fastpath import add_clean_attributes, longest_string
+from retryscope.instrumentation import _context as context_module
+from retryscope.instrumentation._context import _SCOPE_KEY, Layer, _context_with
+from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
 from retryscope.vocabulary import ATTEMPT_ORDINAL, LAYER, ROUTE_ID, SPAN_ROLE
 
 plain_values = st.one_of(st.text(max_size=6), st.integers(), st.booleans())

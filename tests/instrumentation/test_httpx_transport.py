@@ -12,14 +12,14 @@ import pytest
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
 import retryscope
-from retryscope.instrumentation.httpx import (
+from retryscope.instrumentation._lower_layer import describe_client
+from retryscope.instrumentation.integrations.httpx import (
     AsyncRetryscopeTransport,
     RetryscopeTransport,
     parse_retry_after_hint,
     redact_url,
     send_outcome_kind,
 )
-from retryscope.instrumentation.lower_layer import describe_client
 from retryscope.vocabulary import OutcomeKind
 from tests.instrumentation.conftest import Audit, LocalServer, Reply
 from tests.instrumentation.sdk_double import AsyncTinySdk, ProviderError, TinySdk

@@ -14,8 +14,8 @@ from opentelemetry.util.types import AttributeValue
 
 import retryscope
 from retryscope.instrumentation import AttemptStampingProcessor, bound_attributes
-from retryscope.instrumentation.httpx import RetryscopeTransport
-from retryscope.instrumentation.privacy import bound_str
+from retryscope.instrumentation._privacy import bound_str
+from retryscope.instrumentation.integrations.httpx import RetryscopeTransport
 from tests.instrumentation.conftest import Audit, LocalServer, make_audit
 
 

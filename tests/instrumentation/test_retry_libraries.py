@@ -12,11 +12,18 @@ import stamina
 import tenacity
 
 import retryscope
-from retryscope.instrumentation.httpx import AsyncRetryscopeTransport, RetryscopeTransport
-from retryscope.instrumentation.stamina import install_hook, retryscope_hook, uninstall_hook
-from retryscope.instrumentation.stamina import retry as stamina_retry
-from retryscope.instrumentation.stamina import retry_context as stamina_retry_context
-from retryscope.instrumentation.tenacity import instrument
+from retryscope.instrumentation.integrations.httpx import (
+    AsyncRetryscopeTransport,
+    RetryscopeTransport,
+)
+from retryscope.instrumentation.integrations.stamina import (
+    install_hook,
+    retryscope_hook,
+    uninstall_hook,
+)
+from retryscope.instrumentation.integrations.stamina import retry as stamina_retry
+from retryscope.instrumentation.integrations.stamina import retry_context as stamina_retry_context
+from retryscope.instrumentation.integrations.tenacity import instrument
 from tests.instrumentation.conftest import Audit, LocalServer, Recorded, Reply
 
 

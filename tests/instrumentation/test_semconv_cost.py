@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import retryscope
 from retryscope.instrumentation import LowerLayerConfig, Price, PriceTable, Usage, describe_client
-from retryscope.instrumentation.httpx import RetryscopeTransport
+from retryscope.instrumentation.integrations.httpx import RetryscopeTransport
 from tests.instrumentation.conftest import Audit
 
 TABLE = PriceTable(

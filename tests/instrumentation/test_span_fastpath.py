@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.trace import SpanKind
 
 from retryscope import AttemptStampingProcessor, logical_request
-from retryscope.instrumentation import span_fastpath
-from retryscope.instrumentation.span_fastpath import (
+from retryscope.instrumentation import _sdk as span_fastpath
+from retryscope.instrumentation._sdk import (
     _fast_write,
     add_clean_attributes,
     longest_string,

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import retryscope
-from retryscope.instrumentation.columns import utf8_safe
-from retryscope.instrumentation.gaps import GAP_TRACE_ID
+from retryscope.instrumentation.export._columns import utf8_safe
+from retryscope.instrumentation.export._gaps import GAP_TRACE_ID
 from retryscope.vocabulary import BY_KEY, ROUTE_ID, TENANT
 from tests.reliability.support import audit, json_round_trip, rows
 

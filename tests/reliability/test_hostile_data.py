@@ -22,7 +22,7 @@ from retryscope.analytics import (
     request_summary,
 )
 from retryscope.cli import main
-from retryscope.demo import VirtualClock
+from retryscope.demo._scenarios import VirtualClock
 from tests.reliability.support import audit
 
 PASSWD = Path("/etc/passwd")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retryscope.cli import main
-from retryscope.instrumentation.ingest import ingest
+from retryscope.instrumentation.ingest._run import ingest
 from tests.export_support import make_spans, otlp_json_doc, otlp_json_line, read_rows
 from tests.reliability.support import rows
 

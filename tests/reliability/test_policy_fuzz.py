@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.lab import reference_policy
-from retryscope.instrumentation.policy import (
+from retryscope.instrumentation.control._lab import reference_policy
+from retryscope.instrumentation.control._policy import (
     Jitter,
     PolicyError,
     RetryPolicy,
@@ -22,7 +22,7 @@ from retryscope.instrumentation.policy import (
     policy_from_toml,
     policy_to_obj,
 )
-from retryscope.instrumentation.strict import DecodeError
+from retryscope.instrumentation.control._strict import DecodeError
 from retryscope.vocabulary import BOUNDARY_RANK, RetryOwner
 
 BASE = policy_to_obj(replace(reference_policy(), jitter=Jitter("scheduler-2026.11", 42)))

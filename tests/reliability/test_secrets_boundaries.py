@@ -28,10 +28,10 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import retryscope
-from retryscope.demo import idempotency_key, prompt_text
+from retryscope.demo._scenarios import idempotency_key, prompt_text
 from retryscope.instrumentation import inject
-from retryscope.instrumentation.httpx import RetryscopeTransport
-from retryscope.instrumentation.journal import Journal
+from retryscope.instrumentation.control._journal import Journal
+from retryscope.instrumentation.integrations.httpx import RetryscopeTransport
 from tests.conftest import loopback_http_server
 from tests.reliability.support import audit
 

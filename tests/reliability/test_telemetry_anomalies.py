@@ -13,8 +13,8 @@ import pytest
 import retryscope
 from retryscope.analytics import build_report, connect, findings
 from retryscope.cli import main
-from retryscope.demo import VirtualClock
-from retryscope.instrumentation.columns import SpanColumns
+from retryscope.demo._scenarios import VirtualClock
+from retryscope.instrumentation.export._columns import SpanColumns
 from tests.reliability.support import audit
 
 T0 = 1_800_000_000_000_000_000

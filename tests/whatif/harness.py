@@ -15,14 +15,14 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from retryscope.analytics.policy_drift import write_policy_side_file
+from retryscope.analytics.replay._policy_drift import write_policy_side_file
 from retryscope.instrumentation import (
     AttemptStampingProcessor,
     ParquetSpanExporter,
     logical_request,
 )
-from retryscope.instrumentation.controller import CallResult, Dispatch, RetryController
-from retryscope.instrumentation.lab import (
+from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY_KEY,
     OPERATION,
     PRIMARY,
@@ -30,8 +30,8 @@ from retryscope.instrumentation.lab import (
     TENANT,
     reference_policy,
 )
-from retryscope.instrumentation.policy import RetryPolicy
-from retryscope.instrumentation.receipts import policy_sha256
+from retryscope.instrumentation.control._policy import RetryPolicy
+from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
 __all__ = ["MS", "RUN", "Clock", "Traffic", "policy_with"]

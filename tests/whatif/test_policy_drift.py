@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from retryscope.analytics import connect, findings
-from retryscope.analytics.policy_drift import (
+from retryscope.analytics.replay._policy_drift import (
     POLICY_DIR,
     policy_drift,
     policy_side_file,
     request_drift,
     write_policy_side_file,
 )
-from retryscope.instrumentation.controller import CallResult
-from retryscope.instrumentation.lab import reference_policy
-from retryscope.instrumentation.policy import policy_from_json
-from retryscope.instrumentation.receipts import policy_sha256
+from retryscope.instrumentation.control._controller import CallResult
+from retryscope.instrumentation.control._lab import reference_policy
+from retryscope.instrumentation.control._policy import policy_from_json
+from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.vocabulary import OutcomeKind
 from tests.whatif.harness import Traffic
 

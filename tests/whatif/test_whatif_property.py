@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retryscope.analytics import connect
-from retryscope.analytics.whatif import WhatIf, whatif_requests
-from retryscope.demo import generate
+from retryscope.analytics.replay._whatif import WhatIf, whatif_requests
+from retryscope.demo._run import generate
 
 
 @pytest.fixture(scope="module")

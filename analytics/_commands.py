@@ -1,0 +1,219 @@
+"""What the ``report``, ``request`` and ``findings`` subcommands do (argparse is in cli)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow.compute as pc
+
+from retryscope.analytics._dataset import connect, new_connection, skipped_files
+from retryscope.analytics._filters import Filters, parse_time
+from retryscope.analytics._findings import findings
+from retryscope.analytics._render import json_rows, markdown_table, text_table
+from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
+from retryscope.analytics._requests import request_detail
+
+REQUEST_COLUMNS = (
+    "layer",
+    "attempt_ordinal",
+    "parent_layer",
+    "parent_attempt_ordinal",
+    "route_id",
+    "start_time",
+    "duration_ms",
+    "backoff_delay_ms",
+    "retry_after_ms",
+    "not_before",
+    "deadline_remaining_ms",
+    "cost_micros",
+    "outcome",
+    "outcome_kind",
+    "decision",
+)
+"""Columns of ``retryscope request`` in text/markdown (JSON has them all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """How a command runs its analysis: the model cache directory, and DuckDB's memory
+    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM)."""
+
+    model_cache: str | None = None
+    memory_limit: str | None = None
+
+
+@contextmanager
+def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The data set's connection, set up as ``engine`` says; afterwards, a warning for
+    every file that was skipped (unreadable when listed, or undecodable when the command
+    first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
+    limit."""
+    with _memory_named(engine):
+        con, dataset = connect(
+            path,
+            con=new_connection(memory_limit=engine.memory_limit),
+            model_cache=engine.model_cache,
+        )
+        try:
+            yield con
+        finally:
+            for skipped in skipped_files(con, dataset):
+                print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+
+
+@contextmanager
+def _memory_named(engine: Engine) -> Iterator[None]:
+    try:
+        yield
+    except duckdb.OutOfMemoryException as exc:
+        limit = engine.memory_limit or "DuckDB's default limit (80 % of RAM)"
+        reason = str(exc).splitlines()[0]
+        raise MemoryError(
+            f"the analysis needs more memory than {limit} allows, even spilling to disk "
+            f"({reason}); raise --memory-limit or analyse fewer partitions at a time"
+        ) from exc
+
+
+def filters_from(
+    since: str | None,
+    until: str | None,
+    route: str | None,
+    tenant: str | None,
+    operation: str | None = None,
+) -> Filters:
+    return Filters(
+        since=parse_time(since) if since else None,
+        until=parse_time(until) if until else None,
+        route=route,
+        tenant=tenant,
+        operation=operation,
+    )
+
+
+def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> int:
+    rendered: dict[str, Callable[[dict[str, object]], str]] = {
+        "json": format_json,
+        "markdown": format_markdown,
+        "text": format_text,
+    }
+    with _open(path, engine) as con:
+        report = build_report(con, filters)
+    print(rendered[fmt](report))
+    return 0
+
+
+def request(path: str, ident: str, fmt: str) -> int:
+    """Print one logical request; exit 1 when ``ident`` names none."""
+    with _open(path) as con:
+        summary, attempts = request_detail(con, ident)
+    if summary.num_rows == 0:
+        print(
+            f"retryscope request: no logical request with id, trace id or idempotency "
+            f"digest {ident!r}",
+            file=sys.stderr,
+        )
+        return 1
+    if fmt == "json":
+        shown = {"requests": json_rows(summary), "attempts": json_rows(attempts)}
+        print(json.dumps(shown, indent=2))
+        return 0
+    table = markdown_table if fmt == "markdown" else text_table
+    for row in summary.to_pylist():
+        lrid = row["logical_request_id"]
+        print(
+            f"logical request {lrid}  trace {row['trace_id']}  tenant {row['tenant']}  "
+            f"operation {row['operation']}  terminal {row['terminal'] or 'unknown'}  "
+            f"retried layers {','.join(row['retried_layers']) or '-'}"
+        )
+        mine = attempts.filter(pc.equal(attempts.column("logical_request_id"), lrid))
+        print(table(mine.select(list(REQUEST_COLUMNS))))
+        print()
+    return 0
+
+
+def findings_command(
+    path: str, rule: str | None, filters: Filters, fmt: str, engine: Engine = Engine()
+) -> int:
+    with _open(path, engine) as con:
+        table = findings(con, rule=rule, filters=filters)
+    if fmt == "json":
+        print(json.dumps(json_rows(table), indent=2))
+    elif fmt == "markdown":
+        print(markdown_table(table))
+    else:
+        print(text_table(table))
+    return 0
+
+
+def whatif_command(
+    path: str,
+    policy_file: str | None,
+    overrides: dict[str, object],
+    filters: Filters,
+    fmt: str,
+    engine: Engine = Engine(),
+) -> int:
+    """Replay a data set under a policy file and/or flags; print the summary."""
+    import json
+
+    from retryscope.analytics.replay._whatif import WhatIf, read_policy_file, whatif
+
+    given = {k: v for k, v in overrides.items() if v is not None and v is not False}
+    if policy_file is not None:
+        policy = WhatIf.from_policy(read_policy_file(policy_file), **given)
+    elif given:
+        policy = WhatIf(**given)  # type: ignore[arg-type]
+    else:
+        raise ValueError("give --policy FILE or at least one of the what-if flags")
+    with _open(path, engine) as con:
+        table = whatif(con, policy, filters=filters)
+    if fmt == "json":
+        rows = [
+            {
+                k: int(v) if isinstance(v, float) and r["metric"] != "success_rate" else v
+                for k, v in r.items()
+            }
+            for r in table.to_pylist()
+        ]
+        print(json.dumps({"policy": policy.describe(), "summary": rows}, indent=2))
+        return 0
+    print(f"what-if replay under: {policy.describe()}")
+    print(markdown_table(table) if fmt == "markdown" else text_table(table))
+    unknown = table.column("unknown_requests")[0].as_py() if table.num_rows else 0
+    estimated = table.column("estimated_requests")[0].as_py() if table.num_rows else 0
+    print(
+        f"\nreplayed_low counts only what the recording shows; {unknown} request(s) would "
+        f"retry beyond the recording (outcome unknown: replayed_high assumes they succeed "
+        f"after every allowed attempt); {estimated} success(es) would run at another time "
+        f"(recorded outcome assumed)."
+    )
+    return 0
+
+
+def model_command(path: str, engine: Engine) -> int:
+    """Build the data set's model into ``engine.model_cache`` unless the cached one is up to date
+    (run after ingest, e.g. from cron, so interactive analyses find it ready)."""
+    from retryscope.analytics.model._build import ensure_model
+    from retryscope.analytics.model._cache import configured
+
+    if not engine.model_cache:
+        raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
+    with _open(path, engine) as con:
+        cache = configured(con)
+        if cache is None:
+            raise ValueError(f"{path} is in an object store: its model is not cached")
+        ensure_model(con)
+        ((reused, partitions),) = con.execute(
+            "SELECT getvariable('rs_model_reused'), getvariable('rs_model_partitions')"
+        ).fetchall()
+    if not cache.path.is_file():
+        return 1  # the warning said why it could not be written
+    state = "up to date" if reused else "built"
+    how = f", in {partitions} request partitions" if not reused and (partitions or 1) > 1 else ""
+    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB{how})")
+    return 0

@@ -1,0 +1,121 @@
+"""Which logical requests an analysis covers, and how its results are sliced.
+
+Filters select whole logical requests (by their start time, tenant, operation, or a route
+they touched) so ratios stay consistent. They are bound as DuckDB variables read by the
+``requests`` view; values are never formatted into SQL.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+
+from retryscope.analytics import _scope_facts as scope_facts
+from retryscope.analytics._queries import load
+from retryscope.analytics.model._build import ensure_model
+
+
+class Dimension(enum.StrEnum):
+    """How a metric is sliced. Attempt-level metrics use the attempt's route, release and
+    layer; request-level metrics use the request's entry route (its first outermost attempt)
+    and, for ``layer``, the request's declared retry owner. Time buckets use start times."""
+
+    OVERALL = "overall"
+    ROUTE = "route"
+    ROUTE_RELEASE = "route_release"
+    TENANT = "tenant"
+    OPERATION = "operation"
+    LAYER = "layer"
+    TIME_BUCKET = "time_bucket"
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Logical requests started in ``[since, until)`` (UTC), of ``tenant`` and
+    ``operation``, that made at least one attempt on ``route``; None means any."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    route: str | None = None
+    tenant: str | None = None
+    operation: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.since and self.until and _utc(self.since) >= _utc(self.until):
+            raise ValueError(f"since ({self.since.isoformat()}) must be before until")
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones converted to UTC (and made naive, as
+    the data set's timestamps are)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO-8601 time (``2026-11-29T10:00``, ``...Z``, with offset) or ``@<unix seconds>``."""
+    raw = text.strip()
+    try:
+        if raw.startswith("@"):
+            return datetime.fromtimestamp(float(raw[1:]), UTC)
+        return datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: use ISO-8601 (e.g. 2026-11-29T10:00:00Z) or @unix-seconds"
+        ) from None
+
+
+def apply(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters | None = None,
+    *,
+    bucket: timedelta = timedelta(hours=1),
+) -> None:
+    """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``: the
+    scope (``sql/scope*.sql``) is rebuilt when the filters differ from the last (the base
+    tables of ``sql/base.sql`` are built first, once per connection). Without filters the
+    scope is views onto the base tables; with them, copies of the selected requests' rows."""
+    f = filters or Filters()
+    if bucket <= timedelta(0):
+        raise ValueError(f"time bucket must be positive, got {bucket}")
+    values = {
+        "rs_since": _utc(f.since) if f.since else None,
+        "rs_until": _utc(f.until) if f.until else None,
+        "rs_route": f.route,
+        "rs_tenant": f.tenant,
+        "rs_operation": f.operation,
+    }
+    con.execute("SET VARIABLE rs_bucket = to_microseconds(?)", [_micros(bucket)])
+    key = repr(sorted(values.items()))
+    current = con.execute("SELECT getvariable('rs_scope_key')").fetchall()
+    if current and current[0][0] == key:
+        return  # the scope tables already hold these requests
+    ensure_model(con)
+    for name, value in values.items():
+        if value is None:
+            con.execute(f"SET VARIABLE {name} = NULL")
+        else:
+            con.execute(f"SET VARIABLE {name} = ?", [value])
+    unfiltered = all(value is None for value in values.values())
+    if unfiltered:
+        copied = con.execute("SELECT getvariable('rs_scope_copied')").fetchall()
+        if copied and copied[0][0]:
+            con.execute(load("scope_release"))  # the filtered copies are read no more
+        con.execute(load("scope_unfiltered"))
+        scope_facts.use_all(con)
+    else:
+        con.execute(load("scope_filtered"))
+        scope_facts.build(con, "scoped")
+    con.execute(load("scope"))
+    con.execute("SET VARIABLE rs_scope_copied = ?", [not unfiltered])
+    con.execute("SET VARIABLE rs_scope_key = ?", [key])
+    # what is computed per scope and kept (metrics.ensure_retry_clusters) names this one
+    con.execute("SET VARIABLE rs_scope_id = gen_random_uuid()::VARCHAR")
+
+
+def _micros(delta: timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

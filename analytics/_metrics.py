@@ -1,0 +1,200 @@
+"""The audit metrics as Arrow tables, computed by DuckDB over the views of ``connect``.
+
+Every function takes the connection from :func:`retryscope.analytics.connect`, optional
+:class:`~retryscope.analytics._filters.Filters` (which logical requests count) and, where a
+metric can be sliced, a :class:`~retryscope.analytics._filters.Dimension`. Sliced tables have
+a ``value`` column (the slice: a route id, tenant, ``2026-11-29T10:00:00Z`` time bucket,
+or ``all`` overall). The SQL lives in ``analytics/sql/<name>.sql``.
+
+A connection carries one set of filters at a time: do not share it between threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+import duckdb
+import pyarrow as pa
+
+from retryscope.analytics._filters import Dimension, Filters, apply
+from retryscope.analytics._queries import arrow
+from retryscope.analytics._queries import load as load_sql
+
+DEFAULT_BUCKET = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Tunable limits of the load, retry-effectiveness and synchronized-retry analyses."""
+
+    retry_budget: float = 0.10
+    """Allowed fraction of receiver attempts that are repeats, per load window."""
+    load_window_ms: int = 60_000
+    """Width of a load window."""
+    sync_gap_ms: int = 5
+    """Retries of different requests closer than this belong to one cluster."""
+    sync_min_requests: int = 5
+    """A cluster of at least this many requests is a synchronized retry."""
+    ineffective_min_samples: int = 20
+    """Retry groups with fewer retries are not judged."""
+    ineffective_max_success_rate: float = 0.05
+    """Retries succeeding at most this often are candidates to remove."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.retry_budget <= 1.0:
+            raise ValueError(f"retry_budget must be within [0, 1], got {self.retry_budget}")
+        if not 0.0 <= self.ineffective_max_success_rate <= 1.0:
+            raise ValueError("ineffective_max_success_rate must be within [0, 1]")
+        for name in ("load_window_ms", "sync_gap_ms", "sync_min_requests"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.ineffective_min_samples < 1:
+            raise ValueError("ineffective_min_samples must be >= 1")
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+class SlicedMetric(Protocol):
+    """A metric that can be computed overall or per slice of a :class:`Dimension`."""
+
+    def __call__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        by: Dimension | str = Dimension.OVERALL,
+        filters: Filters | None = None,
+        bucket: timedelta = DEFAULT_BUCKET,
+    ) -> pa.Table: ...
+
+
+def _sliced(name: str, doc: str) -> SlicedMetric:
+    """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``)."""
+
+    def metric(
+        con: duckdb.DuckDBPyConnection,
+        *,
+        by: Dimension | str = Dimension.OVERALL,
+        filters: Filters | None = None,
+        bucket: timedelta = DEFAULT_BUCKET,
+    ) -> pa.Table:
+        apply(con, filters, bucket=bucket)
+        return arrow(con, name, {"dim": Dimension(by).value})
+
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = doc
+    return metric
+
+
+amplification = _sliced(
+    "amplification",
+    """Logical requests; physical, harness and receiver attempts (receiver: attempts with no
+    lower-layer attempt beneath them); amplification ratio = receiver ÷ logical; hidden
+    attempts = receiver − harness (or outermost when no harness layer); max and p99
+    receiver attempts per request; requests where ≥ 2 layers retried and the largest
+    multiplication among them.""",
+)
+cost = _sliced(
+    "cost",
+    """Cost per slice and currency (micro-units): total, accepted, cost amplification =
+    total ÷ accepted, wasted, estimated vs measured.""",
+)
+fallback = _sliced(
+    "fallback",
+    """Fallback rate, success rate, quality (capability, behavior class and boundary bound),
+    degraded and unverified fallbacks, and requests answered across a wider boundary.""",
+)
+deadline = _sliced(
+    "deadline",
+    """Deadline-exhausted requests (``stop_deadline``), late successes, misses, and doomed
+    dispatches (less time left than the route's median attempt latency).""",
+)
+latency = _sliced("latency", """Logical latency p50/p95/p99 next to first-attempt latency (ms).""")
+hedging = _sliced(
+    "hedging",
+    """Hedge rate and waste, dispatches to an open breaker, and requests whose retry owner
+    runs over a lower layer that declares retries of its own (opaque ownership).""",
+)
+
+
+def wasted_cost(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
+    """Cost of attempts whose result was not accepted, by route and outcome kind."""
+    apply(con, filters)
+    return arrow(con, "wasted_cost")
+
+
+retry_effectiveness = _sliced(
+    "retry_effectiveness",
+    """Success rate of the attempt after a failure, per layer and slice: rows with
+    ``slice='after_kind'`` group by the preceding failure kind, ``slice='ordinal'`` by the
+    retry's attempt ordinal.""",
+)
+
+
+def ineffective_retries(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> pa.Table:
+    """Retries that almost never succeed (candidates to remove), with what they cost."""
+    apply(con, filters)
+    return arrow(
+        con,
+        "ineffective_retries",
+        {
+            "min_samples": thresholds.ineffective_min_samples,
+            "max_success_rate": thresholds.ineffective_max_success_rate,
+        },
+    )
+
+
+def load(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    by: Dimension | str = Dimension.OVERALL,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    bucket: timedelta = DEFAULT_BUCKET,
+) -> pa.Table:
+    """Retry fraction of receiver traffic per window (and slice) against the retry budget
+    (``over_budget`` marks storm windows)."""
+    apply(con, filters, bucket=bucket)
+    return arrow(
+        con,
+        "load",
+        {
+            "window_ms": thresholds.load_window_ms,
+            "budget": thresholds.retry_budget,
+            "dim": Dimension(by).value,
+        },
+    )
+
+
+def synchronized_retries(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> pa.Table:
+    """Clusters of retries from many requests within a few ms of one another."""
+    apply(con, filters)
+    ensure_retry_clusters(con, thresholds)
+    return arrow(con, "synchronized_retries")
+
+
+def ensure_retry_clusters(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+    """Compute the current scope's retry clusters for ``thresholds`` into
+    ``memo_retry_clusters`` unless they are there already (two whole-scope window passes
+    over the repeats: the report and the findings both need them)."""
+    gap, least = thresholds.sync_gap_ms, thresholds.sync_min_requests
+    ((scope, memo),) = con.execute(
+        "SELECT getvariable('rs_scope_id'), getvariable('rs_clusters_key')"
+    ).fetchall()
+    key = f"{scope}|{gap!r}|{least!r}"
+    if memo == key:
+        return
+    con.execute(load_sql("retry_clusters_memo"), {"gap_ms": gap, "min_requests": least})
+    con.execute("SET VARIABLE rs_clusters_key = ?", [key])

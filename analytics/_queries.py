@@ -1,0 +1,54 @@
+"""The analytics SQL, loaded by name from ``analytics/sql/<stage>/*.sql``, and how it is run.
+
+All SQL of the analytics lives in those files; Python binds parameters (never formats
+values into SQL) and gets Arrow tables back.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+@cache
+def _sql_files() -> dict[str, Traversable]:
+    """Every ``sql/<stage>/<name>.sql`` shipped with this package, by name (names are unique
+    across the stages: model, scope, metrics, findings, lookups, replay)."""
+    files: dict[str, Traversable] = {}
+    for stage in resources.files("retryscope.analytics").joinpath("sql").iterdir():
+        if not stage.is_dir():
+            continue
+        for sql in stage.iterdir():
+            if sql.name.endswith(".sql"):
+                name = sql.name.removesuffix(".sql")
+                if name in files:
+                    raise RuntimeError(f"two analytics queries named {name!r}")
+                files[name] = sql
+    return files
+
+
+@cache
+def load(name: str) -> str:
+    """The text of the query ``name`` (``sql/<stage>/<name>.sql``) shipped with this package."""
+    sql = _sql_files().get(name)
+    if sql is None:
+        raise ValueError(f"no analytics query named {name!r}")
+    return sql.read_text(encoding="utf-8")
+
+
+def arrow(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
+) -> pa.Table:
+    """Run query ``name`` with named parameters (``$name`` in the SQL) and return Arrow."""
+    table: pa.Table = con.sql(load(name), params=params or {}).to_arrow_table()
+    return table
+
+
+def install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros of ``macros.sql`` (cheap: nothing is read)."""
+    con.execute(load("macros"))

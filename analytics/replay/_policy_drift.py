@@ -1,0 +1,298 @@
+"""Policy drift: re-run the control-plane evaluator on each request's recorded attempts.
+
+A request the ``RetryController`` ran carries its policy's digest (``policy_digest``, the
+SHA-256 of the policy's canonical JSON). When the policy document itself is in the data set
+as a side file, ``<data>/_policies/<sha256>.json`` (written by
+:func:`write_policy_side_file`), the retry owner's recorded attempts are checked against
+what that policy planned: the first attempt the evaluator rejects is one drift row naming
+the check (its ``AttemptRejected`` subclass), the field and the observed and planned
+numbers. A request whose attempts all match but whose recorded terminal differs from the
+evaluator's is a budget drift too.
+
+Grouping is DuckDB SQL (``sql/policy_drift.sql``); the evaluator is pure Python, called once
+per request through a DuckDB Python function, so the work is bounded by a cap (default
+:data:`DEFAULT_MAX_REQUESTS` requests, a deterministic sample by hash of the logical request
+id beyond it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import pyarrow as pa
+from duckdb.func import FunctionNullHandling
+from duckdb.sqltypes import BIGINT, VARCHAR
+
+from retryscope.analytics._dataset import DataSet
+from retryscope.analytics._filters import Filters, apply
+from retryscope.analytics._queries import load
+from retryscope.instrumentation._digests import canonical_json
+from retryscope.instrumentation.control._evaluator import (
+    AttemptRejected,
+    CostMismatch,
+    DispatchAfterDeadline,
+    EarlyStart,
+    JitterOutOfRange,
+    ObservedAttempt,
+    PostTerminalAttempt,
+    Receipt,
+    ReleaseMismatch,
+    RouteMismatch,
+    ScheduleDrift,
+    attempts_from_rows,
+    evaluate,
+)
+from retryscope.instrumentation.control._policy import (
+    PolicyError,
+    RetryPolicy,
+    policy_from_obj,
+    policy_to_obj,
+)
+from retryscope.instrumentation.control._receipts import policy_sha256
+from retryscope.instrumentation.control._strict import load_json
+from retryscope.instrumentation.export._config import ExportConfig
+from retryscope.instrumentation.export._files import make_dirs
+
+POLICY_DIR: Final = "_policies"
+"""Directory of policy side files inside a data set (ignored by the Parquet discovery)."""
+DEFAULT_MAX_REQUESTS: Final = 10_000
+"""Requests evaluated per query at most (each is one pure-Python evaluator run)."""
+
+_NS_PER_MS: Final = 1_000_000
+_FIELD = re.compile(r"attempts\[(\d+)\](?:\.(\w+))?")
+_DRIFT_OF: Final[dict[type[AttemptRejected], str]] = {
+    RouteMismatch: "route",
+    ReleaseMismatch: "route",
+    ScheduleDrift: "schedule",
+    JitterOutOfRange: "schedule",
+    EarlyStart: "schedule",
+    PostTerminalAttempt: "budget",
+    DispatchAfterDeadline: "budget",
+    CostMismatch: "budget",
+}
+"""Drift category of each rejection; the others (ordinals, digests, observations) are
+``record`` drift: the telemetry does not describe the attempt the policy planned."""
+
+
+def policy_side_file(data_dir: str | os.PathLike[str], digest: str) -> Path:
+    """Where the document of policy ``digest`` lives in the data set ``data_dir``."""
+    return Path(data_dir) / POLICY_DIR / f"{digest}.json"
+
+
+def write_policy_side_file(data_dir: str | os.PathLike[str], policy: RetryPolicy) -> Path:
+    """Write ``policy`` as ``<data_dir>/_policies/<sha256>.json`` (its canonical JSON, the
+    bytes its digest is taken over) and return the path. Idempotent; file and folder modes
+    follow ``RETRYSCOPE_PARQUET_*`` like the span files (owner-only by default)."""
+    path = policy_side_file(data_dir, policy_sha256(policy))
+    modes = ExportConfig.from_env()  # owner-only by default, like the span files
+    make_dirs(path.parent, modes.dir_mode)
+    body = canonical_json(policy_to_obj(policy), integers_only=True)
+    if not path.exists() or path.read_bytes() != body:
+        tmp = path.with_suffix(".json.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, modes.file_mode)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), modes.file_mode)  # exact mode whatever the umask
+            out.write(body)
+        tmp.replace(path)
+    return path
+
+
+def load_policy_documents(dataset: DataSet) -> pa.Table:
+    """Policy side files of a local data set as (policy_digest, document); empty otherwise."""
+    digests: list[str] = []
+    documents: list[str] = []
+    if not dataset.is_remote:
+        root = Path(dataset.root)
+        folder = (root if root.is_dir() else root.parent) / POLICY_DIR
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.json")):
+                digests.append(path.stem)
+                documents.append(path.read_text(encoding="utf-8"))
+    return pa.table(
+        {"policy_digest": pa.array(digests, pa.string()), "document": pa.array(documents)}
+    )
+
+
+def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
+    """Register ``policy_documents`` and the evaluator function on ``con`` (cheap)."""
+    con.register("policy_documents", load_policy_documents(dataset))
+    with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
+        con.remove_function("rs_policy_drift")
+    con.create_function(
+        "rs_policy_drift",
+        drift_json,
+        [VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR],
+        VARCHAR,
+        null_handling=FunctionNullHandling.SPECIAL,
+        side_effects=False,
+    )
+
+
+def install_macro(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``policy_drift_rows()`` over the scope tables (after ``apply``: they exist)."""
+    con.execute(load("policy_drift"))
+
+
+def policy_drift(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    max_requests: int = DEFAULT_MAX_REQUESTS,
+) -> pa.Table:
+    """One row per drifting request: request, trace, span, policy digest, ``drift``
+    (route | schedule | budget | record | policy), ``check``, ``field``, attempt ordinal,
+    route, time, ``observed`` and ``planned`` (JSON) and the evaluator's message."""
+    if max_requests < 1:
+        raise ValueError(f"max_requests must be >= 1, got {max_requests}")
+    apply(con, filters)
+    install_macro(con)
+    con.execute("SET VARIABLE rs_drift_cap = ?", [max_requests])
+    table: pa.Table = con.sql(
+        "SELECT * FROM policy_drift_rows() ORDER BY time, logical_request_id"
+    ).to_arrow_table()
+    return table
+
+
+# --- the per-request evaluation (called from SQL) ------------------------------------------
+def drift_json(
+    document: str | None,
+    digest: str | None,
+    terminal: str | None,
+    ended_ns: int | None,
+    attempts: str | None,
+) -> str:
+    """JSON array of the drift rows of one request (empty when it followed its policy)."""
+    if document is None or digest is None:
+        return "[]"
+    rows = json.loads(attempts) if attempts else []
+    return json.dumps(request_drift(document, digest, terminal, ended_ns, rows))
+
+
+def _row(
+    drift: str,
+    check: str,
+    field: str,
+    message: str,
+    *,
+    attempt: ObservedAttempt | None = None,
+    time_ns: int | None = None,
+    observed: Any = None,
+    planned: Any = None,
+) -> dict[str, Any]:
+    return {
+        "drift": drift,
+        "check": check,
+        "field": field,
+        "attempt_ordinal": attempt.attempt_ordinal if attempt else None,
+        "route_id": attempt.route_id if attempt else None,
+        "time_ns": attempt.start_ms * _NS_PER_MS if attempt else time_ns,
+        "observed": observed,
+        "planned": planned,
+        "message": message,
+    }
+
+
+def _planned(prefix: Receipt, policy: RetryPolicy, attr: str) -> Any:
+    """What the policy planned for ``attr`` of the attempt after ``prefix``."""
+    if prefix.terminal is not None or prefix.next_attempt is None:
+        return {
+            "terminal": prefix.terminal.value if prefix.terminal else None,
+            "max_total_attempts": policy.max_total_attempts,
+            "max_total_cost_micros": policy.max_total_cost_micros,
+            "spent_micros": prefix.spent_micros,
+            "deadline_ms": policy.deadline_ms,
+        }
+    plan = prefix.next_attempt
+    return {
+        "route_id": plan.route.route_id,
+        "route_release": plan.route.route_release_sha256,
+        "attempt_ordinal": plan.attempt_ordinal,
+        "route_attempt_ordinal": plan.route_attempt_ordinal,
+        "backoff_delay_ms": plan.delay_ms,
+        "not_before_ms": plan.not_before_ms,
+        "start_ms": plan.not_before_ms if attr == "start_ms" else None,
+        "cost_reserved_micros": plan.reserve_micros,
+        "cost_actual_micros": plan.reserve_micros,
+    }.get(attr)
+
+
+def request_drift(
+    document: str,
+    digest: str,
+    terminal: str | None,
+    ended_ns: int | None,
+    rows: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Drift rows of one request: the evaluator's first rejection, else a terminal mismatch.
+
+    ``rows`` are the retry owner's attempt rows (``attempts`` view columns, times as int ns).
+    """
+    try:
+        policy = policy_from_obj(load_json(document), validate=False)
+    except ValueError as exc:
+        return [_row("policy", "undecodable_policy", "policy", str(exc), time_ns=ended_ns)]
+    if policy_sha256(policy) != digest:
+        return [
+            _row(
+                "policy",
+                "digest_mismatch",
+                "policy_digest",
+                "the side file's policy does not hash to the recorded digest",
+                time_ns=ended_ns,
+                observed=policy_sha256(policy),
+                planned=digest,
+            )
+        ]
+    try:
+        attempts = attempts_from_rows(rows)
+    except (ValueError, KeyError, TypeError) as exc:
+        return [_row("record", "unreadable_attempt", "attempts", str(exc), time_ns=ended_ns)]
+    owners = frozenset({policy.retry_owner})
+    try:
+        receipt = evaluate(policy, attempts, accepted_owners=owners)
+    except PolicyError as exc:
+        return [_row("policy", type(exc).__name__, exc.field, str(exc), time_ns=ended_ns)]
+    except AttemptRejected as exc:
+        match = _FIELD.match(exc.field)
+        index = int(match.group(1)) if match else 0
+        attr = (match.group(2) if match else None) or "attempt"
+        attempt = attempts[index]
+        prefix = evaluate(policy, attempts[:index], accepted_owners=owners)
+        return [
+            _row(
+                _DRIFT_OF.get(type(exc), "record"),
+                type(exc).__name__,
+                attr,
+                str(exc),
+                attempt=attempt,
+                observed=attempt.attempt_ordinal
+                if attr == "attempt"
+                else getattr(attempt, attr, None),
+                planned=_planned(prefix, policy, attr),
+            )
+        ]
+    if receipt.terminal is None and ended_ns is not None:
+        receipt = evaluate(policy, attempts, now_ms=ended_ns // _NS_PER_MS, accepted_owners=owners)
+    planned_terminal = receipt.terminal.value if receipt.terminal else None
+    if terminal is not None and terminal != planned_terminal:
+        last = attempts[-1] if attempts else None
+        return [
+            _row(
+                "budget",
+                "terminal_mismatch",
+                "terminal",
+                f"recorded terminal {terminal!r}, the policy decides {planned_terminal!r}",
+                time_ns=ended_ns,
+                observed=terminal,
+                planned=planned_terminal,
+            )
+            | ({"attempt_ordinal": last.attempt_ordinal, "route_id": last.route_id} if last else {})
+        ]
+    return []

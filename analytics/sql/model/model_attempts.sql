@@ -1,0 +1,51 @@
+-- The first of the model's three scripts (retryscope.analytics.model._build.ensure_model runs
+-- base_attempts.sql, base_http_attempts.sql when there may be unmarked HTTP client spans,
+-- then base.sql), computed once per connection when a query first needs them, over
+-- whatever `spans` names: the whole data set, or one request's rows for a drill-down.
+-- Temp tables: DuckDB plans a deep view chain slowly, and every report query would
+-- recompute it.
+
+-- Every physical attempt, built in three steps over one table `attempt_rows` (scanning
+-- the Parquet files once; joins between span sets run on the in-memory rows):
+-- 1. spans marked as attempts;
+CREATE OR REPLACE TEMP TABLE attempt_rows AS
+SELECT
+    logical_request_id, trace_id, span_id, parent_span_id,
+    start_time, end_time, duration_ms,
+    layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
+    route_id, route_release, route_priority, is_fallback,
+    route_capability_digest, route_behavior_class, route_data_boundary,
+    backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
+    cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
+    coalesce(outcome, CASE WHEN http_method IS NOT NULL
+        THEN rs_http_outcome(http_status_code, status_code) END) AS outcome,
+    coalesce(outcome_kind, CASE WHEN http_method IS NOT NULL AND outcome IS NULL
+        THEN rs_http_outcome_kind(http_status_code, status_code) END) AS outcome_kind,
+    decision, retry_owner,
+    tenant, operation, idempotency_digest, logical_request_digest,
+    http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
+    breaker_state, lower_max_retries,
+    FALSE AS classified_from_http
+FROM spans
+WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;
+
+-- 2. an attempt that does not name its enclosing attempt but whose parent span is one
+-- (e.g. a transport attempt marked by an HTTP instrumentation) gets it from the span
+-- tree; the context API and the stamping processor stamp parent_layer and
+-- parent_attempt_ordinal, so this usually matches nothing. Only an attempt of the same
+-- logical request encloses it: nesting is counted within one request (a sub-request's
+-- attempts beneath another request's attempt are that sub-request's own top level), and
+-- the model can then be built one request partition at a time;
+UPDATE attempt_rows AS c
+SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal
+FROM (
+    SELECT c.rowid AS r, any_value(p.layer) AS parent_layer,
+           any_value(p.attempt_ordinal) AS parent_attempt_ordinal
+    FROM attempt_rows c
+    JOIN attempt_rows p
+      ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+     AND p.logical_request_id = c.logical_request_id
+    WHERE c.parent_layer IS NULL AND c.parent_span_id IS NOT NULL
+    GROUP BY c.rowid
+) t
+WHERE c.rowid = t.r;

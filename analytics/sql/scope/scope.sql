@@ -1,0 +1,65 @@
+-- What the analyses of the in-scope logical requests read, rebuilt by
+-- retryscope.analytics._filters.apply() when the filters change: `requests`,
+-- `attempt_facts`, `request_nesting` and `receiver_traffic` are views onto the base tables
+-- (scope_unfiltered.sql) or onto their filtered copies (scope_filtered.sql), and so are
+-- `route_latency` and `request_facts` (retryscope.analytics._scope_facts); this file then
+-- defines the table macros over them (a table macro binds the views it reads when it is
+-- created, so these are created again with every scope).
+
+-- Clusters of retries from different requests starting within gap_ms of one another
+-- (missing jitter); clusters of at least min_requests requests.
+CREATE OR REPLACE MACRO retry_clusters(gap_ms, min_requests) AS TABLE
+WITH q AS (
+    SELECT logical_request_id, start_time, prev_kind, route_id,
+           epoch_ns(start_time) AS t,
+           epoch_ns(start_time) - lag(epoch_ns(start_time)) OVER (ORDER BY start_time) AS gap
+    FROM receiver_traffic
+    WHERE is_repeat
+),
+c AS (
+    SELECT *, sum(CASE WHEN gap IS NULL OR gap > gap_ms * 1000000::BIGINT THEN 1 ELSE 0 END)
+                  OVER (ORDER BY start_time ROWS UNBOUNDED PRECEDING) AS cluster
+    FROM q
+),
+-- most clusters are one retry: keep those with enough retries to possibly hold
+-- min_requests requests before building the distinct lists (4x faster)
+candidates AS (
+    SELECT cluster FROM c GROUP BY cluster HAVING count(*) >= min_requests
+)
+SELECT
+    min(start_time) AS cluster_start,
+    max(start_time) AS cluster_end,
+    (max(t) - min(t)) / 1000000.0 AS spread_ms,
+    count(*)::BIGINT AS retries,
+    count(DISTINCT logical_request_id)::BIGINT AS logical_requests,
+    list(DISTINCT route_id ORDER BY route_id) AS routes,
+    coalesce(list(DISTINCT prev_kind ORDER BY prev_kind) FILTER (WHERE prev_kind IS NOT NULL),
+             []) AS after_kinds,
+    list(DISTINCT logical_request_id ORDER BY logical_request_id) AS logical_request_ids
+FROM c
+SEMI JOIN candidates USING (cluster)
+GROUP BY cluster
+HAVING count(DISTINCT logical_request_id) >= min_requests;
+
+-- Receiver traffic per window of window_ms and slice of a Dimension (`value`; 'all'
+-- overall): repeats as a fraction of attempts vs budget.
+CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, dim) AS TABLE
+SELECT
+    rs_dim(dim, route_id, route_release, request_tenant, request_operation, layer, start_time)
+        AS value,
+    make_timestamp(
+        (epoch_us(start_time) // (window_ms * 1000::BIGINT)) * (window_ms * 1000::BIGINT)
+    ) AS window_start,
+    count(*)::BIGINT AS attempts,
+    count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
+    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,
+    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
+    count(DISTINCT logical_request_id)::BIGINT AS logical_requests
+FROM receiver_traffic
+GROUP BY 1, 2;
+
+-- The same, not sliced.
+CREATE OR REPLACE MACRO load_windows(window_ms, budget) AS TABLE
+SELECT * EXCLUDE (value) FROM load_windows_by(window_ms, budget, 'overall');
+
+

@@ -1,0 +1,236 @@
+"""Data access of the audit UI.
+
+One DuckDB connection per version of the data set (``st.cache_resource``), locked down so
+it can read only the data set's files and its configuration cannot be changed; query
+results are cached (``st.cache_data``) on the data set's file list, mtimes and sizes, so new
+files show on the next refresh. The analytics binds filters as connection state (DuckDB
+temp tables and variables, which a cursor does not share), so queries on the connection are
+serialised by a lock instead of running on cursors. Every query is a function of
+``retryscope.analytics``: SQL lives there, with bound parameters only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import streamlit as st
+
+from retryscope.analytics import (
+    DataSet,
+    Filters,
+    amplification,
+    build_report,
+    connect,
+    deadline,
+    discover,
+    fallback,
+    finding_counts,
+    findings,
+    latency,
+    load,
+    request_attempts,
+    request_summary,
+)
+from retryscope.analytics._browse import (
+    dimension_values,
+    nested_retry_requests,
+    retry_success_matrix,
+    time_range,
+)
+from retryscope.analytics._dataset import (
+    MEMORY_LIMIT_ENV,
+    SkippedFile,
+    new_connection,
+    skipped_files,
+)
+from retryscope.analytics.model._build import ensure_model
+from retryscope.analytics.model._cache import CACHE_ENV
+from retryscope.analytics.replay._policy_drift import (
+    POLICY_DIR,
+    load_policy_documents,
+    policy_drift,
+)
+from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
+
+
+def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
+    out = []
+    for path in paths:
+        try:
+            stat = path.stat()
+        except OSError:  # removed while listing
+            continue
+        out.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return out
+
+
+def fingerprint(root: str) -> Fingerprint:
+    """Path, mtime and size of every visible Parquet file under ``root`` (stat only), then
+    of its policy side files (``_policies/*.json``) when there are span files: a new side
+    file changes the policy drift, so it makes a new version too."""
+    base = Path(root)
+    paths = [base] if base.is_file() else sorted(base.rglob("*.parquet"))
+    visible = [
+        p
+        for p in paths
+        if not any(part.startswith((".", "_")) for part in p.relative_to(base).parts)
+    ]
+    spans = _stats(visible)
+    if not spans:
+        return ()
+    folder = (base if base.is_dir() else base.parent) / POLICY_DIR
+    return (*spans, *_stats(sorted(folder.glob("*.json"))))
+
+
+@dataclass(frozen=True)
+class Store:
+    con: duckdb.DuckDBPyConnection
+    dataset: DataSet
+    lock: threading.Lock
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
+    """Only the data set's files stay readable; nothing can be written outside memory."""
+    con.execute("SET allowed_paths = ?", [list(dataset.files)])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+@st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
+def _store(root: str, version: Fingerprint) -> Store:
+    dataset = discover(root)
+    cache = os.environ.get(CACHE_ENV) or None
+    memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
+    con, _ = connect(dataset, con=new_connection(memory_limit=memory_limit), model_cache=cache)
+    if cache is not None:
+        # attach the cached model (or build it into the cache) while files may still be opened
+        ensure_model(con)
+    _lock_down(con, dataset)
+    return Store(con, dataset, threading.Lock())
+
+
+def _filters(key: FilterKey | None) -> Filters | None:
+    return None if key is None else Filters(*key)
+
+
+def _bucket(args: tuple[Any, ...]) -> timedelta:
+    return timedelta(seconds=float(args[1])) if len(args) > 1 else timedelta(hours=1)
+
+
+def _affected(requests: pa.Table, limit: int) -> tuple[int, pa.Table]:
+    """How many requests the replay changes, and the ``limit`` most affected of them: most
+    attempts saved first, then most cost saved. Each row gains ``attempts_saved`` and
+    ``cost_saved_micros``."""
+    saved = pc.subtract(requests["recorded_attempts"], requests["replayed_attempts"])
+    cost = pc.subtract(requests["recorded_cost_micros"], requests["replayed_cost_micros"])
+    status = requests["replayed_status"]
+    miss = pc.fill_null(
+        pc.not_equal(requests["replayed_deadline_miss"], requests["recorded_deadline_miss"]),
+        True,  # NULL: an unknown outcome
+    )
+    changed = pc.or_(
+        pc.or_(
+            pc.not_equal(saved, 0),
+            pc.not_equal(status, pc.if_else(requests["recorded_success"], "success", "failed")),
+        ),
+        pc.or_(pc.or_(miss, requests["estimated"]), pc.greater(requests["shift_ms"], 0)),
+    )
+    rows = (
+        requests.append_column("attempts_saved", saved)
+        .append_column("cost_saved_micros", cost)
+        .filter(changed)
+    )
+    top = rows.sort_by(
+        [
+            ("attempts_saved", "descending"),
+            ("cost_saved_micros", "descending"),
+            ("logical_request_id", "ascending"),
+        ]
+    ).slice(0, limit)
+    return rows.num_rows, top
+
+
+QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[Any, ...]], Any]] = {
+    "report": lambda con, f, a: build_report(con, f),
+    "amplification": lambda con, f, a: amplification(con, by=a[0], filters=f, bucket=_bucket(a)),
+    "fallback": lambda con, f, a: fallback(con, by=a[0], filters=f),
+    "deadline": lambda con, f, a: deadline(con, by=a[0], filters=f),
+    "latency": lambda con, f, a: latency(con, by=a[0], filters=f),
+    "load": lambda con, f, a: load(con, filters=f),
+    # findings arguments: (limit, rule ids) — a page of the rows of those rules
+    "findings": lambda con, f, a: findings(con, rules=a[1], limit=a[0], filters=f),
+    "finding_counts": lambda con, f, a: finding_counts(con, filters=f),
+    "nested_retry_requests": lambda con, f, a: nested_retry_requests(con, filters=f, limit=a[0]),
+    "retry_success_matrix": lambda con, f, a: retry_success_matrix(con, filters=f),
+    "dimension_values": lambda con, f, a: dimension_values(con),
+    "time_range": lambda con, f, a: time_range(con),
+    "request_summary": lambda con, f, a: request_summary(con, a[0]),
+    "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
+    # what-if arguments: the fields of a WhatIf in order (``astuple``), hashable for caching
+    "whatif": lambda con, f, a: whatif(con, WhatIf(*a), filters=f),
+    "whatif_affected": lambda con, f, a: _affected(
+        whatif_requests(con, WhatIf(*a[1:]), filters=f), a[0]
+    ),
+    "policy_drift": lambda con, f, a: policy_drift(con, filters=f),
+}
+
+
+@st.cache_data(
+    max_entries=1024,
+    # the first query on a data set builds its analytics tables: minutes at tens of millions
+    show_spinner="Querying the audit data (the first query on a large data set takes longest)…",
+)
+def _query(
+    root: str, version: Fingerprint, name: str, key: FilterKey | None, args: tuple[Any, ...]
+) -> Any:
+    store = _store(root, version)
+    with store.lock:
+        return QUERIES[name](store.con, _filters(key), args)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _policy_documents(root: str, version: Fingerprint) -> int:
+    documents: pa.Table = load_policy_documents(_store(root, version).dataset)
+    return int(documents.num_rows)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The data set the UI shows, at the version seen by this script run."""
+
+    root: str
+    version: Fingerprint
+
+    @property
+    def dataset(self) -> DataSet:
+        return _store(self.root, self.version).dataset
+
+    def skipped(self) -> tuple[SkippedFile, ...]:
+        """Files skipped so far: unreadable when listed, or undecodable when first read."""
+        store = _store(self.root, self.version)
+        with store.lock:
+            return skipped_files(store.con, store.dataset)
+
+    @property
+    def policy_documents(self) -> int:
+        """How many policy side files (``_policies/*.json``) the data set carries."""
+        return _policy_documents(self.root, self.version)
+
+    def query(self, name: str, filters: Filters | None = None, *args: Any) -> Any:
+        """Result of query ``name`` (a key of :data:`QUERIES`) under ``filters``."""
+        key: FilterKey | None = None
+        if filters is not None:
+            key = (filters.since, filters.until, filters.route, filters.tenant, filters.operation)
+        return _query(self.root, self.version, name, key, args)

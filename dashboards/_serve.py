@@ -1,0 +1,92 @@
+"""Start the Streamlit audit UI as a subprocess bound to a local address."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from retryscope.analytics._dataset import MEMORY_LIMIT_ENV, new_connection
+from retryscope.analytics.model._cache import CACHE_ENV
+
+APP = Path(__file__).with_name("app.py")
+DATA_ENV = "RETRYSCOPE_DATA"
+TRACE_URL_ENV = "RETRYSCOPE_TRACE_URL"
+"""A URL template with ``{trace_id}`` linking a request to a tracing backend."""
+
+
+def streamlit_command(port: int, address: str) -> list[str]:
+    """The command line that serves the app (headless, no usage statistics)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        address,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
+
+
+def serve(
+    path: str,
+    *,
+    port: int = 8501,
+    address: str = "127.0.0.1",
+    trace_url: str | None = None,
+    model_cache: str | None = None,
+    memory_limit: str | None = None,
+) -> int:
+    """Serve the UI over the data set at ``path`` until interrupted; returns the exit code.
+    ``trace_url`` (else ``$RETRYSCOPE_TRACE_URL``) links requests to a tracing backend;
+    ``model_cache`` (else ``$RETRYSCOPE_MODEL_CACHE``) caches the built audit model;
+    ``memory_limit`` (else ``$RETRYSCOPE_MEMORY_LIMIT``) caps DuckDB's memory."""
+    if not 0 < port < 65536:
+        raise ValueError(f"port {port} is out of range")
+    if trace_url is not None and "{trace_id}" not in trace_url:
+        raise ValueError(f"trace URL template {trace_url!r} lacks the {{trace_id}} placeholder")
+    if memory_limit is not None:
+        new_connection(memory_limit=memory_limit).close()  # a bad size is named here
+    env = dict(os.environ, **{DATA_ENV: str(Path(path).resolve())})
+    if trace_url is not None:
+        env[TRACE_URL_ENV] = trace_url
+    if model_cache is not None:
+        env[CACHE_ENV] = str(Path(model_cache).resolve())
+    if memory_limit is not None:
+        env[MEMORY_LIMIT_ENV] = memory_limit
+    print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
+    proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
+    # SIGTERM (a service manager, a test harness) must stop the server too, not orphan it.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return 0
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,1001 @@
+"""The context API: one logical request, many physical attempts.
+
+``logical_request(...)`` opens the logical request's span; ``req.attempt(...)`` opens one
+child span per physical attempt and numbers it. Both put themselves into the
+OpenTelemetry context under a private key (not Baggage, which propagators copy into
+outgoing HTTP headers), so the :class:`~retryscope.instrumentation._processor.
+AttemptStampingProcessor` can stamp every span started beneath them, in this thread, in
+threads that copy the context, and in asyncio tasks; :func:`current_scope` reads them as
+a :class:`Scope`. An attempt builds its stamp and ``Scope`` only when first asked (most
+attempts have no foreign span beneath them), so opening one costs the span, the ordinal
+allocation and the context switch.
+
+Times come from an injectable ``clock`` (unix ns) so simulations and tests are exact.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType, TracebackType
+from typing import Any, Final, Self
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation import _SPAN_KEY
+from opentelemetry.util.types import AttributeValue
+
+from retryscope import vocabulary as v
+from retryscope.instrumentation._classify import classify_exception, error_type
+from retryscope.instrumentation._digests import idempotency_digest, request_digest
+from retryscope.instrumentation._lower_layer import LowerLayerConfig
+from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
+from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
+from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
+from retryscope.vocabulary import (
+    LAYER_COUNT_ATTRS,
+    BreakerState,
+    Decision,
+    HedgeResult,
+    Layer,
+    Outcome,
+    OutcomeKind,
+    ReconciliationMethod,
+    ReconciliationResult,
+    RetryOwner,
+    SpanRole,
+    Terminal,
+)
+
+Clock = Callable[[], int]
+"""Returns the current time as unix nanoseconds."""
+
+ParentKey = tuple[Layer, int] | None
+"""Identifies an attempt's parent within its request: (layer, ordinal), None at the top."""
+
+_SCOPE_KEY: Final = otel_context.create_key("retryscope-scope")
+_TRACER_NAME: Final = "retryscope"
+_NS_PER_MS: Final = 1_000_000
+_CLIENT: Final = trace.SpanKind.CLIENT
+_ROLE_ATTEMPT: Final = SpanRole.ATTEMPT.value
+_OUTCOME_VALUES: Final = frozenset(o.value for o in Outcome)
+# Attribute keys used on every attempt, looked up once.
+_K_ROLE: Final = v.SPAN_ROLE.key
+_K_LAYER: Final = v.LAYER.key
+_K_ORDINAL: Final = v.ATTEMPT_ORDINAL.key
+_K_ROUTE_ORDINAL: Final = v.ROUTE_ATTEMPT_ORDINAL.key
+_K_ROUTE: Final = v.ROUTE_ID.key
+_K_PRIORITY: Final = v.ROUTE_PRIORITY.key
+_K_FALLBACK: Final = v.FALLBACK.key
+_K_RELEASE: Final = v.ROUTE_RELEASE.key
+_K_PARENT_ORDINAL: Final = v.PARENT_ATTEMPT_ORDINAL.key
+_K_PARENT_LAYER: Final = v.PARENT_LAYER.key
+_K_RETRY_OWNER: Final = v.RETRY_OWNER.key
+_K_DEADLINE: Final = v.DEADLINE.key
+_K_REMAINING: Final = v.DEADLINE_REMAINING_MS.key
+_K_OUTCOME: Final = v.OUTCOME.key
+_K_OUTCOME_KIND: Final = v.OUTCOME_KIND.key
+_K_ERROR: Final = v.ERROR_TYPE.key
+_K_HTTP_STATUS: Final = v.HTTP_STATUS_CODE.key
+_K_SIBLING: Final = v.SIBLING_ORDINAL_KEY
+_K_RESEND: Final = v.HTTP_RESEND_COUNT.key
+_K_HEDGE: Final = v.HEDGE_ORDINAL.key
+_K_OVERLAPPING: Final = v.OVERLAPPING_KEY
+_TRANSPORT: Final = Layer.TRANSPORT
+_TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
+# A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
+_SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
+_SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The retryscope context of the code running now (see :func:`current_scope`).
+
+    ``stamp`` is what the processor writes on a span started here (see :class:`Stamps`).
+    """
+
+    stamp: Mapping[str, AttributeValue]
+    request: LogicalRequest
+    attempt: Attempt | None = None
+    stamp_longest: int | None = None
+    """:func:`~.span_fastpath.longest_string` of ``stamp`` (None: not known clean)."""
+
+
+_SiblingKey = tuple[str, int, str]
+"""(parent layer, parent ordinal, layer); ("", 0, layer) at the top of the request."""
+
+_TransportBase = tuple[dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey]
+"""What every transport send under one parent shares: attributes, their longest string,
+route key and sibling key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+
+
+def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
+    """The key counting ``layer``'s attempts under ``parent`` (plain values: cheap hashing,
+    where a key holding ``Layer`` members hashes them in Python)."""
+    if parent is None:
+        return ("", 0, layer._value_)
+    return (parent._layer_value, parent.ordinal, layer._value_)
+
+
+class Stamps:
+    """What the stamping processor writes on a span started under one request or attempt.
+
+    Built once per request/attempt, on its first foreign span (attempts with none never
+    pay for it): ``stamp`` and ``longest`` (:func:`~.span_fastpath.longest_string` of it,
+    None when not known clean) as a plain dict the span merges directly; ``transport``
+    the parent of the transport attempts its HTTP client spans become (``parent`` is None
+    at the top of the request), or ``transport`` False inside a transport attempt, where
+    such a span is the same send seen twice and is only stamped.
+    """
+
+    __slots__ = ("longest", "parent", "request", "stamp", "transport")
+
+    def __init__(
+        self,
+        request: LogicalRequest,
+        stamp: dict[str, AttributeValue],
+        longest: int | None,
+        parent: Attempt | None,
+        transport: bool,
+    ) -> None:
+        self.request = request
+        self.stamp = stamp
+        self.longest = longest
+        self.parent = parent
+        self.transport = transport
+
+
+def _context_with(
+    parent: otel_context.Context, span: Span, owner: LogicalRequest | Attempt
+) -> otel_context.Context:
+    """``parent`` with ``span`` current and ``owner`` as the retryscope scope.
+
+    Equal to ``set_value(_SCOPE_KEY, owner, set_span_in_context(span, parent))``, built with
+    one copy instead of four where the API's context is the plain mapping it was when this
+    module was imported (checked by :func:`_one_copy_context_works`)."""
+    if _ONE_COPY_CONTEXT:
+        return Context({**parent, _SPAN_KEY: span, _SCOPE_KEY: owner})
+    return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
+
+
+def _one_copy_context_works() -> bool:
+    """True when building the context in one copy gives what the public API gives."""
+    try:
+        probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        base = otel_context.set_value("retryscope-probe", 1, Context())
+        public = otel_context.set_value(_SCOPE_KEY, 2, trace.set_span_in_context(probe, base))
+        mine = Context({**base, _SPAN_KEY: probe, _SCOPE_KEY: 2})
+        return (
+            type(public) is Context
+            and list(public.items()) == list(mine.items())
+            and trace.get_current_span(mine) is probe
+            and otel_context.get_value(_SCOPE_KEY, mine) == 2
+        )
+    except Exception:  # any surprise: the public API only
+        return False
+
+
+_ONE_COPY_CONTEXT: Final = _one_copy_context_works()
+
+
+def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
+    """The scope active in ``ctx`` (default: the current context), or None."""
+    owner = otel_context.get_value(_SCOPE_KEY, ctx)
+    if type(owner) is Attempt or type(owner) is LogicalRequest:
+        return owner.scope()
+    return None
+
+
+def _to_unix_ns(value: int | datetime | None, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{field}: datetime must be timezone-aware")
+        return int(value.timestamp() * 1_000_000) * 1000
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{field}: expected unix nanoseconds (int >= 0), got {value!r}")
+    return value
+
+
+def _require_int(value: int | None, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{field}: expected an integer >= 0, got {value!r}")
+    return value
+
+
+def _breaker_attributes(state: BreakerState | str, generation: int) -> dict[str, AttributeValue]:
+    gen = _require_int(generation, "breaker generation")
+    return {v.BREAKER_STATE.key: BreakerState(state).value, v.BREAKER_GENERATION_KEY: gen or 0}
+
+
+class Attempt:
+    """One physical attempt; a context manager around its span.
+
+    Create it with :meth:`LogicalRequest.attempt`. Setters may be called while the attempt
+    is open; they write span attributes immediately.
+    """
+
+    def __init__(
+        self,
+        request: LogicalRequest,
+        *,
+        ordinal: int,
+        route_ordinal: int,
+        route: str,
+        route_release: str | None,
+        layer: Layer,
+        route_priority: int,
+        attributes: Mapping[str, AttributeValue] | None,
+        parent: Attempt | None = None,
+        sibling_ordinal: int = 1,
+        name: str | None = None,
+        hedge_ordinal: int | None = None,
+    ) -> None:
+        self.request = request
+        self.parent = parent
+        self.sibling_ordinal = sibling_ordinal
+        """1-based number among this layer's attempts under the same parent attempt."""
+        self.hedge_ordinal = hedge_ordinal
+        self.name = name or f"attempt {route}"
+        self.usage: Usage | None = None
+        self.hedge_result: HedgeResult | None = None
+        self.ordinal = ordinal
+        self.route_ordinal = route_ordinal
+        self.route = route
+        self.route_release = route_release
+        self.layer = layer
+        self._layer_value: str = layer._value_
+        self.route_priority = route_priority
+        self.outcome: Outcome | None = None
+        self.kind: OutcomeKind | None = None
+        self.started_at: int | None = None
+        self.ended_at: int | None = None
+        self._extra = dict(attributes or {})
+        self._span: Span | None = None
+        self._token: object | None = None
+        self._transport_base: _TransportBase | None = None
+        self._sibling_key = _sibling_key(parent, layer)
+        self._stamps: Stamps | None = None
+        self._scope: Scope | None = None
+
+    # -- span lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        req = self.request
+        now = req.clock()
+        self.started_at = now
+        attrs = req._stamp.copy()
+        if self._extra:
+            attrs.update(self._extra)
+        attrs[_K_ROLE] = _ROLE_ATTEMPT
+        attrs[_K_LAYER] = self._layer_value
+        attrs[_K_ORDINAL] = self.ordinal
+        attrs[_K_ROUTE_ORDINAL] = self.route_ordinal
+        attrs[_K_ROUTE] = self.route
+        attrs[_K_PRIORITY] = self.route_priority
+        attrs[_K_FALLBACK] = self.route_priority > 0
+        if self.route_release is not None:
+            attrs[_K_RELEASE] = self.route_release
+        parent_attempt = self.parent
+        if parent_attempt is not None:
+            attrs[_K_PARENT_ORDINAL] = parent_attempt.ordinal
+            attrs[_K_PARENT_LAYER] = parent_attempt._layer_value
+        if self.sibling_ordinal > 1:
+            attrs[_K_SIBLING] = self.sibling_ordinal
+            if self.layer is _TRANSPORT:  # OTel HTTP: absent on the first send
+                attrs[_K_RESEND] = self.sibling_ordinal - 1
+        if self.hedge_ordinal is not None:
+            attrs[_K_HEDGE] = self.hedge_ordinal
+        if req._open_sibling(self):
+            attrs[_K_OVERLAPPING] = True
+        if req._retry_owner_value is not None:
+            attrs[_K_RETRY_OWNER] = req._retry_owner_value
+        if req.deadline is not None:
+            attrs[_K_DEADLINE] = req.deadline
+            attrs[_K_REMAINING] = (req.deadline - now) // _NS_PER_MS
+        parent_span = parent_attempt._span if parent_attempt is not None else req._span
+        if parent_span is None:
+            parent_span = req.span  # raises: the request is not open
+        current = otel_context.get_current()
+        if (_ONE_COPY_CONTEXT and current.get(_SPAN_KEY) is parent_span) or (
+            trace.get_current_span(current) is parent_span
+        ):
+            parent = current
+        else:
+            parent = trace.set_span_in_context(parent_span, current)
+        self._span = span = req.tracer.start_span(
+            self.name,
+            context=parent,
+            kind=_CLIENT,
+            attributes=attrs,
+            start_time=now,
+        )
+        self._token = otel_context.attach(_context_with(parent, span, self))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        if span is None:
+            span = self.span  # raises: not open
+        if exc is not None:
+            span.record_exception(exc)
+            if self.kind is None and self.outcome is None:
+                self.set_outcome(classify_exception(exc), error=error_type(exc))
+            else:
+                span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+        elif self.outcome is None and self.hedge_result is not HedgeResult.CANCELLED:
+            # closed cleanly and unclassified: it worked
+            self.outcome = Outcome.SUCCESS
+            add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
+        if self.outcome is not None and self.outcome is not Outcome.SUCCESS:
+            span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
+        self.ended_at = self.request.clock()
+        self.request._attempt_closed(self)
+        token, self._token = self._token, None
+        try:
+            if token is not None:
+                otel_context.detach(token)  # type: ignore[arg-type]
+        finally:
+            span.end(end_time=self.ended_at)
+
+    def scope(self) -> Scope:
+        """This attempt's :class:`Scope` (built once, on first use)."""
+        scope = self._scope
+        if scope is None:
+            stamps = self.stamps()
+            scope = self._scope = Scope(
+                MappingProxyType(stamps.stamp), self.request, self, stamps.longest
+            )
+        return scope
+
+    def stamps(self) -> Stamps:
+        """What the stamping processor writes on spans started inside this attempt (built
+        once, on first use): the request's stamp with this attempt's ordinal and route."""
+        stamps = self._stamps
+        if stamps is None:
+            req = self.request
+            stamp = req._stamp.copy()
+            stamp[_K_ORDINAL] = self.ordinal
+            stamp[_K_ROUTE] = self.route
+            longest = req.stamp_longest
+            if longest is not None:  # the ordinal is ours (an int); the route is the caller's
+                longest = max(longest, len(self.route)) if type(self.route) is str else None
+            stamps = self._stamps = Stamps(
+                req, stamp, longest, self, transport=self.layer is not _TRANSPORT
+            )
+        return stamps
+
+    @property
+    def span(self) -> Span:
+        if self._span is None:
+            raise RuntimeError("attempt is not open: use it as a context manager")
+        return self._span
+
+    @property
+    def key(self) -> tuple[Layer, int]:
+        """(layer, ordinal): unique within the logical request."""
+        return (self.layer, self.ordinal)
+
+    @property
+    def parent_key(self) -> ParentKey:
+        return self.parent.key if self.parent is not None else None
+
+    # -- what the retry owner records -------------------------------------------------------
+    def set_backoff(
+        self,
+        *,
+        delay_ms: int | None = None,
+        retry_after_ms: int | None = None,
+        not_before: int | datetime | None = None,
+    ) -> None:
+        """The delay scheduled before this attempt, the server's hint, the earliest start."""
+        attrs: dict[str, AttributeValue] = {}
+        if (d := _require_int(delay_ms, "delay_ms")) is not None:
+            attrs[v.BACKOFF_DELAY_MS.key] = d
+        if (r := _require_int(retry_after_ms, "retry_after_ms")) is not None:
+            attrs[v.RETRY_AFTER_MS.key] = r
+        if (nb := _to_unix_ns(not_before, "not_before")) is not None:
+            attrs[v.NOT_BEFORE.key] = nb
+        self.span.set_attributes(attrs)
+
+    def set_cost(
+        self,
+        *,
+        reserved: int | None = None,
+        actual: int | None = None,
+        currency: str = "USD",
+        estimated: bool | None = None,
+    ) -> None:
+        """Cost in integer micro-units. Without ``actual`` the reservation stands (estimated)."""
+        attrs: dict[str, AttributeValue] = {v.COST_CURRENCY.key: currency}
+        if (r := _require_int(reserved, "reserved")) is not None:
+            attrs[v.COST_RESERVED.key] = r
+        if (a := _require_int(actual, "actual")) is not None:
+            attrs[v.COST_ACTUAL.key] = a
+        attrs[v.COST_ESTIMATED.key] = (actual is None) if estimated is None else estimated
+        self.span.set_attributes(attrs)
+
+    def set_outcome(
+        self,
+        outcome: Outcome | OutcomeKind | str,
+        kind: OutcomeKind | str | None = None,
+        *,
+        error: str | None = None,
+        http_status: int | None = None,
+    ) -> None:
+        """Record what the attempt observed.
+
+        ``set_outcome("success")``, ``set_outcome("retryable", "rate_limited")`` or just
+        the kind, ``set_outcome("rate_limited")``; a kind must belong to the family given.
+        """
+        if kind is None and not (isinstance(outcome, str) and outcome in _OUTCOME_VALUES):
+            kind = OutcomeKind(outcome)
+            family = kind.family
+        else:
+            family = Outcome(outcome)
+            kind = OutcomeKind(kind) if kind is not None else None
+        if family is Outcome.SUCCESS and kind is not None:
+            raise ValueError(f"a success has no failure kind (got {kind.value!r})")
+        if family is not Outcome.SUCCESS:
+            if kind is None:
+                raise ValueError(f"outcome {family.value!r} needs a failure kind")
+            if kind.family is not family:
+                raise ValueError(f"kind {kind.value!r} is {kind.family.value}, not {family.value}")
+        span = self.span
+        self.outcome, self.kind = family, kind
+        if kind is None and error is None and http_status is None:
+            add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
+            return
+        attrs: dict[str, AttributeValue] = {_K_OUTCOME: family.value}
+        if kind is not None:
+            attrs[_K_OUTCOME_KIND] = kind.value
+        if error is not None:
+            attrs[_K_ERROR] = error
+        elif kind is not None:
+            attrs[_K_ERROR] = kind.value
+        if http_status is not None:
+            attrs[_K_HTTP_STATUS] = http_status
+        add_clean_attributes(span, attrs, longest_string(attrs))
+
+    def set_decision(self, decision: Decision | str) -> None:
+        """What the retry owner decided after this attempt."""
+        self.span.set_attribute(v.DECISION.key, Decision(decision).value)
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Any further attributes on the attempt span; strings bounded (see ``privacy``)."""
+        self.span.set_attributes(bound_attributes(attributes, self.request.max_string_bytes))
+
+    # -- semantic conventions and cost -------------------------------------------------------
+    def set_gen_ai(
+        self,
+        *,
+        provider: str | None = None,
+        request_model: str | None = None,
+        response_model: str | None = None,
+        operation: str | None = None,
+        response_id: str | None = None,
+    ) -> None:
+        """OpenTelemetry GenAI attributes of the model call this attempt made."""
+        attrs: dict[str, AttributeValue] = {}
+        for attr, value in (
+            (v.GEN_AI_PROVIDER, provider),
+            (v.GEN_AI_REQUEST_MODEL, request_model),
+            (v.GEN_AI_RESPONSE_MODEL, response_model),
+            (v.GEN_AI_OPERATION, operation),
+            (v.GEN_AI_RESPONSE_ID, response_id),
+        ):
+            if value is not None:
+                attrs[attr.key] = value
+        self.set_attributes(attrs)
+
+    def set_usage(
+        self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+    ) -> Usage:
+        """Token usage the provider reported (``gen_ai.usage.*``); kept for pricing."""
+        usage = Usage(input_tokens, output_tokens, cached_input_tokens)
+        self.usage = usage
+        attrs: dict[str, AttributeValue] = {
+            v.GEN_AI_INPUT_TOKENS.key: input_tokens,
+            v.GEN_AI_OUTPUT_TOKENS.key: output_tokens,
+        }
+        if cached_input_tokens:
+            attrs[v.GEN_AI_CACHED_TOKENS_KEY] = cached_input_tokens
+        self.span.set_attributes(attrs)
+        return usage
+
+    def set_error_type(self, error: str) -> None:
+        """OpenTelemetry ``error.type`` (e.g. an exception class or an HTTP status)."""
+        self.set_attributes({v.ERROR_TYPE.key: error})
+
+    def price(self, table: PriceTable, *, reserved: int) -> Cost:
+        """Turn this attempt's usage into cost with ``table`` and record it.
+
+        With usage unknown (never reported) or no price for the route release, the
+        reservation stands as the cost and the cost is marked estimated, with the reason.
+        """
+        cost = table.cost(self.route_release, self.usage, reserved=reserved)
+        self.set_cost(
+            reserved=reserved, actual=cost.micros, currency=cost.currency, estimated=cost.estimated
+        )
+        attrs: dict[str, AttributeValue] = {
+            v.PRICE_TABLE_DIGEST.key: cost.table_digest,
+            v.PRICE_TABLE_VERSION_KEY: cost.table_version,
+        }
+        if cost.estimate_reason is not None:
+            attrs[v.COST_ESTIMATE_REASON_KEY] = cost.estimate_reason
+        self.span.set_attributes(attrs)
+        return cost
+
+    # -- hedging, breakers, lower layers --------------------------------------------------
+    def commit_hedge(self) -> None:
+        """This hedge (or the primary of a hedge group) won: its result is the one used."""
+        self._require_hedge()
+        self.hedge_result = HedgeResult.WINNER
+        self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.WINNER.value)
+
+    def cancel_hedge(self, *, cost_actual: int | None = None, currency: str = "USD") -> None:
+        """This hedge lost and was cancelled; ``cost_actual`` is what it still incurred."""
+        self._require_hedge()
+        self.hedge_result = HedgeResult.CANCELLED
+        self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.CANCELLED.value)
+        if cost_actual is not None:
+            self.set_cost(actual=cost_actual, currency=currency, estimated=False)
+
+    def _require_hedge(self) -> None:
+        if self.hedge_ordinal is None:
+            raise ValueError("not part of a hedge group: open it with hedge_ordinal=")
+
+    def set_breaker(self, state: BreakerState | str, generation: int) -> None:
+        """The route's circuit-breaker state and generation when this attempt dispatched."""
+        self.span.set_attributes(_breaker_attributes(state, generation))
+
+    def declare_lower_layer(self, config: LowerLayerConfig) -> None:
+        """Retry configuration of the layer below (e.g. the SDK client's ``max_retries``)."""
+        self.span.set_attributes(config.attributes())
+
+
+class LogicalRequest:
+    """One logical request and its span; a context manager. See :func:`logical_request`."""
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        *,
+        operation: str,
+        tenant: str | None,
+        idempotency_key: str | None,
+        request: Any,
+        deadline: int | datetime | None,
+        retry_owner: RetryOwner | str | None,
+        logical_request_id: str | None,
+        policy_digest: str | None,
+        clock: Clock,
+        attributes: Mapping[str, AttributeValue] | None,
+        max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+        role: SpanRole = SpanRole.LOGICAL_REQUEST,
+        parent_context: otel_context.Context | None = None,
+        ordinal_base: Mapping[Layer, int] | None = None,
+        digests: tuple[str | None, str | None] | None = None,
+    ) -> None:
+        self.tracer = tracer
+        self.role = role
+        self.max_string_bytes = max_string_bytes
+        self._parent_context = parent_context
+        self.clock = clock
+        self.operation = operation
+        self.tenant = tenant
+        self.id = logical_request_id or uuid.uuid4().hex
+        self.deadline = _to_unix_ns(deadline, "deadline")
+        self.retry_owner = RetryOwner(retry_owner) if retry_owner is not None else None
+        self._retry_owner_value = self.retry_owner.value if self.retry_owner is not None else None
+        self.idempotency_digest = (
+            idempotency_digest(tenant or "", operation, idempotency_key)
+            if idempotency_key is not None
+            else None
+        )
+        self.request_digest = request_digest(request) if request is not None else None
+        if digests is not None:  # a continuation carries the digests, never the raw values
+            self.idempotency_digest, self.request_digest = digests
+        self.policy_digest = policy_digest
+        self.terminal: Terminal | None = None
+        self.attempts: list[Attempt] = []
+        self._extra = dict(attributes or {})
+        self._lock = threading.Lock()
+        # Keyed by the layer's value: a str hashes in C, a Layer member in Python.
+        self._base: Counter[str] = Counter(
+            {Layer(layer)._value_: n for layer, n in (ordinal_base or {}).items()}
+        )
+        # Plain dicts, not Counters: a dict subclass's item access is slower.
+        self._ordinals: dict[str, int] = dict(self._base)
+        # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
+        self._route_ordinals: dict[tuple[str, str], int] = {}
+        self._siblings: dict[_SiblingKey, int] = {}
+        self._open: dict[_SiblingKey, int] = {}
+        self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
+        self._span: Span | None = None
+        self._token: object | None = None
+        stamp: dict[str, AttributeValue] = {
+            v.LOGICAL_REQUEST_ID.key: self.id,
+            v.OPERATION.key: operation,
+        }
+        if self.idempotency_digest is not None:
+            stamp[v.IDEMPOTENCY_DIGEST.key] = self.idempotency_digest
+        if tenant is not None:
+            stamp[v.TENANT.key] = tenant
+        if self.request_digest is not None:
+            stamp[v.LOGICAL_REQUEST_DIGEST.key] = self.request_digest
+        if policy_digest is not None:
+            stamp[v.POLICY_DIGEST.key] = policy_digest
+        self._stamp = stamp  # never mutated: copied by attempts, merged by spans
+        self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
+        self.stamp_longest = longest_string(stamp)
+        self._transport_base: _TransportBase | None = None
+        self._stamps = Stamps(self, stamp, self.stamp_longest, None, transport=True)
+        self._scope = Scope(self.stamp, self, None, self.stamp_longest)
+
+    def __enter__(self) -> Self:
+        attrs: dict[str, AttributeValue] = dict(self.stamp)
+        attrs.update(self._extra)
+        attrs[v.SPAN_ROLE.key] = self.role.value
+        if self.retry_owner is not None:
+            attrs[v.RETRY_OWNER.key] = self.retry_owner.value
+        if self.deadline is not None:
+            attrs[v.DEADLINE.key] = self.deadline
+        self._span = span = self.tracer.start_span(
+            f"{self.role.value} {self.operation}",
+            context=self._parent_context,
+            attributes=attrs,
+            start_time=self.clock(),
+        )
+        parent = self._parent_context
+        self._token = otel_context.attach(
+            _context_with(otel_context.get_current() if parent is None else parent, span, self)
+        )
+        return self
+
+    def scope(self) -> Scope:
+        """The request's own :class:`Scope` (outside any of its attempts)."""
+        return self._scope
+
+    def stamps(self) -> Stamps:
+        """What the stamping processor writes on spans started outside its attempts."""
+        return self._stamps
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self.span
+        end = self.clock()
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+        terminal = self.terminal or self._derived_terminal(end)
+        with self._lock:
+            local = Counter(self._ordinals) - self._base
+            retried = {key[2] for key, n in self._siblings.items() if n > 1}
+        # A continuation's attempts after attempts made elsewhere are retries (redelivery).
+        retried.update(layer for layer, n in local.items() if n and self._base[layer])
+        attrs: dict[str, AttributeValue] = {
+            v.TERMINAL.key: terminal.value,
+            v.ATTEMPT_COUNT.key: sum(local.values()),
+            v.RETRIED_LAYERS.key: sorted(retried),  # layer values
+        }
+        for layer, attr in LAYER_COUNT_ATTRS.items():
+            attrs[attr.key] = local[layer._value_]
+        span.set_attributes(attrs)
+        if terminal is not Terminal.COMPLETE:
+            span.set_status(Status(StatusCode.ERROR, terminal.value))
+        try:
+            if self._token is not None:
+                otel_context.detach(self._token)  # type: ignore[arg-type]
+        finally:
+            span.end(end_time=end)
+
+    @property
+    def span(self) -> Span:
+        if self._span is None:
+            raise RuntimeError("logical request is not open: use it as a context manager")
+        return self._span
+
+    def attempt(
+        self,
+        route: str,
+        *,
+        route_release: str | None = None,
+        layer: Layer | str = Layer.HARNESS,
+        route_priority: int = 0,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        name: str | None = None,
+        hedge_ordinal: int | None = None,
+        hedge_owner: Layer | str | None = None,
+        breaker_state: BreakerState | str | None = None,
+        breaker_generation: int = 0,
+        lower: LowerLayerConfig | None = None,
+    ) -> Attempt:
+        """A new physical attempt on ``route``.
+
+        Ordinals count per layer across the request (and per layer and route), so a harness's
+        third try is ordinal 3 however many transport resends came before it. An attempt
+        opened inside another attempt of this request records that one as its parent.
+
+        ``hedge_ordinal`` makes it part of a hedge group (0 the primary, 1, 2, … hedges);
+        ``breaker_state``/``breaker_generation`` stamp the route's circuit breaker at
+        dispatch; ``lower`` declares the retry configuration of the layer below. A backoff
+        announced with :meth:`schedule_backoff` in the same scope is recorded on it.
+        """
+        layer = layer if type(layer) is Layer else Layer(layer)
+        owner = otel_context.get_value(_SCOPE_KEY)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        sibling_key = _sibling_key(parent, layer)
+        self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
+        try:
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                sibling_key[2], (sibling_key[2], route), sibling_key
+            )
+            if self._pending:
+                pending = self._pending.pop(parent.key if parent is not None else None, None)
+            else:
+                pending = None
+        finally:
+            self._lock.release()
+        extra: dict[str, AttributeValue] = dict(pending) if pending else {}
+        if attributes:
+            extra.update(bound_attributes(attributes, self.max_string_bytes))
+        if hedge_ordinal is not None:
+            _require_int(hedge_ordinal, "hedge_ordinal")
+            extra[v.HEDGE_OWNER_KEY] = Layer(hedge_owner or layer).value
+        if breaker_state is not None:
+            extra.update(_breaker_attributes(breaker_state, breaker_generation))
+        if lower is not None:
+            extra.update(lower.attributes())
+        return Attempt(
+            self,
+            ordinal=ordinal,
+            route_ordinal=route_ordinal,
+            route=route,
+            route_release=route_release,
+            layer=layer,
+            route_priority=route_priority,
+            attributes=extra,
+            parent=parent,
+            sibling_ordinal=sibling,
+            name=name,
+            hedge_ordinal=hedge_ordinal,
+        )
+
+    def _allocate_locked(
+        self, layer: str, route_key: tuple[str, str], sibling_key: _SiblingKey
+    ) -> tuple[int, int, int]:
+        """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` (a layer's value);
+        hold ``_lock``. ``route_key`` is ``(layer, route)``, ``sibling_key``
+        :func:`_sibling_key`."""
+        ordinals, routes, siblings = self._ordinals, self._route_ordinals, self._siblings
+        ordinal = ordinals[layer] = ordinals.get(layer, 0) + 1
+        route_ordinal = routes[route_key] = routes.get(route_key, 0) + 1
+        sibling = siblings[sibling_key] = siblings.get(sibling_key, 0) + 1
+        return ordinal, route_ordinal, sibling
+
+    def _open_sibling(self, attempt: Attempt) -> bool:
+        """Register ``attempt`` as open; True when a non-hedge overlaps an open sibling."""
+        key = attempt._sibling_key
+        self._lock.acquire()
+        try:
+            open_now = self._open.get(key, 0)
+            self._open[key] = open_now + 1
+        finally:
+            self._lock.release()
+        overlapping = open_now > 0 and attempt.hedge_ordinal is None
+        return overlapping
+
+    def schedule_backoff(
+        self,
+        *,
+        delay_ms: int | None = None,
+        retry_after_ms: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        """Announce the wait before the next attempt opened in the current scope.
+
+        Retry libraries decide the sleep after an attempt has ended; the next attempt of the
+        same parent records it as its backoff (``delay_ms``) and the server hint the previous
+        one received (``retry_after_ms``). Later announcements in the same scope add to it.
+        """
+        owner = otel_context.get_value(_SCOPE_KEY)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        attrs: dict[str, AttributeValue] = dict(attributes or {})
+        if (d := _require_int(delay_ms, "delay_ms")) is not None:
+            attrs[v.BACKOFF_DELAY_MS.key] = d
+        if (r := _require_int(retry_after_ms, "retry_after_ms")) is not None:
+            attrs[v.RETRY_AFTER_MS.key] = r
+        key = parent.key if parent is not None else None
+        with self._lock:
+            self._pending.setdefault(key, {}).update(attrs)
+
+    def record_reconciliation(
+        self,
+        result: ReconciliationResult | str,
+        *,
+        method: ReconciliationMethod | str,
+        attempt: Attempt | None = None,
+    ) -> None:
+        """What the harness did after an indeterminate outcome, and what it found.
+
+        Recorded as a ``retryscope.reconciliation`` event on the logical request span (one
+        per reconciliation) and as the span's last reconciliation result, so the analytics
+        can tell a reconciled retry from a blind one.
+        """
+        res = ReconciliationResult(result)
+        attrs: dict[str, AttributeValue] = {
+            v.RECONCILIATION_RESULT.key: res.value,
+            v.RECONCILIATION_METHOD_KEY: ReconciliationMethod(method).value,
+        }
+        if attempt is not None:
+            attrs[v.RECONCILIATION_ATTEMPT_KEY] = attempt.ordinal
+            attrs[v.RECONCILIATION_LAYER_KEY] = attempt.layer.value
+        self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=self.clock())
+        self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
+
+    def transport_attempt_stamp(self, parent: Attempt | None) -> dict[str, AttributeValue]:
+        """Attributes that make a foreign HTTP client span a transport attempt of this request.
+
+        Used by the stamping processor for spans of opentelemetry-instrumentation-httpx /
+        -requests started inside an attempt: the span gets the next transport ordinal, its
+        parent attempt and, from the second send under the same parent, the OTel
+        ``http.request.resend_count``.
+        """
+        return self.transport_attempt_values(parent)[0]
+
+    def transport_attempt_values(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """:meth:`transport_attempt_stamp` and the :func:`longest_string` of its values.
+
+        The part that is the same for every send under ``parent`` is built once per parent;
+        each send adds only its ordinals.
+        """
+        owner: Attempt | LogicalRequest = parent if parent is not None else self
+        cached = owner._transport_base
+        if cached is None:
+            cached = owner._transport_base = self._transport_attempt_base(parent)
+        base, longest, route_key, sibling_key = cached
+        self._lock.acquire()
+        try:
+            ordinal, route_ordinal, sibling = self._allocate_locked(
+                _TRANSPORT_VALUE, route_key, sibling_key
+            )
+        finally:
+            self._lock.release()
+        attrs = base.copy()
+        attrs[_K_ORDINAL] = ordinal
+        attrs[_K_ROUTE_ORDINAL] = route_ordinal
+        if sibling > 1:
+            attrs[_K_SIBLING] = sibling
+            attrs[_K_RESEND] = sibling - 1
+        return attrs, longest
+
+    def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
+        route = parent.route if parent is not None else "http"
+        attrs: dict[str, AttributeValue] = dict(self.stamp)
+        attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
+        attrs[v.LAYER.key] = Layer.TRANSPORT.value
+        attrs[v.ROUTE_ID.key] = route
+        if parent is not None:
+            attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
+            attrs[v.PARENT_LAYER.key] = parent.layer.value
+            if parent.route_release is not None:
+                attrs[v.ROUTE_RELEASE.key] = parent.route_release
+        if self.retry_owner is not None:
+            attrs[v.RETRY_OWNER.key] = self.retry_owner.value
+        return (
+            attrs,
+            longest_string(attrs),
+            (Layer.TRANSPORT.value, route),
+            _sibling_key(parent, Layer.TRANSPORT),
+        )
+
+    def ordinals(self) -> dict[Layer, int]:
+        """Attempts allocated so far per layer (including those before a continuation)."""
+        with self._lock:
+            return {Layer(layer): n for layer, n in self._ordinals.items()}
+
+    def set_terminal(self, terminal: Terminal | str) -> None:
+        """How the request ended; otherwise derived from its last attempt when it closes."""
+        self.terminal = Terminal(terminal)
+
+    def remaining_ms(self) -> int | None:
+        """Milliseconds until the deadline by this request's clock (negative when past)."""
+        if self.deadline is None:
+            return None
+        return (self.deadline - self.clock()) // _NS_PER_MS
+
+    def _attempt_closed(self, attempt: Attempt) -> None:
+        """Record ``attempt`` as finished and no longer open (one lock round trip)."""
+        self._lock.acquire()
+        try:
+            self.attempts.append(attempt)
+            self._open[attempt._sibling_key] -= 1
+        finally:
+            self._lock.release()
+
+    def _derived_terminal(self, now: int) -> Terminal:
+        counted = [a for a in self.attempts if a.hedge_result is not HedgeResult.CANCELLED]
+        last = counted[-1] if counted else None
+        if self.deadline is not None:
+            succeeded = last is not None and last.outcome is Outcome.SUCCESS
+            # A success completing at or after the deadline loses to the deadline.
+            finished = (last.ended_at or now) if succeeded and last is not None else now
+            if finished >= self.deadline:
+                return Terminal.STOP_DEADLINE
+        if last is None:
+            return Terminal.STOP_ATTEMPT_BUDGET
+        return {
+            Outcome.SUCCESS: Terminal.COMPLETE,
+            Outcome.NON_RETRYABLE: Terminal.STOP_NON_RETRYABLE,
+            Outcome.INDETERMINATE: Terminal.STOP_INDETERMINATE,
+        }.get(last.outcome or Outcome.INDETERMINATE, Terminal.STOP_ATTEMPT_BUDGET)
+
+    def count_prior_attempt(self, route: str, *, layer: Layer | str = Layer.HARNESS) -> None:
+        """Count an attempt made before this process (e.g. recovered from a durable
+        journal) so the ordinals of new attempts continue after it."""
+        value = Layer(layer)._value_
+        with self._lock:
+            self._ordinals[value] = self._ordinals.get(value, 0) + 1
+            self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
+
+
+def logical_request(
+    *,
+    operation: str,
+    tenant: str | None = None,
+    idempotency_key: str | None = None,
+    request: Any = None,
+    deadline: int | datetime | None = None,
+    retry_owner: RetryOwner | str | None = RetryOwner.HARNESS,
+    logical_request_id: str | None = None,
+    policy_digest: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    clock: Clock = time.time_ns,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    max_string_bytes: int = DEFAULT_MAX_STRING_BYTES,
+) -> LogicalRequest:
+    """Open a logical request: ``with logical_request(operation="chat", ...) as req:``.
+
+    ``idempotency_key`` and ``request`` are digested at once and never stored raw.
+    ``deadline`` is absolute (unix ns or an aware datetime) and is never reset per attempt.
+    String attributes given to its attempts are bounded to ``max_string_bytes``.
+    """
+    from retryscope import __version__
+
+    tracer = trace.get_tracer(_TRACER_NAME, __version__, tracer_provider=tracer_provider)
+    return LogicalRequest(
+        tracer,
+        operation=operation,
+        tenant=tenant,
+        idempotency_key=idempotency_key,
+        request=request,
+        deadline=deadline,
+        retry_owner=retry_owner,
+        logical_request_id=logical_request_id,
+        policy_digest=policy_digest,
+        clock=clock,
+        attributes=attributes,
+        max_string_bytes=max_string_bytes,
+    )

@@ -1,0 +1,148 @@
+"""The retry/fallback control plane: one visible retry owner, validated before dispatch.
+
+* policy — :class:`RetryPolicy` and its :class:`FallbackRoute` s, validated up front and
+  decoded strictly from JSON/TOML (each failure a :class:`PolicyError` naming the field);
+* schedule — capped exponential backoff, bounded Retry-After, seeded full jitter;
+* :func:`evaluate` — the pure evaluator: a policy and the observed attempts in, a
+  :class:`Receipt` (decisions, terminal, money spent) out; time is an argument;
+* receipts — canonical receipt JSON and :func:`replay`;
+* :class:`Journal` — a durable append-only SQLite journal with fenced leases and recovery;
+* :class:`RetryController` — runs real calls under the evaluator, with spans and a journal;
+* :func:`run_lab` — the reference sequence and its mutation cases, byte-stable.
+"""
+
+from retryscope.instrumentation.control._controller import (
+    AttemptFailed,
+    CallResult,
+    Dispatch,
+    RetryController,
+    RunResult,
+)
+from retryscope.instrumentation.control._evaluator import (
+    AttemptRejected,
+    CostMismatch,
+    DecisionRecord,
+    DispatchAfterDeadline,
+    EarlyStart,
+    IdempotencyDrift,
+    InvalidObservation,
+    JitterOutOfRange,
+    ObservedAttempt,
+    OrdinalMismatch,
+    PlannedAttempt,
+    PostTerminalAttempt,
+    Receipt,
+    ReleaseMismatch,
+    RequestDrift,
+    RouteMismatch,
+    ScheduleDrift,
+    attempts_from_rows,
+    evaluate,
+)
+from retryscope.instrumentation.control._journal import (
+    Journal,
+    JournalCorrupt,
+    JournalError,
+    LeaseFenced,
+    LeaseHeld,
+    ReceiverStatus,
+    ReconcileRequired,
+    Reconciliation,
+)
+from retryscope.instrumentation.control._lab import run_lab
+from retryscope.instrumentation.control._policy import (
+    BehaviorMismatch,
+    BoundaryExceeded,
+    CapabilityMismatch,
+    DuplicateRouteId,
+    DuplicateRouteRelease,
+    FallbackRoute,
+    IdempotencyUnsupported,
+    InvalidAttemptLimit,
+    InvalidBackoff,
+    InvalidDigest,
+    Jitter,
+    NoRoutes,
+    OwnerNotAccepted,
+    PolicyError,
+    PriorityGap,
+    RetryPolicy,
+    policy_from_json,
+    policy_from_obj,
+    policy_from_toml,
+    policy_to_obj,
+    validate_policy,
+)
+from retryscope.instrumentation.control._receipts import (
+    Drift,
+    ReplayReport,
+    policy_sha256,
+    receipt_json,
+    receipt_sha256,
+    replay,
+)
+from retryscope.instrumentation.control._strict import DecodeError
+
+__all__ = [
+    "AttemptFailed",
+    "AttemptRejected",
+    "BehaviorMismatch",
+    "BoundaryExceeded",
+    "CallResult",
+    "CapabilityMismatch",
+    "CostMismatch",
+    "DecisionRecord",
+    "DecodeError",
+    "Dispatch",
+    "DispatchAfterDeadline",
+    "Drift",
+    "DuplicateRouteId",
+    "DuplicateRouteRelease",
+    "EarlyStart",
+    "FallbackRoute",
+    "IdempotencyDrift",
+    "IdempotencyUnsupported",
+    "InvalidAttemptLimit",
+    "InvalidBackoff",
+    "InvalidDigest",
+    "InvalidObservation",
+    "Jitter",
+    "JitterOutOfRange",
+    "Journal",
+    "JournalCorrupt",
+    "JournalError",
+    "LeaseFenced",
+    "LeaseHeld",
+    "NoRoutes",
+    "ObservedAttempt",
+    "OrdinalMismatch",
+    "OwnerNotAccepted",
+    "PlannedAttempt",
+    "PolicyError",
+    "PostTerminalAttempt",
+    "PriorityGap",
+    "Receipt",
+    "ReceiverStatus",
+    "ReconcileRequired",
+    "Reconciliation",
+    "ReleaseMismatch",
+    "ReplayReport",
+    "RequestDrift",
+    "RetryController",
+    "RetryPolicy",
+    "RouteMismatch",
+    "RunResult",
+    "ScheduleDrift",
+    "attempts_from_rows",
+    "evaluate",
+    "policy_from_json",
+    "policy_from_obj",
+    "policy_from_toml",
+    "policy_sha256",
+    "policy_to_obj",
+    "receipt_json",
+    "receipt_sha256",
+    "replay",
+    "run_lab",
+    "validate_policy",
+]

@@ -1,0 +1,713 @@
+"""``ParquetSpanExporter``: finished spans to Parquet files a reader can trust.
+
+Use it behind the SDK's ``BatchSpanProcessor`` (better: :class:`GapCountingBatchSpanProcessor`,
+which also records the spans that processor's full queue drops). Each batch is converted
+column by column into Arrow and buffered; a file is cut when the buffer reaches
+``rotate_rows`` rows or ``rotate_bytes`` bytes of Arrow data, when its oldest span is
+``rotate_age_s`` old, and on ``force_flush``/``shutdown``. Files go to Hive partitions, are
+sorted for drill-down, and appear atomically (see :mod:`.parquet_files`). Memory stays
+bounded: at most ``rotate_rows`` rows are buffered while writes succeed, ``buffer_rows``
+while they fail.
+
+A failed write (disk full, permission denied, read-only directory) returns ``FAILURE``,
+logs the cause once per failure episode and keeps the rows in the bounded retry buffer,
+which is written when the directory recovers. Rows that must be dropped are counted in
+:attr:`ParquetSpanExporter.dropped_spans` and persisted as telemetry-gap rows
+(:mod:`.gaps`) by the next successful write.
+
+Without arguments the exporter reads ``RETRYSCOPE_PARQUET_*`` variables (:mod:`.config`),
+which is how ``OTEL_TRACES_EXPORTER=retryscope_parquet`` constructs it.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import operator
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+
+from retryscope.instrumentation._sdk import (
+    FAST_SPAN_TYPE,
+    finished_attribute_columns,
+    finished_attributes,
+)
+from retryscope.instrumentation.export._columns import SpanColumns, attribute_shapes, shape_order
+from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+from retryscope.instrumentation.export._files import (
+    ARRIVAL,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    FileNamer,
+    WriteError,
+    sort_for_drilldown,
+    write_partitioned,
+)
+from retryscope.instrumentation.export._gaps import (
+    GAP_TRACE_ID,
+    Gap,
+    GapLedger,
+    GapReason,
+    gap_table,
+)
+from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
+from retryscope.schema import SPAN_SCHEMA
+from retryscope.vocabulary import SpanRole
+
+__all__ = [
+    "TEMP_PREFIX",
+    "TEMP_SUFFIX",
+    "ParquetSpanExporter",
+    "sort_for_drilldown",
+    "spans_to_columns",
+]
+
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+# keyed by id: enum members are singletons, and an enum's own __hash__ runs in Python
+_KIND_NAMES: Final = {id(kind): kind.name for kind in SpanKind}
+_STATUS_NAMES: Final = {id(code): code.name for code in StatusCode}
+
+
+def _enum_names(members: Sequence[Any], names: Mapping[int, str]) -> list[str]:
+    """The ``name`` of each enum member (looked up by id, else asked)."""
+    found: list[str | None] = list(map(names.get, map(id, members)))
+    if None in found:
+        return [member.name for member in members]
+    return cast(list[str], found)
+
+
+_FIELDS: Final = (
+    "context",
+    "parent",
+    "name",
+    "kind",
+    "start_time",
+    "end_time",
+    "status",
+    "resource",
+    "instrumentation_scope",
+    "events",
+    "links",
+)
+_PUBLIC: Final = operator.attrgetter(*_FIELDS)
+_PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
+_FIRST: Final = operator.itemgetter(0)
+_DROPPED: Final = operator.attrgetter("dropped_attributes")
+_DEQUE: Final = operator.attrgetter("_dq")
+
+
+def _plain_types() -> frozenset[type]:
+    """SDK span classes whose fields may be read directly (``span._name`` for ``span.name``,
+    skipping the property call and the copies ``events``/``links`` make): those that keep
+    :class:`ReadableSpan`'s properties, provided a probe span reads the same both ways."""
+    try:
+        probe = ReadableSpan(
+            "probe",
+            context=SpanContext(1, 2, is_remote=False),
+            parent=SpanContext(1, 3, is_remote=False),
+            kind=SpanKind.CLIENT,
+            start_time=5,
+            end_time=7,
+            status=Status(StatusCode.ERROR, "x"),
+            events=(Event("e", timestamp=6),),
+            links=(Link(SpanContext(1, 4, is_remote=False)),),
+            instrumentation_scope=InstrumentationScope("s", "1"),
+        )
+        public, private = _PUBLIC(probe), _PRIVATE(probe)
+        same = public[:9] == private[:9] and all(tuple(private[i]) == public[i] for i in (9, 10))
+    except Exception:  # any surprise: the public path only
+        return frozenset()
+    if not same:
+        return frozenset()
+    candidates = {ReadableSpan} | ({FAST_SPAN_TYPE} if FAST_SPAN_TYPE else set())
+    return frozenset(
+        t
+        for t in candidates
+        if all(getattr(t, name) is getattr(ReadableSpan, name) for name in _FIELDS)
+    )
+
+
+_PLAIN_TYPES: Final = _plain_types()
+
+
+def _tuple_contexts() -> bool:
+    """Whether a :class:`SpanContext` holds its trace and span id as tuple items 0 and 1
+    (read with ``itemgetter``, skipping a property call per span), checked on a probe."""
+    try:
+        probe = SpanContext(trace_id=5, span_id=7, is_remote=False)
+        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 5 and probe[1] == 7
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_TUPLE_CONTEXTS: Final = _tuple_contexts()
+
+
+def _context_ids(contexts: Sequence[Any], item: int) -> list[int]:
+    """The trace (``item`` 0) or span (1) id of each context: read as a tuple item from
+    plain ``SpanContext``s, through the public property from anything else."""
+    if _TUPLE_CONTEXTS and set(map(type, contexts)) <= {SpanContext}:
+        return list(map(operator.itemgetter(item), contexts))
+    return list(map(operator.attrgetter(("trace_id", "span_id")[item]), contexts))
+
+
+def _plain_status() -> bool:
+    """Whether :class:`Status` keeps its fields as ``_status_code``/``_description``."""
+    try:
+        probe = Status(StatusCode.ERROR, "x")
+        return (probe._status_code, probe._description) == (probe.status_code, probe.description)
+    except Exception:  # any surprise: the public path only
+        return False
+
+
+_PLAIN_STATUS: Final = _plain_status()
+_STATUS_FIELDS: Final = operator.attrgetter("_status_code", "_description")
+
+
+def _status_columns(statuses: Sequence[Status]) -> tuple[Sequence[str], Sequence[str | None]]:
+    """Status code names and descriptions, one per span."""
+    if _PLAIN_STATUS and set(map(type, statuses)) == {Status}:
+        codes, messages = zip(*map(_STATUS_FIELDS, statuses), strict=True)
+        return _enum_names(codes, _STATUS_NAMES), messages
+    code_names, messages = zip(*_per_object(statuses, _status_fields), strict=True)
+    return code_names, messages
+
+
+def _contents(lists: Sequence[Any]) -> Sequence[Any]:
+    """Each span's events or links: the deque inside the SDK's ``BoundedList`` (the same
+    items; testing it for emptiness costs no Python call), as given otherwise."""
+    try:
+        return list(map(_DEQUE, lists))
+    except AttributeError:  # not all of them are BoundedLists
+        return lists
+
+
+def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
+    """``read(o)`` for each object, called once per distinct object: spans share their
+    resource and scope, and often their status."""
+    ids = list(map(id, objects))
+    if ids and ids.count(ids[0]) == len(ids):  # one object (a process's resource)
+        return [read(objects[0])] * len(ids)
+    distinct = dict(zip(ids, objects, strict=True))
+    memo = {key: read(o) for key, o in distinct.items()}
+    return list(map(memo.__getitem__, ids))
+
+
+def _status_fields(status: Status) -> tuple[str, str | None]:
+    code = status.status_code
+    return _STATUS_NAMES.get(id(code)) or code.name, status.description
+
+
+def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
+    return resource.attributes if resource is not None else None
+
+
+def _scope_fields(scope: InstrumentationScope | None) -> tuple[str | None, str | None]:
+    return (scope.name, scope.version) if scope is not None else (None, None)
+
+
+def _links_of(span_links: Sequence[Link]) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    return [
+        (
+            format(link.context.trace_id, "032x"),
+            format(link.context.span_id, "016x"),
+            link.attributes,
+        )
+        for link in span_links
+    ]
+
+
+def spans_to_columns(spans: Sequence[ReadableSpan], cols: SpanColumns | None = None) -> SpanColumns:
+    """Append finished SDK spans to ``cols`` (a new builder when None), column by column."""
+    cols = cols if cols is not None else SpanColumns()
+    _append_spans(spans, cols, by_shape=False)
+    return cols
+
+
+def spans_by_shape(spans: Sequence[ReadableSpan]) -> tuple[pa.Table, list[int] | None]:
+    """The rows of ``spans`` (as :func:`spans_to_columns` makes them) with the spans of one
+    attribute-key sequence next to each other, which saves putting routed attributes back
+    in span order; and for each row, the position of its span among the spans converted
+    (None: in span order)."""
+    cols = SpanColumns()
+    order = _append_spans(spans, cols, by_shape=True)
+    return cols.to_table(), order
+
+
+def _append_spans(
+    spans: Sequence[ReadableSpan], cols: SpanColumns, *, by_shape: bool
+) -> list[int] | None:
+    """:func:`spans_to_columns`; ``by_shape``: grouped as :func:`spans_by_shape` says,
+    returning the order (None: span order)."""
+    plain = set(map(type, spans)) <= _PLAIN_TYPES
+    fields = _PRIVATE if plain else _PUBLIC
+    rows = list(map(fields, spans))
+    if None in map(_FIRST, rows):  # a span without a context is skipped
+        rows = [row for row in rows if row[0] is not None]
+        spans = [span for span in spans if fields(span)[0] is not None]
+    if not spans:
+        return None
+    read = finished_attribute_columns(spans) if plain else None
+    attributes, dropped = read if read is not None else (None, None)
+    order: list[int] | None = None
+    shapes: list[tuple[str, ...]] | None = None
+    if by_shape and attributes is not None and len(spans) > 1:
+        shapes = attribute_shapes(attributes)
+        order = shape_order(shapes)
+        if order is not None:
+            regroup = operator.itemgetter(*order)
+            rows, spans, attributes, shapes = (
+                list(regroup(rows)),
+                list(regroup(spans)),
+                list(regroup(attributes)),
+                list(regroup(shapes)),
+            )
+            dropped = list(regroup(dropped)) if dropped is not None else None
+    (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
+        zip(*rows, strict=True)
+    )
+    del rows
+    start_ns = [start or 0 for start in starts]
+    status_codes, status_messages = _status_columns(statuses)
+    has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
+    parent_ids = _context_ids([p for p in parents if p is not None], 1)
+    scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
+    span_events, span_links = _contents(events), _contents(links)
+    cols.extend(
+        trace_id=hex_ids(_context_ids(contexts, 0), 16),
+        span_id=span_id_column(_context_ids(contexts, 1)),
+        parent_span_id=span_id_column(parent_ids, has_parent),
+        name=names,
+        kind=_enum_names(kinds, _KIND_NAMES),
+        start_ns=start_ns,
+        end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
+        status_code=status_codes,
+        status_message=status_messages,
+        attributes=(
+            attributes if attributes is not None else list(map(finished_attributes, spans))
+        ),
+        resource=_per_object(resources, _resource_attributes),
+        scope_name=scope_names,
+        scope_version=scope_versions,
+        events=[
+            [(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in span_events
+        ]
+        if any(span_events)
+        else [()] * len(span_events),
+        links=[_links_of(one) if one else () for one in span_links]
+        if any(span_links)
+        else [()] * len(span_links),
+        dropped_attributes=dropped if dropped is not None else list(map(_DROPPED, spans)),
+        grouped_shapes=shapes,
+    )
+    return order
+
+
+def _spans_only(table: pa.Table) -> pa.Table:
+    """``table`` without its :data:`ARRIVAL` column."""
+    return table.drop_columns([ARRIVAL]) if ARRIVAL in table.column_names else table
+
+
+def _in_arrival_order(table: pa.Table) -> pa.Table:
+    """``table``'s rows in arrival order (to cut it between two rows by arrival)."""
+    arrival = table.column(ARRIVAL)
+    order = pc.sort_indices(arrival)
+    if pc.all(pc.equal(order, pa.array(np.arange(len(order)), type=order.type))).as_py():
+        return table
+    return table.take(order)
+
+
+def _cut_in_arrival_order(tables: list[pa.Table], cut: int) -> list[pa.Table]:
+    """``tables`` (in arrival order one after another) with the one holding the ``cut``-th
+    row put in arrival order, so that the first ``cut`` rows are the first that arrived."""
+    out = list(tables)
+    start = 0
+    for index, table in enumerate(out):
+        end = start + table.num_rows
+        if start < cut < end:
+            out[index] = _in_arrival_order(table)
+            break
+        start = end
+    return out
+
+
+def _gap_rows_of(table: pa.Table) -> pa.Array:
+    """Boolean mask of the telemetry-gap rows of ``table``."""
+    return pc.fill_null(
+        pc.and_(
+            pc.equal(table.column("span_role"), SpanRole.TELEMETRY_GAP.value),
+            pc.equal(table.column("trace_id"), GAP_TRACE_ID),
+        ),
+        False,
+    )
+
+
+def _gaps_of(table: pa.Table) -> list[Gap]:
+    """The gaps recorded by telemetry-gap rows (to put back when they were not written)."""
+    reasons = table.column("gap_reason").to_pylist()
+    starts = pc.cast(table.column("start_time"), pa.int64()).to_pylist()
+    ends = pc.cast(table.column("end_time"), pa.int64()).to_pylist()
+    counts = table.column("gap_dropped_spans").to_pylist()
+    return [
+        Gap(GapReason(reason), start, end, count)
+        for reason, start, end, count in zip(reasons, starts, ends, counts, strict=True)
+        if count
+    ]
+
+
+class ParquetSpanExporter(SpanExporter):
+    """Writes finished spans as zstd Parquet files under a directory (see the module doc).
+
+    ``directory`` and the keyword arguments override ``config``; ``config`` defaults to
+    :meth:`ExportConfig.from_env`. ``rows_per_file``, ``max_age_s``, ``row_group_size`` and
+    ``max_buffered_rows`` are the older names of ``rotate_rows``, ``rotate_age_s``,
+    ``row_group_rows`` and ``buffer_rows``.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        config: ExportConfig | None = None,
+        rows_per_file: int | None = None,
+        rotate_bytes: int | None = None,
+        max_age_s: float | None = None,
+        row_group_size: int | None = None,
+        compression: str | None = None,
+        max_buffered_rows: int | None = None,
+        partitioning: Partitioning | str | None = None,
+        retry_s: float | None = None,
+        file_mode: int | None = None,
+        dir_mode: int | None = None,
+    ) -> None:
+        base = config if config is not None else ExportConfig.from_env()
+        self.config = base.with_overrides(
+            directory=Path(directory) if directory is not None else None,
+            rotate_rows=rows_per_file,
+            rotate_bytes=rotate_bytes,
+            rotate_age_s=max_age_s,
+            row_group_rows=row_group_size,
+            compression=compression,
+            buffer_rows=max_buffered_rows,
+            partitioning=Partitioning(partitioning) if partitioning is not None else None,
+            retry_s=retry_s,
+            file_mode=file_mode,
+            dir_mode=dir_mode,
+        )
+        self.directory = self.config.directory
+        self.dropped_spans = 0
+        """Spans this exporter lost (retry buffer overflow, unwritable at shutdown)."""
+        self.file_count = 0
+        self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
+        """The most recent files written (the last 1024)."""
+        self.gaps = GapLedger()
+        self._pending: list[pa.Table] = []  # span rows, each with its ARRIVAL number
+        self._arrived = 0  # rows numbered so far
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._oldest: float | None = None
+        self._resource: Mapping[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._namer = FileNamer("spans")
+        self._cleaned: set[Path] = set()  # directories rid of dead writers' temporary files
+        self._shutdown = False
+        self._failing = False
+        self._next_retry = 0.0
+        self._episode_start_dropped = 0
+        self._wake = threading.Event()
+        self._ager: threading.Thread | None = None
+        # pyarrow imports pandas on its first conversion: pay that here, not in the export
+        # thread, where a busy application thread can stretch the import to many seconds
+        # while the span queue overflows
+        SpanColumns().to_table()
+        self._ager_pid = 0
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+
+            def _after_fork_in_child() -> None:
+                exporter = ref()
+                if exporter is not None:
+                    exporter._reset_after_fork()
+
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+
+    # -- SpanExporter ------------------------------------------------------------------------
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        order: list[int] | None = None
+        try:
+            table, order = spans_by_shape(spans)
+        except Exception:  # a span the schema cannot hold: keep the others, count it
+            table = self._convert_one_by_one(spans)
+        if spans and spans[-1].resource is not None:
+            self._resource = spans[-1].resource.attributes
+        with self._lock:
+            self._buffer(table, order)
+            self._ensure_ager()
+            if not self._due():
+                return SpanExportResult.SUCCESS
+            if self._failing and time.monotonic() < self._next_retry:
+                return SpanExportResult.FAILURE
+            ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
+            return False
+        try:
+            return self._write_pending(deadline=deadline)
+        finally:
+            self._lock.release()
+
+    def shutdown(self, timeout_millis: float = 30000) -> None:
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
+            _log.error("retryscope: shutdown timed out waiting for a write in progress")
+            self._shutdown = True
+            self._wake.set()
+            return
+        try:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            self._wake.set()
+            if not self._write_pending(deadline=deadline):
+                lost = self._pending_rows
+                self.dropped_spans += lost
+                gap_lost = self.gaps.pending
+                self._clear_pending()
+                self.gaps.drain()
+                _log.error(
+                    "retryscope: shutting down with %d spans (and a gap record of %d lost spans) "
+                    "that could not be written under %s: they are lost",
+                    lost,
+                    gap_lost,
+                    self.directory,
+                )
+        finally:
+            self._lock.release()
+
+    def record_gap(self, reason: GapReason, dropped: int, at_ns: int | None = None) -> None:
+        """Count ``dropped`` spans lost elsewhere (e.g. a full queue); written as a gap row."""
+        self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _convert_one_by_one(self, spans: Sequence[ReadableSpan]) -> pa.Table:
+        """The batch without the spans that cannot be converted (each counted as rejected),
+        so one bad span never costs the batch it arrived in."""
+        good: list[pa.Table] = []
+        first_error: Exception | None = None
+        for span in spans:
+            try:
+                good.append(spans_to_columns([span]).to_table())
+            except Exception as exc:
+                first_error = first_error or exc
+        rejected = len(spans) - len(good)
+        if rejected:
+            self._lose(rejected, GapReason.REJECTED, f"cannot convert span: {first_error!r}")
+        return pa.concat_tables(good) if good else SPAN_SCHEMA.empty_table()
+
+    def _lose(self, count: int, reason: GapReason, why: str) -> None:
+        self.dropped_spans += count
+        self.record_gap(reason, count)
+        _log.error("retryscope: lost %d spans (%s)", count, why)
+
+    def _due(self, *, by_rows: bool = True) -> bool:
+        return (
+            (by_rows and self._pending_rows >= self.config.rotate_rows)
+            or self._pending_bytes >= self.config.rotate_bytes
+            or (
+                self._oldest is not None
+                and time.monotonic() - self._oldest >= self.config.rotate_age_s
+            )
+        )
+
+    def _with_arrival(self, table: pa.Table, order: Sequence[int] | None = None) -> pa.Table:
+        """``table`` with its rows' arrival numbers (:data:`ARRIVAL`): the next ones, in
+        row order or, for rows not in arrival order, by ``order`` (each row's position)."""
+        if ARRIVAL in table.column_names:
+            return table
+        n = table.num_rows
+        positions = np.arange(n) if order is None else np.asarray(order, dtype=np.int64)
+        arrival = pa.array(positions + self._arrived, type=pa.int64())
+        self._arrived += n
+        return table.append_column(ARRIVAL, arrival)
+
+    def _buffer(self, table: pa.Table, order: Sequence[int] | None = None) -> None:
+        if table.num_rows == 0:
+            return
+        # the size of its buffers: as ``nbytes`` for a freshly built table, at a fraction of
+        # the cost (``nbytes`` looks for shared buffer ranges); the arrival numbers not counted
+        size = _spans_only(table).get_total_buffer_size()
+        table = self._with_arrival(table, order)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._pending_bytes += size
+        if self._oldest is None:
+            self._oldest = time.monotonic()
+        excess = self._pending_rows - self.config.buffer_rows
+        if excess <= 0:
+            return
+        dropped = 0
+        while excess > 0:
+            first = self._pending[0]
+            if first.num_rows <= excess:
+                self._pending.pop(0)
+                taken = first.num_rows
+                self._pending_bytes -= _spans_only(first).nbytes
+            else:
+                first = _in_arrival_order(first)
+                rest = first.slice(excess)
+                self._pending[0] = rest
+                taken = excess
+                self._pending_bytes -= _spans_only(first).nbytes - _spans_only(rest).nbytes
+            excess -= taken
+            dropped += taken
+        self._pending_rows -= dropped
+        self.dropped_spans += dropped
+        self.record_gap(GapReason.BUFFER_FULL, dropped)
+
+    def _clear_pending(self) -> None:
+        self._pending, self._pending_rows, self._pending_bytes, self._oldest = [], 0, 0, None
+
+    def _write_pending(self, deadline: float | None, *, whole_files: bool = False) -> bool:
+        """Write everything buffered (and the pending gap rows); False if rows remain.
+
+        ``whole_files``: write only full ``rotate_rows`` files and keep the remainder buffered
+        (a cut by row count then yields files of exactly that size).
+        """
+        gaps = self.gaps.drain()
+        tables = list(self._pending)
+        tail: pa.Table | None = None
+        cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
+        if whole_files and 0 < cut < self._pending_rows:
+            spans = pa.concat_tables(_cut_in_arrival_order(tables, cut))
+            tables, tail = [spans.slice(0, cut)], spans.slice(cut)
+        if gaps:
+            tables.append(self._with_arrival(gap_table(gaps, self._resource)))
+        if not tables:
+            return True
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        try:
+            written = write_partitioned(
+                table, self.config, self._namer, deadline=deadline, cleaned=self._cleaned
+            )
+        except WriteError as exc:
+            self._note_written(exc.written)
+            remaining = exc.remaining
+            if tail is not None:
+                remaining = pa.concat_tables([remaining, tail]) if remaining.num_rows else tail
+            self._keep_unwritten(remaining)
+            if isinstance(exc.cause, TimeoutError):
+                return False
+            self._next_retry = time.monotonic() + self.config.retry_s
+            if not self._failing:
+                self._failing = True
+                self._episode_start_dropped = self.dropped_spans
+                _log.error(
+                    "retryscope: cannot write spans under %s (%s); keeping up to %d spans "
+                    "in memory and retrying",
+                    self.directory,
+                    exc,
+                    self.config.buffer_rows,
+                )
+            return False
+        except Exception as exc:  # not an I/O problem: these rows can never be written
+            self._clear_pending()
+            self._lose(table.num_rows - len(gaps), GapReason.WRITE_FAILED, f"write raised {exc!r}")
+            self.gaps.restore(gaps)
+            return False
+        self._note_written(written)
+        self._clear_pending()
+        if tail is not None:
+            self._buffer(tail)
+        if self._failing:
+            self._failing = False
+            _log.info(
+                "retryscope: writing under %s works again; %d spans lost during the failure",
+                self.directory,
+                self.dropped_spans - self._episode_start_dropped,
+            )
+        return True
+
+    def _note_written(self, files: list[Path]) -> None:
+        self.files_written.extend(files)
+        self.file_count += len(files)
+
+    def _keep_unwritten(self, remaining: pa.Table) -> None:
+        is_gap = _gap_rows_of(remaining)
+        self.gaps.restore(_gaps_of(remaining.filter(is_gap)))
+        spans = remaining.filter(pc.invert(is_gap))
+        oldest = self._oldest
+        self._clear_pending()
+        if spans.num_rows:
+            self._pending = [self._with_arrival(spans)]
+            self._pending_rows = spans.num_rows
+            self._pending_bytes = _spans_only(spans).nbytes
+            self._oldest = oldest if oldest is not None else time.monotonic()
+
+    # -- age-based rotation while no new spans arrive ------------------------------------------
+    def _ensure_ager(self) -> None:
+        if self._ager is not None and self._ager_pid == os.getpid() and self._ager.is_alive():
+            return
+        self._ager_pid = os.getpid()
+        self._ager = threading.Thread(
+            target=_age_loop, args=(weakref.ref(self),), name="retryscope-parquet-age", daemon=True
+        )
+        self._ager.start()
+
+    def _flush_if_old(self) -> None:
+        with self._lock:
+            if self._shutdown or self._oldest is None:
+                return
+            old = time.monotonic() - self._oldest >= self.config.rotate_age_s
+            if old and not (self._failing and time.monotonic() < self._next_retry):
+                self._write_pending(deadline=None)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent writes what it buffered; start afresh."""
+        self._lock = threading.Lock()
+        self._clear_pending()
+        self.gaps = GapLedger()
+        self._namer = FileNamer("spans")
+        self._wake = threading.Event()
+        self._ager = None
+
+
+def _age_loop(ref: weakref.ref[ParquetSpanExporter]) -> None:
+    while True:
+        exporter = ref()
+        if exporter is None or exporter._shutdown:
+            return
+        wake, period = exporter._wake, min(1.0, exporter.config.rotate_age_s / 2)
+        del exporter
+        if wake.wait(period):
+            return
+        exporter = ref()
+        if exporter is None:
+            return
+        try:
+            exporter._flush_if_old()
+        except Exception:  # never let the helper thread die noisily
+            _log.exception("retryscope: age-based flush failed")
+        del exporter
