@@ -4,32 +4,35 @@
 ``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
 """
 
-from retryscope.analytics._dataset import (
-    DataSet,
-    SkippedFile,
-    connect,
-    discover,
-    new_connection,
-    skipped_files,
-)
-from retryscope.analytics._filters import Dimension, Filters, parse_time
-from retryscope.analytics._findings import RULES, Rule, Severity, finding_counts, findings
-from retryscope.analytics._metrics import (
-    Thresholds,
-    amplification,
-    cost,
-    deadline,
-    fallback,
-    hedging,
-    ineffective_retries,
-    latency,
-    load,
-    retry_effectiveness,
-    synchronized_retries,
-    wasted_cost,
-)
-from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
-from retryscope.analytics._requests import request_attempts, request_detail, request_summary
+from retryscope._extras import extra_needed
+
+with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
+    from retryscope.analytics._dataset import (
+        DataSet,
+        SkippedFile,
+        connect,
+        discover,
+        new_connection,
+        skipped_files,
+    )
+    from retryscope.analytics._filters import Dimension, Filters, parse_time
+    from retryscope.analytics._findings import RULES, Rule, Severity, finding_counts, findings
+    from retryscope.analytics._metrics import (
+        Thresholds,
+        amplification,
+        cost,
+        deadline,
+        fallback,
+        hedging,
+        ineffective_retries,
+        latency,
+        load,
+        retry_effectiveness,
+        synchronized_retries,
+        wasted_cost,
+    )
+    from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
+    from retryscope.analytics._requests import request_attempts, request_detail, request_summary
 
 __all__ = [
     "RULES",

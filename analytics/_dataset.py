@@ -19,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from retryscope._environment import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
 from retryscope.analytics._queries import install_macros
 from retryscope.analytics.model._cache import model_cache as model_cache_of
@@ -136,10 +137,6 @@ def _sql_string(value: str) -> str:
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-MEMORY_LIMIT_ENV: Final = "RETRYSCOPE_MEMORY_LIMIT"
-"""Environment variable giving DuckDB's memory limit (CLI and UI default)."""
 
 
 def new_connection(

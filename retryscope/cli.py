@@ -1,6 +1,8 @@
 """The ``retryscope`` command line (argparse; one subcommand per job).
 
-Each subcommand parses its arguments here and calls the module that does the work.
+Each subcommand parses its arguments here and calls the module that does the work, imported
+only when the subcommand runs: the parser itself needs the core distribution alone, and a
+subcommand whose extra is not installed says which extra to install.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from retryscope import __version__
+from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV
+from retryscope._extras import MissingExtraError, extra_needed
 
 if TYPE_CHECKING:
     from retryscope.analytics._commands import Engine
@@ -60,9 +64,6 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
 
 
 def _add_engine(p: argparse.ArgumentParser) -> None:
-    from retryscope.analytics._dataset import MEMORY_LIMIT_ENV
-    from retryscope.analytics.model._cache import CACHE_ENV
-
     p.add_argument(
         "--model-cache",
         metavar="DIR",
@@ -165,13 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filters(p)
     _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.set_defaults(func=_cmd_report)
+    p.set_defaults(func=_cmd_report, extra="analytics")
 
     p = sub.add_parser("request", help="show one logical request and its attempts in order")
     p.add_argument("path", help="data directory")
     p.add_argument("id", help="logical request id, trace id or idempotency digest")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.set_defaults(func=_cmd_request)
+    p.set_defaults(func=_cmd_request, extra="analytics")
 
     p = sub.add_parser("findings", help="list violations and anomalies, linked to requests")
     p.add_argument("path", help="data directory")
@@ -179,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filters(p)
     _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.set_defaults(func=_cmd_findings)
+    p.set_defaults(func=_cmd_findings, extra="analytics")
 
     p = sub.add_parser("whatif", help="replay recorded requests under another retry policy")
     p.add_argument("path", help="data directory")
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filters(p)
     _add_engine(p)
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.set_defaults(func=_cmd_whatif)
+    p.set_defaults(func=_cmd_whatif, extra="analytics")
 
     p = sub.add_parser("demo", help="simulate harness traffic, report it, serve the UI")
     p.add_argument("--out", default="retryscope-data", help="data directory (default: %(default)s)")
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-ui", action="store_true", help="stop after printing the report")
     p.add_argument("--port", type=int, default=8501, help="UI port (default: %(default)s)")
-    p.set_defaults(func=_cmd_demo)
+    p.set_defaults(func=_cmd_demo, extra="demo")
 
     p = sub.add_parser(
         "ingest",
@@ -236,14 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
     )
-    p.set_defaults(func=_cmd_ingest)
+    p.set_defaults(func=_cmd_ingest, extra="ingest")
 
     p = sub.add_parser(
         "model", help="build the cached audit model of a data set (unless it is up to date)"
     )
     p.add_argument("path", help="data directory")
     _add_engine(p)
-    p.set_defaults(func=_cmd_model)
+    p.set_defaults(func=_cmd_model, extra="analytics")
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
     p.add_argument("path", help="data directory")
@@ -256,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         "http://localhost:16686/trace/{trace_id} (default: $RETRYSCOPE_TRACE_URL)",
     )
     _add_engine(p)
-    p.set_defaults(func=_cmd_ui)
+    p.set_defaults(func=_cmd_ui, extra="ui")
 
     p = sub.add_parser(
         "lab", help="run the retry/fallback control-plane lab (reference + 12 mutation cases)"
@@ -266,14 +267,25 @@ def build_parser() -> argparse.ArgumentParser:
         default="retryscope-lab",
         help="directory for the JSON report <policy-sha256>.json (default: %(default)s)",
     )
-    p.set_defaults(func=_cmd_lab)
+    p.set_defaults(func=_cmd_lab, extra=None)
     return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the subcommand; a module of its extra found missing becomes MissingExtraError."""
+    if args.extra is None:
+        return int(args.func(args))
+    with extra_needed(f"retryscope {args.command}", args.extra):
+        return int(args.func(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        return _run(args)
+    except MissingExtraError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     except (FileNotFoundError, ValueError, MemoryError) as exc:
         print(f"retryscope {args.command}: error: {exc}", file=sys.stderr)
         return 2

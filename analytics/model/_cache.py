@@ -34,6 +34,7 @@ from typing import Final
 import duckdb
 
 from retryscope import __version__
+from retryscope._environment import CACHE_ENV as CACHE_ENV
 from retryscope.analytics._queries import load
 from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._scripts import SCRATCH_DATABASE
@@ -55,9 +56,6 @@ MODEL_TABLES: Final = (
 """The tables ``base.sql`` leaves behind (``physical_attempts`` is a view of one of them),
 the telemetry checks of ``model_checks.sql``, and the unfiltered scope's copies of
 ``route_latency`` and ``request_facts``."""
-
-CACHE_ENV: Final = "RETRYSCOPE_MODEL_CACHE"
-"""Environment variable naming the cache directory (CLI and UI default)."""
 
 _log = logging.getLogger(__name__)
 

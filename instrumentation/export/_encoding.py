@@ -41,9 +41,12 @@ PLAIN_LEAVES: Final = frozenset(
 
 def _leaf_paths() -> list[str]:
     """Every leaf column path of the span schema in Parquet (``attributes.key_value.key``
-    for a map's keys): dictionary options name leaves, not top-level fields."""
+    for a map's keys): dictionary options name leaves, not top-level fields.
+
+    The file is written without a table: building Arrow arrays makes pyarrow import pandas
+    when it is installed, and importing the exporter must not load it."""
     sink = io.BytesIO()
-    pq.write_table(SPAN_SCHEMA.empty_table(), sink)
+    pq.ParquetWriter(sink, SPAN_SCHEMA).close()
     schema = pq.ParquetFile(io.BytesIO(sink.getvalue())).schema
     return [schema.column(i).path for i in range(len(schema))]
 

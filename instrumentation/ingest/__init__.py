@@ -5,6 +5,9 @@ objects and single OTLP documents (gzip/zstd detected from the content) and writ
 the exporter's own partitioned, atomic writer, idempotently (a ledger of source digests).
 """
 
-from retryscope.instrumentation.ingest._run import IngestSummary, ingest
+from retryscope._extras import extra_needed
+
+with extra_needed(__name__, "ingest"):  # zstandard and OTLP protobuf
+    from retryscope.instrumentation.ingest._run import IngestSummary, ingest
 
 __all__ = ["IngestSummary", "ingest"]

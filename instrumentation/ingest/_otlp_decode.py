@@ -15,6 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from retryscope.instrumentation.export._columns import SpanColumns
 
 KINDS: Final = ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
@@ -250,12 +254,6 @@ def _span_row(
 
 def decode_proto(payload: bytes, cols: SpanColumns) -> int:
     """Append the spans of one serialized ``ExportTraceServiceRequest``/``TracesData``."""
-    from google.protobuf.json_format import MessageToDict
-    from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
     try:
         message = ExportTraceServiceRequest.FromString(payload)
     except DecodeError as exc:

@@ -1,0 +1,10 @@
+"""Environment variables of the audit engine, outside ``retryscope.analytics`` so that the CLI
+names them in its help without importing DuckDB (an extra)."""
+
+from typing import Final
+
+CACHE_ENV: Final = "RETRYSCOPE_MODEL_CACHE"
+"""Environment variable naming the cache directory (CLI and UI default)."""
+
+MEMORY_LIMIT_ENV: Final = "RETRYSCOPE_MEMORY_LIMIT"
+"""Environment variable giving DuckDB's memory limit (CLI and UI default)."""
