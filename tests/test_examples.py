@@ -128,3 +128,33 @@ def test_files_that_collector_config_writes_are_ingested(tmp_path: Path) -> None
 def test_every_example_is_run_by_a_test(name: str) -> None:
     tested = {"quickstart.py", "controller.py", "otel-collector.yaml"}
     assert name in tested, f"examples/{name} has no test in tests/test_examples.py"
+
+
+README = EXAMPLES.parent / "README.md"
+
+QUICK_START_WORLD = """
+payload = {"prompt": "Summarise ticket INC-4711"}
+
+def call_provider(route, payload):  # the primary is down; the fallback answers
+    return 503 if route == "primary" else 200
+"""
+
+
+def test_readme_quick_start_runs_and_reports_its_fallback(tmp_path: Path) -> None:
+    """The README's quick start, as printed, with a provider whose primary is down."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Quick start", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", QUICK_START_WORLD + code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = _report(tmp_path / "retryscope-data")
+    assert (report["logical_requests"], report["physical_attempts"]) == (1, 2)
+    assert report["fallback_rate"] == 1.0
+    assert report["terminals"] == {"complete": 1}

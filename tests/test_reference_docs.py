@@ -1,7 +1,9 @@
-"""The reference under docs/reference/ is what the code generates."""
+"""The reference under docs/reference/ is what the code generates, and the README's command
+table and every documentation link agree with the repository."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import fields
@@ -14,12 +16,14 @@ import retryscope.instrumentation.export as export
 from retryscope.analytics import REPORT_KEYS, RULES
 from retryscope.instrumentation.export import ExportConfig
 from retryscope.reference import PAGES, REGENERATE, ReferenceMismatch, render_all, stale_pages
+from retryscope.reference._cli import commands
 from retryscope.reference._export_config import check_agreement
 from retryscope.reference._schema import duckdb_type
 from retryscope.schema import SPAN_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
+README = ROOT / "README.md"
 
 
 def _first_column(page: str) -> list[str]:
@@ -111,3 +115,40 @@ def test_a_variable_that_does_not_read_back_stops_the_generator(
     monkeypatch.setattr(ExportConfig, "to_env", wrong)
     with pytest.raises(ReferenceMismatch, match="read back"):
         check_agreement()
+
+
+def test_readme_command_table_lists_every_command() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Command line", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `retryscope ([a-z]+)", section, flags=re.MULTILINE)
+    assert listed == [name for name, _, _ in commands()]
+
+
+def test_readme_is_a_manual_of_at_most_400_lines() -> None:
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 400
+
+
+def _documents() -> list[Path]:
+    guides = sorted((ROOT / "docs").rglob("*.md"))
+    return [README, ROOT / "CHANGELOG.md", ROOT / "bench" / "RESULTS.md", *guides]
+
+
+@pytest.mark.parametrize("doc", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_at_a_file(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    missing = [t for t in targets if "://" not in t and not (doc.parent / t).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} links to missing {missing}"
+
+
+_REPO_PATH = re.compile(
+    r"`((?:tests|examples|analytics|instrumentation|retryscope|dashboards|bench|docs)/"
+    r"[\w./-]*\w)/?`"
+)
+
+
+@pytest.mark.parametrize("doc", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_path_named_exists(doc: Path) -> None:
+    named = _REPO_PATH.findall(doc.read_text(encoding="utf-8"))
+    missing = sorted({p for p in named if not (ROOT / p).exists()})
+    assert not missing, f"{doc.relative_to(ROOT)} names missing paths {missing}"
