@@ -1,7 +1,8 @@
 """DuckDB analytics over the audit data set (Parquet written by retryscope).
 
 ``connect(path)`` opens the views; the functions below return Arrow tables (SQL in
-``analytics/sql/*.sql``); ``build_report`` assembles the JSON report contract.
+``analytics/sql/*.sql``); ``build_report`` assembles the report, whose JSON contract is
+:data:`REPORT_KEYS`.
 """
 
 from retryscope._extras import extra_needed
@@ -32,13 +33,17 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
         wasted_cost,
     )
     from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
+    from retryscope.analytics._report_contract import DYNAMIC_REPORT_KEYS, REPORT_KEYS, ReportKey
     from retryscope.analytics._requests import request_attempts, request_detail, request_summary
 
 __all__ = [
+    "DYNAMIC_REPORT_KEYS",
+    "REPORT_KEYS",
     "RULES",
     "DataSet",
     "Dimension",
     "Filters",
+    "ReportKey",
     "Rule",
     "Severity",
     "SkippedFile",

@@ -1,9 +1,9 @@
 """Findings: every violation and anomaly as a row linked to its logical request.
 
-Each rule has an id, a severity, what it means and what to do (README "Findings"). The
-rows come from the macro ``finding_rows`` of ``sql/findings.sql``: rule id, severity,
-logical request id, trace id, span id, time and evidence (a JSON object with the numbers
-that triggered the rule).
+Each rule has an id, a severity, what it means and what to do (:data:`RULES`;
+``docs/reference/findings.md`` is generated from it). The rows come from the macro
+``finding_rows`` of ``sql/findings.sql``: rule id, severity, logical request id, trace id,
+span id, time and evidence (a JSON object with the numbers that triggered the rule).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The audit report: one JSON-ready dict over every metric, and its text/markdown renderings.
 
 All figures are computed by DuckDB SQL (``analytics/sql``); Python only shapes the small
-aggregated results. The keys are a stable contract documented in the README ("Report JSON")
-and pinned by ``tests/test_report_schema.py``: counts are ints, ratios floats, money in
+aggregated results. The keys are a stable contract, listed with their types and meanings in
+:data:`~retryscope.analytics._report_contract.REPORT_KEYS` (``docs/reference/report.md``)
+and checked by ``tests/test_report_schema.py``: counts are ints, ratios floats, money in
 integer micro-units, latencies float milliseconds (null when there is no data).
 """
 

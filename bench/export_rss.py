@@ -56,7 +56,7 @@ def _batch(start: int, count: int, res: Resource, t0: int) -> list[ReadableSpan]
 
 def run(spans: int, out: Path, rotate_rows: int) -> dict[str, float | None]:
     res = Resource.create({"service.name": "bench"})
-    exporter = ParquetSpanExporter(out, rows_per_file=rotate_rows, partitioning="none")
+    exporter = ParquetSpanExporter(out, rotate_rows=rotate_rows, partitioning="none")
     t0 = time.time_ns()
     started = time.perf_counter()
     warm = 0.0

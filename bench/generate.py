@@ -40,8 +40,8 @@ from retryscope.instrumentation.export._bloom_filters import bloom_filter_option
 from retryscope.instrumentation.export._encoding import DICTIONARY_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
-ROWS_PER_FILE: Final = 200_000  # ParquetSpanExporter defaults (rows_per_file,
-ROW_GROUP_SIZE: Final = 100_000  # row_group_size, compression)
+ROWS_PER_FILE: Final = 200_000  # ParquetSpanExporter defaults (rotate_rows,
+ROW_GROUP_SIZE: Final = 100_000  # row_group_rows, compression)
 COMPRESSION: Final = "zstd"
 REQUESTS_PER_HOUR: Final = 100_000
 START_NS: Final = 1_790_000_000_000_000_000 // 3_600_000_000_000 * 3_600_000_000_000

@@ -12,6 +12,7 @@ from retryscope.instrumentation._context import (
     current_scope,
     logical_request,
 )
+from retryscope.instrumentation._digests import idempotency_digest, request_digest
 from retryscope.instrumentation._lower_layer import LowerLayerConfig, describe_client
 from retryscope.instrumentation._pricing import Cost, Price, PriceTable, Usage
 from retryscope.instrumentation._privacy import AttributeHook, bound_attributes
@@ -43,7 +44,9 @@ __all__ = [
     "current_scope",
     "describe_client",
     "extract",
+    "idempotency_digest",
     "inject",
     "logical_request",
+    "request_digest",
     "stream",
 ]

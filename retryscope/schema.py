@@ -61,6 +61,32 @@ EXTRA_FIELDS: Final[tuple[pa.Field, ...]] = (
 )
 
 
+FIELD_DOCS: Final[dict[str, str]] = {
+    "trace_id": "Trace id, 32 lowercase hex digits (all zeros on a telemetry-gap row).",
+    "span_id": "Span id, 16 lowercase hex digits (all zeros on a telemetry-gap row).",
+    "parent_span_id": "Parent span id (hex); null for a root span.",
+    "name": "Span name.",
+    "kind": "`INTERNAL`, `SERVER`, `CLIENT`, `PRODUCER`, `CONSUMER` "
+    "(`UNSPECIFIED` from OTLP input).",
+    "start_time": "Span start, UTC (a gap row: start of the window in which spans were lost).",
+    "end_time": "Span end, UTC (a gap row: end of the loss window).",
+    "duration_ms": "`end_time - start_time` in milliseconds.",
+    "status_code": "`UNSET`, `OK` or `ERROR`.",
+    "status_message": "Status description, when set.",
+    "service_name": "Resource attribute `service.name`.",
+    "scope_name": "Instrumentation scope name.",
+    "scope_version": "Instrumentation scope version.",
+    "attributes": "Every span attribute without a dedicated column (and any whose value had "
+    "the wrong type for its column), value JSON-encoded.",
+    "resource_attributes": "All resource attributes, values JSON-encoded.",
+    "events": "Span events: name, time, attributes (JSON-encoded values).",
+    "links": "Span links: trace id, span id, attributes (JSON-encoded values).",
+    "dropped_attributes": "Attributes the SDK dropped on this span (limits).",
+}
+"""What each column that is not a dedicated attribute holds (dedicated columns are described
+by their :class:`~retryscope.vocabulary.Attr`)."""
+
+
 def arrow_type(t: AttrType) -> pa.DataType:
     """The Arrow type of a dedicated column of vocabulary type ``t``."""
     return _ARROW_TYPES[t]

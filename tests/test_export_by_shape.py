@@ -140,7 +140,7 @@ def test_files_are_those_arrival_order_makes(
     spans = _traffic(15, seed)
     batches = _batches_of(spans, batch)
     directory: Path = tmp_path_factory.mktemp("by-shape") / "spans"
-    exporter = ParquetSpanExporter(directory, rows_per_file=rotate, partitioning="none")
+    exporter = ParquetSpanExporter(directory, rotate_rows=rotate, partitioning="none")
     try:
         for one in batches:
             exporter.export(one)
@@ -163,7 +163,7 @@ def test_a_full_buffer_drops_the_rows_that_arrived_first(tmp_path: Path) -> None
     spans = _traffic(20, seed=7)
     batches = _batches_of(spans, 16)
     exporter = ParquetSpanExporter(
-        tmp_path / "spans", rows_per_file=30, max_buffered_rows=37, partitioning="none"
+        tmp_path / "spans", rotate_rows=30, buffer_rows=37, partitioning="none"
     )
     try:
         for one in batches:

@@ -28,7 +28,7 @@ for i in range(4000):
                                                 "payload": "x" * 64})
     span.end()
     spans.append(span)
-exporter = ParquetSpanExporter(root, rows_per_file=4000, row_group_size=500)
+exporter = ParquetSpanExporter(root, rotate_rows=4000, row_group_rows=500)
 for _ in range(batches):
     exporter.export(spans)
 exporter.shutdown()

@@ -57,7 +57,7 @@ def test_unwritable_directory_failure_buffer_recovery_and_exact_loss(
     root = tmp_path / "data"
     root.write_text("not a directory")
     spans = make_spans(1)  # 3 spans
-    exporter = ParquetSpanExporter(root, rows_per_file=3, max_buffered_rows=10, retry_s=0)
+    exporter = ParquetSpanExporter(root, rotate_rows=3, buffer_rows=10, retry_s=0)
     with caplog.at_level(logging.INFO, logger=LOGGER):
         results = _episode(exporter, spans, 6)  # 18 spans, room for 10
     assert results == [SpanExportResult.FAILURE] * 6
@@ -82,7 +82,7 @@ def test_unwritable_directory_failure_buffer_recovery_and_exact_loss(
     # the same exporter failing again later is a new episode: one more line
     other = tmp_path / "other"
     other.write_text("x")
-    again = ParquetSpanExporter(other, rows_per_file=3, retry_s=0)
+    again = ParquetSpanExporter(other, rotate_rows=3, retry_s=0)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOGGER):
         _episode(again, spans, 3)
@@ -104,7 +104,7 @@ from retryscope.instrumentation import ParquetSpanExporter
 mount = Path(sys.argv[1])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(mount)], check=True)
 errors = error_lines()
-exporter = ParquetSpanExporter(mount / "data", rows_per_file=3, retry_s=0)
+exporter = ParquetSpanExporter(mount / "data", rotate_rows=3, retry_s=0)
 spans = make_spans(1)
 failed = [exporter.export(spans) == SpanExportResult.FAILURE for _ in range(3)]
 subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True)
@@ -155,7 +155,7 @@ def test_shutdown_while_failing_counts_what_is_lost(
 ) -> None:
     root = tmp_path / "data"
     root.write_text("x")
-    exporter = ParquetSpanExporter(root, rows_per_file=3, retry_s=0)
+    exporter = ParquetSpanExporter(root, rotate_rows=3, retry_s=0)
     exporter.export(make_spans(1))
     with caplog.at_level(logging.ERROR, logger=LOGGER):
         exporter.shutdown()
@@ -167,7 +167,7 @@ def test_shutdown_while_failing_counts_what_is_lost(
 def test_retry_waits_between_failed_attempts(tmp_path: Path) -> None:
     root = tmp_path / "data"
     root.write_text("x")
-    exporter = ParquetSpanExporter(root, rows_per_file=3, retry_s=60)
+    exporter = ParquetSpanExporter(root, rotate_rows=3, retry_s=60)
     spans = make_spans(1)
     exporter.export(spans)
     root.unlink()
@@ -178,7 +178,7 @@ def test_retry_waits_between_failed_attempts(tmp_path: Path) -> None:
 
 
 def test_force_flush_honours_its_timeout(tmp_path: Path) -> None:
-    exporter = ParquetSpanExporter(tmp_path, rows_per_file=3)
+    exporter = ParquetSpanExporter(tmp_path, rotate_rows=3)
     exporter._lock.acquire()  # a write in progress elsewhere
     try:
         started = time.monotonic()

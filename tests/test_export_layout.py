@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -87,7 +88,7 @@ def test_hive_partitions_by_start_hour_and_unique_names(tmp_path: Path) -> None:
 
 
 def test_many_writers_one_directory_never_collide(tmp_path: Path) -> None:
-    writers = [ParquetSpanExporter(tmp_path, rows_per_file=5) for _ in range(3)]
+    writers = [ParquetSpanExporter(tmp_path, rotate_rows=5) for _ in range(3)]
     for w in writers:
         w._buffer(_rows(12))
         w.shutdown()
@@ -99,7 +100,7 @@ def test_many_writers_one_directory_never_collide(tmp_path: Path) -> None:
 
 def test_rotation_by_rows_bytes_and_age(tmp_path: Path) -> None:
     spans = make_spans(1)  # 3 spans per export call
-    by_rows = ParquetSpanExporter(tmp_path / "rows", rows_per_file=6)
+    by_rows = ParquetSpanExporter(tmp_path / "rows", rotate_rows=6)
     for _ in range(3):
         by_rows.export(spans)
     assert [pq.read_metadata(f).num_rows for f in _visible(tmp_path / "rows")] == [6]
@@ -110,7 +111,7 @@ def test_rotation_by_rows_bytes_and_age(tmp_path: Path) -> None:
     by_bytes.export(spans)
     assert len(_visible(tmp_path / "bytes")) == 1
 
-    by_age = ParquetSpanExporter(tmp_path / "age", max_age_s=0.2)
+    by_age = ParquetSpanExporter(tmp_path / "age", rotate_age_s=0.2)
     by_age.export(spans)
     assert _visible(tmp_path / "age") == []
     deadline = time.monotonic() + 10
@@ -121,7 +122,7 @@ def test_rotation_by_rows_bytes_and_age(tmp_path: Path) -> None:
 
 
 def test_zstd_row_groups_and_schema_version_metadata(tmp_path: Path) -> None:
-    exporter = ParquetSpanExporter(tmp_path, rows_per_file=5000, row_group_size=1000)
+    exporter = ParquetSpanExporter(tmp_path, rotate_rows=5000, row_group_rows=1000)
     exporter._buffer(_rows(5000))
     exporter.shutdown()
     (path,) = _visible(tmp_path)
@@ -133,7 +134,7 @@ def test_zstd_row_groups_and_schema_version_metadata(tmp_path: Path) -> None:
 
 
 def test_sort_order_lets_row_group_statistics_prune_a_request(tmp_path: Path) -> None:
-    exporter = ParquetSpanExporter(tmp_path, rows_per_file=20_000, row_group_size=1000)
+    exporter = ParquetSpanExporter(tmp_path, rotate_rows=20_000, row_group_rows=1000)
     exporter._buffer(_rows(20_000, requests=400))  # requests interleaved in arrival order
     exporter.shutdown()
     (path,) = _visible(tmp_path)
@@ -193,6 +194,28 @@ def test_env_configuration_and_clear_errors(
         ExportConfig.from_env({"RETRYSCOPE_PARQUET_FILE_MODE": "rw"})
     with pytest.raises(ValueError, match="buffer_rows"):
         ExportConfig(rotate_rows=10, buffer_rows=5)
+
+
+def test_every_setting_is_a_keyword_argument_and_a_variable(tmp_path: Path) -> None:
+    custom = ExportConfig(
+        directory=tmp_path / "custom",
+        partitioning=Partitioning.NONE,
+        rotate_rows=3,
+        rotate_bytes=9,
+        rotate_age_s=0.5,
+        row_group_rows=2,
+        buffer_rows=4,
+        retry_s=0.0,
+        compression="snappy",
+        file_mode=0o640,
+        dir_mode=0o750,
+    )
+    for config in (ExportConfig(), custom):
+        assert ExportConfig.from_env(config.to_env()) == config
+    settings = {f.name: getattr(custom, f.name) for f in dataclasses.fields(ExportConfig)}
+    exporter = ParquetSpanExporter(config=ExportConfig(), **settings)
+    assert exporter.config == custom
+    exporter.shutdown()
 
 
 def test_v0_file_reads_alongside_v1_with_union_by_name(tmp_path: Path) -> None:

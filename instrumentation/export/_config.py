@@ -1,21 +1,11 @@
 """Configuration of the Parquet writer, from arguments or ``RETRYSCOPE_PARQUET_*`` variables.
 
 Zero-code setups (``OTEL_TRACES_EXPORTER=retryscope_parquet opentelemetry-instrument ...``)
-construct the exporter without arguments, so every setting has an environment variable:
-
-- ``RETRYSCOPE_PARQUET_DIR`` (``retryscope-data``): root directory of the data set.
-- ``RETRYSCOPE_PARQUET_PARTITIONING`` (``hour``): ``hour`` (``date=/hour=``), ``day``
-  (``date=``) or ``none``.
-- ``RETRYSCOPE_PARQUET_ROTATE_ROWS`` (200000): a file is cut at this many rows,
-- ``RETRYSCOPE_PARQUET_ROTATE_BYTES`` (268435456): ... or at this many bytes of buffered
-  Arrow data (before compression),
-- ``RETRYSCOPE_PARQUET_ROTATE_AGE_S`` (60): ... or when the oldest buffered span is this old.
-- ``RETRYSCOPE_PARQUET_ROW_GROUP_ROWS`` (100000): rows per Parquet row group.
-- ``RETRYSCOPE_PARQUET_BUFFER_ROWS`` (1000000): rows kept in memory while writes fail.
-- ``RETRYSCOPE_PARQUET_RETRY_S`` (1): least time between two failed write attempts.
-- ``RETRYSCOPE_PARQUET_COMPRESSION`` (``zstd``): Parquet codec.
-- ``RETRYSCOPE_PARQUET_FILE_MODE`` (``600``) / ``RETRYSCOPE_PARQUET_DIR_MODE`` (``700``):
-  permissions (octal) of new files and directories, applied whatever the umask.
+construct the exporter without arguments, so every setting has an environment variable.
+One name per setting: the :class:`ExportConfig` field is also the exporter's keyword argument,
+and its variable is ``RETRYSCOPE_PARQUET_`` + the name in capitals (``directory`` is
+``RETRYSCOPE_PARQUET_DIR``). Each field's metadata holds its meaning and how its variable is
+read and written; ``docs/reference/export-config.md`` is generated from it.
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,21 +49,83 @@ def _mode(text: str) -> int:
     return value
 
 
+def _octal(value: Any) -> str:
+    return f"{value:o}"
+
+
+def _plain(value: Any) -> str:
+    return str(value.value if isinstance(value, enum.Enum) else value)
+
+
+def _meta(
+    doc: str, parse: Callable[[str], Any], text: Callable[[Any], str] = _plain
+) -> dict[str, Any]:
+    """A setting's metadata: its meaning (``doc``), how its variable is read (``parse``)
+    and how a value is written as variable text (``text``)."""
+    return {"doc": doc, "parse": parse, "text": text}
+
+
 @dataclass(frozen=True, slots=True)
 class ExportConfig:
-    """Everything the Parquet writer needs to know; see the module docstring for meanings."""
+    """Everything the Parquet writer needs to know; each field's ``doc`` metadata says what."""
 
-    directory: Path = Path("retryscope-data")
-    partitioning: Partitioning = Partitioning.HOUR
-    rotate_rows: int = 200_000
-    rotate_bytes: int = 256 * 1024 * 1024
-    rotate_age_s: float = 60.0
-    row_group_rows: int = 100_000
-    buffer_rows: int = 1_000_000
-    retry_s: float = 1.0
-    compression: str = "zstd"
-    file_mode: int = 0o600
-    dir_mode: int = 0o700
+    directory: Path = field(
+        default=Path("retryscope-data"), metadata=_meta("Root directory of the data set.", Path)
+    )
+    partitioning: Partitioning = field(
+        default=Partitioning.HOUR,
+        metadata=_meta(
+            "Hive partitions by span start time (UTC): `hour` (`date=/hour=`), `day` "
+            "(`date=`) or `none`.",
+            Partitioning,
+        ),
+    )
+    rotate_rows: int = field(
+        default=200_000, metadata=_meta("A file is cut at this many rows ...", _positive_int)
+    )
+    rotate_bytes: int = field(
+        default=256 * 1024 * 1024,
+        metadata=_meta(
+            "... or at this many bytes of buffered Arrow data (before compression) ...",
+            _positive_int,
+        ),
+    )
+    rotate_age_s: float = field(
+        default=60.0,
+        metadata=_meta(
+            "... or when the oldest buffered span is this many seconds old (a helper thread "
+            "cuts the file even when no new spans arrive).",
+            _positive_float,
+        ),
+    )
+    row_group_rows: int = field(
+        default=100_000, metadata=_meta("Rows per Parquet row group.", _positive_int)
+    )
+    buffer_rows: int = field(
+        default=1_000_000,
+        metadata=_meta(
+            "Rows kept in memory while writes fail (at least `rotate_rows`); rows pushed out "
+            "are counted and written as a `buffer_full` telemetry gap.",
+            _positive_int,
+        ),
+    )
+    retry_s: float = field(
+        default=1.0,
+        metadata=_meta("Least time in seconds between two failed write attempts.", float),
+    )
+    compression: str = field(default="zstd", metadata=_meta("Parquet compression codec.", str))
+    file_mode: int = field(
+        default=0o600,
+        metadata=_meta(
+            "Permissions (octal) of new files, applied whatever the umask.", _mode, _octal
+        ),
+    )
+    dir_mode: int = field(
+        default=0o700,
+        metadata=_meta(
+            "Permissions (octal) of new directories, applied whatever the umask.", _mode, _octal
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.rotate_rows < 1 or self.rotate_bytes < 1 or self.row_group_rows < 1:
@@ -91,6 +143,11 @@ class ExportConfig:
         """A copy with the given (non-None) fields replaced."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
+    @staticmethod
+    def variable(name: str) -> str:
+        """The environment variable of field ``name``."""
+        return ENV_PREFIX + ("DIR" if name == "directory" else name.upper())
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ExportConfig:
         """The configuration the ``RETRYSCOPE_PARQUET_*`` variables describe.
@@ -100,27 +157,19 @@ class ExportConfig:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
-            name = ENV_PREFIX + ("DIR" if f.name == "directory" else f.name.upper())
+            name = cls.variable(f.name)
             text = env.get(name, "").strip()
             if not text:
                 continue
             try:
-                values[f.name] = _PARSERS[f.name](text)
+                values[f.name] = f.metadata["parse"](text)
             except ValueError as exc:
                 raise ValueError(f"{name}={text!r}: {exc}") from None
         return cls(**values)
 
-
-_PARSERS: Final[dict[str, Callable[[str], Any]]] = {
-    "directory": Path,
-    "partitioning": Partitioning,
-    "rotate_rows": _positive_int,
-    "rotate_bytes": _positive_int,
-    "rotate_age_s": _positive_float,
-    "row_group_rows": _positive_int,
-    "buffer_rows": _positive_int,
-    "retry_s": float,
-    "compression": str,
-    "file_mode": _mode,
-    "dir_mode": _mode,
-}
+    def to_env(self) -> dict[str, str]:
+        """Every setting as the variable text :meth:`from_env` reads back to this
+        configuration (for a child process, or to write an environment file)."""
+        return {
+            self.variable(f.name): f.metadata["text"](getattr(self, f.name)) for f in fields(self)
+        }

@@ -5,7 +5,7 @@ which also records the spans that processor's full queue drops). Each batch is c
 column by column into Arrow and buffered; a file is cut when the buffer reaches
 ``rotate_rows`` rows or ``rotate_bytes`` bytes of Arrow data, when its oldest span is
 ``rotate_age_s`` old, and on ``force_flush``/``shutdown``. Files go to Hive partitions, are
-sorted for drill-down, and appear atomically (see :mod:`.parquet_files`). Memory stays
+sorted for drill-down, and appear atomically (see :mod:`._files`). Memory stays
 bounded: at most ``rotate_rows`` rows are buffered while writes succeed, ``buffer_rows``
 while they fail.
 
@@ -13,9 +13,9 @@ A failed write (disk full, permission denied, read-only directory) returns ``FAI
 logs the cause once per failure episode and keeps the rows in the bounded retry buffer,
 which is written when the directory recovers. Rows that must be dropped are counted in
 :attr:`ParquetSpanExporter.dropped_spans` and persisted as telemetry-gap rows
-(:mod:`.gaps`) by the next successful write.
+(:mod:`._gaps`) by the next successful write.
 
-Without arguments the exporter reads ``RETRYSCOPE_PARQUET_*`` variables (:mod:`.config`),
+Without arguments the exporter reads ``RETRYSCOPE_PARQUET_*`` variables (:mod:`._config`),
 which is how ``OTEL_TRACES_EXPORTER=retryscope_parquet`` constructs it.
 """
 
@@ -376,10 +376,8 @@ def _gaps_of(table: pa.Table) -> list[Gap]:
 class ParquetSpanExporter(SpanExporter):
     """Writes finished spans as zstd Parquet files under a directory (see the module doc).
 
-    ``directory`` and the keyword arguments override ``config``; ``config`` defaults to
-    :meth:`ExportConfig.from_env`. ``rows_per_file``, ``max_age_s``, ``row_group_size`` and
-    ``max_buffered_rows`` are the older names of ``rotate_rows``, ``rotate_age_s``,
-    ``row_group_rows`` and ``buffer_rows``.
+    ``directory`` and the keyword arguments (named as the :class:`ExportConfig` fields)
+    override ``config``; ``config`` defaults to :meth:`ExportConfig.from_env`.
     """
 
     def __init__(
@@ -387,28 +385,28 @@ class ParquetSpanExporter(SpanExporter):
         directory: str | os.PathLike[str] | None = None,
         *,
         config: ExportConfig | None = None,
-        rows_per_file: int | None = None,
-        rotate_bytes: int | None = None,
-        max_age_s: float | None = None,
-        row_group_size: int | None = None,
-        compression: str | None = None,
-        max_buffered_rows: int | None = None,
         partitioning: Partitioning | str | None = None,
+        rotate_rows: int | None = None,
+        rotate_bytes: int | None = None,
+        rotate_age_s: float | None = None,
+        row_group_rows: int | None = None,
+        buffer_rows: int | None = None,
         retry_s: float | None = None,
+        compression: str | None = None,
         file_mode: int | None = None,
         dir_mode: int | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
             directory=Path(directory) if directory is not None else None,
-            rotate_rows=rows_per_file,
-            rotate_bytes=rotate_bytes,
-            rotate_age_s=max_age_s,
-            row_group_rows=row_group_size,
-            compression=compression,
-            buffer_rows=max_buffered_rows,
             partitioning=Partitioning(partitioning) if partitioning is not None else None,
+            rotate_rows=rotate_rows,
+            rotate_bytes=rotate_bytes,
+            rotate_age_s=rotate_age_s,
+            row_group_rows=row_group_rows,
+            buffer_rows=buffer_rows,
             retry_s=retry_s,
+            compression=compression,
             file_mode=file_mode,
             dir_mode=dir_mode,
         )

@@ -44,7 +44,7 @@ def test_options_sized_per_row_group_and_only_for_columns_with_values() -> None:
 
 
 def test_exported_files_carry_filters_that_admit_every_value(tmp_path: Path) -> None:
-    exporter = ParquetSpanExporter(tmp_path, rows_per_file=40, row_group_size=16)
+    exporter = ParquetSpanExporter(tmp_path, rotate_rows=40, row_group_rows=16)
     exporter.export(make_spans(30))
     exporter.shutdown()
     files = sorted(tmp_path.rglob("*.parquet"))

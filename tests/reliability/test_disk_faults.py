@@ -49,7 +49,7 @@ def visible():
     files = [p for p in mount.rglob("*.parquet") if not p.name.startswith(".")]
     return sum(pq.read_metadata(p).num_rows for p in files)
 
-exporter = ParquetSpanExporter(mount / "data", rows_per_file=3, max_buffered_rows=12, retry_s=0)
+exporter = ParquetSpanExporter(mount / "data", rotate_rows=3, buffer_rows=12, retry_s=0)
 assert exporter.export(batch()) == SpanExportResult.SUCCESS  # works before the fault
 filler = mount / "filler"
 if mode == "full":

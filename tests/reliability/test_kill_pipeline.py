@@ -27,7 +27,7 @@ from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExpo
 import retryscope
 
 root, requests = sys.argv[1], int(sys.argv[2])
-exporter = ParquetSpanExporter(root, rows_per_file=2_000, row_group_size=250)
+exporter = ParquetSpanExporter(root, rotate_rows=2_000, row_group_rows=250)
 provider = TracerProvider()
 provider.add_span_processor(AttemptStampingProcessor())
 provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=100_000))
