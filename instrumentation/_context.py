@@ -391,10 +391,6 @@ class Attempt:
         """(layer, ordinal): unique within the logical request."""
         return (self.layer, self.ordinal)
 
-    @property
-    def parent_key(self) -> ParentKey:
-        return self.parent.key if self.parent is not None else None
-
     # -- what the retry owner records -------------------------------------------------------
     def set_backoff(
         self,
@@ -853,23 +849,17 @@ class LogicalRequest:
         self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=self.clock())
         self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
 
-    def transport_attempt_stamp(self, parent: Attempt | None) -> dict[str, AttributeValue]:
-        """Attributes that make a foreign HTTP client span a transport attempt of this request.
+    def transport_attempt_values(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """Attributes that make a foreign HTTP client span a transport attempt of this
+        request, and the :func:`longest_string` of their values.
 
         Used by the stamping processor for spans of opentelemetry-instrumentation-httpx /
         -requests started inside an attempt: the span gets the next transport ordinal, its
         parent attempt and, from the second send under the same parent, the OTel
-        ``http.request.resend_count``.
-        """
-        return self.transport_attempt_values(parent)[0]
-
-    def transport_attempt_values(
-        self, parent: Attempt | None
-    ) -> tuple[dict[str, AttributeValue], int | None]:
-        """:meth:`transport_attempt_stamp` and the :func:`longest_string` of its values.
-
-        The part that is the same for every send under ``parent`` is built once per parent;
-        each send adds only its ordinals.
+        ``http.request.resend_count``. The part that is the same for every send under
+        ``parent`` is built once per parent; each send adds only its ordinals.
         """
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base

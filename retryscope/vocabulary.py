@@ -534,17 +534,6 @@ BOUNDARY_RANK: Final[dict[DataBoundary, int]] = {
     DataBoundary.EXTERNAL_PROVIDER: 2,
 }
 
-STAMP_KEYS: Final[tuple[str, ...]] = (
-    LOGICAL_REQUEST_ID.key,
-    IDEMPOTENCY_DIGEST.key,
-    TENANT.key,
-    OPERATION.key,
-    ATTEMPT_ORDINAL.key,
-    ROUTE_ID.key,
-)
-"""Keys the stamping processor puts on every span started beneath a logical request."""
-
-
 LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
     Layer.WORKFLOW: ATTEMPTS_WORKFLOW,
     Layer.QUEUE: ATTEMPTS_QUEUE,
