@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
-from retryscope.analytics._queries import install_macros
+from retryscope.analytics._macros import install_macros
 from retryscope.analytics.model._cache import model_cache as model_cache_of
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA

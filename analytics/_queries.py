@@ -47,8 +47,3 @@ def arrow(
     """Run query ``name`` with named parameters (``$name`` in the SQL) and return Arrow."""
     table: pa.Table = con.sql(load(name), params=params or {}).to_arrow_table()
     return table
-
-
-def install_macros(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the macros of ``macros.sql`` (cheap: nothing is read)."""
-    con.execute(load("macros"))

@@ -34,7 +34,6 @@ from typing import Final
 import duckdb
 
 from retryscope import __version__
-from retryscope.analytics._queries import load
 from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._scripts import SCRATCH_DATABASE
 
@@ -86,7 +85,7 @@ def model_cache(
         f"format {_FORMAT}",
         f"retryscope {__version__}",
         f"duckdb {duckdb.__version__}",
-        *(load(name) for name in scripts.SOURCES),
+        *(scripts.script_text(name) for name in scripts.SOURCES),
     ):
         digest.update(part.encode() + b"\0")
     for f in files:
