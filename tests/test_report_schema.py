@@ -33,6 +33,7 @@ SCHEMA: dict[str, str] = {
     "terminals.<terminal>": INT,
     "routes[].route_id": S,
     "routes[].attempts": INT,
+    "routes[].receiver_attempts": INT,
     "routes[].logical_requests": INT,
     "routes[].amplification_ratio": F,
     "routes[].success_rate": F,
