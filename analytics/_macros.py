@@ -20,7 +20,7 @@ from functools import cache
 
 import duckdb
 
-from retryscope.analytics._queries import load
+from retryscope.analytics._queries import load, sql_string
 from retryscope.instrumentation._http_classify import (
     NO_RESPONSE_KIND,
     OTHER_STATUS_KIND,
@@ -31,7 +31,7 @@ from retryscope.vocabulary import BOUNDARY_RANK, Layer, Outcome, OutcomeKind
 
 
 def _literal(value: str | None) -> str:
-    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+    return "NULL" if value is None else sql_string(value)
 
 
 def _statuses(rule: StatusRule) -> str:

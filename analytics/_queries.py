@@ -41,6 +41,12 @@ def load(name: str) -> str:
     return sql.read_text(encoding="utf-8")
 
 
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal, for the few statements that cannot take a bound
+    parameter (a view's file list, a rendered macro)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def arrow(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
 ) -> pa.Table:

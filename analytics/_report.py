@@ -115,18 +115,20 @@ def build_report(
     by_route = {
         r["value"]: r for r in metrics.amplification(con, by=Dimension.ROUTE, filters=f).to_pylist()
     }
-    routes = [
-        {
-            "route_id": str(r["route_id"]),
-            "attempts": int(by_route[r["route_id"]]["physical_attempts"]),
-            "receiver_attempts": int(by_route[r["route_id"]]["receiver_attempts"]),
-            "logical_requests": int(by_route[r["route_id"]]["logical_requests"]),
-            "amplification_ratio": float(by_route[r["route_id"]]["amplification_ratio"]),
-            "success_rate": float(r["success_rate"]),
-            "is_fallback": bool(r["is_fallback"]),
-        }
-        for r in arrow(con, "routes").to_pylist()
-    ]
+    routes = []
+    for r in arrow(con, "routes").to_pylist():
+        a = by_route[r["route_id"]]
+        routes.append(
+            {
+                "route_id": str(r["route_id"]),
+                "attempts": int(a["physical_attempts"]),
+                "receiver_attempts": int(a["receiver_attempts"]),
+                "logical_requests": int(a["logical_requests"]),
+                "amplification_ratio": float(a["amplification_ratio"]),
+                "success_rate": float(r["success_rate"]),
+                "is_fallback": bool(r["is_fallback"]),
+            }
+        )
     by_layer = [
         _numbers({"layer": r.pop("value"), **r}, _FLOATS)
         for r in _rows(
