@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from retryscope._environment import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
-from retryscope.analytics._queries import install_macros
+from retryscope.analytics._macros import install_macros
+from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model._cache import model_cache as model_cache_of
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
@@ -129,10 +130,6 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         lookup=tuple(lookup),
         rows=rows,
     )
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _cores() -> int:
@@ -254,7 +251,7 @@ def _create_spans_view(
     if not files:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
         return
-    file_list = "[" + ", ".join(_sql_string(f) for f in files) + "]"
+    file_list = "[" + ", ".join(sql_string(f) for f in files) + "]"
     con.execute(f"CREATE OR REPLACE VIEW spans AS SELECT * FROM spans_in({file_list})")
 
 

@@ -1,9 +1,10 @@
 """Findings: every violation and anomaly as a row linked to its logical request.
 
-Each rule has an id, a severity, what it means and what to do (:data:`RULES`;
-``docs/reference/findings.md`` is generated from it). The rows come from the macro
-``finding_rows`` of ``sql/findings.sql``: rule id, severity, logical request id, trace id,
-span id, time and evidence (a JSON object with the numbers that triggered the rule).
+:data:`RULES` is the rule catalog, the one place each rule's id, severity, meaning and
+action are written (the findings reference is generated from it). The rows come from the
+macro ``finding_rows`` of ``sql/findings/findings.sql``, which emits rule ids only: rule id,
+logical request id, trace id, span id, time and evidence (a JSON object with the numbers
+that triggered the rule); the listing adds each rule's severity from the catalog.
 """
 
 from __future__ import annotations
@@ -188,12 +189,18 @@ def _params(thresholds: Thresholds) -> dict[str, object]:
 
 
 def _install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
-    """Create ``finding_rows`` over the current scope. A table macro binds what it reads
-    when it is created, so its inputs come first: the policy-drift macro and the retry
-    clusters for ``thresholds``."""
+    """Create ``finding_rows`` over the current scope and the catalog table
+    ``finding_rules`` (rule id, severity). A table macro binds what it reads when it is
+    created, so its inputs come first: the policy-drift macro and the retry clusters for
+    ``thresholds``."""
     install_drift_macro(con)
     ensure_retry_clusters(con, thresholds)
     con.execute(load("findings"))
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE finding_rules AS "
+        "SELECT unnest($ids::VARCHAR[]) AS rule_id, unnest($severities::VARCHAR[]) AS severity",
+        {"ids": list(RULE_IDS), "severities": [r.severity.value for r in RULES]},
+    )
 
 
 def findings(

@@ -41,14 +41,15 @@ def load(name: str) -> str:
     return sql.read_text(encoding="utf-8")
 
 
+def sql_string(value: str) -> str:
+    """``value`` as a SQL string literal, for the few statements that cannot take a bound
+    parameter (a view's file list, a rendered macro)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def arrow(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
 ) -> pa.Table:
     """Run query ``name`` with named parameters (``$name`` in the SQL) and return Arrow."""
     table: pa.Table = con.sql(load(name), params=params or {}).to_arrow_table()
     return table
-
-
-def install_macros(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the macros of ``macros.sql`` (cheap: nothing is read)."""
-    con.execute(load("macros"))

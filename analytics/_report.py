@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
@@ -21,12 +21,9 @@ from retryscope.analytics._filters import Dimension, Filters, apply
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics._queries import arrow
+from retryscope.vocabulary import Terminal
 
 REPORT_VERSION = 1
-
-
-def _ratio(num: int, den: int) -> float:
-    return float(num) / den if den else 0.0
 
 
 def _rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -91,6 +88,16 @@ _FLOATS = (
 )
 
 
+BY_LAYER_DROPPED: Final = (
+    "harness_attempts",
+    "hidden_attempts",
+    "nested_retry_requests",
+    "max_nested_multiplication",
+)
+"""Amplification columns without a meaning per layer (attempts hidden below the harness,
+nesting of whole requests): the report's ``by_layer`` rows and the UI leave them out."""
+
+
 def build_report(
     con: duckdb.DuckDBPyConnection,
     filters: Filters | None = None,
@@ -100,34 +107,34 @@ def build_report(
     """Compute the report over the views of :func:`retryscope.analytics.connect`."""
     f = filters or Filters()
     apply(con, f)
-    summary = arrow(con, "summary").to_pylist()[0]
-    logical = int(summary["logical_requests"])
-    with_fallback = int(summary["requests_with_fallback"])
-    exhausted = int(summary["deadline_exhausted"])
+    overall = metrics.amplification(con, filters=f)
+    logical = int(overall.column("logical_requests")[0].as_py()) if overall.num_rows else 0
+    amp = _numbers(_one(overall), _FLOATS)
+    fallback = _numbers(_one(metrics.fallback(con, filters=f)), _FLOATS)
+    deadline = _numbers(_one(metrics.deadline(con, filters=f)), _FLOATS)
     terminals = {str(r["terminal"]): int(r["n"]) for r in arrow(con, "terminals").to_pylist()}
-    routes = [
-        {
-            "route_id": str(r["route_id"]),
-            "attempts": int(r["attempts"]),
-            "logical_requests": int(r["logical_requests"]),
-            "amplification_ratio": _ratio(int(r["attempts"]), int(r["logical_requests"])),
-            "success_rate": _ratio(int(r["successes"]), int(r["attempts"])),
-            "is_fallback": bool(r["is_fallback"]),
-        }
-        for r in arrow(con, "routes").to_pylist()
-    ]
-
-    amp = _numbers(_one(metrics.amplification(con, filters=f)), _FLOATS)
+    by_route = {
+        r["value"]: r for r in metrics.amplification(con, by=Dimension.ROUTE, filters=f).to_pylist()
+    }
+    routes = []
+    for r in arrow(con, "routes").to_pylist():
+        a = by_route[r["route_id"]]
+        routes.append(
+            {
+                "route_id": str(r["route_id"]),
+                "attempts": int(a["physical_attempts"]),
+                "receiver_attempts": int(a["receiver_attempts"]),
+                "logical_requests": int(a["logical_requests"]),
+                "amplification_ratio": float(a["amplification_ratio"]),
+                "success_rate": float(r["success_rate"]),
+                "is_fallback": bool(r["is_fallback"]),
+            }
+        )
     by_layer = [
         _numbers({"layer": r.pop("value"), **r}, _FLOATS)
         for r in _rows(
             metrics.amplification(con, by=Dimension.LAYER, filters=f),
-            drop=(
-                "harness_attempts",
-                "hidden_attempts",
-                "nested_retry_requests",
-                "max_nested_multiplication",
-            ),
+            drop=BY_LAYER_DROPPED,
         )
         if r["value"] is not None
     ]
@@ -147,14 +154,14 @@ def build_report(
             "operation": f.operation,
         },
         "logical_requests": logical,
-        "physical_attempts": int(summary["physical_attempts"]),
-        "receiver_attempts": int(summary["receiver_attempts"]),
-        "amplification_ratio": _ratio(int(summary["receiver_attempts"]), logical),
-        "completed": int(summary["completed"]),
-        "requests_with_fallback": with_fallback,
-        "fallback_rate": _ratio(with_fallback, logical),
-        "deadline_exhausted": exhausted,
-        "deadline_exhausted_rate": _ratio(exhausted, logical),
+        "physical_attempts": amp["physical_attempts"],
+        "receiver_attempts": amp["receiver_attempts"],
+        "amplification_ratio": amp["amplification_ratio"],
+        "completed": terminals.get(Terminal.COMPLETE.value, 0),
+        "requests_with_fallback": fallback["requests_with_fallback"],
+        "fallback_rate": fallback["fallback_rate"],
+        "deadline_exhausted": deadline["deadline_exhausted"],
+        "deadline_exhausted_rate": deadline["deadline_exhausted_rate"],
         "terminals": terminals,
         "routes": routes,
         "amplification": {**amp, "by_layer": by_layer},
@@ -182,8 +189,8 @@ def build_report(
                 for r in _rows(metrics.ineffective_retries(con, filters=f, thresholds=thresholds))
             ],
         },
-        "fallback": _numbers(_one(metrics.fallback(con, filters=f)), _FLOATS),
-        "deadline": _numbers(_one(metrics.deadline(con, filters=f)), _FLOATS),
+        "fallback": fallback,
+        "deadline": deadline,
         "latency": _numbers(_one(metrics.latency(con, filters=f)), _FLOATS),
         "load": {
             "retry_budget": thresholds.retry_budget,
@@ -318,7 +325,8 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
             [
                 (
                     rt["route_id"],
-                    f"{rt['attempts']:,} attempts, {rt['logical_requests']:,} requests, "
+                    f"{rt['attempts']:,} attempts ({rt['receiver_attempts']:,} at the "
+                    f"receiver), {rt['logical_requests']:,} requests, "
                     f"x{rt['amplification_ratio']:.2f}, {_pct(rt['success_rate'])} success",
                 )
                 for rt in r["routes"]

@@ -67,8 +67,17 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ),
         ("routes[].route_id", STR, "Route (ordered by priority, then id)."),
         ("routes[].attempts", INT, "Its attempts, all layers."),
+        (
+            "routes[].receiver_attempts",
+            INT,
+            "Its attempts with no lower-layer attempt beneath them.",
+        ),
         ("routes[].logical_requests", INT, "Requests that made an attempt on it."),
-        ("routes[].amplification_ratio", FLOAT, "`attempts` ÷ `logical_requests` on the route."),
+        (
+            "routes[].amplification_ratio",
+            FLOAT,
+            "`receiver_attempts` ÷ `logical_requests` on the route (as the overall figure).",
+        ),
         ("routes[].success_rate", FLOAT, "Successful attempts ÷ attempts."),
         ("routes[].is_fallback", BOOL, "Whether the route served as a fallback."),
         ("amplification.physical_attempts", INT, "As `physical_attempts`."),

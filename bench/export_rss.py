@@ -62,13 +62,13 @@ def run(spans: int, out: Path, rotate_rows: int) -> dict[str, float | None]:
     warm = 0.0
     for start in range(0, spans, BATCH):
         exporter.export(_batch(start, min(BATCH, spans - start), res, t0))
-        if not warm and exporter.file_count:
+        if not warm and exporter.files_written:
             warm = _peak_mib()
     exporter.shutdown()
     peak = _peak_mib()
     return {
         "spans": spans,
-        "files": exporter.file_count,
+        "files": sum(1 for _ in out.rglob("spans-*.parquet")),
         "seconds": round(time.perf_counter() - started, 2),
         "warm_mib": round(warm, 1) if warm else None,  # None: no file before the end
         "peak_mib": round(peak, 1),

@@ -317,11 +317,6 @@ def _hour(
     route_key = (req.astype(np.int64) * 4 + (layer + 1)) * len(ROUTES) + route
     route_ord = cumcount(route_key) + 1
 
-    # per-request totals for the logical request row
-    counts = np.zeros((m, 3), dtype=np.int64)
-    np.add.at(counts, (req[is_attempt], layer[is_attempt]), 1)
-    attempt_count = counts.sum(axis=1)
-
     ids = hex_ids(rng, m, 16)
     trace = hex_ids(rng, m, 16)
     idem = hex_ids(rng, m, 32)
@@ -363,17 +358,6 @@ def _hour(
 
     layer_names = ["logical_request", *LAYERS]
     route_names = [r[0] for r in ROUTES]
-    retried = counts > 1
-    flat = np.nonzero(retried.ravel())[0]
-    retried_offsets_np = np.concatenate(([0], np.cumsum(retried.sum(axis=1)))).astype(np.int32)
-    retried_values = strings(list(LAYERS), flat % 3)
-    retried_col = pa.ListArray.from_arrays(
-        pa.array(
-            np.concatenate([retried_offsets_np, np.full(n - m, retried_offsets_np[-1], np.int32)])
-        ),
-        retried_values,
-        mask=pa.array(np.arange(n) >= m),
-    )
 
     tenant_r, op_r, owner_r, service_r = tenant[req], operation[req], owner[req], service[req]
     res_keys = strings(RESOURCE_KEYS, np.tile(np.arange(4), n))
@@ -456,8 +440,6 @@ def _hour(
             ["complete", "retry", "fallback", "stop"], np.maximum(decision, 0), decision >= 0
         ),
         "terminal": strings(term_names, term_r, lr_mask),
-        "attempt_count": masked(attempt_count[req], lr_mask, pa.int32()),
-        "retried_layers": retried_col,
         "error_type": strings(kinds, kind_idx, failed),
         "http_status_code": masked(
             http_status, is_attempt & (layer > 0) & (http_status > 0), pa.int32()

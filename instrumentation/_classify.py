@@ -8,12 +8,7 @@ retryable here, because retrying it could repeat an effect.
 from __future__ import annotations
 
 from retryscope.instrumentation import _http_classify as http_classify
-from retryscope.vocabulary import Outcome, OutcomeKind
-
-
-def outcome_of(kind: OutcomeKind | str) -> Outcome:
-    """The family a failure kind belongs to."""
-    return OutcomeKind(kind).family
+from retryscope.vocabulary import OutcomeKind
 
 
 def classify_exception(exc: BaseException) -> OutcomeKind:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,7 +39,6 @@ from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
 from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
 from retryscope.vocabulary import (
-    LAYER_COUNT_ATTRS,
     BreakerState,
     Decision,
     HedgeResult,
@@ -391,10 +389,6 @@ class Attempt:
         """(layer, ordinal): unique within the logical request."""
         return (self.layer, self.ordinal)
 
-    @property
-    def parent_key(self) -> ParentKey:
-        return self.parent.key if self.parent is not None else None
-
     # -- what the retry owner records -------------------------------------------------------
     def set_backoff(
         self,
@@ -617,11 +611,9 @@ class LogicalRequest:
         self._extra = dict(attributes or {})
         self._lock = threading.Lock()
         # Keyed by the layer's value: a str hashes in C, a Layer member in Python.
-        self._base: Counter[str] = Counter(
-            {Layer(layer)._value_: n for layer, n in (ordinal_base or {}).items()}
-        )
-        # Plain dicts, not Counters: a dict subclass's item access is slower.
-        self._ordinals: dict[str, int] = dict(self._base)
+        self._ordinals: dict[str, int] = {
+            Layer(layer)._value_: n for layer, n in (ordinal_base or {}).items()
+        }
         # Keyed by plain str/int tuples (see _sibling_key): hashing them stays in C.
         self._route_ordinals: dict[tuple[str, str], int] = {}
         self._siblings: dict[_SiblingKey, int] = {}
@@ -687,20 +679,10 @@ class LogicalRequest:
         if exc is not None:
             span.record_exception(exc)
             span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+        # Only the terminal: attempt counts and retried layers are the analytics' to compute
+        # over every process's spans (a consumer elsewhere adds attempts to this request).
         terminal = self.terminal or self._derived_terminal(end)
-        with self._lock:
-            local = Counter(self._ordinals) - self._base
-            retried = {key[2] for key, n in self._siblings.items() if n > 1}
-        # A continuation's attempts after attempts made elsewhere are retries (redelivery).
-        retried.update(layer for layer, n in local.items() if n and self._base[layer])
-        attrs: dict[str, AttributeValue] = {
-            v.TERMINAL.key: terminal.value,
-            v.ATTEMPT_COUNT.key: sum(local.values()),
-            v.RETRIED_LAYERS.key: sorted(retried),  # layer values
-        }
-        for layer, attr in LAYER_COUNT_ATTRS.items():
-            attrs[attr.key] = local[layer._value_]
-        span.set_attributes(attrs)
+        span.set_attribute(v.TERMINAL.key, terminal.value)
         if terminal is not Terminal.COMPLETE:
             span.set_status(Status(StatusCode.ERROR, terminal.value))
         try:
@@ -853,23 +835,17 @@ class LogicalRequest:
         self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=self.clock())
         self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
 
-    def transport_attempt_stamp(self, parent: Attempt | None) -> dict[str, AttributeValue]:
-        """Attributes that make a foreign HTTP client span a transport attempt of this request.
+    def transport_attempt_values(
+        self, parent: Attempt | None
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """Attributes that make a foreign HTTP client span a transport attempt of this
+        request, and the :func:`longest_string` of their values.
 
         Used by the stamping processor for spans of opentelemetry-instrumentation-httpx /
         -requests started inside an attempt: the span gets the next transport ordinal, its
         parent attempt and, from the second send under the same parent, the OTel
-        ``http.request.resend_count``.
-        """
-        return self.transport_attempt_values(parent)[0]
-
-    def transport_attempt_values(
-        self, parent: Attempt | None
-    ) -> tuple[dict[str, AttributeValue], int | None]:
-        """:meth:`transport_attempt_stamp` and the :func:`longest_string` of its values.
-
-        The part that is the same for every send under ``parent`` is built once per parent;
-        each send adds only its ordinals.
+        ``http.request.resend_count``. The part that is the same for every send under
+        ``parent`` is built once per parent; each send adds only its ordinals.
         """
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base

@@ -4,17 +4,17 @@ Only the status code, the exception class and the bounded ``Retry-After`` field 
 An error *body* is untrusted provider output and is never consulted: it cannot choose a
 route, URL, model or delay (the policy's routes and schedule do).
 
-Classification (``idempotent`` says whether resending the operation is safe under the bound
-idempotency contract):
+:data:`STATUS_RULES` is the one table of what an HTTP status means for one send (one
+request on the wire and its response). The recorder classifies with it
+(:func:`classify_status`) and the analytics' SQL macros ``rs_http_outcome`` and
+``rs_http_outcome_kind`` are rendered from it (``retryscope.analytics._macros``).
+``idempotent`` says whether resending the operation is safe under the bound idempotency
+contract (an idempotency key is bound: the span carries ``idempotency_digest``).
 
-* 2xx → success (``None``); 408 → ``timeout_before_response`` when idempotent, otherwise
-  ``unknown_provider_acceptance``; 429 → ``rate_limited``; 5xx → ``unavailable``;
-* 400/411/413/414/415/422/431 → ``invalid_request``; 401/403/451 → ``policy_denied``;
-  other 4xx → ``rejected``; 1xx/3xx (unexpected for an API call) → ``protocol_violation``;
-* connection refused / connect errors / connect or pool timeouts (no request bytes
-  accepted) → ``unavailable``; a timeout after the request was sent →
-  ``unknown_provider_acceptance`` (``timeout_before_response`` only when idempotent and the
-  response never started); anything else → ``unknown_provider_acceptance``.
+Transport exceptions: connection refused / connect errors / connect or pool timeouts (no
+request bytes accepted) → ``unavailable``; a timeout after the request was sent →
+``unknown_provider_acceptance`` (``timeout_before_response`` only when idempotent and the
+response never started); anything else → :data:`NO_RESPONSE_KIND`.
 """
 
 from __future__ import annotations
@@ -26,32 +26,87 @@ from typing import Final
 
 from retryscope.vocabulary import OutcomeKind
 
-_INVALID_REQUEST: Final = frozenset({400, 411, 413, 414, 415, 422, 431})
-_POLICY_DENIED: Final = frozenset({401, 403, 451})
 _RAW_LIMIT: Final = 64
 
 
+@dataclass(frozen=True, slots=True)
+class StatusRule:
+    """What a send answered with one of ``statuses`` means: the failure kind (``None``: the
+    send completed)."""
+
+    statuses: range | frozenset[int]
+    kind: OutcomeKind | None
+    meaning: str
+    kind_when_idempotent: OutcomeKind | None = None
+    """The kind instead when resending is safe, where that changes the answer (408); None:
+    ``kind`` either way."""
+
+    def kind_for(self, *, idempotent: bool) -> OutcomeKind | None:
+        if idempotent and self.kind_when_idempotent is not None:
+            return self.kind_when_idempotent
+        return self.kind
+
+
+STATUS_RULES: Final[tuple[StatusRule, ...]] = (
+    StatusRule(
+        range(200, 400),
+        None,
+        "Answered; a redirect is a completed send (a client that follows it sends again).",
+    ),
+    StatusRule(
+        frozenset({408}),
+        OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE,
+        "The server stopped waiting for the request: a timeout before the response when "
+        "resending is safe, otherwise the provider may have accepted the work.",
+        kind_when_idempotent=OutcomeKind.TIMEOUT_BEFORE_RESPONSE,
+    ),
+    StatusRule(frozenset({429}), OutcomeKind.RATE_LIMITED, "Rate limited."),
+    StatusRule(
+        range(500, 600), OutcomeKind.UNAVAILABLE, "Server error: the receiver is unavailable."
+    ),
+    StatusRule(
+        frozenset({400, 411, 413, 414, 415, 422, 431}),
+        OutcomeKind.INVALID_REQUEST,
+        "The request itself is malformed or too large: sending it again cannot help.",
+    ),
+    StatusRule(
+        frozenset({401, 403, 451}), OutcomeKind.POLICY_DENIED, "Not allowed for this caller."
+    ),
+    StatusRule(range(400, 500), OutcomeKind.REJECTED, "Any other client error."),
+    StatusRule(
+        range(100, 200),
+        OutcomeKind.PROTOCOL_VIOLATION,
+        "An informational status is no final answer.",
+    ),
+)
+"""What an HTTP status means for one send; the first rule whose ``statuses`` hold it wins."""
+
+OTHER_STATUS_KIND: Final = OutcomeKind.PROTOCOL_VIOLATION
+"""Kind of a status no rule holds (outside 100–599: not an HTTP status)."""
+
+NO_RESPONSE_KIND: Final = OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+"""Kind of a send that failed without a response for a reason not known to be harmless (an
+exception no rule names, or, to the analytics, an HTTP client span with an error status and
+no status code): the request may have reached the provider."""
+
+
+def status_rule(status: int) -> StatusRule | None:
+    """The rule of :data:`STATUS_RULES` that decides ``status`` (None: no rule holds it)."""
+    return next((r for r in STATUS_RULES if status in r.statuses), None)
+
+
+_BY_STATUS: Final[dict[tuple[int, bool], OutcomeKind | None]] = {
+    (status, idempotent): rule.kind_for(idempotent=idempotent)
+    for status in range(100, 600)
+    if (rule := status_rule(status)) is not None
+    for idempotent in (False, True)
+}
+
+
 def classify_status(status: int, *, idempotent: bool) -> OutcomeKind | None:
-    """Outcome kind of an HTTP response status; ``None`` means success."""
-    if 200 <= status < 300:
-        return None
-    if status == 408:
-        return (
-            OutcomeKind.TIMEOUT_BEFORE_RESPONSE
-            if idempotent
-            else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-        )
-    if status == 429:
-        return OutcomeKind.RATE_LIMITED
-    if 500 <= status < 600:
-        return OutcomeKind.UNAVAILABLE
-    if status in _INVALID_REQUEST:
-        return OutcomeKind.INVALID_REQUEST
-    if status in _POLICY_DENIED:
-        return OutcomeKind.POLICY_DENIED
-    if 400 <= status < 500:
-        return OutcomeKind.REJECTED
-    return OutcomeKind.PROTOCOL_VIOLATION
+    """Outcome kind of an HTTP response status (:data:`STATUS_RULES`); ``None`` means the
+    send completed."""
+    return _BY_STATUS.get((status, idempotent), OTHER_STATUS_KIND)
 
 
 def _httpx_kind(exc: BaseException, *, idempotent: bool) -> OutcomeKind | None:
@@ -90,7 +145,7 @@ def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bo
         return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
     if isinstance(exc, ConnectionError) and not request_sent:
         return OutcomeKind.UNAVAILABLE
-    return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+    return NO_RESPONSE_KIND
 
 
 # --- Retry-After (RFC 9110 §10.2.3: delay-seconds / HTTP-date) ------------------------------

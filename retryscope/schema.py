@@ -26,7 +26,6 @@ _ARROW_TYPES: Final[dict[AttrType, pa.DataType]] = {
     AttrType.BOOL: pa.bool_(),
     AttrType.FLOAT: pa.float64(),
     AttrType.TIME_NS: TIMESTAMP,
-    AttrType.STR_LIST: pa.list_(pa.string()),
 }
 
 BASE_FIELDS: Final[tuple[pa.Field, ...]] = (

@@ -16,8 +16,10 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
-"""Version of the Parquet schema; stored in each file's key-value metadata."""
+SCHEMA_VERSION: Final = 2
+"""Version of the Parquet schema; stored in each file's key-value metadata. 2: the logical
+request span no longer carries attempt counts (``attempt_count``, ``attempts_<layer>``,
+``retried_layers``); the analytics count attempts over every process's spans."""
 
 
 class AttrType(enum.Enum):
@@ -29,7 +31,6 @@ class AttrType(enum.Enum):
     BOOL = "bool"
     FLOAT = "double"
     TIME_NS = "timestamp_ns"  # an int of unix nanoseconds on the span, a timestamp in Parquet
-    STR_LIST = "list<string>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +45,13 @@ class Attr:
     """Older keys with the same meaning (e.g. pre-stable HTTP semconv), read into the column."""
 
 
-S, INT, I32, B, F, T, L = (
+S, INT, I32, B, F, T = (
     AttrType.STR,
     AttrType.INT,
     AttrType.INT32,
     AttrType.BOOL,
     AttrType.FLOAT,
     AttrType.TIME_NS,
-    AttrType.STR_LIST,
 )
 
 # --- identity of the logical request (stamped on every span beneath it) -------------------
@@ -181,19 +181,6 @@ DECISION = Attr(
     "What the retry owner did after this attempt: complete, retry, fallback, stop.",
 )
 TERMINAL = Attr("retryscope.terminal", "terminal", S, "Terminal of the logical request.")
-ATTEMPT_COUNT = Attr(
-    "retryscope.attempts.count",
-    "attempt_count",
-    I32,
-    "On the logical request span: attempts it made (all layers).",
-)
-RETRIED_LAYERS = Attr(
-    "retryscope.attempts.retried_layers",
-    "retried_layers",
-    L,
-    "On the logical request span: layers that made more than one attempt under the same "
-    "parent attempt, i.e. retried (a transport send per harness attempt is not a retry).",
-)
 GAP_DROPPED_SPANS = Attr(
     "retryscope.gap.dropped_spans",
     "gap_dropped_spans",
@@ -293,22 +280,6 @@ RECONCILIATION_RESULT = Attr(
 )
 
 
-def _layer_count_attr(layer: str) -> Attr:
-    return Attr(
-        f"retryscope.attempts.{layer}",
-        f"attempts_{layer}",
-        I32,
-        f"On the logical request span: attempts the {layer} layer made (0 when none).",
-    )
-
-
-ATTEMPTS_WORKFLOW = _layer_count_attr("workflow")
-ATTEMPTS_QUEUE = _layer_count_attr("queue")
-ATTEMPTS_HARNESS = _layer_count_attr("harness")
-ATTEMPTS_ADAPTER = _layer_count_attr("adapter")
-ATTEMPTS_SDK = _layer_count_attr("sdk")
-ATTEMPTS_TRANSPORT = _layer_count_attr("transport")
-
 # --- OpenTelemetry semantic conventions we reuse ---------------------------------------------
 ERROR_TYPE = Attr("error.type", "error_type", S, "OTel `error.type`: class of the error.")
 HTTP_STATUS_CODE = Attr(
@@ -380,8 +351,6 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     OUTCOME_KIND,
     DECISION,
     TERMINAL,
-    ATTEMPT_COUNT,
-    RETRIED_LAYERS,
     GAP_DROPPED_SPANS,
     GAP_REASON,
     REQUIRED_CAPABILITY_DIGEST,
@@ -408,12 +377,6 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     LOWER_MAX_RETRIES,
     STREAM_EVENTS,
     RECONCILIATION_RESULT,
-    ATTEMPTS_WORKFLOW,
-    ATTEMPTS_QUEUE,
-    ATTEMPTS_HARNESS,
-    ATTEMPTS_ADAPTER,
-    ATTEMPTS_SDK,
-    ATTEMPTS_TRANSPORT,
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 
@@ -533,27 +496,6 @@ BOUNDARY_RANK: Final[dict[DataBoundary, int]] = {
     DataBoundary.PRIVATE_SERVICE: 1,
     DataBoundary.EXTERNAL_PROVIDER: 2,
 }
-
-STAMP_KEYS: Final[tuple[str, ...]] = (
-    LOGICAL_REQUEST_ID.key,
-    IDEMPOTENCY_DIGEST.key,
-    TENANT.key,
-    OPERATION.key,
-    ATTEMPT_ORDINAL.key,
-    ROUTE_ID.key,
-)
-"""Keys the stamping processor puts on every span started beneath a logical request."""
-
-
-LAYER_COUNT_ATTRS: Final[dict[Layer, Attr]] = {
-    Layer.WORKFLOW: ATTEMPTS_WORKFLOW,
-    Layer.QUEUE: ATTEMPTS_QUEUE,
-    Layer.HARNESS: ATTEMPTS_HARNESS,
-    Layer.ADAPTER: ATTEMPTS_ADAPTER,
-    Layer.SDK: ATTEMPTS_SDK,
-    Layer.TRANSPORT: ATTEMPTS_TRANSPORT,
-}
-"""Per-layer attempt counts on the logical request span, one dedicated column per layer."""
 
 
 class BreakerState(enum.StrEnum):

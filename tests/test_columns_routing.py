@@ -37,7 +37,6 @@ _FITS: dict[AttrType, Callable[[Any], bool]] = {
     AttrType.INT: _int_in(63),
     AttrType.TIME_NS: _int_in(63),
     AttrType.FLOAT: lambda v: type(v) is not bool and isinstance(v, int | float),
-    AttrType.STR_LIST: lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v),
 }
 """Which values each column type holds, as the schema documents it."""
 
@@ -50,7 +49,7 @@ def _reference(attributes: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[s
         attr = BY_KEY.get(key)
         if attr is not None and _FITS[attr.type](value):
             if key == attr.key:
-                dedicated[attr.column] = list(value) if isinstance(value, tuple) else value
+                dedicated[attr.column] = value
                 continue
             dedicated.setdefault(attr.column, value)
         rest.append((key, encode_value(value)))
@@ -71,7 +70,7 @@ _KEYS = {  # key: the kind of value it usually carries
     "retryscope.deadline": _INT,  # TIME_NS
     "retryscope.cost.actual_micros": _INT,  # INT
     "retryscope.route.fallback": st.booleans(),  # BOOL
-    "retryscope.attempts.retried_layers": _STR_LIST,
+    "app.layers": _STR_LIST,  # a list: always kept in the map
     "http.response.status_code": _SMALL,  # the current key of ...
     "http.request.method": _STR,
     "app.feature": _STR,  # no dedicated column
@@ -183,7 +182,6 @@ _ORDINAL, _COST, _FALLBACK = (
         {_FALLBACK: [1, 0]},  # nor an int a bool
         {"retryscope.logical_request.id": [_Str("a"), "b"]},  # a str subclass
         {"retryscope.deadline": [1.5, 2]},
-        {"retryscope.attempts.retried_layers": [("sdk",), ("sdk", 1)]},
         {"http.status_code": [200, 503], "http.response.status_code": [None, 429]},
     ],
 )

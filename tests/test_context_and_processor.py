@@ -62,12 +62,10 @@ def test_three_attempts_two_rate_limited_then_success(pipeline: Pipeline, clock)
     assert report["amplification_ratio"] == 3.0
     assert report["terminals"] == {"complete": 1}
     (lr,) = con.execute(
-        "SELECT terminal, attempt_count, idempotency_digest, logical_request_digest, tenant"
-        " FROM logical_requests"
+        "SELECT terminal, idempotency_digest, logical_request_digest, tenant FROM logical_requests"
     ).fetchall()
     assert lr == (
         "complete",
-        3,
         idempotency_digest("acme", "chat", "k-1"),
         request_digest({"q": "hello"}),
         "acme",

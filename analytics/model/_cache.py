@@ -35,7 +35,6 @@ import duckdb
 
 from retryscope import __version__
 from retryscope._environment import CACHE_ENV as CACHE_ENV
-from retryscope.analytics._queries import load
 from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._scripts import SCRATCH_DATABASE
 
@@ -84,7 +83,7 @@ def model_cache(
         f"format {_FORMAT}",
         f"retryscope {__version__}",
         f"duckdb {duckdb.__version__}",
-        *(load(name) for name in scripts.SOURCES),
+        *(scripts.script_text(name) for name in scripts.SOURCES),
     ):
         digest.update(part.encode() + b"\0")
     for f in files:

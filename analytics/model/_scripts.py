@@ -4,11 +4,13 @@
 one logical request only, so it may run once over the whole data set or once per request
 partition. ``WHOLE_DATA_SET`` runs afterwards over the finished per-request tables (the
 telemetry checks and the unfiltered scope's tables). ``SOURCES`` is every script whose text
-shapes the model, so a change to any of them invalidates a cached model.
+shapes the model, so a change to any of them (:func:`script_text`, the rendered macros
+included) invalidates a cached model.
 """
 
 from typing import Final
 
+from retryscope.analytics._macros import macros_sql
 from retryscope.analytics._queries import load
 from retryscope.analytics._scope_facts import TABLES as SCOPE_FACTS
 
@@ -28,13 +30,18 @@ WHOLE_DATA_SET: Final = (CHECKS, UNFILTERED_SCOPE)
 SOURCES: Final = (MACROS, *PER_REQUEST, *WHOLE_DATA_SET, *SCOPE_FACTS)
 
 
+def script_text(name: str) -> str:
+    """The text of one of :data:`SOURCES` as it runs (the macros as rendered)."""
+    return macros_sql() if name == MACROS else load(name)
+
+
 def model_script(name: str, *, temporary: bool) -> str:
     """One of the model's scripts. They create their tables as ``CREATE OR REPLACE TEMP
     TABLE``; built into a model cache file (``temporary=False``) the tables are persistent
     ones in the connection's default database, which is then that file, and the
     intermediate ones the scripts drop again go to the scratch database
     :data:`SCRATCH_DATABASE` (so the cache file has no freed blocks)."""
-    text = load(name)
+    text = script_text(name)
     if temporary:
         return text
     for table in _INTERMEDIATE_TABLES:

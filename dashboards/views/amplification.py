@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from retryscope.analytics._report import BY_LAYER_DROPPED
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import (
@@ -47,12 +48,17 @@ def render() -> None:
         ]
     )
     st.caption(
-        "Receiver attempts: what the provider saw (attempts with nothing beneath them). "
-        "Hidden: receiver attempts beyond the harness's own."
+        "Amplification: receiver attempts per logical request (`amplification_ratio` of "
+        "the report, overall, by layer and by route). Receiver attempts: what the provider "
+        "saw (attempts with nothing beneath them). Hidden: receiver attempts beyond the "
+        "harness's own."
     )
 
     for title, by in (("By layer", "layer"), ("By route", "route")):
-        table = frame(ctx.source.query("amplification", ctx.filters, by))[_COLUMNS]
+        # per layer, what only whole requests have (hidden attempts, nesting) is left out,
+        # as in the report's by_layer rows
+        columns = [c for c in _COLUMNS if by != "layer" or c not in BY_LAYER_DROPPED]
+        table = frame(ctx.source.query("amplification", ctx.filters, by))[columns]
         table = table.rename(columns={"value": by})
         st.subheader(title)
         left, right = st.columns([2, 3])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics import RULES
+from retryscope.analytics import RULES, Severity
+from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import (
@@ -17,7 +18,6 @@ from retryscope.dashboards.views.common import (
 )
 
 ROW_LIMIT = 1000
-_RULES = {r.id: r for r in RULES}
 
 
 def render() -> None:
@@ -34,13 +34,13 @@ def render() -> None:
     left, right = st.columns(2)
     rules = left.multiselect("Rules", sorted(counts), key="findings_rules", placeholder="all rules")
     severities = right.multiselect(
-        "Severity", ["error", "warning", "info"], key="findings_severity", placeholder="all"
+        "Severity", [s.value for s in Severity], key="findings_severity", placeholder="all"
     )
     chosen = [
         rule
         for rule in sorted(counts)
         if (not rules or rule in rules)
-        and (not severities or _RULES[rule].severity.value in severities)
+        and (not severities or BY_ID[rule].severity.value in severities)
     ]
     total = sum(counts[rule] for rule in chosen)
     bars = pd.DataFrame({"rule_id": chosen, "findings": [counts[r] for r in chosen]})

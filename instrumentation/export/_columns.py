@@ -45,9 +45,7 @@ def _fits(t: AttrType, value: Any) -> bool:
         return isinstance(value, int) and -_INT32_MAX - 1 <= value <= _INT32_MAX
     if t in (AttrType.INT, AttrType.TIME_NS):
         return isinstance(value, int) and -_INT64_MAX - 1 <= value <= _INT64_MAX
-    if t is AttrType.FLOAT:
-        return isinstance(value, float | int)
-    return isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
+    return isinstance(value, float | int)  # FLOAT
 
 
 _encode_str = json.encoder.encode_basestring  # the C-accelerated JSON string encoder
@@ -418,7 +416,6 @@ _EXACT: Final[dict[AttrType, tuple[frozenset[type], int, int]]] = {
     AttrType.TIME_NS: (frozenset({int}), -_INT64_MAX - 1, _INT64_MAX),
     AttrType.INT32: (frozenset({int}), -_INT32_MAX - 1, _INT32_MAX),
     AttrType.FLOAT: (frozenset({float, int}), -(2**1023), 2**1023),
-    AttrType.STR_LIST: (frozenset(), 0, 0),
 }
 """Per column type: the exact value types it takes without calling :func:`_fits`, and the
 bounds an ``int`` must be within for that; anything else (a ``str`` subclass, an ``int``

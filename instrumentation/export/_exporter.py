@@ -413,7 +413,6 @@ class ParquetSpanExporter(SpanExporter):
         self.directory = self.config.directory
         self.dropped_spans = 0
         """Spans this exporter lost (retry buffer overflow, unwritable at shutdown)."""
-        self.file_count = 0
         self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
         """The most recent files written (the last 1024)."""
         self.gaps = GapLedger()
@@ -650,7 +649,6 @@ class ParquetSpanExporter(SpanExporter):
 
     def _note_written(self, files: list[Path]) -> None:
         self.files_written.extend(files)
-        self.file_count += len(files)
 
     def _keep_unwritten(self, remaining: pa.Table) -> None:
         is_gap = _gap_rows_of(remaining)

@@ -266,8 +266,7 @@ _STR, _BOOL, _INT, _DOUBLE, _NONE, _ARRAY, _KVLIST = 0, 1, 2, 3, 4, 5, 6
 @dataclass(frozen=True, slots=True)
 class _Values:
     """Flattened ``AnyValue`` objects: each one's kind (``tag``) and its value in the typed
-    array of that kind (``arrays``: the JSON text of the list, and the list itself as
-    strings when every element is a string)."""
+    array of that kind (``arrays``: the JSON text of the list)."""
 
     tag: np.ndarray
     strings: pa.Array
@@ -276,8 +275,6 @@ class _Values:
     doubles: pa.Array
     arrays: pa.Array
     kvlists: pa.Array
-    string_lists: pa.Array
-    all_strings: np.ndarray
 
     def encoded(self, where: np.ndarray) -> pa.Array:
         """The values at ``where`` as the JSON text ``SpanColumns`` stores in an attribute
@@ -358,8 +355,6 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
     tag = np.full(n, _NONE, np.int8)
     present = np.zeros(n, np.int8)
     typed: dict[int, pa.Array] = {}
-    string_lists = pa.nulls(n, pa.list_(pa.string()))
-    all_strings = np.zeros(n, bool)
     for name, child in kinds.items():
         valid = pc.is_valid(child).to_numpy(zero_copy_only=False)
         present += valid
@@ -380,8 +375,7 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
                 raise _Unsure("doubleValue not a number")
             kind, array = _DOUBLE, child
         elif name == "arrayValue":
-            kind = _ARRAY
-            array, string_lists, all_strings = _arrays(child, n)
+            kind, array = _ARRAY, _arrays(child, n)
         else:
             kind, array = _KVLIST, _kvlists(child, n)
         tag[valid] = kind
@@ -396,24 +390,19 @@ def _any_values(value: pa.Array | None, n: int, *, nested: bool) -> _Values:
         doubles=typed.get(_DOUBLE, pa.nulls(n, pa.float64())),
         arrays=typed.get(_ARRAY, pa.nulls(n, pa.string())),
         kvlists=typed.get(_KVLIST, pa.nulls(n, pa.string())),
-        string_lists=string_lists,
-        all_strings=all_strings,
     )
 
 
-def _arrays(array_value: pa.Array, n: int) -> tuple[pa.Array, pa.Array, np.ndarray]:
-    """``arrayValue`` objects: (``json.dumps`` of each list, the list as strings, whether
-    every element is a string). ``{}`` is the empty list."""
+def _arrays(array_value: pa.Array, n: int) -> pa.Array:
+    """``arrayValue`` objects as ``json.dumps`` of each list (``{}``: the empty list)."""
     elements, owners = _items(_field(array_value, "values"))
     m = len(elements)
     values = _any_values(elements if m else None, m, nested=True)
     offsets = _offsets(owners, n)
     texts = values.encoded(np.arange(m))
     joined = pc.binary_join(pa.ListArray.from_arrays(offsets, texts), ", ")
-    encoded = pc.binary_join_element_wise("[", joined, "]", "")
-    not_string = np.bincount(owners[values.tag != _STR], minlength=n) if m else np.zeros(n)
-    lists = pa.ListArray.from_arrays(offsets, values.strings)
-    return encoded, lists, not_string == 0
+    encoded: pa.Array = pc.binary_join_element_wise("[", joined, "]", "")
+    return encoded
 
 
 def _kvlists(kvlist_value: pa.Array, n: int) -> pa.Array:
@@ -471,8 +460,6 @@ def _fitting(attr_type: AttrType, kv: _KeyValues, where: np.ndarray) -> np.ndarr
         fits = tag == _BOOL
     elif attr_type in (AttrType.INT, AttrType.TIME_NS):
         fits = tag == _INT
-    elif attr_type is AttrType.STR_LIST:
-        fits = (tag == _ARRAY) & kv.values.all_strings[where]
     else:
         ints = np.zeros(len(where), np.int64)
         is_int = tag == _INT
@@ -497,8 +484,6 @@ def _column_values(attr_type: AttrType, kv: _KeyValues, where: np.ndarray) -> pa
     if attr_type is AttrType.FLOAT:
         ints = pc.cast(pc.take(kv.values.ints, index), pa.float64())
         return pc.coalesce(pc.take(kv.values.doubles, index), ints)
-    if attr_type is AttrType.STR_LIST:
-        return pc.take(kv.values.string_lists, index)
     return pc.take(kv.values.ints, index)
 
 

@@ -122,12 +122,11 @@ def parse_retry_after_hint(
 def send_outcome_kind(
     response: httpx.Response | None, exc: BaseException | None, *, idempotent: bool
 ) -> OutcomeKind | None:
-    """Failure kind of one send (None: success). A redirect or other status below 400 is a
-    completed send (httpx follows redirects with another send); the rest is classified by
-    :mod:`retryscope.instrumentation._http_classify`."""
+    """Failure kind of one send (None: success), by
+    :data:`retryscope.instrumentation._http_classify.STATUS_RULES` (a redirect is a completed
+    send: httpx follows it with another send) or the exception."""
     if response is not None:
-        status = response.status_code
-        return None if status < 400 else classify_status(status, idempotent=idempotent)
+        return classify_status(response.status_code, idempotent=idempotent)
     if exc is not None:
         return classify_exception(exc, idempotent=idempotent, request_sent=True)
     return None

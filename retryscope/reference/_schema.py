@@ -91,8 +91,11 @@ def render() -> str:
         f"{v.SCHEMA_VERSION} (key-value metadata {code('retryscope.schema_version')}). "
         "Identity and timing columns come first, then one typed column per retryscope "
         "attribute, then everything else the span carried, JSON-encoded so its "
-        "OpenTelemetry type survives. Columns are only ever added; readers use DuckDB's "
-        f"{code('union_by_name')}, so older files read with the new columns as NULL.",
+        "OpenTelemetry type survives. Readers use DuckDB's "
+        f"{code('union_by_name')}, so files of every version read together: a column a "
+        "file lacks reads as NULL, and a column an older version wrote stays readable "
+        "(version 2 stopped writing the request span's per-layer attempt counts, which "
+        "the analytics compute from the attempts).",
     )
     lines += table(
         ("column", "Arrow type", "DuckDB type", "meaning"),

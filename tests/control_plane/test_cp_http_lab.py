@@ -39,7 +39,11 @@ from retryscope.vocabulary import OutcomeKind as K
         (403, True, K.POLICY_DENIED),
         (404, True, K.REJECTED),
         (409, True, K.REJECTED),
-        (302, True, K.PROTOCOL_VIOLATION),
+        (451, False, K.POLICY_DENIED),
+        (302, True, None),  # a redirect is a completed send
+        (101, True, K.PROTOCOL_VIOLATION),
+        (99, False, K.PROTOCOL_VIOLATION),
+        (600, True, K.PROTOCOL_VIOLATION),
     ],
 )
 def test_status_classification(status: int, idempotent: bool, kind: K | None) -> None:

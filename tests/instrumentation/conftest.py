@@ -7,6 +7,7 @@ every request's path and headers so tests can check what left the process.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from retryscope.analytics import connect
+from retryscope.analytics import connect, request_detail
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
 
@@ -140,6 +141,18 @@ class Audit:
 
     def rows(self, sql: str) -> list[tuple[object, ...]]:
         return self.connect().execute(sql).fetchall()
+
+    def analysed(self, request_id: str | None = None) -> tuple[dict[str, int], list[str]]:
+        """What the analytics make of one logical request (the only one when not named): its
+        attempts per layer and the layers that retried."""
+        con = self.connect()
+        if request_id is None:
+            ((request_id,),) = con.execute(
+                "SELECT DISTINCT logical_request_id FROM spans WHERE logical_request_id NOT NULL"
+            ).fetchall()
+        summary, attempts = request_detail(con, str(request_id))
+        (row,) = summary.to_pylist()
+        return dict(Counter(attempts.column("layer").to_pylist())), list(row["retried_layers"])
 
 
 def make_audit(directory: Path, processor: AttemptStampingProcessor) -> Audit:

@@ -55,11 +55,7 @@ def _check(audit: Audit, request_id: str, layer: str, sleeps_ms: list[int | None
     assert rows[1][3] == '"httpx.HTTPStatusError"'
     assert [r[4] for r in rows] == [1, 2, 3]
     assert [r[5] for r in rows] == [503, 503, 200]
-    assert con.execute(
-        f"SELECT attempts_{layer}, attempts_transport FROM logical_requests "
-        "WHERE logical_request_id = ?",
-        [request_id],
-    ).fetchone() == (3, 3)
+    assert audit.analysed(request_id)[0] == {layer: 3, "transport": 3}
 
 
 def _get(client: httpx.Client) -> str:

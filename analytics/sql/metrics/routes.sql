@@ -1,10 +1,9 @@
--- Per route: attempts (all layers), requests touching it, successes, whether a fallback.
--- Requests are counted by a 64-bit hash of their id (far cheaper than the string).
+-- Per route, in priority order: the success rate of its attempts (all layers) and whether it
+-- served as a fallback. Its attempts, requests and amplification are amplification.sql's
+-- (by route), the one definition the report, the CLI and the UI share.
 SELECT
     route_id,
-    count(*)::BIGINT AS attempts,
-    count(DISTINCT hash(logical_request_id))::BIGINT AS logical_requests,
-    count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
+    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate,
     coalesce(bool_or(is_fallback), FALSE) AS is_fallback
 FROM attempt_facts
 WHERE route_id IS NOT NULL

@@ -18,9 +18,11 @@ SELECT
     backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
     cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
     coalesce(outcome, CASE WHEN http_method IS NOT NULL
-        THEN rs_http_outcome(http_status_code, status_code) END) AS outcome,
+        THEN rs_http_outcome(http_status_code, status_code, idempotency_digest IS NOT NULL)
+        END) AS outcome,
     coalesce(outcome_kind, CASE WHEN http_method IS NOT NULL AND outcome IS NULL
-        THEN rs_http_outcome_kind(http_status_code, status_code) END) AS outcome_kind,
+        THEN rs_http_outcome_kind(http_status_code, status_code, idempotency_digest IS NOT NULL)
+        END) AS outcome_kind,
     decision, retry_owner,
     tenant, operation, idempotency_digest, logical_request_digest,
     http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,

@@ -72,8 +72,10 @@ SELECT
     h.backoff_delay_ms, h.retry_after_ms, h.not_before,
     coalesce(h.deadline, e.deadline) AS deadline, h.deadline_remaining_ms,
     h.cost_reserved_micros, h.cost_actual_micros, h.cost_currency, h.cost_estimated,
-    rs_http_outcome(h.http_status_code, h.status_code) AS outcome,
-    rs_http_outcome_kind(h.http_status_code, h.status_code) AS outcome_kind,
+    rs_http_outcome(h.http_status_code, h.status_code, h.idempotency_digest IS NOT NULL)
+        AS outcome,
+    rs_http_outcome_kind(h.http_status_code, h.status_code, h.idempotency_digest IS NOT NULL)
+        AS outcome_kind,
     h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
     h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
     h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,

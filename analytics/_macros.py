@@ -1,0 +1,110 @@
+"""The analytics' SQL macros: ``sql/model/macros.sql`` and the macros rendered from rule
+tables kept in Python, so each rule is written once.
+
+``rs_layer_rank`` orders layers outermost first (:class:`retryscope.vocabulary.Layer`, an
+unknown layer last); ``rs_boundary_rank`` orders data boundaries
+(:data:`retryscope.vocabulary.BOUNDARY_RANK`, NULL for an unknown one).
+
+``rs_http_outcome`` and ``rs_http_outcome_kind`` classify an HTTP client span that recorded
+no retryscope outcome, by :data:`retryscope.instrumentation._http_classify.STATUS_RULES`
+(what the recorder classifies sends with). Their arguments are the span's status code, its
+span status and whether resending is safe (the span carries an idempotency digest: what the
+httpx transport calls idempotent). A span with no status code is a send that failed without
+a response when its span status is ``ERROR`` (:data:`NO_RESPONSE_KIND`), else unclassified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cache
+
+import duckdb
+
+from retryscope.analytics._queries import load, sql_string
+from retryscope.instrumentation._http_classify import (
+    NO_RESPONSE_KIND,
+    OTHER_STATUS_KIND,
+    STATUS_RULES,
+    StatusRule,
+)
+from retryscope.vocabulary import BOUNDARY_RANK, Layer, Outcome, OutcomeKind
+
+
+def _literal(value: str | None) -> str:
+    return "NULL" if value is None else sql_string(value)
+
+
+def _statuses(rule: StatusRule) -> str:
+    s = rule.statuses
+    if isinstance(s, range):
+        if s.step != 1 or not s:
+            raise ValueError(f"status range {s!r} is not a contiguous range")
+        return f"http_status BETWEEN {s.start} AND {s.stop - 1}"
+    return f"http_status IN ({', '.join(str(x) for x in sorted(s))})"
+
+
+def _kind(kind: OutcomeKind | None) -> str | None:
+    return None if kind is None else kind.value
+
+
+def _family(kind: OutcomeKind | None) -> str:
+    return (Outcome.SUCCESS if kind is None else kind.family).value
+
+
+def _case(name: str, render: Callable[[OutcomeKind | None], str | None]) -> str:
+    """``CREATE MACRO name`` over the status rules; ``render`` gives a kind's SQL value."""
+
+    def value(kind: OutcomeKind | None) -> str:
+        return _literal(render(kind))
+
+    lines = [
+        f"CREATE OR REPLACE MACRO {name}(http_status, span_status, idempotent) AS",
+        "    CASE",
+        "        WHEN http_status IS NULL THEN",
+        f"            CASE WHEN span_status = 'ERROR' THEN {value(NO_RESPONSE_KIND)} END",
+    ]
+    for rule in STATUS_RULES:
+        plain, safe = value(rule.kind), value(rule.kind_for(idempotent=True))
+        then = plain if plain == safe else f"CASE WHEN idempotent THEN {safe} ELSE {plain} END"
+        lines.append(f"        WHEN {_statuses(rule)} THEN {then}")
+    lines += [f"        ELSE {value(OTHER_STATUS_KIND)}", "    END;"]
+    return "\n".join(lines)
+
+
+def _rank(name: str, ranks: Mapping[str, int], unknown: int | None) -> str:
+    whens = " ".join(f"WHEN {_literal(value)} THEN {rank}" for value, rank in ranks.items())
+    other = "" if unknown is None else f" ELSE {unknown}"
+    return f"CREATE OR REPLACE MACRO {name}(v) AS CASE v {whens}{other} END;"
+
+
+def rank_macros() -> str:
+    """The SQL of ``rs_layer_rank`` and ``rs_boundary_rank``."""
+    layers = {layer.value: rank for rank, layer in enumerate(Layer)}
+    return "\n".join(
+        (
+            _rank("rs_layer_rank", layers, len(layers)),
+            _rank("rs_boundary_rank", {b.value: r for b, r in BOUNDARY_RANK.items()}, None),
+        )
+    )
+
+
+def http_outcome_macros() -> str:
+    """The SQL of ``rs_http_outcome`` (family) and ``rs_http_outcome_kind`` (kind)."""
+    header = (
+        "-- Rendered from retryscope.instrumentation._http_classify.STATUS_RULES "
+        "(retryscope.analytics._macros)."
+    )
+    return "\n\n".join(
+        (header, _case("rs_http_outcome", _family), _case("rs_http_outcome_kind", _kind))
+    )
+
+
+@cache
+def macros_sql() -> str:
+    """Every macro the analytics queries use: ``macros.sql`` and the rendered ones."""
+    return "\n\n".join((load("macros").rstrip(), rank_macros(), http_outcome_macros())) + "\n"
+
+
+def install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the macros of :func:`macros_sql` (cheap: nothing is read)."""
+    con.execute(macros_sql())

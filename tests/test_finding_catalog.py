@@ -1,0 +1,58 @@
+"""The rule catalog (``RULES``) is the one place of each finding rule's id and severity: the
+SQL emits exactly the catalog's rule ids, and every finding row carries its rule's severity
+from the catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from retryscope.analytics import RULES, connect, findings
+from retryscope.analytics._findings import BY_ID
+from retryscope.demo._run import generate
+
+
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SELECTs a (possibly nested) UNION of DuckDB's serialized query tree is made of."""
+    if node["type"] == "SET_OPERATION_NODE":
+        children = node.get("children") or [node["left"], node["right"]]
+        return [b for child in children for b in _branches(child)]
+    return [node]
+
+
+def _emitted_rule_ids(tmp_path: Path) -> list[str]:
+    """The rule id each branch of the ``finding_rows`` macro emits, read from the macro as
+    DuckDB parsed it (each branch must emit its rule id as a string literal)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    con, _ = connect(empty)
+    findings(con)  # creates finding_rows
+    (body,) = con.execute(
+        "SELECT macro_definition FROM duckdb_functions() WHERE function_name = 'finding_rows'"
+    ).fetchall()[0]
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [body]).fetchall()[0][0])
+    assert not tree["error"], tree
+    ids = []
+    for branch in _branches(tree["statements"][0]["node"]):
+        first = branch["select_list"][0]
+        assert first["class"] == "CONSTANT", first
+        assert first["literal"]["kind"] == "STRING", first
+        ids.append(first["literal"]["text"])
+    return ids
+
+
+def test_the_sql_emits_exactly_the_catalogs_rule_ids(tmp_path: Path) -> None:
+    emitted = _emitted_rule_ids(tmp_path)
+    catalog = [r.id for r in RULES]
+    assert len(catalog) == len(set(catalog)), "a rule id is in the catalog twice"
+    assert sorted(set(emitted) - set(catalog)) == [], "the SQL emits ids the catalog lacks"
+    assert sorted(set(catalog) - set(emitted)) == [], "catalog rules no SQL emits"
+
+
+def test_every_finding_row_has_its_rules_catalog_severity(tmp_path: Path) -> None:
+    generate(tmp_path / "demo", 40, seed=7, scenario="all", progress=False)
+    rows = findings(connect(tmp_path / "demo")[0]).to_pylist()
+    assert {r["severity"] for r in rows} == {"error", "warning", "info"}
+    wrong = [r for r in rows if r["severity"] != BY_ID[r["rule_id"]].severity.value]
+    assert wrong == []
