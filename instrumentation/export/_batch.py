@@ -87,7 +87,12 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         self._settles = not count_queue_evictions(self, self._on_evict)
         self._handed = 0  # (settled path) sampled spans handed on
         self._closed = False
-        if self._settles and hasattr(os, "register_at_fork"):
+        if not self._settles:
+            return
+        # An instance attribute, so the evictions path keeps the SDK's own on_end (no extra
+        # call per span).
+        self.on_end = self._on_end_counted  # type: ignore[method-assign]
+        if hasattr(os, "register_at_fork"):
             forget = weakref.WeakMethod(self._forget_inherited)
 
             def after_in_child() -> None:
@@ -100,9 +105,11 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
     def span_exporter(self) -> SpanExporter:
         return self._delivered.exporter
 
-    def on_end(self, span: ReadableSpan) -> None:
+    def _on_end_counted(self, span: ReadableSpan) -> None:
+        """``on_end`` on the settled path: hand ``span`` on, then count it when the SDK's
+        processor takes it (sampled, not shut down)."""
         super().on_end(span)
-        if self._settles and not self._closed and span.context and span.context.trace_flags.sampled:
+        if not self._closed and span.context and span.context.trace_flags.sampled:
             with self._count_lock:  # (after the hand-over: a settle never sees it in flight)
                 self._handed += 1
 
