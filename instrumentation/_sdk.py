@@ -14,23 +14,24 @@ only when
 Otherwise — another SDK version, another span class, a span that fails a per-call guard —
 the public path runs, and it stores and reads the same data (the pipeline tests run both
 ways: ``make unit-public-sdk``). An SDK upgrade that changes its internals therefore costs
-speed, not correctness. :func:`fast_paths` says which shortcuts are on. Figures: per span,
-from ``make bench`` (``bench/hot_path.py``, ``bench/export.py``), which prints both paths.
+speed, not correctness. :func:`fast_paths` says which shortcuts are on. ``make bench``
+prints both paths side by side (``bench/hot_path.py``, ``bench/export.py``); the ratios
+below were measured on two cores.
 
 Stamping (:func:`add_clean_attributes`, :func:`raw_attributes`)
     Private: ``Span._lock``, ``Span._end_time``, ``Span._attributes`` — a
     ``BoundedAttributes`` with ``_dict``, ``_immutable``, ``maxlen``, ``max_value_len``.
     Buys: ``set_attributes`` re-validates every value; the stamps are built from plain
     values by retryscope and checked once (:func:`longest_string`), so they are merged into
-    the dict directly, under the span's lock. A stamped third-party span costs about
-    2.5 µs more than a plain one through ``set_attributes``, about 1.3 µs more this way.
+    the dict directly, under the span's lock. Stamping a third-party HTTP span adds about
+    40 % of what it adds through ``set_attributes`` (the stamped span: public/fast 1.3×).
     Public: ``Span.set_attributes``; ``Span.attributes``.
 Context (:func:`context_with`, :func:`is_current_span`)
     Private: ``opentelemetry.trace.propagation._SPAN_KEY``, and that a ``Context`` is a
     plain ``dict`` built by copying.
     Buys: an attempt's context in one copy instead of four (``set_span_in_context`` then
     ``set_value``, each copying twice), and its parent check without
-    ``get_current_span``'s call chain.
+    ``get_current_span``'s call chain: about 0.4 µs per attempt (public/fast 1.09×).
     Public: ``trace.set_span_in_context`` + ``context.set_value``; ``get_current_span``.
 Finished spans (:func:`finished_rows`, :func:`finished_attributes`,
 :func:`finished_attribute_columns`, :func:`bounded_items`, :func:`status_fields`,
@@ -41,13 +42,16 @@ Finished spans (:func:`finished_rows`, :func:`finished_attributes`,
     ``Status._status_code``/``_description``; ``SpanContext`` being a tuple whose items 0
     and 1 are the trace and span id.
     Buys: the exporter reads a batch with ``operator.attrgetter`` in C instead of one
-    property call (and, for events and links, one tuple copy) per field per span.
+    property call (and, for events and links, one tuple copy) per field per span:
+    ``ParquetSpanExporter`` export and write, public/fast 1.3×.
     Public: the ``ReadableSpan``, ``Status`` and ``SpanContext`` properties.
 Batch queue (:func:`count_queue_evictions`)
     Private: ``BatchSpanProcessor._batch_processor._queue``, a bounded ``collections.deque``
     (checked on each processor), replaced by one that counts what it pushes out.
     Buys: each span the full queue drops is counted, and persisted as a gap, when it is
-    dropped. The SDK only logs (de-duplicated) and its metric counts races as drops.
+    dropped (the SDK only logs, de-duplicated, and its metric counts races as drops). Per
+    span end: the SDK's processor 0.45 µs, with this queue 0.95 µs, on the public path
+    1.15 µs.
     Public: :class:`~retryscope.instrumentation.export.GapCountingBatchSpanProcessor`
     counts the sampled spans it hands on and those that reach the exporter, and settles
     the difference on ``force_flush``/``shutdown``: the same totals, counted later.
