@@ -3,12 +3,13 @@
 ``RETRYSCOPE_SDK_PUBLIC_ONLY`` forces every public path in a new process; each probe turns
 its shortcut off when the SDK's private structure is not what it expects; and the whole
 pipeline (stamping processor, batch processor, exporter, Parquet, report) writes the same
-rows and report either way. ``make unit-public-sdk`` runs the pipeline tests again with the
-switch on.
+rows and report either way; and no other module names a private OpenTelemetry name.
+``make unit-public-sdk`` runs the pipeline tests again with the switch on.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import json
 import logging
@@ -181,3 +182,49 @@ def test_the_pipeline_writes_the_same_rows_and_report_on_both_paths(tmp_path: Pa
         reports.append(build_report(con))
     assert reports[0] == reports[1]
     assert reports[0]["logical_requests"] == 40
+
+
+_SDK_PRIVATE_NAMES = frozenset(
+    {
+        *(f"_{name}" for name in _sdk._FIELDS),
+        "_attributes",
+        "_dict",
+        "_dq",
+        "_immutable",
+        "_lock",
+        "_queue",
+        "_batch_processor",
+        "_status_code",
+        "_description",
+    }
+)
+
+
+def _private_otel_uses(path: Path) -> list[str]:
+    """Underscore imports from ``opentelemetry`` and reads of the SDK-private attribute
+    names on anything but ``self`` in one source file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("opentelemetry"):
+            parts = (node.module or "").split(".") + [alias.name for alias in node.names]
+            found += [f"{node.lineno}: import {node.module}" for p in parts if p.startswith("_")]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in _SDK_PRIVATE_NAMES
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ):
+            found.append(f"{node.lineno}: .{node.attr}")
+    return [f"{path}:{where}" for where in dict.fromkeys(found)]
+
+
+def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
+    root = Path(__file__).resolve().parents[1]
+    sources = [
+        path
+        for folder in ("instrumentation", "analytics", "dashboards", "retryscope", "bench")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path != root / "instrumentation" / "_sdk.py"
+    ]
+    assert len(sources) > 50
+    assert [use for path in sources for use in _private_otel_uses(path)] == []
+    assert _private_otel_uses(root / "instrumentation" / "_sdk.py")  # the check sees them
