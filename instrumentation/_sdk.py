@@ -456,37 +456,43 @@ def finished_attribute_columns(
 
 
 # -- batch queue ----------------------------------------------------------------------------
+def _counting_insert(insert: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """A deque method that calls ``insert`` and reports the item it pushed out, if any."""
+
+    def counted(self: _EvictionCountingDeque, item: Any) -> None:
+        with self._guard:
+            evicts = self.maxlen is not None and len(self) >= self.maxlen
+            insert(self, item)
+        if evicts:
+            self._on_evict(1)
+
+    return counted
+
+
+def _guarded_removal(remove: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A deque method that calls ``remove`` under the insert lock."""
+
+    def guarded(self: _EvictionCountingDeque) -> Any:
+        with self._guard:
+            return remove(self)
+
+    return guarded
+
+
 class _EvictionCountingDeque(collections.deque[Any]):
-    """A bounded deque whose single-item inserts report each item they push out of the far
-    end; inserts and removals hold one lock, so an item is counted exactly when it is lost
-    (not when a removal frees a slot between a full check and the insert)."""
+    """A bounded deque whose single-item inserts, at either end, report each item they push
+    out of the other; inserts and removals hold one lock, so an item is counted exactly
+    when it is lost (not when a removal frees a slot between a full check and the insert)."""
 
     def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
         super().__init__((), maxlen)
         self._guard = threading.Lock()
         self._on_evict = on_evict
 
-    def appendleft(self, item: Any) -> None:
-        with self._guard:
-            evicts = self.maxlen is not None and len(self) >= self.maxlen
-            super().appendleft(item)
-        if evicts:
-            self._on_evict(1)
-
-    def append(self, item: Any) -> None:
-        with self._guard:
-            evicts = self.maxlen is not None and len(self) >= self.maxlen
-            super().append(item)
-        if evicts:
-            self._on_evict(1)
-
-    def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
-        with self._guard:
-            return super().pop()
-
-    def popleft(self) -> Any:
-        with self._guard:
-            return super().popleft()
+    appendleft = _counting_insert(collections.deque.appendleft)
+    append = _counting_insert(collections.deque.append)
+    pop = _guarded_removal(collections.deque.pop)
+    popleft = _guarded_removal(collections.deque.popleft)
 
 
 def count_queue_evictions(processor: BatchSpanProcessor, on_evict: Callable[[int], None]) -> bool:

@@ -228,3 +228,17 @@ def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
     assert len(sources) > 50
     assert [use for path in sources for use in _private_otel_uses(path)] == []
     assert _private_otel_uses(root / "instrumentation" / "_sdk.py")  # the check sees them
+
+
+def test_the_counting_queue_reports_what_either_end_pushes_out() -> None:
+    lost: list[int] = []
+    queue = _sdk._EvictionCountingDeque(2, lost.append)
+    queue.appendleft("a")
+    queue.appendleft("b")
+    assert lost == []
+    queue.appendleft("c")  # pushes "a" out of the right end
+    queue.append("d")  # pushes "c" out of the left end
+    assert (list(queue), lost) == (["b", "d"], [1, 1])
+    assert (queue.pop(), queue.popleft(), len(queue)) == ("d", "b", 0)
+    queue.append("e")
+    assert lost == [1, 1]
