@@ -137,8 +137,10 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         """Count as lost the spans of the first ``handed`` that never reached the exporter."""
         with self._count_lock:
             lost = handed - self._delivered.count - self.dropped_spans
+            if lost > 0:
+                self.dropped_spans += lost
         if lost > 0:
-            self._on_evict(lost)
+            self._record(lost)
 
     def _forget_inherited(self) -> None:
         """In a forked child: the queue the SDK empties there held the parent's spans."""
@@ -148,6 +150,10 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
     def _on_evict(self, count: int) -> None:
         with self._count_lock:
             self.dropped_spans += count
+        self._record(count)
+
+    def _record(self, count: int) -> None:
+        """Hand ``count`` lost spans to the exporter's gap sink, if it has one."""
         if self._sink is not None:
             try:
                 self._sink(GapReason.QUEUE_OVERFLOW, count, time.time_ns())
