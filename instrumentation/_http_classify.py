@@ -20,6 +20,7 @@ response never started); anything else → :data:`NO_RESPONSE_KIND`.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -27,6 +28,10 @@ from typing import Final
 from retryscope.vocabulary import OutcomeKind
 
 _RAW_LIMIT: Final = 64
+RETRY_AFTER_MAX_CHARS: Final = _RAW_LIMIT
+"""Longest Retry-After value kept or parsed; longer values are untrusted noise."""
+RETRY_AFTER_MAX_MS: Final = 24 * 3600 * 1000
+"""Parsed hints of a send are clamped to one day."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,3 +231,28 @@ def parse_retry_after(value: str | None, *, now_ms: int, cap_ms: int) -> RetryAf
     if delay is None:
         return RetryAfter(None, raw, invalid=True, capped=False)
     return RetryAfter(min(delay, cap_ms), raw, invalid=False, capped=delay > cap_ms)
+
+
+def _retry_after_ms_header(value: str | None) -> int | None:
+    """``retry-after-ms`` (OpenAI, Anthropic): ASCII digits only, bounded like Retry-After."""
+    if value is None:
+        return None
+    text = value.strip(" \t")
+    if not text or len(text) > 12 or not (text.isascii() and text.isdigit()):
+        return None
+    return min(int(text), RETRY_AFTER_MAX_MS)
+
+
+def parse_retry_after_hint(
+    retry_after: str | None,
+    retry_after_ms: str | None = None,
+    *,
+    now_ms: int | None = None,
+) -> int | None:
+    """A server's delay hint in ms: ``retry-after-ms`` when valid, else ``Retry-After``
+    parsed strictly (:func:`parse_retry_after`), capped at :data:`RETRY_AFTER_MAX_MS`."""
+    from_ms = _retry_after_ms_header(retry_after_ms)
+    if from_ms is not None:
+        return from_ms
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return parse_retry_after(retry_after, now_ms=now, cap_ms=RETRY_AFTER_MAX_MS).delay_ms
