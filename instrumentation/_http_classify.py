@@ -20,6 +20,7 @@ response never started); anything else → :data:`NO_RESPONSE_KIND`.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -115,20 +116,35 @@ def classify_status(status: int, *, idempotent: bool) -> OutcomeKind | None:
 
 
 def _httpx_kind(exc: BaseException, *, idempotent: bool) -> OutcomeKind | None:
-    try:
-        import httpx
-    except ImportError:  # the httpx extra is optional
+    """Kind of an httpx or httpx2 transport error (each library has its own classes; only
+    a library already imported can have raised one)."""
+    for name in ("httpx", "httpx2"):
+        lib = sys.modules.get(name)
+        if lib is None or not isinstance(exc, lib.TransportError):
+            continue
+        if isinstance(exc, lib.ConnectError | lib.ConnectTimeout | lib.PoolTimeout):
+            return OutcomeKind.UNAVAILABLE
+        if isinstance(exc, lib.WriteTimeout):
+            # the body was partly sent: only an idempotent operation may count it as not
+            # accepted
+            return (
+                OutcomeKind.TIMEOUT_BEFORE_RESPONSE
+                if idempotent
+                else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+            )
+        if isinstance(exc, lib.ReadTimeout | lib.ReadError | lib.RemoteProtocolError):
+            return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+    return None
+
+
+def _urllib3_kind(exc: BaseException) -> OutcomeKind | None:
+    """Kind of a urllib3 error raised for one send (requests and botocore send through it)."""
+    lib = sys.modules.get("urllib3.exceptions")
+    if lib is None:
         return None
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        return OutcomeKind.UNAVAILABLE
-    if isinstance(exc, httpx.WriteTimeout):
-        # the body was partly sent: only an idempotent operation may count it as not accepted
-        return (
-            OutcomeKind.TIMEOUT_BEFORE_RESPONSE
-            if idempotent
-            else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-        )
-    if isinstance(exc, httpx.ReadTimeout | httpx.ReadError | httpx.RemoteProtocolError):
+    if isinstance(exc, lib.NewConnectionError | lib.ConnectTimeoutError):
+        return OutcomeKind.UNAVAILABLE  # no connection: no request byte reached anyone
+    if isinstance(exc, lib.ReadTimeoutError | lib.ProtocolError):
         return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
     return None
 
@@ -139,7 +155,7 @@ def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bo
     ``request_sent`` is True once request bytes may have reached the receiver; a timeout
     then means the provider may have accepted the work.
     """
-    kind = _httpx_kind(exc, idempotent=idempotent)
+    kind = _httpx_kind(exc, idempotent=idempotent) or _urllib3_kind(exc)
     if kind is not None:
         return kind
     if isinstance(exc, ConnectionRefusedError):

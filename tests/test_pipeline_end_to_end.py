@@ -156,10 +156,14 @@ def test_demo_no_ui_writes_data_and_report_json_is_stable(tmp_path: Path) -> Non
         "terminals",
         "routes",
     } <= report.keys()
-    # amplification = what the receiver saw per logical request; the demo's transport
-    # attempts sit beneath harness attempts, so physical attempts count both layers
-    assert report["amplification_ratio"] == pytest.approx(
+    # sends per request = what the receiver saw per logical request, amplification = per
+    # distinct operation; the demo's transport attempts sit beneath harness attempts, so
+    # physical attempts count both layers
+    assert report["sends_per_request"] == pytest.approx(
         report["receiver_attempts"] / report["logical_requests"]
+    )
+    assert report["amplification_ratio"] == pytest.approx(
+        report["receiver_attempts"] / report["operations"]
     )
     assert report["physical_attempts"] > report["receiver_attempts"]
     assert report["requests_with_fallback"] > 0
