@@ -235,8 +235,12 @@ class Attempt:
         name: str | None = None,
         hedge_ordinal: int | None = None,
         resend_count: int | None = None,
+        in_current_span: bool = False,
     ) -> None:
         self.request = request
+        self._in_current_span = in_current_span
+        """A send: its span is a child of the span current when it starts (an SDK's call
+        span, say), not necessarily of its parent attempt's."""
         self.parent = parent
         self._resend = resend_count
         """For a send placed by :class:`~._sends.SendLedger`: its resends before it (None:
@@ -310,7 +314,7 @@ class Attempt:
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        if is_current_span(current, parent_span):
+        if self._in_current_span or is_current_span(current, parent_span):
             parent = current
         else:
             parent = trace.set_span_in_context(parent_span, current)
@@ -834,6 +838,7 @@ class LogicalRequest:
             sibling_ordinal=sibling,
             name=name,
             resend_count=place.resend_count,
+            in_current_span=parent_span_id is not None,
         )
 
     def note_retry_after(self, delay_ms: int, *, at: int | None = None) -> None:
