@@ -366,8 +366,10 @@ class Attempt:
             span.end(end_time=self.ended_at)
 
     def _record_answer(self, answer: Answer) -> None:
-        """The Retry-After of the response the attempt's exception carried: recorded, and
-        (unless a send already announced one) the request's earliest next start."""
+        """The status and Retry-After of the response the attempt's exception carried:
+        recorded, and (unless a send already announced one) the hint sets the request's
+        earliest next start."""
+        self.span.set_attribute(_K_HTTP_STATUS, answer.status)
         hint = retry_after_attributes(answer.headers)
         if not hint:
             return
