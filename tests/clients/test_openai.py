@@ -67,9 +67,10 @@ def test_sdk_retries_under_harness_retries(
     assert got.nested == 1
     assert got.report["amplification_ratio"] == 6.0
     assert got.report["terminals"] == {"stop_attempt_budget": 1}
-    assert audit.rows(
-        "SELECT outcome_kind, http_status_code FROM attempts WHERE layer = 'harness'"
-    ) == [("unavailable", 503)] * 2
+    assert (
+        audit.rows("SELECT outcome_kind, http_status_code FROM attempts WHERE layer = 'harness'")
+        == [("unavailable", 503)] * 2
+    )
     calls = audit.rows("SELECT count(*) FROM spans WHERE span_role = 'call'")
     assert calls == [(2 if genai else 0,)]  # one GenAI call span per harness attempt
     assert_private(audit, server)
@@ -128,7 +129,9 @@ def test_async_client_sends_are_counted(
 
     replies = iter([503, 429, 200])
     server.reply = lambda _r: json_reply(
-        status := next(replies), OPENAI_CHAT if status == 200 else OPENAI_ERROR, ("retry-after-ms", "1")
+        status := next(replies),
+        OPENAI_CHAT if status == 200 else OPENAI_ERROR,
+        ("retry-after-ms", "1"),
     )
 
     async def main() -> None:
