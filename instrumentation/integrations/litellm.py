@@ -73,7 +73,7 @@ def dispatch_of(
     )
 
 
-class DeploymentLogger(CustomLogger):  # type: ignore[misc]
+class DeploymentLogger(CustomLogger):
     """Sets the dispatch of each LiteLLM deployment attempt for its sends."""
 
     def __init__(self, route_attributes: RouteAttributes | None = None) -> None:

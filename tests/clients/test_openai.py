@@ -127,12 +127,8 @@ def test_async_client_sends_are_counted(
 ) -> None:
     import asyncio
 
-    replies = iter([503, 429, 200])
-    server.reply = lambda _r: json_reply(
-        status := next(replies),
-        OPENAI_CHAT if status == 200 else OPENAI_ERROR,
-        ("retry-after-ms", "1"),
-    )
+    replies = iter([(503, OPENAI_ERROR), (429, OPENAI_ERROR), (200, OPENAI_CHAT)])
+    server.reply = lambda _r: json_reply(*next(replies), ("retry-after-ms", "1"))
 
     async def main() -> None:
         client = openai.AsyncOpenAI(api_key=API_KEY, base_url=f"{server.url}/v1")

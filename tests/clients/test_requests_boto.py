@@ -113,7 +113,8 @@ def test_boto3_standard_mode_sends(
     server.reply = lambda _r: S3_503
     s3 = _s3(server, {"mode": "standard", "max_attempts": 3})
     lower = describe_client(s3)
-    assert lower is not None and (lower.layer, lower.max_retries) == ("sdk", 3)
+    assert lower is not None
+    assert (lower.layer, lower.max_retries) == ("sdk", 3)
     if contrib:
         BotocoreInstrumentor().instrument(tracer_provider=audit.provider)
     try:
