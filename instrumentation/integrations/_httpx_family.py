@@ -26,12 +26,14 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final
 
+from retryscope.instrumentation._classify import Headers
 from retryscope.instrumentation._digests import send_digest
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.instrumentation.integrations._send import (
     SendOptions,
-    finish_send,
+    athrough,
     start_send,
+    through,
 )
 from retryscope.vocabulary import Layer
 
@@ -65,6 +67,10 @@ def request_evidence(request: Any) -> tuple[str, str, SendEvidence]:
             retry_layer=Layer.SDK if retry_count is not None else None,
         ),
     )
+
+
+def _answered(response: Any) -> tuple[int, Headers]:
+    return int(response.status_code), response.headers.get
 
 
 def _default_transport(request: Any, *, asynchronous: bool) -> Any:
@@ -103,13 +109,7 @@ class RetryscopeTransport(_Counted):
         if inner is None:
             inner = self.wrapped = _default_transport(request, asynchronous=False)
         send = start_send(self._options, *request_evidence(request))
-        try:
-            response = inner.handle_request(request)
-        except BaseException as exc:
-            finish_send(send, None, None, exc)
-            raise
-        finish_send(send, response.status_code, response.headers.get, None)
-        return response
+        return through(send, lambda: inner.handle_request(request), _answered)
 
     def close(self) -> None:
         if self.wrapped is not None:
@@ -143,13 +143,7 @@ class AsyncRetryscopeTransport(_Counted):
         if inner is None:
             inner = self.wrapped = _default_transport(request, asynchronous=True)
         send = start_send(self._options, *request_evidence(request))
-        try:
-            response = await inner.handle_async_request(request)
-        except BaseException as exc:
-            finish_send(send, None, None, exc)
-            raise
-        finish_send(send, response.status_code, response.headers.get, None)
-        return response
+        return await athrough(send, lambda: inner.handle_async_request(request), _answered)
 
     async def aclose(self) -> None:
         if self.wrapped is not None:
@@ -182,15 +176,7 @@ def _sync_send(
 ) -> Any:
     request = args[0] if args else kwargs["request"]
     send = start_send(CLIENT_OPTIONS, *request_evidence(request))
-    if send is None:
-        return wrapped(*args, **kwargs)
-    try:
-        response = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        finish_send(send, None, None, exc)
-        raise
-    finish_send(send, response.status_code, response.headers.get, None)
-    return response
+    return through(send, lambda: wrapped(*args, **kwargs), _answered)
 
 
 async def _async_send(
@@ -201,15 +187,7 @@ async def _async_send(
 ) -> Any:
     request = args[0] if args else kwargs["request"]
     send = start_send(CLIENT_OPTIONS, *request_evidence(request))
-    if send is None:
-        return await wrapped(*args, **kwargs)
-    try:
-        response = await wrapped(*args, **kwargs)
-    except BaseException as exc:
-        finish_send(send, None, None, exc)
-        raise
-    finish_send(send, response.status_code, response.headers.get, None)
-    return response
+    return await athrough(send, lambda: wrapped(*args, **kwargs), _answered)
 
 
 def patch_clients(library: str) -> None:

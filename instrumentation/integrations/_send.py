@@ -18,10 +18,10 @@ client) is the same send: only the outermost records it (:data:`SEND_ACTIVE`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from opentelemetry import trace
@@ -306,3 +306,36 @@ def finish_send(
                 SEND_ACTIVE.reset(send.token)
             except ValueError:  # finished in another context than it started in
                 SEND_ACTIVE.set(False)
+
+
+R = TypeVar("R")
+Answered = Callable[[R], tuple[int, Headers]]
+"""The status and header lookup of a client's response."""
+
+
+def through(send: Send | None, call: Callable[[], R], answered: Answered[R]) -> R:
+    """Run ``call`` (the send itself) and close ``send`` with its response or error."""
+    if send is None:
+        return call()
+    try:
+        response = call()
+    except BaseException as exc:
+        finish_send(send, None, None, exc)
+        raise
+    status, headers = answered(response)
+    finish_send(send, status, headers, None)
+    return response
+
+
+async def athrough(send: Send | None, call: Callable[[], Awaitable[R]], answered: Answered[R]) -> R:
+    """The coroutine twin of :func:`through`."""
+    if send is None:
+        return await call()
+    try:
+        response = await call()
+    except BaseException as exc:
+        finish_send(send, None, None, exc)
+        raise
+    status, headers = answered(response)
+    finish_send(send, status, headers, None)
+    return response

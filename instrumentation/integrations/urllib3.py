@@ -27,8 +27,8 @@ from retryscope.instrumentation._digests import send_digest
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.instrumentation.integrations._send import (
     SendOptions,
-    finish_send,
     start_send,
+    through,
 )
 from retryscope.vocabulary import Layer
 
@@ -101,16 +101,12 @@ def _make_request(
         OPTIONS.errors += 1
         return wrapped(*args, **kwargs)
     send = start_send(OPTIONS, str(bound.get("method", "GET")), url, ev)
-    if send is None:
-        return wrapped(*args, **kwargs)
-    try:
-        response = wrapped(*args, **kwargs)
-    except BaseException as exc:
-        finish_send(send, None, None, exc)
-        raise
+    return through(send, lambda: wrapped(*args, **kwargs), _answered)
+
+
+def _answered(response: Any) -> tuple[int, Callable[[str], str | None]]:
     headers = response.headers
-    finish_send(send, int(response.status), lambda name: _header(headers, name), None)
-    return response
+    return int(response.status), lambda name: _header(headers, name)
 
 
 def instrument() -> None:

@@ -4,28 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
 import retryscope
 from tests.clients.conftest import API_KEY, OPENAI_CHAT, OPENAI_ERROR, PROMPT, json_reply, seen
-from tests.instrumentation.conftest import Audit, LocalServer, Reply, _Server
+from tests.instrumentation.conftest import Audit, LocalServer, Reply, serve
 
 
 @pytest.fixture
-def second() -> object:
+def second() -> Iterator[LocalServer]:
     """A second provider (deployment B) on another port."""
-    import threading
-
-    state = LocalServer("", lambda _r: json_reply(200, OPENAI_CHAT))
-    httpd = _Server(state)
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    for state in serve():
+        state.reply = lambda _r: json_reply(200, OPENAI_CHAT)
+        yield state
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

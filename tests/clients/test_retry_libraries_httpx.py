@@ -33,6 +33,18 @@ def client(request: pytest.FixtureRequest, server: LocalServer) -> Iterator[obje
         yield c
 
 
+def _retrying(attempts: int, wait_s: float) -> object:
+    """A tenacity loop retrying status errors of both libraries, its tries recorded."""
+    return instrument(
+        tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_fixed(wait_s),
+            retry=tenacity.retry_if_exception_type(STATUS_ERRORS),
+        ),
+        route="primary",
+    )
+
+
 def _get(client: object) -> str:
     response = client.get("/v1")  # type: ignore[attr-defined]
     response.raise_for_status()
@@ -43,16 +55,9 @@ def test_tenacity_status_errors_are_classified_and_counted(
     audit: Audit, server: LocalServer, instrumented: object, client: object
 ) -> None:
     _script(server, Reply(503), Reply(429, (("Retry-After", "0"),)), Reply(200, body=b"done"))
-    retrying = instrument(
-        tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(3),
-            wait=tenacity.wait_fixed(0.005),
-            retry=tenacity.retry_if_exception_type(STATUS_ERRORS),
-        ),
-        route="primary",
-    )
+    retrying = _retrying(3, 0.005)
     with retryscope.logical_request(operation="chat", tracer_provider=audit.provider):
-        assert retrying(_get, client) == "done"
+        assert retrying(_get, client) == "done"  # type: ignore[operator]
     got = seen(audit)
     assert len(server.requests) == 3 == got.report["receiver_attempts"]
     assert audit.rows(
@@ -76,16 +81,9 @@ def test_a_retry_after_the_retry_library_ignores_is_flagged(
     """A 429 with ``Retry-After: 2`` retried by tenacity after 5 ms: the retry started
     before the earliest start the server asked for."""
     _script(server, Reply(429, (("Retry-After", "2"),)), Reply(200, body=b"done"))
-    retrying = instrument(
-        tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(2),
-            wait=tenacity.wait_fixed(0.005),
-            retry=tenacity.retry_if_exception_type(STATUS_ERRORS),
-        ),
-        route="primary",
-    )
+    retrying = _retrying(2, 0.005)
     with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
-        retrying(_get, client)
+        retrying(_get, client)  # type: ignore[operator]
     con = audit.connect()
     ignored = findings(con, rule="not_before_ignored").to_pylist()
     assert [f["logical_request_id"] for f in ignored] == [req.id]
@@ -96,16 +94,9 @@ def test_a_retry_after_that_was_honoured_is_no_finding(
     audit: Audit, server: LocalServer, instrumented: object, client: object
 ) -> None:
     _script(server, Reply(429, (("Retry-After", "1"),)), Reply(200, body=b"done"))
-    retrying = instrument(
-        tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(2),
-            wait=tenacity.wait_fixed(1.05),
-            retry=tenacity.retry_if_exception_type(STATUS_ERRORS),
-        ),
-        route="primary",
-    )
+    retrying = _retrying(2, 1.05)
     with retryscope.logical_request(operation="chat", tracer_provider=audit.provider):
-        retrying(_get, client)
+        retrying(_get, client)  # type: ignore[operator]
     assert findings(audit.connect(), rule="not_before_ignored").num_rows == 0
 
 
