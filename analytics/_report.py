@@ -242,7 +242,7 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("logical requests", f"{r['logical_requests']:,}"),
                 ("physical attempts", f"{r['physical_attempts']:,}"),
                 ("harness attempts", f"{amp['harness_attempts']:,}"),
-                ("receiver attempts (sends)", f"{r['receiver_attempts']:,}"),
+                ("receiver attempts", f"{r['receiver_attempts']:,}"),
                 ("distinct operations", f"{r['operations']:,}"),
                 ("sends per request", f"{r['sends_per_request']:.3f}"),
                 ("retry amplification", f"{r['amplification_ratio']:.3f}"),
