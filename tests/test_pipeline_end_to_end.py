@@ -139,7 +139,7 @@ def test_demo_no_ui_writes_data_and_report_json_is_stable(tmp_path: Path) -> Non
     out = tmp_path / "data"
     done = _cli("demo", "--out", str(out), "--no-ui", "--requests", "200", "--seed", "3")
     assert done.returncode == 0, done.stderr
-    assert "amplification ratio" in done.stdout
+    assert "retry amplification" in done.stdout
     report = json.loads(_cli("report", str(out), "--format", "json").stdout)
     assert report["logical_requests"] == 200
     assert report["physical_attempts"] > 200
