@@ -134,7 +134,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         print(f"retryscope ingest: error: {exc}", file=sys.stderr)
         return 2
     print(summary.format())
-    return 1 if summary.skipped else 0
+    return summary.exit_code
 
 
 def _cmd_model(args: argparse.Namespace) -> int:

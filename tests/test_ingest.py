@@ -158,9 +158,15 @@ def test_truncated_gzip_keeps_lines_read_before(tmp_path: Path) -> None:
     src = tmp_path / "traces.json.gz"
     src.write_bytes(whole[: len(whole) * 3 // 4])
     summary = ingest([src], tmp_path / "out")
-    assert summary.skipped == 1
-    assert "unreadable" in summary.problems[0]
+    assert (summary.skipped, summary.unfinished_sources) == (0, 1)
+    assert "the gzip stream ends inside a member" in summary.problems[0]
     assert 0 < summary.rows_written < 50 * len(spans)
+    # the complete stream later: only the lines after the last run's end are read
+    src.write_bytes(whole)
+    again = ingest([src], tmp_path / "out")
+    assert (again.resumed_sources, again.unfinished_sources) == (1, 0)
+    assert summary.rows_written + again.rows_written == 50 * len(spans)
+    assert read_rows(tmp_path / "out").num_rows == 50 * len(spans)
 
 
 def test_any_value_kinds_and_int64_forms() -> None:
