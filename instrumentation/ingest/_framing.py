@@ -95,7 +95,8 @@ class Reader:
 
     def take(self, size: int) -> bytes:
         """The next ``size`` buffered bytes, hashed and counted as read."""
-        data = bytes(self.buffer[:size])
+        with memoryview(self.buffer) as view:
+            data = view[:size].tobytes()
         del self.buffer[:size]
         self.hash.update(data)
         self.offset += len(data)

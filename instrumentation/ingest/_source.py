@@ -97,10 +97,15 @@ class _Counted(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self.raw.read(len(buffer))
-        buffer[: len(data)] = data
-        self.count += len(data)
-        return len(data)
+        into = getattr(self.raw, "readinto", None)
+        if into is not None:
+            n = int(into(buffer) or 0)
+        else:
+            data = self.raw.read(len(buffer))
+            n = len(data)
+            buffer[:n] = data
+        self.count += n
+        return n
 
 
 class _Zstd:
