@@ -103,6 +103,8 @@ class Units:
 
     def lines(self, first: int, data: bytes) -> None:
         """Complete lines (``data`` ends with a newline), the first numbered ``first``."""
+        if not data.strip():
+            return  # blank lines only
         lines = data.split(b"\n")[:-1]
         deep = deep_lines(data, self.limits.max_json_depth)
         for index, depth in deep:

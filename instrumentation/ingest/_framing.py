@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from retryscope.instrumentation.ingest._limits import LimitExceeded
 from retryscope.instrumentation.ingest._source import Logical, TruncatedStream
 
 CHUNK: Final = 1 << 20
@@ -72,6 +73,8 @@ class Reader:
         self.eof = False
         self.truncated: str | None = None
         """Why the data ended early (a compressed stream cut inside a frame), if it did."""
+        self.stopped: LimitExceeded | None = None
+        """The bound that ended the data early, if one did (what came before is read)."""
 
     def digest(self) -> str:
         return self.hash.copy().hexdigest()
@@ -83,6 +86,8 @@ class Reader:
                 chunk = self.logical.read(max(CHUNK, size - len(self.buffer)))
             except TruncatedStream as exc:
                 chunk, self.truncated = b"", str(exc)
+            except LimitExceeded as exc:
+                chunk, self.stopped = b"", exc
             if chunk:
                 self.buffer += chunk
             else:

@@ -49,7 +49,7 @@ def line_depths(block: bytes) -> np.ndarray:
         step = np.where(~inside & ((codes == _OPEN) | (codes == _CLOSE)), codes, 0)
     else:
         step = np.where(newline, 0, codes)
-    depth = np.cumsum(step, dtype=np.int64)
+    depth = np.cumsum(step, dtype=np.int32)  # a block is far below 2**31 bytes
     ends = np.flatnonzero(newline)
     starts = np.concatenate(([0], ends[ends + 1 < len(codes)] + 1))
     base = np.where(starts > 0, depth[np.maximum(starts - 1, 0)], 0)
@@ -71,5 +71,7 @@ def _line_depth(line: bytes) -> int:
 
 def deep_lines(block: bytes, limit: int) -> list[tuple[int, int]]:
     """``(line index in the block, depth)`` of each line nested deeper than ``limit``."""
+    if block.count(b"{") + block.count(b"[") <= limit:
+        return []  # not enough brackets in the whole block to nest that deep
     depths = line_depths(block)
     return [(int(i), int(depths[i])) for i in np.flatnonzero(depths > limit)]

@@ -469,9 +469,10 @@ def _detect(head: bytes, path: Path, limits: IngestLimits) -> str:
     plausible = 0 < length <= limits.max_message_bytes
     if plausible and (head[4:8] == ZSTD_MAGIC or head[4:6] == GZIP_MAGIC):
         return "frames"  # the file exporter's compression: zstd
-    if head.lstrip(b" \t\r\n")[:1] == b"{" and _is_text(head):
+    text = _is_text(head)
+    if head.lstrip(b" \t\r\n")[:1] == b"{" and text:
         return "json"
-    if head[:1] == b"\x0a":
+    if head[:1] == b"\x0a" and not text:
         return "proto-message"  # field 1 (resource_spans) of ExportTraceServiceRequest
     if _named_json(path):
         return "json"
@@ -510,7 +511,7 @@ def _json_lines(reader: Reader, units: Units, limits: IngestLimits) -> str | Non
             units.problem(item.number, _too_long(limits, "line"))
         else:
             return _tail(reader, units, item, limits)
-    return _stream_end(reader)
+    return _stream_end(reader, units)
 
 
 def _tail(reader: Reader, units: Units, tail: Tail, limits: IngestLimits) -> str | None:
@@ -518,6 +519,8 @@ def _tail(reader: Reader, units: Units, tail: Tail, limits: IngestLimits) -> str
     does not end with a newline), else left for the next run (a line still being written)."""
     import json
 
+    if reader.stopped is not None:
+        return _stream_end(reader, units)  # cut by a bound, not unfinished
     text = tail.data.strip()
     complete = not text
     if text and not deep_lines(text, limits.max_json_depth):
@@ -533,14 +536,19 @@ def _tail(reader: Reader, units: Units, tail: Tail, limits: IngestLimits) -> str
     reader.unit += 1
     if text:
         units.lines(tail.number, tail.data + b"\n")
-    return _stream_end(reader)
+    return _stream_end(reader, units)
 
 
 def _truncated(reader: Reader) -> str:
     return f" ({reader.truncated})" if reader.truncated else ""
 
 
-def _stream_end(reader: Reader) -> str | None:
+def _stream_end(reader: Reader, units: Units) -> str | None:
+    """At the end of the data: a bound that cut it is a problem; a compressed stream that
+    ends inside a frame is unfinished (returned)."""
+    if reader.stopped is not None:
+        units.problem(None, f"{reader.stopped}: the rest of it skipped (spans before are kept)")
+        return None
     if reader.truncated:
         return f"{reader.truncated} after {reader.offset} bytes: complete units before it kept"
     return None
@@ -567,9 +575,11 @@ def _frames(reader: Reader, units: Units, budget: Budget, limits: IngestLimits) 
                 "here on; the rest skipped",
             )
             return None
+        elif reader.stopped is not None:
+            return _stream_end(reader, units)
         else:
             return (
                 f"message {item.number} is truncated ({len(item.data)} bytes so far): left "
                 f"for the next run, complete messages before it kept{_truncated(reader)}"
             )
-    return _stream_end(reader)
+    return _stream_end(reader, units)

@@ -212,6 +212,7 @@ class Logical:
         else:
             self.stream = buffered
         self._truncated: str | None = None
+        self._stopped: LimitExceeded | None = None
 
     def _read(self, size: int) -> bytes:
         """Up to ``size`` bytes; data decompressed before a truncation is returned first
@@ -240,6 +241,8 @@ class Logical:
     def read(self, size: int) -> bytes:
         if self._truncated is not None:
             raise TruncatedStream(self._truncated)
+        if self._stopped is not None:
+            raise self._stopped
         try:
             data = self._read(size)
         except (zlib.error, gzip.BadGzipFile) as exc:
@@ -247,5 +250,10 @@ class Logical:
         if self.compression is not None and data:
             compressed = self.counted.count - self._accounted
             self._accounted = self.counted.count
-            self.budget.account(compressed, len(data))
+            before = self.budget.produced
+            try:
+                self.budget.account(compressed, len(data))
+            except LimitExceeded as exc:  # the data up to the bound first, the error next
+                self._stopped = exc
+                return data[: max(0, self.budget.limits.max_decompressed_bytes - before)]
         return data
