@@ -343,13 +343,23 @@ def _stdout_closed() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; its exit code. Output to a closed pipe ends it quietly (141)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # --help, --version, a usage error: their text is out before exiting
+        sys.stdout.flush()
+        raise
     try:
         code = _run(args)
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
-        return _stdout_closed()
     except MissingExtraError as exc:
         print(exc, file=sys.stderr)
         return 2
