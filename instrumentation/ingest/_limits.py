@@ -94,7 +94,7 @@ class IngestLimits:
         default=64,
         metadata=_meta(
             "Deepest nesting of arrays and objects in a JSON line or document (OTLP needs "
-            "about 12, plus 4 per nested attribute value); a deeper one is skipped.",
+            "13, plus 4 per nested attribute value); a deeper one is skipped.",
             _positive_int,
             "--max-json-depth",
         ),
