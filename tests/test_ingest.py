@@ -319,3 +319,16 @@ def test_cli_follows_parquet_environment(tmp_path: Path, monkeypatch: pytest.Mon
     assert [p.parent.name.startswith("date=") for p in (tmp_path / "o2").rglob("*.parquet")] == [
         True
     ]
+
+
+def test_a_recorded_prefix_continues_only_content_of_its_format(tmp_path: Path) -> None:
+    """A part of one blank line is a byte-prefix of every protobuf message (they start
+    with 0x0a): the message is still read as protobuf, not as JSON lines after that byte."""
+    spans = make_spans(1)
+    (tmp_path / "blank.jsonl").write_bytes(b"\n")
+    assert ingest([tmp_path / "blank.jsonl"], tmp_path / "out").duplicate_sources == 0
+    message = otlp_proto(spans)
+    assert message[:1] == b"\n"
+    (tmp_path / "traces.binpb").write_bytes(message)
+    summary = ingest([tmp_path / "traces.binpb"], tmp_path / "out")
+    assert (summary.rows_written, summary.skipped, summary.resumed_sources) == (len(spans), 0, 0)

@@ -68,6 +68,13 @@ __all__ = ["LEDGER_DIR", "LEDGER_FILE", "IngestSummary", "ingest", "iter_sources
 
 _COMPRESSED_SUFFIXES: Final = (".gz", ".zst", ".zstd")
 _JSON_SUFFIXES: Final = (".json", ".jsonl", ".ndjson")
+_FAMILY: Final = {
+    "json-lines": "json",
+    "json-document": "json",
+    "frames": "frames",
+    "proto-message": "proto-message",
+}
+"""The format a source is detected as, for each format a part is recorded as."""
 _PROBLEMS_PER_SOURCE: Final = 100
 """Problems named per source; the rest are counted in one line (a file of garbage lines
 must not fill memory with messages)."""
@@ -297,11 +304,12 @@ class _Run:
                 head = reader.head(HEAD_BYTES)
             except (OSError, ValueError, LimitExceeded) as exc:
                 raise SourceError(f"{name}: cannot be read: {exc}") from None
-            tip = self._match(reader, head, name, identity, after=after, fresh=fresh)
+            detected = _detect(head, path, self.limits)
+            tip = self._match(reader, head, name, identity, detected, after=after, fresh=fresh)
             part = new_part_id()
             writer = SourceWriter(self.config, part)
             units = Units(name, writer, self.limits, report)
-            fmt = tip.format if tip is not None else _detect(head, path, self.limits)
+            fmt = tip.format if tip is not None else detected
             start = reader.offset
             fmt, unfinished = self._decode(fmt, reader, units, budget)
             writer.flush()
@@ -347,6 +355,7 @@ class _Run:
         head: bytes,
         name: str,
         identity: Identity,
+        detected: str,
         *,
         after: Part | None,
         fresh: bool,
@@ -359,7 +368,12 @@ class _Run:
                 raise _ChangedWhileRead("changed while it was read (its start differs)")
             return after
         if not fresh:
-            candidates = self.ledger.candidates(head)
+            # a recorded part continues only content of its own format (a part of blank
+            # lines is no prefix of a protobuf message that starts with the same byte)
+            family = _FAMILY.get(detected, detected)
+            candidates = [
+                t for t in self.ledger.candidates(head) if _FAMILY.get(t.format) == family
+            ]
             best: Part | None = None
             for tip in candidates:
                 if not reader.skip_to(tip.end):
