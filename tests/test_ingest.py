@@ -332,3 +332,17 @@ def test_a_recorded_prefix_continues_only_content_of_its_format(tmp_path: Path) 
     (tmp_path / "traces.binpb").write_bytes(message)
     summary = ingest([tmp_path / "traces.binpb"], tmp_path / "out")
     assert (summary.rows_written, summary.skipped, summary.resumed_sources) == (len(spans), 0, 0)
+
+
+@pytest.mark.parametrize("magic", [b"\x1f\x8b", b"\x28\xb5\x2f\xfd"], ids=["gzip", "zstd"])
+def test_a_text_line_starting_with_a_magic_number_is_only_that_line(
+    tmp_path: Path, magic: bytes
+) -> None:
+    """The magic bytes are a compressed stream only when what follows decompresses."""
+    spans = make_spans(1)
+    src = tmp_path / "traces.jsonl"
+    src.write_bytes(magic + b" garbage\n" + otlp_json_line(spans).encode() + b"\n")
+    summary = ingest([src], tmp_path / "out")
+    assert (summary.skipped, summary.failed_sources) == (1, 0)
+    assert summary.problems[0].startswith(f"{src}:1: ")
+    assert read_rows(tmp_path / "out").num_rows == len(spans)

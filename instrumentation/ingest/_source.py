@@ -193,26 +193,37 @@ def frame_payload(payload: bytes, budget: Budget) -> bytes:
 
 class Logical:
     """A source's content: the file itself, or its gzip/zstd decompression (recognised
-    by the magic number), read within the decompressed-size and ratio bounds."""
+    by the magic number, and kept only when the data after it decompresses: a text line
+    that happens to start with the magic bytes is read as text), read within the
+    decompressed-size and ratio bounds."""
 
-    def __init__(self, raw: Readable, budget: Budget) -> None:
-        self.counted = _Counted(raw)
+    def __init__(self, raw: IO[bytes], budget: Budget) -> None:
         self.budget = budget
-        self._accounted = 0
-        buffered = io.BufferedReader(self.counted)
-        magic = buffered.peek(4)[:4]
-        self.compression: str | None = None
-        self.stream: Readable
-        if magic.startswith(GZIP_MAGIC):
-            self.compression = "gzip"
-            self.stream = gzip.GzipFile(fileobj=buffered, mode="rb")
-        elif magic == ZSTD_MAGIC:
-            self.compression = "zstd"
-            self.stream = _Zstd(buffered)
-        else:
-            self.stream = buffered
         self._truncated: str | None = None
         self._stopped: LimitExceeded | None = None
+        self._first = b""
+        self._open(raw, plain=False)
+
+    def _open(self, raw: IO[bytes], *, plain: bool) -> None:
+        self.counted = _Counted(raw)
+        self._accounted = 0
+        buffered = io.BufferedReader(self.counted)
+        magic = b"" if plain else buffered.peek(4)[:4]
+        self.compression: str | None = None
+        self.stream: Readable = buffered
+        if magic.startswith(GZIP_MAGIC):
+            self.compression, self.stream = "gzip", gzip.GzipFile(fileobj=buffered, mode="rb")
+        elif magic == ZSTD_MAGIC:
+            self.compression, self.stream = "zstd", _Zstd(buffered)
+        if self.compression is None:
+            return
+        try:
+            self._first = self._read(1)
+        except (zlib.error, gzip.BadGzipFile, ValueError):
+            raw.seek(0)  # not compressed after all
+            self._open(raw, plain=True)
+        except TruncatedStream as exc:
+            self._truncated = str(exc)
 
     def _read(self, size: int) -> bytes:
         """Up to ``size`` bytes; data decompressed before a truncation is returned first
@@ -243,8 +254,13 @@ class Logical:
             raise TruncatedStream(self._truncated)
         if self._stopped is not None:
             raise self._stopped
+        first, self._first = self._first, b""
         try:
-            data = self._read(size)
+            data = first + self._read(size - len(first))
+        except TruncatedStream as exc:
+            if not first:
+                raise
+            data, self._truncated = first, str(exc)
         except (zlib.error, gzip.BadGzipFile) as exc:
             raise ValueError(f"corrupt gzip data: {exc}") from None
         if self.compression is not None and data:
