@@ -82,7 +82,7 @@ def open_source(path: Path) -> tuple[IO[bytes], Identity]:
 
 
 class Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
+    def read(self, size: int, /) -> bytes: ...
 
 
 class _Counted(io.RawIOBase):
@@ -118,10 +118,12 @@ class _Zstd:
         self.obj = self.dctx.decompressobj()
         self.in_frame = False
         self.pending = b""
+        self.surplus = bytearray()
 
-    def read(self, size: int = -1, /) -> bytes:
-        out = bytearray()
-        while size < 0 or len(out) < size:
+    def read(self, size: int, /) -> bytes:
+        """Up to ``size`` (positive) bytes; what one step gives beyond them is kept."""
+        out = self.surplus
+        while len(out) < size:
             chunk = self.pending or self.raw.read(_ZSTD_FEED)
             self.pending = b""
             if not chunk:
@@ -140,7 +142,8 @@ class _Zstd:
             if self.obj.eof:
                 self.in_frame = False
                 self.pending = self.obj.unused_data
-        return bytes(out)
+        self.surplus = out[size:]
+        return bytes(out[:size])
 
 
 class Budget:
@@ -254,9 +257,9 @@ class Logical:
             raise TruncatedStream(self._truncated)
         if self._stopped is not None:
             raise self._stopped
-        first, self._first = self._first, b""
+        first, self._first = self._first[:size], self._first[size:]
         try:
-            data = first + self._read(size - len(first))
+            data = first + self._read(size - len(first)) if len(first) < size else first
         except TruncatedStream as exc:
             if not first:
                 raise
