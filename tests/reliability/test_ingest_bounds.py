@@ -28,14 +28,13 @@ SPANS = make_spans(1)
 GOOD = otlp_json_line(SPANS).encode() + b"\n"
 MIB = 1 << 20
 
+ROOT = Path(__file__).resolve().parents[2]
 _CHILD = """
 import json, sys
+from bench.rss import peak_rss_bytes
 from retryscope.cli import main
 code = main(sys.argv[2:])
-# the high-water mark of this process's own memory: VmHWM starts again at exec, whereas
-# ru_maxrss keeps the parent's resident size from before the exec
-with open("/proc/self/status") as status:
-    peak = next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmHWM:"))
+peak = peak_rss_bytes()
 with open(sys.argv[1], "w") as f:
     json.dump({"code": code, "peak": peak}, f)
 """
@@ -51,6 +50,7 @@ def _ingest(tmp: Path, *sources: Path, args: tuple[str, ...] = ()) -> dict[str, 
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
         env={**os.environ, "RETRYSCOPE_PARQUET_PARTITIONING": "none"},
     )
     assert "Traceback" not in proc.stderr, proc.stderr
