@@ -214,29 +214,20 @@ class CommitLog:
         self._open(attempt_ordinal, "invalidate")
         if attempt_ordinal not in self._state:
             return None
-        self._state[attempt_ordinal] = EventState.INVALIDATED
-        items = self._data[attempt_ordinal]
-        return self._log(
-            attempt_ordinal,
-            len(items),
-            EventKind.INVALIDATE,
-            count=len(items),
-            digest=_data_digest(items),
-        )
+        return self._close(attempt_ordinal, EventState.INVALIDATED, EventKind.INVALIDATE)
 
     def commit(self, attempt_ordinal: int) -> StreamEvent:
         """The terminal commit of the attempt's events (possibly none): the only one."""
         self._open(attempt_ordinal, "commit")
-        items = self._data.get(attempt_ordinal, [])
-        self._state[attempt_ordinal] = EventState.COMMITTED
         self.committed = attempt_ordinal
-        return self._log(
-            attempt_ordinal,
-            len(items),
-            EventKind.COMMIT,
-            count=len(items),
-            digest=_data_digest(items),
-        )
+        return self._close(attempt_ordinal, EventState.COMMITTED, EventKind.COMMIT)
+
+    def _close(self, attempt_ordinal: int, state: EventState, kind: EventKind) -> StreamEvent:
+        """The event ending the attempt's events: how many there were, and their digest."""
+        self._state[attempt_ordinal] = state
+        items = self._data.get(attempt_ordinal, [])
+        count, digest = len(items), _data_digest(items)
+        return self._log(attempt_ordinal, count, kind, count=count, digest=digest)
 
     def _log(self, attempt_ordinal: int, seq: int, kind: EventKind, **kw: Any) -> StreamEvent:
         suffix = "" if kind is EventKind.DATA else f".{kind.value}"

@@ -37,7 +37,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Required, TypedDict, Unpack
 
 from opentelemetry import trace
 
@@ -75,6 +75,19 @@ from retryscope.instrumentation.control._shared import SharedState
 from retryscope.vocabulary import RetryOwner
 
 _NS_PER_MS: Final = 1_000_000
+
+
+class RunArguments(TypedDict, total=False):
+    """The request one run admits (see :meth:`RetryController.run`)."""
+
+    request: Required[Any]
+    idempotency_key: Required[str]
+    operation: Required[str]
+    tenant: str | None
+    logical_request_id: str | None
+    deadline_ms: int | None
+    timeout_ms: int | None
+    stream: Callable[[StreamEvent], None] | None
 
 
 class _Controller:
@@ -146,37 +159,25 @@ class _Controller:
         )
         return validate_admission(self.policy, admission)
 
-    def _run(
-        self,
-        call: Callable[[Dispatch], Any],
-        *,
-        request: Any,
-        idempotency_key: str,
-        operation: str,
-        tenant: str | None,
-        logical_request_id: str | None,
-        deadline_ms: int | None,
-        timeout_ms: int | None,
-        stream: Callable[[StreamEvent], None] | None,
-    ) -> RequestRun:
+    def _request(self, call: Callable[[Dispatch], Any], args: RunArguments) -> RequestRun:
         admission = self.admit(
-            request=request,
-            idempotency_key=idempotency_key,
-            operation=operation,
-            tenant=tenant,
-            deadline_ms=deadline_ms,
-            timeout_ms=timeout_ms,
+            request=args["request"],
+            idempotency_key=args["idempotency_key"],
+            operation=args["operation"],
+            tenant=args.get("tenant"),
+            deadline_ms=args.get("deadline_ms"),
+            timeout_ms=args.get("timeout_ms"),
         )
         return RequestRun(
             self._setup,
             Request(
                 admission=admission,
-                idempotency_key=idempotency_key,
-                operation=operation,
-                tenant=tenant,
-                logical_request_id=logical_request_id,
+                idempotency_key=args["idempotency_key"],
+                operation=args["operation"],
+                tenant=args.get("tenant"),
+                logical_request_id=args.get("logical_request_id"),
                 call=call,
-                sink=stream,
+                sink=args.get("stream"),
             ),
         )
 
@@ -213,39 +214,18 @@ class RetryController(_Controller):
             return result
         raise DriverError(f"{type(effect).__name__} needs AsyncRetryController")
 
-    def run(
-        self,
-        call: Callable[[Dispatch], Any],
-        *,
-        request: Any,
-        idempotency_key: str,
-        operation: str,
-        tenant: str | None = None,
-        logical_request_id: str | None = None,
-        deadline_ms: int | None = None,
-        timeout_ms: int | None = None,
-        stream: Callable[[StreamEvent], None] | None = None,
-    ) -> RunResult:
+    def run(self, call: Callable[[Dispatch], Any], **request: Unpack[RunArguments]) -> RunResult:
         """Run ``call`` under the policy until a terminal; see the module docstring.
 
-        The deadline is absolute (``deadline_ms``) or ``timeout_ms`` from admission. With a
-        journal, a request interrupted earlier is recovered first (a dispatch without
-        outcome is reconciled — polled, never resubmitted); a request already terminal is
-        not run again. ``stream`` receives the commit protocol's events of the output the
-        call streams through ``dispatch.stream``.
+        ``request``: the payload (digested at admission), ``idempotency_key`` (the raw key
+        the call sends; spans carry its digest), ``operation``, optional ``tenant`` and
+        ``logical_request_id``, the deadline — absolute (``deadline_ms``) or ``timeout_ms``
+        from admission — and ``stream``, the sink of the commit protocol's events for
+        output the call streams through ``dispatch.stream``. With a journal, a request
+        interrupted earlier is recovered first (a dispatch without outcome is reconciled —
+        polled, never resubmitted); a request already terminal is not run again.
         """
-        run = self._run(
-            call,
-            request=request,
-            idempotency_key=idempotency_key,
-            operation=operation,
-            tenant=tenant,
-            logical_request_id=logical_request_id,
-            deadline_ms=deadline_ms,
-            timeout_ms=timeout_ms,
-            stream=stream,
-        )
-        return drive(run.program(), self._perform)
+        return drive(self._request(call, request).program(), self._perform)
 
 
 class AsyncRetryController(_Controller):
@@ -297,31 +277,10 @@ class AsyncRetryController(_Controller):
         raise DriverError(f"unknown effect {effect!r}")
 
     async def run(
-        self,
-        call: Callable[[Dispatch], Any],
-        *,
-        request: Any,
-        idempotency_key: str,
-        operation: str,
-        tenant: str | None = None,
-        logical_request_id: str | None = None,
-        deadline_ms: int | None = None,
-        timeout_ms: int | None = None,
-        stream: Callable[[StreamEvent], None] | None = None,
+        self, call: Callable[[Dispatch], Any], **request: Unpack[RunArguments]
     ) -> RunResult:
         """The async :meth:`RetryController.run` (same arguments, same receipts)."""
-        run = self._run(
-            call,
-            request=request,
-            idempotency_key=idempotency_key,
-            operation=operation,
-            tenant=tenant,
-            logical_request_id=logical_request_id,
-            deadline_ms=deadline_ms,
-            timeout_ms=timeout_ms,
-            stream=stream,
-        )
-        return await adrive(run.program(), self._perform)
+        return await adrive(self._request(call, request).program(), self._perform)
 
 
-__all__ = ["AsyncRetryController", "RetryController"]
+__all__ = ["AsyncRetryController", "RetryController", "RunArguments"]

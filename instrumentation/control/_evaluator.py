@@ -59,6 +59,7 @@ from retryscope.instrumentation.control._policy import (
     validate_policy,
 )
 from retryscope.instrumentation.control._schedule import (
+    HedgeStep,
     Step,
     checked_add,
     hedge_step,
@@ -244,18 +245,43 @@ def _plan_of(step: Step) -> PlannedAttempt:
     )
 
 
-def _first_plan(route: FallbackRoute, decision: Decision | None) -> PlannedAttempt:
+def _unscheduled(
+    route: FallbackRoute,
+    attempt_ordinal: int,
+    route_attempt_ordinal: int,
+    *,
+    decision: Decision | None = None,
+    not_before_ms: int | None = None,
+    hedge_ordinal: int | None = None,
+) -> PlannedAttempt:
+    """A planned attempt with no backoff before it: a first attempt or a hedge."""
     return PlannedAttempt(
         route=route,
-        attempt_ordinal=1,
-        route_attempt_ordinal=1,
+        attempt_ordinal=attempt_ordinal,
+        route_attempt_ordinal=route_attempt_ordinal,
         decision=decision,
         retry_after_ms=None,
         delay_low_ms=None,
         delay_high_ms=None,
         delay_ms=None,
-        not_before_ms=None,
+        not_before_ms=not_before_ms,
         reserve_micros=route.max_attempt_cost_micros,
+        hedge_ordinal=hedge_ordinal,
+    )
+
+
+def _first_plan(route: FallbackRoute, decision: Decision | None) -> PlannedAttempt:
+    return _unscheduled(route, 1, 1, decision=decision)
+
+
+def hedge_plan(step: HedgeStep) -> PlannedAttempt:
+    """The planned attempt of a hedge: no backoff, no earlier than its latency threshold."""
+    return _unscheduled(
+        step.route,
+        step.attempt_ordinal,
+        step.route_attempt_ordinal,
+        not_before_ms=step.not_before_ms,
+        hedge_ordinal=step.hedge_ordinal,
     )
 
 
@@ -499,19 +525,7 @@ class _Walk:
                 gate = self._gate(step.attempt_ordinal, guard, step.route.route_id, k)
                 if gate is not None and not gate.admitted:
                     raise HedgeRejected(f"{at}.hedge_ordinal", f"{guard.value} refused it")
-            plan = PlannedAttempt(
-                route=step.route,
-                attempt_ordinal=step.attempt_ordinal,
-                route_attempt_ordinal=step.route_attempt_ordinal,
-                decision=None,
-                retry_after_ms=None,
-                delay_low_ms=None,
-                delay_high_ms=None,
-                delay_ms=None,
-                not_before_ms=step.not_before_ms,
-                reserve_micros=step.reserve_micros,
-                hedge_ordinal=step.hedge_ordinal,
-            )
+            plan = hedge_plan(step)
             _match(self.admission, plan, h, at)
             # on a ms clock an attempt ending in the ms the hedge started may have ended
             # after it: only an earlier ms is before it

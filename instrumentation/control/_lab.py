@@ -118,6 +118,13 @@ IDEMPOTENCY_KEY: Final = "INC-4711/1"
 REQUEST_PAYLOAD: Final = {"operation": OPERATION, "ticket": "INC-4711"}
 REQUEST: Final = request_digest(REQUEST_PAYLOAD)
 IDEMPOTENCY: Final = idempotency_digest(TENANT, OPERATION, IDEMPOTENCY_KEY)
+REQUEST_ARGUMENTS: Final[dict[str, Any]] = {
+    "request": REQUEST_PAYLOAD,
+    "idempotency_key": IDEMPOTENCY_KEY,
+    "operation": OPERATION,
+    "tenant": TENANT,
+}
+"""The lab's request as a controller's ``run`` takes it (the deadline apart)."""
 DEADLINE_MS: Final = 5_000
 EVIDENCE_EXPIRES_MS: Final = 4_102_444_800_000
 """2100-01-01T00:00:00Z: the routes' behavior evidence outlives any deadline here."""

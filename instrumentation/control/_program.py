@@ -46,6 +46,7 @@ from retryscope.instrumentation.control._evaluator import (
     Receipt,
     evaluate,
     gate_key,
+    hedge_plan,
     race_results,
 )
 from retryscope.instrumentation.control._guards import Gate, GuardKind
@@ -758,19 +759,7 @@ class RequestRun:
                     continue
                 if self._now_ms() < step.not_before_ms:
                     continue
-                hplan = PlannedAttempt(
-                    route=step.route,
-                    attempt_ordinal=step.attempt_ordinal,
-                    route_attempt_ordinal=step.route_attempt_ordinal,
-                    decision=None,
-                    retry_after_ms=None,
-                    delay_low_ms=None,
-                    delay_high_ms=None,
-                    delay_ms=None,
-                    not_before_ms=step.not_before_ms,
-                    reserve_micros=step.reserve_micros,
-                    hedge_ordinal=step.hedge_ordinal,
-                )
+                hplan = hedge_plan(step)
                 verdict: bool | None = True
                 while verdict:
                     verdict = self._consult(hplan, self._now_ms(), step.hedge_ordinal)

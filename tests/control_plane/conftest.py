@@ -155,11 +155,17 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 
 
 @pytest.fixture(scope="session")
-def submit() -> Callable[..., Any]:
-    """``crash_worker.submit``: the real HTTP call the worker process makes."""
+def worker() -> Any:
+    """The ``crash_worker`` module: the real HTTP calls the worker process makes."""
     spec = importlib.util.spec_from_file_location("cp_crash_worker", WORKER)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.submit  # type: ignore[no-any-return]
+    return module
+
+
+@pytest.fixture(scope="session")
+def submit(worker: Any) -> Callable[..., Any]:
+    """``crash_worker.submit``: the real HTTP call the worker process makes."""
+    return worker.submit  # type: ignore[no-any-return]

@@ -24,9 +24,9 @@ from retryscope.instrumentation.control._controller import AsyncRetryController,
 from retryscope.instrumentation.control._evaluator import evaluate
 from retryscope.instrumentation.control._lab import (
     FALLBACK,
-    IDEMPOTENCY_KEY,
     OPERATION,
     PRIMARY,
+    REQUEST_ARGUMENTS,
     REQUEST_PAYLOAD,
     TENANT,
     reference_policy,
@@ -43,12 +43,7 @@ from retryscope.instrumentation.control._receipts import replay
 from retryscope.vocabulary import HedgeResult, OutcomeKind, Terminal
 from tests.control_plane.conftest import VirtualClock
 
-RUN = {
-    "request": REQUEST_PAYLOAD,
-    "idempotency_key": IDEMPOTENCY_KEY,
-    "operation": OPERATION,
-    "tenant": TENANT,
-}
+RUN = REQUEST_ARGUMENTS
 
 Step = tuple[OutcomeKind | None, int, int | None, int | None]
 

@@ -33,21 +33,14 @@ from retryscope.instrumentation.control._journal import (
 from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY,
     IDEMPOTENCY_KEY,
-    OPERATION,
-    REQUEST_PAYLOAD,
-    TENANT,
+    REQUEST_ARGUMENTS,
     reference_policy,
 )
 from retryscope.instrumentation.control._policy import PollPolicy
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-RUN = {
-    "request": REQUEST_PAYLOAD,
-    "idempotency_key": IDEMPOTENCY_KEY,
-    "operation": OPERATION,
-    "tenant": TENANT,
-}
+RUN = REQUEST_ARGUMENTS
 
 
 def _poll_by_key(receiver: Any) -> Any:
@@ -80,18 +73,15 @@ def _parquet_provider(directory: Path) -> TracerProvider:
     return provider
 
 
-def test_a_crash_and_recover_run_reads_amplification_one_with_its_reconciliation(
-    tmp_path: Path, receiver: Any, submit: Any
-) -> None:
-    from retryscope.analytics import build_report, connect, findings
-
+def _crash_and_recover(tmp_path: Path, receiver: Any, submit: Any) -> tuple[Any, dict[str, Any]]:
+    """A worker process SIGKILLed mid-call, then this process recovers the request with
+    spans written as Parquet under ``tmp_path/spans``: the result and the created event."""
     db = tmp_path / "journal.sqlite"
     deadline = time.time_ns() // 1_000_000 + 120_000
     receiver.hold = threading.Event()
     proc = subprocess.Popen([sys.executable, str(WORKER), str(db), receiver.url, str(deadline)])
-    _kill_when(proc, receiver.hold.is_set, "the dispatch")  # SIGKILL mid-call
+    _kill_when(proc, receiver.hold.is_set, "the dispatch")
     receiver.hold = None
-
     provider = _parquet_provider(tmp_path / "spans")
     with Journal(db) as journal:
         controller = RetryController(
@@ -104,6 +94,15 @@ def test_a_crash_and_recover_run_reads_amplification_one_with_its_reconciliation
         result = controller.run(submit(receiver.url), deadline_ms=deadline, **RUN)
         created = journal.verify(IDEMPOTENCY)[0].body
     provider.shutdown()
+    return result, created
+
+
+def test_a_crash_and_recover_run_reads_amplification_one_with_its_reconciliation(
+    tmp_path: Path, receiver: Any, submit: Any
+) -> None:
+    from retryscope.analytics import build_report, connect, findings
+
+    result, created = _crash_and_recover(tmp_path, receiver, submit)
 
     assert (result.terminal, result.value) == (Terminal.COMPLETE, "ok")  # the stored result
     assert receiver.submits[IDEMPOTENCY_KEY] == 1  # never resubmitted
@@ -143,23 +142,8 @@ def test_no_effect_after_the_crash_allows_exactly_one_new_dispatch_and_counts_tw
 ) -> None:
     from retryscope.analytics import build_report, connect
 
-    db = tmp_path / "journal.sqlite"
-    deadline = time.time_ns() // 1_000_000 + 120_000
     receiver.script = [(503, {})]  # the held submission has no effect
-    receiver.hold = threading.Event()
-    proc = subprocess.Popen([sys.executable, str(WORKER), str(db), receiver.url, str(deadline)])
-    _kill_when(proc, receiver.hold.is_set, "the dispatch")
-    receiver.hold = None
-    provider = _parquet_provider(tmp_path / "spans")
-    with Journal(db) as journal:
-        result = RetryController(
-            reference_policy(),
-            journal,
-            reconcile=_poll_by_key(receiver),
-            holder="recoverer",
-            tracer_provider=provider,
-        ).run(submit(receiver.url), deadline_ms=deadline, **RUN)
-    provider.shutdown()
+    result, _ = _crash_and_recover(tmp_path, receiver, submit)
     assert result.terminal is Terminal.COMPLETE
     assert receiver.submits[IDEMPOTENCY_KEY] == 2
     con, _ = connect(tmp_path / "spans")
@@ -167,18 +151,13 @@ def test_no_effect_after_the_crash_allows_exactly_one_new_dispatch_and_counts_tw
 
 
 def test_a_provider_job_is_submitted_once_and_polled_by_id(
-    tmp_path: Path, receiver: Any, spans: Any
+    receiver: Any, spans: Any, worker: Any
 ) -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        import crash_worker  # type: ignore[import-not-found]
-    finally:
-        sys.path.pop(0)
     policy = replace(reference_policy(), polling=PollPolicy(interval_ms=20, max_polls=5))
     controller = RetryController(
-        policy, poll=crash_worker.poll_job(receiver.url), tracer_provider=spans.provider
+        policy, poll=worker.poll_job(receiver.url), tracer_provider=spans.provider
     )
-    result = controller.run(crash_worker.submit_job(receiver.url), timeout_ms=30_000, **RUN)
+    result = controller.run(worker.submit_job(receiver.url), timeout_ms=30_000, **RUN)
     assert (result.terminal, result.value) == (Terminal.COMPLETE, "job-1")
     assert receiver.jobs[IDEMPOTENCY_KEY] == 1
     assert receiver.job_polls["job-1"] == 3  # running, running, done
@@ -189,24 +168,19 @@ def test_a_provider_job_is_submitted_once_and_polled_by_id(
 
     receiver.job_running_polls = 100  # a job that outlives the polling bounds
     again = controller.run(
-        crash_worker.submit_job(receiver.url), timeout_ms=30_000, **{**RUN, "idempotency_key": "k2"}
+        worker.submit_job(receiver.url), timeout_ms=30_000, **{**RUN, "idempotency_key": "k2"}
     )
     assert again.terminal is Terminal.STOP_INDETERMINATE  # never resubmitted, left unknown
     assert receiver.jobs["k2"] == 1
     assert receiver.job_polls["job-2"] == 5  # max_polls
 
 
-def test_job_polls_stop_before_the_deadline(receiver: Any, clock: Any) -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        import crash_worker
-    finally:
-        sys.path.pop(0)
+def test_job_polls_stop_before_the_deadline(receiver: Any, clock: Any, worker: Any) -> None:
     receiver.job_running_polls = 100
     controller = RetryController(
-        reference_policy(), clock=clock, sleep=clock.sleep, poll=crash_worker.poll_job(receiver.url)
+        reference_policy(), clock=clock, sleep=clock.sleep, poll=worker.poll_job(receiver.url)
     )
-    result = controller.run(crash_worker.submit_job(receiver.url), deadline_ms=3_500, **RUN)
+    result = controller.run(worker.submit_job(receiver.url), deadline_ms=3_500, **RUN)
     # submitted at 1,000 ms; polls at 2,000 and 3,000 ms; 4,000 ms is past the deadline
     assert receiver.job_polls["job-1"] == 2
     assert result.terminal is Terminal.STOP_INDETERMINATE
@@ -214,13 +188,8 @@ def test_job_polls_stop_before_the_deadline(receiver: Any, clock: Any) -> None:
 
 
 def test_after_a_crash_the_job_is_polled_by_its_id_not_resubmitted(
-    tmp_path: Path, receiver: Any
+    tmp_path: Path, receiver: Any, worker: Any
 ) -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        import crash_worker
-    finally:
-        sys.path.pop(0)
     db = tmp_path / "journal.sqlite"
     deadline = time.time_ns() // 1_000_000 + 120_000
     proc = subprocess.Popen(
@@ -239,9 +208,9 @@ def test_after_a_crash_the_job_is_polled_by_its_id_not_resubmitted(
         result = RetryController(
             reference_policy(),
             journal,
-            poll=crash_worker.poll_job(receiver.url),
+            poll=worker.poll_job(receiver.url),
             holder="recoverer",
-        ).run(crash_worker.submit_job(receiver.url), deadline_ms=deadline, **RUN)
+        ).run(worker.submit_job(receiver.url), deadline_ms=deadline, **RUN)
         observed = [e for e in journal.verify(IDEMPOTENCY) if e.kind is EventKind.ATTEMPT_OBSERVED]
     assert (result.terminal, result.value) == (Terminal.COMPLETE, "job-1")
     assert receiver.jobs[IDEMPOTENCY_KEY] == 1  # one submission across both processes

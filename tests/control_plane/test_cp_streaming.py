@@ -27,22 +27,13 @@ from retryscope.instrumentation.control._calls import Dispatch
 from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
 from retryscope.instrumentation.control._lab import (
     FALLBACK,
-    IDEMPOTENCY_KEY,
-    OPERATION,
-    REQUEST_PAYLOAD,
-    TENANT,
+    REQUEST_ARGUMENTS,
     reference_policy,
 )
 from retryscope.instrumentation.control._policy import HedgePolicy
 from retryscope.vocabulary import Terminal
 
-RUN = {
-    "request": REQUEST_PAYLOAD,
-    "idempotency_key": IDEMPOTENCY_KEY,
-    "operation": OPERATION,
-    "tenant": TENANT,
-    "deadline_ms": 5_000,
-}
+RUN = {**REQUEST_ARGUMENTS, "deadline_ms": 5_000}
 
 
 def test_events_are_identified_and_tentative_until_the_terminal_commit() -> None:
