@@ -278,6 +278,8 @@ class RequestRun:
         self.passes: dict[tuple[int, int | None], list[Pass]] = {}
         self.value: Any = None
         self.lease: Lease | None = None
+        self.unsettled: set[int] = set()
+        """Journaled dispatches still being reconciled: no terminal while any is left."""
         self.req: LogicalRequest | None = None
         self.log: CommitLog | None = None
 
@@ -396,6 +398,7 @@ class RequestRun:
         """Count what earlier processes observed, reconcile what they left in flight."""
         assert self.req is not None
         waiting = {p.attempt_ordinal: p for p in pending}
+        self.unsettled = set(waiting)
         observed = {a.attempt_ordinal: a for a in self.attempts}
         settled: list[tuple[ObservedAttempt, ReceiverStatus]] = []
         for n in sorted(waiting.keys() | observed.keys()):
@@ -414,6 +417,7 @@ class RequestRun:
                 EventKind.ATTEMPT_OBSERVED,
                 {"attempt": attempt_to_obj(a), "reconciled": status.value},
             )
+            self.unsettled.discard(a.attempt_ordinal)
         self.attempts = sorted(
             [*self.attempts, *(a for a, _ in settled)], key=lambda a: a.attempt_ordinal
         )
@@ -454,11 +458,12 @@ class RequestRun:
         timeless = self._evaluate(cancelled_at_ms=cancelled_at)
         if timeless.terminal is terminal:  # the terminal did not depend on "now"
             receipt = timeless
-        self._commit_decisions(receipt)
-        self._append(
-            EventKind.TERMINAL_COMMITTED,
-            {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
-        )
+        if not self.unsettled:  # else the request stays recoverable: reconciled next time
+            self._commit_decisions(receipt)
+            self._append(
+                EventKind.TERMINAL_COMMITTED,
+                {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
+            )
         self.req.set_terminal(terminal)
         value = self.value if terminal is Terminal.COMPLETE else None
         return self._result(terminal, value, receipt, rid)

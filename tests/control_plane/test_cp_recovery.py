@@ -5,6 +5,7 @@ also across a crash."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.instrumentation.control._calls import Dispatch
 from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._journal import (
     EventKind,
@@ -215,3 +217,50 @@ def test_after_a_crash_the_job_is_polled_by_its_id_not_resubmitted(
     assert (result.terminal, result.value) == (Terminal.COMPLETE, "job-1")
     assert receiver.jobs[IDEMPOTENCY_KEY] == 1  # one submission across both processes
     assert [e.body["reconciled"] for e in observed] == ["succeeded"]
+
+
+def test_a_caller_cancelled_while_reconciling_leaves_the_request_recoverable(
+    tmp_path: Path,
+) -> None:
+    """The recovery's poll is cancelled with its caller: no terminal is committed over the
+    dispatch that is still unresolved, and the next recovery settles it."""
+    import asyncio
+
+    from retryscope.instrumentation.control._controller import AsyncRetryController
+
+    db = tmp_path / "journal.sqlite"
+    deadline = time.time_ns() // 1_000_000 + 60_000
+    with Journal(db) as journal:
+
+        def crash(d: Dispatch) -> Any:
+            raise KeyboardInterrupt  # the process dies in the call: no outcome recorded
+
+        with contextlib.suppress(KeyboardInterrupt):
+            RetryController(reference_policy(), journal, holder="w1", lease_ttl_ms=0).run(
+                crash, deadline_ms=deadline, **RUN
+            )
+
+        async def slow_answer(pending: PendingDispatch) -> Reconciliation:
+            await asyncio.sleep(30)
+            return Reconciliation(ReceiverStatus.SUCCEEDED)
+
+        async def cancelled_recovery() -> None:
+            controller = AsyncRetryController(
+                reference_policy(), journal, reconcile=slow_answer, holder="w2", lease_ttl_ms=0
+            )
+            task = asyncio.ensure_future(controller.run(crash, deadline_ms=deadline, **RUN))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled_recovery())
+        kinds = [e.kind for e in journal.verify(IDEMPOTENCY)]  # still a valid prefix
+        assert EventKind.TERMINAL_COMMITTED not in kinds
+        result = RetryController(
+            reference_policy(),
+            journal,
+            reconcile=lambda p: Reconciliation(ReceiverStatus.SUCCEEDED, value="stored"),
+            holder="w3",
+        ).run(crash, deadline_ms=deadline, **RUN)
+    assert (result.terminal, result.value) == (Terminal.COMPLETE, "stored")
