@@ -75,6 +75,11 @@ class FakeProvider(BaseHTTPRequestHandler):
         pass
 
 
+class Listener(ThreadingHTTPServer):
+    request_queue_size = 128  # forty connects at once: queue them all, refuse none
+    daemon_threads = True
+
+
 def label(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -184,7 +189,7 @@ async def harness(base_url: str, provider: TracerProvider) -> list[RunResult]:
 
 
 def main(out: str) -> int:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeProvider)
+    server = Listener(("127.0.0.1", 0), FakeProvider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     provider = TracerProvider()
     provider.add_span_processor(AttemptStampingProcessor())
