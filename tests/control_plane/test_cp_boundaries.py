@@ -9,6 +9,9 @@ applies it: each test here fails when its comparison is flipped (``>=`` ↔ ``>`
 * The first exceeded budget wins: attempts → routes → cost → deadline, each one exactly at
   its bound.
 * A Retry-After equal to the cap is honoured in full and is not flagged as capped.
+* An attempt may cost exactly its reservation, not one micro more.
+* A hedge starting in the ms its race was won, or in the ms the attempt it races ended, is
+  still a hedge (a ms clock cannot order them); one ms later it is rejected.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from retryscope.instrumentation._http_classify import parse_retry_after
 from retryscope.instrumentation.control._calls import CallResult, Dispatch
 from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._evaluator import (
+    CostMismatch,
     DispatchAfterDeadline,
+    HedgeRejected,
     ObservedAttempt,
     evaluate,
 )
@@ -207,6 +212,39 @@ def test_a_hedge_due_at_the_deadline_is_not_planned() -> None:
     assert step(1_301) is not None
 
 
+@pytest.mark.parametrize(
+    ("changes", "hedges_so_far", "planned"),
+    [
+        ({"max_hedges": 2}, 1, True),  # the hedge budget: a second hedge of two
+        ({"max_hedges": 1}, 1, False),
+        ({"max_total_attempts": 2}, 0, True),  # the primary and its hedge: two attempts
+        ({"max_total_attempts": 1}, 0, False),
+        ({"max_total_cost_micros": 500_000}, 0, True),  # 200,000 + 300,000 reserved
+        ({"max_total_cost_micros": 499_999}, 0, False),
+    ],
+)
+def test_a_hedge_counts_against_every_budget_exactly_at_its_bound(
+    changes: dict[str, int], hedges_so_far: int, planned: bool
+) -> None:
+    limits = dict(changes)
+    hedging = HedgePolicy(FALLBACK.route_id, 300, limits.pop("max_hedges", 1), 10, 1)
+    policy = replace(
+        reference_policy(),
+        hedging=hedging,
+        routes=(PRIMARY, replace(FALLBACK, max_attempts=2)),
+        **limits,
+    )
+    step = hedge_step(
+        policy,
+        reference_admission(),
+        first_start_ms=1_000,
+        group_reserved_micros=PRIMARY.max_attempt_cost_micros
+        + hedges_so_far * FALLBACK.max_attempt_cost_micros,
+        hedges_so_far=hedges_so_far,
+    )
+    assert (step is not None) is planned
+
+
 def test_a_poll_due_at_the_deadline_is_not_made() -> None:
     polling = PollPolicy(interval_ms=1_000, max_polls=3)
 
@@ -294,3 +332,68 @@ def test_a_retry_after_equal_to_the_cap_is_honoured_in_full_and_not_flagged() ->
     plan = evaluate(reference_policy(), reference_admission(), (hinted,)).next_attempt
     assert plan is not None
     assert (plan.delay_ms, plan.not_before_ms, plan.retry_after_ms) == (cap, 1_100 + cap, cap)
+
+
+# --- an attempt's reservation -------------------------------------------------------------------
+def test_an_attempt_may_cost_exactly_its_reservation() -> None:
+    reserve = PRIMARY.max_attempt_cost_micros
+    exact = replace(ATTEMPTS[0], cost_actual_micros=reserve)
+    assert evaluate(reference_policy(), reference_admission(), (exact,)).spent_micros == reserve
+    over = replace(exact, cost_actual_micros=reserve + 1)
+    with pytest.raises(CostMismatch) as err:
+        evaluate(reference_policy(), reference_admission(), (over,))
+    assert err.value.field == "attempts[0].cost_actual_micros"
+
+
+# --- a hedge races what is still in flight -------------------------------------------------------
+HEDGED = replace(reference_policy(), hedging=HedgePolicy(FALLBACK.route_id, 300, 1, 10, 1))
+"""The primary starts at 1,000 ms, so its hedge is due at 1,300 ms."""
+
+
+def _hedge(**kw: Any) -> ObservedAttempt:
+    return replace(
+        ATTEMPTS[2],
+        attempt_ordinal=2,
+        start_ms=1_300,
+        end_ms=1_500,
+        not_before_ms=1_300,
+        backoff_delay_ms=None,
+        hedge_ordinal=1,
+        **kw,
+    )
+
+
+def _primary(end_ms: int, outcome: Outcome, **kw: Any) -> ObservedAttempt:
+    kind = None if outcome is Outcome.SUCCESS else OutcomeKind.UNAVAILABLE
+    return replace(
+        ATTEMPTS[0],
+        end_ms=end_ms,
+        outcome=outcome,
+        outcome_kind=kind,
+        retry_after_ms=None,
+        cost_actual_micros=None,
+        hedge_ordinal=0,
+        **kw,
+    )
+
+
+def test_a_hedge_started_in_the_ms_the_race_was_won_is_a_late_loser() -> None:
+    race = (
+        _primary(1_300, Outcome.SUCCESS, hedge_result=HedgeResult.WINNER),
+        _hedge(hedge_result=HedgeResult.LATE),
+    )
+    receipt = evaluate(HEDGED, reference_admission(), race)
+    assert receipt.terminal is Terminal.COMPLETE
+    won_before = (replace(race[0], end_ms=1_299), race[1])
+    with pytest.raises(HedgeRejected, match="already won") as err:
+        evaluate(HEDGED, reference_admission(), won_before)
+    assert err.value.field == "attempts[1].start_ms"
+
+
+def test_a_hedge_started_in_the_ms_its_primary_failed_still_races_it() -> None:
+    race = (_primary(1_300, Outcome.RETRYABLE), _hedge(hedge_result=HedgeResult.WINNER))
+    assert evaluate(HEDGED, reference_admission(), race).terminal is Terminal.COMPLETE
+    ended_before = (replace(race[0], end_ms=1_299), race[1])
+    with pytest.raises(HedgeRejected, match="a retry") as err:
+        evaluate(HEDGED, reference_admission(), ended_before)
+    assert err.value.field == "attempts[1].start_ms"

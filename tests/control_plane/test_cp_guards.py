@@ -149,6 +149,26 @@ def test_a_result_from_before_the_last_change_cannot_move_the_breaker() -> None:
     assert breaker_record(CFG, opened, stale, False, 20) == opened
 
 
+def test_a_probe_outliving_its_generation_cannot_close_a_reopened_breaker() -> None:
+    s, first, _ = breaker_admit(CFG, _record(CircuitState(), 0, *[True] * 4), "r", 5_000)
+    s, second, _ = breaker_admit(CFG, s, "r", 5_001)
+    assert first is not None
+    assert second is not None
+    reopened = breaker_record(CFG, s, first, True, 5_002)
+    assert (reopened.state, reopened.generation) == (BreakerState.OPEN, 3)
+    assert breaker_record(CFG, reopened, second, False, 5_003) == reopened
+
+
+def test_a_failure_admitted_before_the_breaker_opened_is_not_counted_after_it_closed() -> None:
+    s, stale, _ = breaker_admit(CFG, CircuitState(), "r", 0)
+    assert stale is not None
+    s, probe, _ = breaker_admit(CFG, _record(s, 0, *[True] * 4), "r", 5_000)
+    assert probe is not None
+    closed = breaker_record(CFG, s, probe, False, 5_001)
+    assert (closed.state, closed.buckets) == (BreakerState.CLOSED, ())
+    assert breaker_record(CFG, closed, stale, True, 5_002) == closed
+
+
 def test_shared_state_serves_many_requests_and_reports_none_without_a_guard() -> None:
     plain = SharedState(reference_policy())
     assert plain.admit(RETRY, 2, "private-primary", 0) is None
