@@ -486,3 +486,40 @@ def test_a_hedge_race_is_journaled_attempt_by_attempt(provider: Provider, tmp_pa
     ]
     assert kinds.count(EventKind.ATTEMPT_OBSERVED) == 2
     assert kinds[-1] is EventKind.TERMINAL_COMMITTED
+
+
+def test_a_second_hedge_waits_for_its_own_threshold_when_the_first_fails_before_it(
+    spans: Any,
+) -> None:
+    """Hedges are due at 100 and 200 ms after the primary starts; the first hedge fails at
+    about 170 ms: the second still starts at 200 ms, and every attempt is accounted."""
+    policy = replace(
+        reference_policy(),
+        routes=(PRIMARY, replace(FALLBACK, max_attempts=2)),
+        hedging=HedgePolicy(
+            route_id=FALLBACK.route_id, delay_ms=100, max_hedges=2, budget_percent=100,
+            min_hedge_concurrency=2,
+        ),
+    )  # fmt: skip
+
+    async def main() -> RunResult:
+        async def call(d: Dispatch) -> CallResult:
+            if d.hedge_ordinal == 0:
+                await asyncio.Event().wait()  # the primary hangs until it is cancelled
+            if d.hedge_ordinal == 1:
+                await asyncio.sleep(0.07)
+                return CallResult(kind=OutcomeKind.UNAVAILABLE)
+            return CallResult(value="second hedge")
+
+        controller = AsyncRetryController(policy, tracer_provider=spans.provider)
+        return await controller.run(call, timeout_ms=30_000, **RUN)
+
+    result = asyncio.run(main())
+    assert (result.terminal, result.value) == (Terminal.COMPLETE, "second hedge")
+    first, failed, second = result.receipt.attempts
+    assert [a.hedge_ordinal for a in result.receipt.attempts] == [0, 1, 2]
+    assert (first.hedge_result, first.cancelled) == (HedgeResult.CANCELLED, True)
+    assert (failed.hedge_result, failed.outcome_kind) == (None, OutcomeKind.UNAVAILABLE)
+    assert second.hedge_result is HedgeResult.WINNER
+    assert second.start_ms >= first.start_ms + 200
+    assert replay(result.receipt_json).ok
