@@ -117,6 +117,7 @@ def test_a_crash_and_recover_run_reads_amplification_one_with_its_reconciliation
     report = build_report(con)
     assert report["logical_requests"] == 1
     assert report["amplification_ratio"] == 1.0
+    assert report["sends_per_request"] == 1.0  # the poll is the one physical attempt
     (row,) = con.execute(
         "SELECT name, outcome, attempt_ordinal, attributes['retryscope.reconciliation.method'],"
         " logical_request_id FROM attempts"
