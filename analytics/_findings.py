@@ -135,7 +135,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "late_success",
         W,
-        "An attempt succeeded after the request's deadline: work nobody could use.",
+        "An attempt succeeded at or after the request's deadline: work nobody could use.",
         "Pass the remaining deadline to the attempt as its timeout.",
     ),
     Rule(

@@ -265,7 +265,7 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         (
             "deadline.late_successes",
             INT,
-            "Requests with a success that completed after the deadline.",
+            "Requests with a success that completed at or after the deadline.",
         ),
         (
             "deadline.deadline_misses",

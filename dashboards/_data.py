@@ -56,7 +56,7 @@ from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.model._cache import CACHE_ENV
 from retryscope.analytics.replay._policy_drift import (
     POLICY_DIR,
-    load_policy_documents,
+    known_policy_count,
     policy_drift,
 )
 from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
@@ -202,8 +202,9 @@ def _query(
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _policy_documents(root: str, version: Fingerprint) -> int:
-    documents: pa.Table = load_policy_documents(_store(root, version).dataset)
-    return int(documents.num_rows)
+    store = _store(root, version)
+    with store.lock:
+        return known_policy_count(store.con)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,8 @@ class Source:
 
     @property
     def policy_documents(self) -> int:
-        """How many policy side files (``_policies/*.json``) the data set carries."""
+        """How many retry policies the data set carries (on the control plane's request
+        spans or as side files ``_policies/*.json``)."""
         return _policy_documents(self.root, self.version)
 
     def query(self, name: str, filters: Filters | None = None, *args: Any) -> Any:

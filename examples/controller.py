@@ -4,8 +4,11 @@ a durable journal.
     python examples/controller.py DATA_DIR
     retryscope report DATA_DIR            # needs: pip install 'retryscope[analytics]'
 
-The policy allows two tries on a private primary and one on an external fallback bound to
-the same capability contract and behavior class. The simulated receiver rate-limits the
+The policy allows two tries on a private primary and one on an external fallback; both
+satisfy the request's capability contract field by field (modalities, context and output
+bounds, strict JSON schema, region, retention) and bind the same behavior class with
+evaluation evidence that is still valid. The policy is reusable: each run binds its own
+request, idempotency key and deadline. The simulated receiver rate-limits the
 first try (Retry-After 250 ms) and is unavailable on the second, so the controller waits out
 the hint, retries, then falls back; every decision is the policy's and is checked by the
 pure evaluator. Time is virtual (the controller's clock and sleep), so nothing waits.
@@ -26,17 +29,17 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import AttemptStampingProcessor, OutcomeKind, ParquetSpanExporter
-from retryscope.instrumentation import (
-    GapCountingBatchSpanProcessor,
-    idempotency_digest,
-    request_digest,
-)
+from retryscope.instrumentation import GapCountingBatchSpanProcessor
 from retryscope.instrumentation.control import (
     AttemptFailed,
+    BehaviorEvidence,
     CallResult,
+    CapabilityContract,
     Dispatch,
     FallbackRoute,
     Journal,
+    Modality,
+    OutputMode,
     RetryController,
     RetryPolicy,
     replay,
@@ -52,16 +55,45 @@ def label(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-CAPABILITY = label("capability:text-in/json-out/strict-schema/v1")
+NEEDED = CapabilityContract(
+    input_modalities=frozenset({Modality.TEXT}),
+    output_modalities=frozenset({Modality.TEXT}),
+    context_tokens=8_000,
+    output_tokens=1_000,
+    output_mode=OutputMode.JSON_SCHEMA,  # schema-constrained decoding
+    output_schema_sha256=label("schema:incident-severity/v1"),
+    tools=frozenset(),
+    stream_terminal_event=False,
+    stream_usage_event=False,
+    regions=frozenset({"eu-west-1", "eu-central-1"}),  # where the data may be processed
+    retention_days=30,  # the most a provider may keep it
+)
 BEHAVIOR = label("behavior:incident-severity-contract/v1")
+YEAR_MS = 365 * 24 * 3600 * 1000
 
 
-def route(route_id: str, priority: int, boundary: DataBoundary, tries: int) -> FallbackRoute:
+def route(
+    route_id: str, priority: int, boundary: DataBoundary, tries: int, region: str, now_ms: int
+) -> FallbackRoute:
     return FallbackRoute(
         route_id=route_id,
         route_release_sha256=label(f"release:{route_id}/2026-10-01"),
-        capability_contract_sha256=CAPABILITY,
+        capability=CapabilityContract(
+            input_modalities=frozenset({Modality.TEXT, Modality.IMAGE}),
+            output_modalities=frozenset({Modality.TEXT}),
+            context_tokens=128_000,
+            output_tokens=4_096,
+            output_mode=OutputMode.JSON_SCHEMA,
+            output_schema_sha256=NEEDED.output_schema_sha256,  # validated for this schema
+            tools=frozenset(),
+            stream_terminal_event=True,
+            stream_usage_event=True,
+            regions=frozenset({region}),
+            retention_days=0,
+        ),
         behavior_class_sha256=BEHAVIOR,
+        # the evaluation that admitted this release for the behavior class, and its expiry
+        behavior_evidence=BehaviorEvidence(label(f"eval:{route_id}"), now_ms + YEAR_MS),
         data_boundary=boundary,
         priority=priority,  # 0 is the primary; attempts on priority > 0 are fallbacks
         max_attempts=tries,
@@ -73,9 +105,7 @@ def route(route_id: str, priority: int, boundary: DataBoundary, tries: int) -> F
 def policy(now_ms: int) -> RetryPolicy:
     return RetryPolicy(
         retry_owner=RetryOwner.HARNESS,
-        logical_request_sha256=request_digest(PAYLOAD),
-        idempotency_key_sha256=idempotency_digest(TENANT, OPERATION, KEY),
-        capability_contract_sha256=CAPABILITY,
+        capability=NEEDED,
         behavior_class_sha256=BEHAVIOR,
         max_data_boundary=DataBoundary.EXTERNAL_PROVIDER,  # the fallback may leave the VPC
         base_backoff_ms=200,
@@ -83,10 +113,11 @@ def policy(now_ms: int) -> RetryPolicy:
         max_retry_after_ms=2_000,
         max_total_attempts=4,
         max_total_cost_micros=1_000_000,
-        deadline_ms=now_ms + 30_000,  # absolute
         routes=(
-            route("private-primary", 0, DataBoundary.PRIVATE_SERVICE, tries=2),
-            route("external-fallback", 1, DataBoundary.EXTERNAL_PROVIDER, tries=1),
+            route("private-primary", 0, DataBoundary.PRIVATE_SERVICE, 2, "eu-west-1", now_ms),
+            route(
+                "external-fallback", 1, DataBoundary.EXTERNAL_PROVIDER, 1, "eu-central-1", now_ms
+            ),
         ),
     )
 
@@ -130,7 +161,8 @@ def main(out: str) -> int:
     journal_path = Path(out) / "_journal" / "retry.sqlite"
     journal_path.parent.mkdir(parents=True, exist_ok=True)
     receiver = Receiver(clock)
-    the_policy = policy(clock() // 1_000_000)
+    now_ms = clock() // 1_000_000
+    the_policy = policy(now_ms)
     runs = []
     for _ in range(2):  # the second run finds the terminal in the journal
         journal = Journal(journal_path)
@@ -146,7 +178,7 @@ def main(out: str) -> int:
             runs.append(
                 controller.run(
                     receiver, request=PAYLOAD, idempotency_key=KEY, operation=OPERATION,
-                    tenant=TENANT,
+                    tenant=TENANT, deadline_ms=now_ms + 30_000,  # absolute, never reset
                 )
             )  # fmt: skip
         finally:

@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ui, extra="ui")
 
     p = sub.add_parser(
-        "lab", help="run the retry/fallback control-plane lab (reference + 12 mutation cases)"
+        "lab", help="run the retry/fallback control-plane lab (reference + one case per rule)"
     )
     p.add_argument(
         "--out",

@@ -82,6 +82,14 @@ POLICY_DIGEST = Attr(
 DEADLINE = Attr(
     "retryscope.deadline", "deadline", T, "Absolute deadline of the logical request (unix ns)."
 )
+POLICY_DOCUMENT = Attr(
+    "retryscope.policy.document",
+    "policy_document",
+    S,
+    "On a logical request the control plane ran: the canonical JSON of the retry policy it "
+    "enforced (its SHA-256 is `policy_digest`), so policy drift can be checked from the "
+    "spans alone.",
+)
 
 # --- one physical attempt -------------------------------------------------------------------
 LAYER = Attr(
@@ -347,6 +355,7 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     RETRY_OWNER,
     POLICY_DIGEST,
     DEADLINE,
+    POLICY_DOCUMENT,
     LAYER,
     ATTEMPT_ORDINAL,
     PARENT_ATTEMPT_ORDINAL,
@@ -504,6 +513,12 @@ class Terminal(enum.StrEnum):
     STOP_COST_BUDGET = "stop_cost_budget"
     STOP_DEADLINE = "stop_deadline"
     STOP_ROUTE_EXHAUSTED = "stop_route_exhausted"
+    STOP_RETRY_BUDGET = "stop_retry_budget"
+    """The shared retry budget refused the retry (too many retries in flight)."""
+    STOP_CIRCUIT_OPEN = "stop_circuit_open"
+    """Every route left was refused by its circuit breaker."""
+    STOP_CANCELLED = "stop_cancelled"
+    """The caller cancelled the request; an attempt in flight was cancelled with it."""
 
 
 class DataBoundary(enum.StrEnum):
@@ -530,10 +545,12 @@ class BreakerState(enum.StrEnum):
 
 
 class HedgeResult(enum.StrEnum):
-    """How a hedged attempt ended: the committed winner, or a cancelled loser."""
+    """How a hedged attempt ended: the committed winner, a loser cancelled in flight, or a
+    loser whose result arrived after the winner committed (kept as evidence, never used)."""
 
     WINNER = "winner"
     CANCELLED = "cancelled"
+    LATE = "late"
 
 
 class ReconciliationResult(enum.StrEnum):
@@ -568,6 +585,54 @@ HEDGE_RESULT_KEY: Final = HEDGE_RESULT.key
 """``winner`` or ``cancelled`` (a cancelled loser still carries the cost it incurred)."""
 BREAKER_GENERATION_KEY: Final = "retryscope.breaker.generation"
 """Generation of the breaker (increments on every state change) at dispatch."""
+BREAKER_TOKENS_KEY: Final = "retryscope.breaker.tokens"
+"""Half-open probe slots the route's breaker had left at dispatch (0 unless half-open)."""
+RETRY_BUDGET_STATE_KEY: Final = "retryscope.retry_budget.state"
+"""The shared retry budget at this retry's dispatch: ``available`` or ``exhausted``."""
+RETRY_BUDGET_GENERATION_KEY: Final = "retryscope.retry_budget.generation"
+"""Generation of the retry budget (increments when it turns available or exhausted)."""
+RETRY_BUDGET_TOKENS_KEY: Final = "retryscope.retry_budget.tokens"
+"""Retries the budget would still have admitted at this retry's dispatch."""
+HEDGE_BUDGET_STATE_KEY: Final = "retryscope.hedge_budget.state"
+"""The shared hedge budget at this hedge's dispatch: ``available`` or ``exhausted``."""
+HEDGE_BUDGET_GENERATION_KEY: Final = "retryscope.hedge_budget.generation"
+"""Generation of the hedge budget."""
+HEDGE_BUDGET_TOKENS_KEY: Final = "retryscope.hedge_budget.tokens"
+"""Hedges the budget would still have admitted at this hedge's dispatch."""
+ROUTING_EVENT: Final = "retryscope.routing"
+"""Span event on the logical request: one shared guard's verdict on a planned dispatch."""
+ROUTING_GUARD_KEY: Final = "retryscope.routing.guard"
+"""Which guard decided: ``retry_budget``, ``hedge_budget`` or ``breaker``."""
+ROUTING_ATTEMPT_KEY: Final = "retryscope.routing.attempt_ordinal"
+"""The attempt ordinal the verdict was for."""
+ROUTING_ROUTE_KEY: Final = "retryscope.routing.route_id"
+"""The route the verdict was for."""
+ROUTING_ADMITTED_KEY: Final = "retryscope.routing.admitted"
+"""True when the guard let the dispatch through."""
+ROUTING_STATE_KEY: Final = "retryscope.routing.state"
+"""The guard's state when it decided."""
+ROUTING_GENERATION_KEY: Final = "retryscope.routing.generation"
+"""The guard's generation when it decided."""
+ROUTING_TOKENS_KEY: Final = "retryscope.routing.tokens"
+"""The guard's tokens (dispatches it would still admit) when it decided."""
+CANCELLED_KEY: Final = "retryscope.attempt.cancelled"
+"""True on an attempt stopped in flight (the caller cancelled, or it lost a hedge race)."""
+CAPABILITY_OFFERED_DIGEST_KEY: Final = "retryscope.route.capability_offered_digest"
+"""SHA-256 of the capability contract the route offers (the route's capability digest is
+the request's contract it was proven to satisfy)."""
+JOB_ID_KEY: Final = "retryscope.job.id"
+"""Id of the provider job the attempt submitted (submitted once, then polled by id)."""
+JOB_POLLS_KEY: Final = "retryscope.job.polls"
+"""Polls the attempt made for its provider job."""
+RECONCILIATION_POLLS_KEY: Final = "retryscope.reconciliation.polls"
+"""Polls a reconciliation attempt made (more than one while the receiver was in progress)."""
+RECONCILIATION_POLL_EVENT: Final = "retryscope.reconciliation.poll"
+"""Span event on a reconciliation attempt: one poll of the receiver and its answer."""
+RECONCILIATION_STATUS_KEY: Final = "retryscope.reconciliation.status"
+"""The receiver's answer to one poll: succeeded, failed_no_effect, in_progress, indeterminate."""
+STREAM_EVENT_STATE_KEY: Final = "retryscope.stream.commit_state"
+"""How the attempt's streamed events ended under the commit protocol: ``committed`` or
+``invalidated``."""
 OVERLAPPING_KEY: Final = "retryscope.attempt.overlapping"
 """True on a non-hedge attempt that started while a sibling attempt was still open."""
 SIBLING_ORDINAL_KEY: Final = "retryscope.attempt.sibling_ordinal"

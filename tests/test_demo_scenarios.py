@@ -46,7 +46,12 @@ def test_healthy_completes_under_its_policy(tmp_path: Path) -> None:
     errors = {"retry_after_non_retryable", "fallback_boundary_widening", "policy_drift"}
     assert not errors & set(rules)
     assert policy_drift(con).num_rows == 0  # the controller followed every policy
-    assert len(list((tmp_path / "healthy" / POLICY_DIR).glob("*.json"))) == 12
+    # one reusable policy for every request, its document on each request span
+    assert con.execute(
+        "SELECT count(*), count(DISTINCT policy_digest), count(policy_document)"
+        " FROM spans WHERE span_role = 'logical_request'"
+    ).fetchone() == (12, 1, 12)
+    assert not (tmp_path / "healthy" / POLICY_DIR).exists()  # no side file needed
 
 
 def test_outage_storm_shows_synchronized_retries_and_a_storm(tmp_path: Path) -> None:

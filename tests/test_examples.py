@@ -81,6 +81,26 @@ def test_controller_falls_back_and_recovers_from_its_journal(tmp_path: Path) -> 
     assert report["violations"]["fallback_boundary_widening"] == 0
 
 
+def test_async_harness_shares_one_policy_and_its_guards_across_requests(tmp_path: Path) -> None:
+    import re
+
+    from retryscope.analytics import findings
+
+    out = tmp_path / "data"
+    stdout = _run_example("async_harness.py", out)
+    counts = re.search(r"attempts in receipts: (\d+); requests the provider saw: (\d+)", stdout)
+    assert counts is not None
+    assert counts.group(1) == counts.group(2)  # every attempt accounted, none hidden
+    refused = re.search(r"refused by the shared guards: (\{.*\})", stdout)
+    assert refused is not None
+    assert "breaker" in refused.group(1)  # the primary's breaker opened for everyone
+    report = _report(out)
+    assert report["logical_requests"] == 40
+    assert report["receiver_attempts"] == int(counts.group(2))
+    con, _ = connect(out)
+    assert findings(con, rule="policy_drift").num_rows == 0  # the spans carry the policy
+
+
 def _collector_config() -> dict[str, Any]:
     config: dict[str, Any] = yaml.safe_load((EXAMPLES / "otel-collector.yaml").read_text())
     return config
@@ -126,7 +146,7 @@ def test_files_that_collector_config_writes_are_ingested(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir()))
 def test_every_example_is_run_by_a_test(name: str) -> None:
-    tested = {"quickstart.py", "controller.py", "otel-collector.yaml"}
+    tested = {"quickstart.py", "controller.py", "async_harness.py", "otel-collector.yaml"}
     assert name in tested, f"examples/{name} has no test in tests/test_examples.py"
 
 

@@ -1,12 +1,17 @@
 """Policy drift: re-run the control-plane evaluator on each request's recorded attempts.
 
-A request the ``RetryController`` ran carries its policy's digest (``policy_digest``, the
-SHA-256 of the policy's canonical JSON). When the policy document itself is in the data set
-as a side file, ``<data>/_policies/<sha256>.json`` (written by
-:func:`write_policy_side_file`), the retry owner's recorded attempts are checked against
-what that policy planned: the first attempt the evaluator rejects is one drift row naming
-the check (its ``AttemptRejected`` subclass), the field and the observed and planned
-numbers. A request whose attempts all match but whose recorded terminal differs from the
+A request the control plane ran carries its policy's digest (``policy_digest``, the SHA-256
+of the policy's canonical JSON) and the policy document itself (``policy_document``, on
+its logical request span), so the data set is self-describing wherever the spans go —
+straight to Parquet, or through a Collector and ``retryscope ingest``. A harness that does
+not use the controller can still put the document next to the data as a side file,
+``<data>/_policies/<sha256>.json`` (:func:`write_policy_side_file`). The request span also
+holds what the request bound at admission (``logical_request_digest``,
+``idempotency_digest``, ``deadline``) and, as ``retryscope.routing`` events, the shared
+guards' verdicts. With those, the retry owner's recorded attempts are checked against what
+the policy planned: the first attempt the evaluator rejects is one drift row naming the
+check (its ``AttemptRejected`` subclass), the field and the observed and planned numbers.
+A request whose attempts all match but whose recorded terminal differs from the
 evaluator's is a budget drift too.
 
 Grouping is DuckDB SQL (``sql/policy_drift.sql``); the evaluator is pure Python, called once
@@ -18,10 +23,11 @@ id beyond it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,7 +35,9 @@ import duckdb
 import pyarrow as pa
 from duckdb.func import FunctionNullHandling
 from duckdb.sqltypes import BIGINT, VARCHAR
+from opentelemetry.util.types import AttributeValue
 
+from retryscope import vocabulary as v
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import load
@@ -39,6 +47,8 @@ from retryscope.instrumentation.control._evaluator import (
     CostMismatch,
     DispatchAfterDeadline,
     EarlyStart,
+    GateMismatch,
+    HedgeRejected,
     JitterOutOfRange,
     ObservedAttempt,
     PostTerminalAttempt,
@@ -49,7 +59,9 @@ from retryscope.instrumentation.control._evaluator import (
     attempts_from_rows,
     evaluate,
 )
+from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
 from retryscope.instrumentation.control._policy import (
+    Admission,
     PolicyError,
     RetryPolicy,
     policy_from_obj,
@@ -59,6 +71,7 @@ from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.instrumentation.control._strict import load_json
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
+from retryscope.vocabulary import Terminal
 
 POLICY_DIR: Final = "_policies"
 """Directory of policy side files inside a data set (ignored by the Parquet discovery)."""
@@ -74,6 +87,8 @@ _DRIFT_OF: Final[dict[type[AttemptRejected], str]] = {
     JitterOutOfRange: "schedule",
     EarlyStart: "schedule",
     PostTerminalAttempt: "budget",
+    GateMismatch: "budget",
+    HedgeRejected: "budget",
     DispatchAfterDeadline: "budget",
     CostMismatch: "budget",
 }
@@ -105,7 +120,8 @@ def write_policy_side_file(data_dir: str | os.PathLike[str], policy: RetryPolicy
 
 
 def load_policy_documents(dataset: DataSet) -> pa.Table:
-    """Policy side files of a local data set as (policy_digest, document); empty otherwise."""
+    """Policy side files of a local data set as (policy_digest, document); empty otherwise
+    (the documents the request spans carry are read by the SQL)."""
     digests: list[str] = []
     documents: list[str] = []
     if not dataset.is_remote:
@@ -128,7 +144,7 @@ def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     con.create_function(
         "rs_policy_drift",
         drift_json,
-        [VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR],
+        [VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR, VARCHAR, VARCHAR, BIGINT, VARCHAR],
         VARCHAR,
         null_handling=FunctionNullHandling.SPECIAL,
         side_effects=False,
@@ -138,6 +154,14 @@ def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
 def install_macro(con: duckdb.DuckDBPyConnection) -> None:
     """Create ``policy_drift_rows()`` over the scope tables (after ``apply``: they exist)."""
     con.execute(load("policy_drift"))
+
+
+def known_policy_count(con: duckdb.DuckDBPyConnection) -> int:
+    """How many distinct policy documents the data set carries (request spans and side
+    files): the policies whose requests :func:`policy_drift` can check."""
+    install_macro(con)
+    row = con.execute("SELECT count(*) FROM known_policies()").fetchone()
+    return int(row[0]) if row else 0
 
 
 def policy_drift(
@@ -167,12 +191,69 @@ def drift_json(
     terminal: str | None,
     ended_ns: int | None,
     attempts: str | None,
+    request_digest: str | None,
+    idempotency_digest: str | None,
+    deadline_ns: int | None,
+    routing: str | None,
 ) -> str:
     """JSON array of the drift rows of one request (empty when it followed its policy)."""
     if document is None or digest is None:
         return "[]"
     rows = json.loads(attempts) if attempts else []
-    return json.dumps(request_drift(document, digest, terminal, ended_ns, rows))
+    events = json.loads(routing) if routing else []
+    return json.dumps(
+        request_drift(
+            document,
+            digest,
+            terminal,
+            ended_ns,
+            rows,
+            request_digest=request_digest,
+            idempotency_digest=idempotency_digest,
+            deadline_ns=deadline_ns,
+            routing=events,
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded(document: str) -> RetryPolicy:
+    """A policy document decoded once per distinct document (many requests share one)."""
+    return policy_from_obj(load_json(document), validate=False)
+
+
+def _event_value(attrs: Mapping[str, Any], key: str) -> AttributeValue:
+    raw = attrs[key]
+    value: AttributeValue = json.loads(raw) if isinstance(raw, str) else raw
+    return value
+
+
+def gates_from_events(events: Sequence[Mapping[str, Any]]) -> tuple[Gate, ...]:
+    """The guards' verdicts recorded as ``retryscope.routing`` events of a request span
+    (each ``{"time_ns": …, "attributes": {key: JSON value}}``), in their order."""
+    gates = []
+    for e in events:
+        attrs = e["attributes"]
+        hedge = attrs.get(v.HEDGE_ORDINAL.key)
+        guard = GuardKind(str(_event_value(attrs, v.ROUTING_GUARD_KEY)))
+        route = str(_event_value(attrs, v.ROUTING_ROUTE_KEY))
+        gates.append(
+            Gate(
+                attempt_ordinal=int(str(_event_value(attrs, v.ROUTING_ATTEMPT_KEY))),
+                route_id=route,
+                admitted=_event_value(attrs, v.ROUTING_ADMITTED_KEY) is True,
+                snapshot=GuardSnapshot(
+                    guard=guard,
+                    name=route if guard is GuardKind.BREAKER else guard.value,
+                    generation=int(str(_event_value(attrs, v.ROUTING_GENERATION_KEY))),
+                    state=str(_event_value(attrs, v.ROUTING_STATE_KEY)),
+                    tokens=int(str(_event_value(attrs, v.ROUTING_TOKENS_KEY))),
+                    at_ms=int(e["time_ns"]) // _NS_PER_MS,
+                ),
+                hedge_ordinal=None if hedge is None else int(str(json.loads(hedge))),
+            )
+        )
+    return tuple(gates)
 
 
 def _row(
@@ -207,7 +288,7 @@ def _planned(prefix: Receipt, policy: RetryPolicy, attr: str) -> Any:
             "max_total_attempts": policy.max_total_attempts,
             "max_total_cost_micros": policy.max_total_cost_micros,
             "spent_micros": prefix.spent_micros,
-            "deadline_ms": policy.deadline_ms,
+            "deadline_ms": prefix.admission.deadline_ms,
         }
     plan = prefix.next_attempt
     return {
@@ -229,13 +310,20 @@ def request_drift(
     terminal: str | None,
     ended_ns: int | None,
     rows: Sequence[dict[str, Any]],
+    *,
+    request_digest: str | None,
+    idempotency_digest: str | None,
+    deadline_ns: int | None,
+    routing: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Drift rows of one request: the evaluator's first rejection, else a terminal mismatch.
 
-    ``rows`` are the retry owner's attempt rows (``attempts`` view columns, times as int ns).
+    ``rows`` are the retry owner's attempt rows (``attempts`` view columns, times as int
+    ns); the digests and deadline are what the request span recorded at admission;
+    ``routing`` its ``retryscope.routing`` events.
     """
     try:
-        policy = policy_from_obj(load_json(document), validate=False)
+        policy = _decoded(document)
     except ValueError as exc:
         return [_row("policy", "undecodable_policy", "policy", str(exc), time_ns=ended_ns)]
     if policy_sha256(policy) != digest:
@@ -250,21 +338,59 @@ def request_drift(
                 planned=digest,
             )
         ]
+    if request_digest is None or idempotency_digest is None or deadline_ns is None:
+        return [
+            _row(
+                "record",
+                "unbound_request",
+                "logical_request",
+                "the request span does not record its digests and deadline",
+                time_ns=ended_ns,
+            )
+        ]
+    admission = Admission(request_digest, idempotency_digest, deadline_ns // _NS_PER_MS)
     try:
         attempts = attempts_from_rows(rows)
+        gates = gates_from_events(routing)
     except (ValueError, KeyError, TypeError) as exc:
         return [_row("record", "unreadable_attempt", "attempts", str(exc), time_ns=ended_ns)]
     owners = frozenset({policy.retry_owner})
+    # a request the caller cancelled between attempts ended when its span did
+    cancelled = (
+        ended_ns // _NS_PER_MS
+        if terminal == Terminal.STOP_CANCELLED.value and ended_ns is not None
+        else None
+    )
+
+    def judge(prefix: Sequence[Any] = attempts, now_ms: int | None = None) -> Receipt:
+        # a prefix is judged with the verdicts that could shape it and its next dispatch
+        last = prefix[-1].attempt_ordinal if prefix else 0
+        shaping = (
+            gates if prefix is attempts else [g for g in gates if g.attempt_ordinal <= last + 1]
+        )
+        return evaluate(
+            policy,
+            admission,
+            prefix,
+            gates=shaping,
+            now_ms=now_ms,
+            cancelled_at_ms=cancelled,
+            accepted_owners=owners,
+        )
+
     try:
-        receipt = evaluate(policy, attempts, accepted_owners=owners)
+        receipt = judge()
     except PolicyError as exc:
         return [_row("policy", type(exc).__name__, exc.field, str(exc), time_ns=ended_ns)]
     except AttemptRejected as exc:
         match = _FIELD.match(exc.field)
-        index = int(match.group(1)) if match else 0
-        attr = (match.group(2) if match else None) or "attempt"
+        if match is None:  # not about one attempt (a verdict no dispatch asked for)
+            kind = _DRIFT_OF.get(type(exc), "record")
+            return [_row(kind, type(exc).__name__, exc.field, str(exc), time_ns=ended_ns)]
+        index = int(match.group(1))
+        attr = match.group(2) or "attempt"
         attempt = attempts[index]
-        prefix = evaluate(policy, attempts[:index], accepted_owners=owners)
+        prefix = judge(attempts[:index])
         return [
             _row(
                 _DRIFT_OF.get(type(exc), "record"),
@@ -279,7 +405,7 @@ def request_drift(
             )
         ]
     if receipt.terminal is None and ended_ns is not None:
-        receipt = evaluate(policy, attempts, now_ms=ended_ns // _NS_PER_MS, accepted_owners=owners)
+        receipt = judge(now_ms=ended_ns // _NS_PER_MS)
     planned_terminal = receipt.terminal.value if receipt.terminal else None
     if terminal is not None and terminal != planned_terminal:
         last = attempts[-1] if attempts else None

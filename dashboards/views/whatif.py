@@ -216,14 +216,15 @@ def _drift(ctx: Context) -> None:
     st.subheader("Policy drift")
     if ctx.source.policy_documents == 0:
         st.info(
-            "This data set carries no policy side files (`_policies/<sha256>.json`, written "
-            "by `write_policy_side_file` or `retryscope demo`), so recorded attempts cannot "
-            "be checked against the policy that planned them."
+            "This data set carries no retry policy — neither on its request spans (the "
+            "control plane records the policy it enforced) nor as side files "
+            "(`_policies/<sha256>.json`, written by `write_policy_side_file`) — so recorded "
+            "attempts cannot be checked against the policy that planned them."
         )
         return
     drift = frame(ctx.source.query("policy_drift", ctx.filters))
     if drift.empty:
-        st.success("Every request with a policy side file followed its policy.")
+        st.success("Every request with a recorded policy followed it.")
         return
     st.caption(
         f"{len(drift):,} request(s) did not follow their recorded policy: the first attempt "

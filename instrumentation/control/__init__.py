@@ -1,29 +1,51 @@
 """The retry/fallback control plane: one visible retry owner, validated before dispatch.
 
-* policy — :class:`RetryPolicy` and its :class:`FallbackRoute` s, validated up front and
-  decoded strictly from JSON/TOML (each failure a :class:`PolicyError` naming the field);
-* schedule — capped exponential backoff, bounded Retry-After, seeded full jitter;
-* :func:`evaluate` — the pure evaluator: a policy and the observed attempts in, a
-  :class:`Receipt` (decisions, terminal, money spent) out; time is an argument;
+* policy — a reusable :class:`RetryPolicy` with its :class:`FallbackRoute` s, structured
+  :class:`CapabilityContract` s, fallback preconditions (freshness, residency, output
+  contract, behavior evidence with an expiry) and shared protections (retry budget,
+  circuit breaker, hedging, polling bounds), validated once and decoded strictly from
+  JSON/TOML (each failure a :class:`PolicyError` naming the field); a request binds its
+  digests and absolute deadline at admission (:class:`Admission`);
+* schedule — capped exponential backoff, bounded Retry-After, seeded full jitter, hedges,
+  polls;
+* guards — the retry budget and per-route circuit breakers as pure state machines (time
+  is an argument), held for all requests by :class:`SharedState`;
+* :func:`evaluate` — the pure evaluator: a policy, an admission, the observed attempts and
+  the guards' verdicts in, a :class:`Receipt` (decisions, terminal, money spent) out;
 * receipts — canonical receipt JSON and :func:`replay`;
 * :class:`Journal` — a durable append-only SQLite journal with fenced leases and recovery;
-* :class:`RetryController` — runs real calls under the evaluator, with spans and a journal;
+* :class:`RetryController` / :class:`AsyncRetryController` — run real calls under one
+  policy for many requests, with spans and a journal, blocking or in asyncio;
 * :func:`run_lab` — the reference sequence and its mutation cases, byte-stable.
 """
 
-from retryscope.instrumentation.control._controller import (
+from retryscope.instrumentation.control._calls import (
     AttemptFailed,
     CallResult,
     Dispatch,
-    RetryController,
+    Job,
+    Pending,
     RunResult,
+    Submitted,
 )
+from retryscope.instrumentation.control._capability import (
+    CapabilityContract,
+    CapabilityGap,
+    Modality,
+    OutputMode,
+    ToolFeature,
+    capability_gaps,
+    capability_sha256,
+)
+from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
 from retryscope.instrumentation.control._evaluator import (
     AttemptRejected,
     CostMismatch,
     DecisionRecord,
     DispatchAfterDeadline,
     EarlyStart,
+    GateMismatch,
+    HedgeRejected,
     IdempotencyDrift,
     InvalidObservation,
     JitterOutOfRange,
@@ -39,38 +61,52 @@ from retryscope.instrumentation.control._evaluator import (
     attempts_from_rows,
     evaluate,
 )
+from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
 from retryscope.instrumentation.control._journal import (
     Journal,
     JournalCorrupt,
     JournalError,
     LeaseFenced,
     LeaseHeld,
+    PendingDispatch,
     ReceiverStatus,
     ReconcileRequired,
     Reconciliation,
 )
 from retryscope.instrumentation.control._lab import run_lab
 from retryscope.instrumentation.control._policy import (
+    Admission,
+    BehaviorEvidence,
     BehaviorMismatch,
     BoundaryExceeded,
     CapabilityMismatch,
+    CircuitBreakerPolicy,
     DuplicateRouteId,
     DuplicateRouteRelease,
+    EvidenceExpired,
     FallbackRoute,
+    FreshnessExceeded,
+    HedgePolicy,
     IdempotencyUnsupported,
     InvalidAttemptLimit,
     InvalidBackoff,
     InvalidDigest,
+    InvalidProtection,
     Jitter,
     NoRoutes,
+    OutputContractMismatch,
     OwnerNotAccepted,
     PolicyError,
+    PollPolicy,
     PriorityGap,
+    ResidencyViolation,
+    RetryBudgetPolicy,
     RetryPolicy,
     policy_from_json,
     policy_from_obj,
     policy_from_toml,
     policy_to_obj,
+    validate_admission,
     validate_policy,
 )
 from retryscope.instrumentation.control._receipts import (
@@ -81,15 +117,22 @@ from retryscope.instrumentation.control._receipts import (
     receipt_sha256,
     replay,
 )
+from retryscope.instrumentation.control._shared import SharedState
 from retryscope.instrumentation.control._strict import DecodeError
 
 __all__ = [
+    "Admission",
+    "AsyncRetryController",
     "AttemptFailed",
     "AttemptRejected",
+    "BehaviorEvidence",
     "BehaviorMismatch",
     "BoundaryExceeded",
     "CallResult",
+    "CapabilityContract",
+    "CapabilityGap",
     "CapabilityMismatch",
+    "CircuitBreakerPolicy",
     "CostMismatch",
     "DecisionRecord",
     "DecodeError",
@@ -99,26 +142,42 @@ __all__ = [
     "DuplicateRouteId",
     "DuplicateRouteRelease",
     "EarlyStart",
+    "EvidenceExpired",
     "FallbackRoute",
+    "FreshnessExceeded",
+    "Gate",
+    "GateMismatch",
+    "GuardKind",
+    "GuardSnapshot",
+    "HedgePolicy",
+    "HedgeRejected",
     "IdempotencyDrift",
     "IdempotencyUnsupported",
     "InvalidAttemptLimit",
     "InvalidBackoff",
     "InvalidDigest",
     "InvalidObservation",
+    "InvalidProtection",
     "Jitter",
     "JitterOutOfRange",
+    "Job",
     "Journal",
     "JournalCorrupt",
     "JournalError",
     "LeaseFenced",
     "LeaseHeld",
+    "Modality",
     "NoRoutes",
     "ObservedAttempt",
     "OrdinalMismatch",
+    "OutputContractMismatch",
+    "OutputMode",
     "OwnerNotAccepted",
+    "Pending",
+    "PendingDispatch",
     "PlannedAttempt",
     "PolicyError",
+    "PollPolicy",
     "PostTerminalAttempt",
     "PriorityGap",
     "Receipt",
@@ -128,12 +187,19 @@ __all__ = [
     "ReleaseMismatch",
     "ReplayReport",
     "RequestDrift",
+    "ResidencyViolation",
+    "RetryBudgetPolicy",
     "RetryController",
     "RetryPolicy",
     "RouteMismatch",
     "RunResult",
     "ScheduleDrift",
+    "SharedState",
+    "Submitted",
+    "ToolFeature",
     "attempts_from_rows",
+    "capability_gaps",
+    "capability_sha256",
     "evaluate",
     "policy_from_json",
     "policy_from_obj",
@@ -144,5 +210,6 @@ __all__ = [
     "receipt_sha256",
     "replay",
     "run_lab",
+    "validate_admission",
     "validate_policy",
 ]

@@ -1,129 +1,97 @@
-"""``RetryController``: run real callables under the evaluator, with spans and a journal.
+"""``RetryController`` and ``AsyncRetryController``: one policy, many requests, one owner.
 
-The controller is the single retry owner. Before every dispatch it asks
-:func:`~retryscope.instrumentation.control._evaluator.evaluate` what the policy allows (route,
-ordinals, delay, not_before, reservation, or a terminal), sleeps until ``not_before``,
-reserves the route's worst-case cost, makes ``attempt_dispatched`` durable (when a journal
-is given), calls, classifies what it observed, and commits the evaluator's decision. It
-emits the foundation's spans through the context API: one logical request span (policy
-digest, deadline, terminal) and one attempt span per dispatch with route, route release
-(the route's ``route_release_sha256``), ordinals, backoff delay, Retry-After, not_before,
-deadline remaining, cost reserve/commit, outcome, decision.
+A controller is built once per policy (validated once) and runs any number of requests;
+each :meth:`run` binds the request's digests and absolute deadline at admission (an
+:class:`~._policy.Admission`). Every request of a controller shares its
+:class:`~._shared.SharedState` — the retry budget, the per-route circuit breakers and the
+hedge budget — so an asyncio harness serving many requests at once is protected as a
+whole.
 
-The callable receives a :class:`Dispatch` and returns a value (success), a
-:class:`CallResult`, or raises :class:`AttemptFailed` with a typed kind; any other
-exception is classified conservatively (connection refused → ``unavailable``, anything
-else → ``unknown_provider_acceptance``). Nothing in a failure — body or message — chooses a
-route, URL, model or delay: only the policy's plan does.
+Both controllers run the same program (:mod:`._program`): before every dispatch the
+evaluator says what the policy allows (route, ordinals, delay, not_before, reservation, or
+a terminal), the shared guards are asked and their verdicts recorded, the controller
+sleeps until ``not_before``, reserves the route's worst-case cost, makes
+``attempt_dispatched`` durable (with a journal), calls, classifies what it observed and
+commits the evaluator's decision. They differ only in how they call and sleep: the sync
+one blocks, the async one awaits (and can race hedges). Spans go through the context API:
+one logical request span (policy digest and document, deadline, terminal, the guards'
+verdicts as events) and one attempt span per dispatch with route, release, ordinals,
+backoff, Retry-After, not_before, deadline remaining, cost, outcome, decision and the
+guards' snapshots.
+
+The callable receives a :class:`~._calls.Dispatch` and returns a value (success), a
+:class:`~._calls.CallResult`, a :class:`~._calls.Submitted` job, or raises
+:class:`~._calls.AttemptFailed` with a typed kind; any other exception is classified
+conservatively (connection refused → ``unavailable``, anything else →
+``unknown_provider_acceptance``). Cancelling the task awaiting
+:meth:`AsyncRetryController.run` cancels the attempt in flight, which is recorded
+(``stop_cancelled``) before the cancellation propagates.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Required, TypedDict, Unpack
 
 from opentelemetry import trace
 
-from retryscope import vocabulary as v
-from retryscope.instrumentation._classify import classify_exception, error_type
-from retryscope.instrumentation._context import Attempt, Clock, LogicalRequest, logical_request
-from retryscope.instrumentation._digests import idempotency_digest, request_digest
-from retryscope.instrumentation.control._evaluator import (
-    IdempotencyDrift,
-    ObservedAttempt,
-    PlannedAttempt,
-    Receipt,
-    RequestDrift,
-    evaluate,
-)
-from retryscope.instrumentation.control._journal import (
-    EventKind,
-    Journal,
-    Lease,
-    Reconcile,
-    ReconcileRequired,
-)
+from retryscope.instrumentation._context import Clock
+from retryscope.instrumentation._digests import canonical_json, idempotency_digest, request_digest
+from retryscope.instrumentation._streaming import StreamEvent
+from retryscope.instrumentation.control._calls import Dispatch, Job, RunResult
+from retryscope.instrumentation.control._capability import capability_sha256
+from retryscope.instrumentation.control._journal import Journal, PendingDispatch
 from retryscope.instrumentation.control._policy import (
     DEFAULT_ACCEPTED_OWNERS,
-    FallbackRoute,
+    Admission,
+    InvalidProtection,
     RetryPolicy,
+    policy_to_obj,
+    validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._receipts import (
-    attempt_to_obj,
-    policy_sha256,
-    receipt_json,
-    receipt_sha256,
+from retryscope.instrumentation.control._program import (
+    Call,
+    Cancel,
+    DriverError,
+    Effect,
+    Request,
+    RequestRun,
+    Setup,
+    Sleep,
+    Spawn,
+    WaitFirst,
+    adrive,
+    drive,
 )
-from retryscope.instrumentation.control._schedule import bounded_hint_ms
-from retryscope.vocabulary import Outcome, OutcomeKind, RetryOwner, Terminal
+from retryscope.instrumentation.control._receipts import policy_sha256
+from retryscope.instrumentation.control._shared import SharedState
+from retryscope.vocabulary import RetryOwner
 
 _NS_PER_MS: Final = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Dispatch:
-    """What one attempt may use. ``idempotency_key`` is the raw key to send to the receiver
-    (it stays in process; spans carry only its digest)."""
+class RunArguments(TypedDict, total=False):
+    """The request one run admits (see :meth:`RetryController.run`)."""
 
-    route: FallbackRoute
-    attempt_ordinal: int
-    route_attempt_ordinal: int
-    idempotency_key: str
-    deadline_remaining_ms: int
-    attempt: Attempt
-
-
-@dataclass(frozen=True, slots=True)
-class CallResult:
-    """An explicit observation: ``kind`` None is a success carrying ``value``."""
-
-    kind: OutcomeKind | None = None
-    value: Any = None
-    retry_after_ms: int | None = None
-    cost_actual_micros: int | None = None
-    http_status: int | None = None
-    error: str | None = None
+    request: Required[Any]
+    idempotency_key: Required[str]
+    operation: Required[str]
+    tenant: str | None
+    logical_request_id: str | None
+    deadline_ms: int | None
+    timeout_ms: int | None
+    stream: Callable[[StreamEvent], None] | None
 
 
-class AttemptFailed(Exception):
-    """Raised by a callable to report a typed failure."""
-
-    def __init__(
-        self,
-        kind: OutcomeKind,
-        *,
-        retry_after_ms: int | None = None,
-        cost_actual_micros: int | None = None,
-        http_status: int | None = None,
-    ) -> None:
-        super().__init__(kind.value)
-        self.result = CallResult(
-            kind=kind,
-            retry_after_ms=retry_after_ms,
-            cost_actual_micros=cost_actual_micros,
-            http_status=http_status,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """How the logical request ended; ``value`` is the successful call's value."""
-
-    terminal: Terminal
-    value: Any
-    receipt: Receipt
-    receipt_json: bytes
-    logical_request_id: str
-
-
-class RetryController:
-    """Owns retries for one policy. Clock (unix ns) and sleep (seconds) are injectable."""
+class _Controller:
+    """What both controllers share: the validated policy, its shared state, the setup."""
 
     def __init__(
         self,
@@ -131,282 +99,188 @@ class RetryController:
         journal: Journal | None = None,
         *,
         clock: Clock = time.time_ns,
-        sleep: Callable[[float], None] = time.sleep,
-        reconcile: Reconcile | None = None,
+        reconcile: Callable[[PendingDispatch], Any] | None = None,
+        poll: Callable[[Job], Any] | None = None,
+        shared: SharedState | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         currency: str = "USD",
         holder: str | None = None,
         lease_ttl_ms: int = 30_000,
         accepted_owners: frozenset[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
+        on_result: Callable[[RunResult], None] | None = None,
     ) -> None:
         self.policy = validate_policy(policy, accepted_owners=accepted_owners)
         self.policy_sha256 = policy_sha256(policy)
+        if shared is not None and shared.policy != policy:
+            raise ValueError("shared state belongs to another policy")
+        self.shared = shared or SharedState(policy)
         self.journal = journal
         self.clock = clock
-        self.sleep = sleep
-        self.reconcile = reconcile
-        self.tracer_provider = tracer_provider
-        self.currency = currency
-        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lease_ttl_ms = lease_ttl_ms
-        self.accepted_owners = accepted_owners
-        self._lease: Lease | None = None
+        self._setup = Setup(
+            policy=policy,
+            policy_sha256=self.policy_sha256,
+            policy_document=canonical_json(policy_to_obj(policy), integers_only=True).decode(),
+            capability_sha256=capability_sha256(policy.capability),
+            journal=journal,
+            clock=clock,
+            tracer_provider=tracer_provider,
+            currency=currency,
+            holder=holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            lease_ttl_ms=lease_ttl_ms,
+            accepted_owners=accepted_owners,
+            shared=self.shared,
+            reconcile=reconcile,
+            poll=poll,
+            on_result=on_result,
+        )
 
-    def _now_ms(self) -> int:
-        return self.clock() // _NS_PER_MS
-
-    def _bind(self, request: Any, idempotency_key: str, operation: str, tenant: str | None) -> None:
-        if request_digest(request) != self.policy.logical_request_sha256:
-            raise RequestDrift("request", "digest differs from the policy's logical request")
-        if idempotency_digest(tenant or "", operation, idempotency_key) != (
-            self.policy.idempotency_key_sha256
-        ):
-            raise IdempotencyDrift("idempotency_key", "digest differs from the policy's key")
-
-    def _append(self, kind: EventKind, body: dict[str, Any]) -> None:
-        if self.journal is not None and self._lease is not None:
-            self.journal.append(self._lease, kind, body)
-
-    def run(
+    def admit(
         self,
-        call: Callable[[Dispatch], Any],
         *,
         request: Any,
         idempotency_key: str,
         operation: str,
         tenant: str | None = None,
-        logical_request_id: str | None = None,
-    ) -> RunResult:
+        deadline_ms: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> Admission:
+        """Bind one request: its payload and key digests and its absolute deadline (given,
+        or ``timeout_ms`` from now). Checked against the policy (behavior evidence must
+        hold until the deadline) before anything is dispatched."""
+        if (deadline_ms is None) == (timeout_ms is None):
+            raise ValueError("give exactly one of deadline_ms (absolute) or timeout_ms")
+        if deadline_ms is None:
+            assert timeout_ms is not None
+            deadline_ms = self.clock() // _NS_PER_MS + timeout_ms
+        admission = Admission(
+            logical_request_sha256=request_digest(request),
+            idempotency_key_sha256=idempotency_digest(tenant or "", operation, idempotency_key),
+            deadline_ms=deadline_ms,
+        )
+        return validate_admission(self.policy, admission)
+
+    def _request(self, call: Callable[[Dispatch], Any], args: RunArguments) -> RequestRun:
+        admission = self.admit(
+            request=args["request"],
+            idempotency_key=args["idempotency_key"],
+            operation=args["operation"],
+            tenant=args.get("tenant"),
+            deadline_ms=args.get("deadline_ms"),
+            timeout_ms=args.get("timeout_ms"),
+        )
+        return RequestRun(
+            self._setup,
+            Request(
+                admission=admission,
+                idempotency_key=args["idempotency_key"],
+                operation=args["operation"],
+                tenant=args.get("tenant"),
+                logical_request_id=args.get("logical_request_id"),
+                call=call,
+                sink=args.get("stream"),
+            ),
+        )
+
+
+class RetryController(_Controller):
+    """Owns retries for one policy, blocking. ``clock`` (unix ns) and ``sleep`` (seconds)
+    are injectable; hedging needs :class:`AsyncRetryController`."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        journal: Journal | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        **kw: Any,
+    ) -> None:
+        super().__init__(policy, journal, **kw)
+        if policy.hedging is not None:
+            raise InvalidProtection(
+                "hedging", "a hedge races the attempt it hedges: run it with AsyncRetryController"
+            )
+        self.sleep = sleep
+
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Sleep):
+            self.sleep(effect.seconds)
+            return None
+        if isinstance(effect, Call):
+            result = effect.fn(effect.arg)
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise DriverError("an async callable needs AsyncRetryController")
+            return result
+        raise DriverError(f"{type(effect).__name__} needs AsyncRetryController")
+
+    def run(self, call: Callable[[Dispatch], Any], **request: Unpack[RunArguments]) -> RunResult:
         """Run ``call`` under the policy until a terminal; see the module docstring.
 
-        With a journal, a request interrupted earlier is recovered first (its dispatch
-        without outcome goes to ``reconcile``); a request already terminal is not re-run.
+        ``request``: the payload (digested at admission), ``idempotency_key`` (the raw key
+        the call sends; spans carry its digest), ``operation``, optional ``tenant`` and
+        ``logical_request_id``, the deadline — absolute (``deadline_ms``) or ``timeout_ms``
+        from admission — and ``stream``, the sink of the commit protocol's events for
+        output the call streams through ``dispatch.stream``. With a journal, a request
+        interrupted earlier is recovered first (a dispatch without outcome is reconciled —
+        polled, never resubmitted); a request already terminal is not run again.
         """
-        self._bind(request, idempotency_key, operation, tenant)
-        attempts: list[ObservedAttempt] = []
-        decided = 0
-        if self.journal is not None:
-            rec = self.journal.recover(
-                self.policy.idempotency_key_sha256,
-                self.holder,
-                now_ms=self._now_ms(),
-                ttl_ms=self.lease_ttl_ms,
-                created={
-                    "policy_sha256": self.policy_sha256,
-                    "logical_request_digest": self.policy.logical_request_sha256,
-                    "idempotency_digest": self.policy.idempotency_key_sha256,
-                },
-                reconcile=self.reconcile,
-            )
-            if rec.pending is not None:
-                raise ReconcileRequired(
-                    f"attempt {rec.pending.attempt_ordinal} is still in progress at the receiver"
-                )
-            self._lease = rec.lease
-            attempts, decided = list(rec.attempts), rec.decided_through
-            if rec.terminal is not None:  # already finished: never dispatch again
-                done = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
-                return RunResult(
-                    rec.terminal, None, done, receipt_json(done), logical_request_id or ""
-                )
-        with logical_request(
-            operation=operation,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            request=request,
-            deadline=self.policy.deadline_ms * _NS_PER_MS,
-            retry_owner=self.policy.retry_owner,
-            logical_request_id=logical_request_id,
-            policy_digest=self.policy_sha256,
-            tracer_provider=self.tracer_provider,
-            clock=self.clock,
-            attributes={
-                v.REQUIRED_CAPABILITY_DIGEST.key: self.policy.capability_contract_sha256,
-                v.REQUIRED_BEHAVIOR_CLASS.key: self.policy.behavior_class_sha256,
-                v.MAX_DATA_BOUNDARY.key: self.policy.max_data_boundary.value,
-            },
-        ) as req:
-            for a in attempts:
-                req.count_prior_attempt(a.route_id)
-            value: Any = None
-            while True:
-                receipt = evaluate(
-                    self.policy,
-                    attempts,
-                    now_ms=self._now_ms(),
-                    accepted_owners=self.accepted_owners,
-                )
-                for d in receipt.decisions[decided:]:
-                    self._append(
-                        EventKind.RETRY_DECISION_COMMITTED,
-                        _decision_body(d.attempt_ordinal, d.decision.value),
-                    )
-                decided = len(receipt.decisions)
-                if receipt.terminal is not None:
-                    break
-                plan = receipt.next_attempt
-                if plan is None:  # evaluate always plans when there is no terminal
-                    raise RuntimeError("evaluator returned neither a terminal nor a plan")
-                wait_ms = (plan.not_before_ms or 0) - self._now_ms()
-                if wait_ms > 0:
-                    self.sleep(wait_ms / 1000)
-                    continue
-                observed, result = self._dispatch(req, call, plan, idempotency_key, attempts)
-                attempts.append(observed)
-                if observed.outcome is Outcome.SUCCESS:
-                    value = result.value
-                decided = len(attempts)
-            terminal = receipt.terminal
-            timeless = evaluate(self.policy, attempts, accepted_owners=self.accepted_owners)
-            if timeless.terminal is terminal:  # the terminal did not depend on "now"
-                receipt = timeless
-            self._append(
-                EventKind.TERMINAL_COMMITTED,
-                {"terminal": terminal.value, "receipt_sha256": receipt_sha256(receipt)},
-            )
-            req.set_terminal(terminal)
-        return RunResult(
-            terminal=terminal,
-            value=value if terminal is Terminal.COMPLETE else None,
-            receipt=receipt,
-            receipt_json=receipt_json(receipt),
-            logical_request_id=req.id,
-        )
+        return drive(self._request(call, request).program(), self._perform)
 
-    def _dispatch(
+
+class AsyncRetryController(_Controller):
+    """Owns retries for one policy in asyncio; ``sleep`` is awaited (``asyncio.sleep`` by
+    default). ``call``, ``reconcile`` and ``poll`` may be coroutine functions or plain
+    functions. Hedges race as tasks of the running loop."""
+
+    def __init__(
         self,
-        req: LogicalRequest,
-        call: Callable[[Dispatch], Any],
-        plan: PlannedAttempt,
-        idempotency_key: str,
-        prior: list[ObservedAttempt],
-    ) -> tuple[ObservedAttempt, CallResult]:
-        route = plan.route
-        if self.journal is not None and self._lease is not None:
-            self._lease = self.journal.renew(
-                self._lease, now_ms=self._now_ms(), ttl_ms=self.lease_ttl_ms
+        policy: RetryPolicy,
+        journal: Journal | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **kw: Any,
+    ) -> None:
+        super().__init__(policy, journal, **kw)
+        self.sleep = sleep
+
+    async def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, Sleep):
+            await self.sleep(effect.seconds)
+            return None
+        if isinstance(effect, Call):
+            result = effect.fn(effect.arg)
+            return await result if inspect.isawaitable(result) else result
+        if isinstance(effect, Spawn):
+            return asyncio.ensure_future(adrive(effect.program, self._perform))
+        if isinstance(effect, WaitFirst):
+            waiting: set[asyncio.Future[Any]] = set(effect.handles)
+            timer = (
+                None
+                if effect.seconds is None
+                else asyncio.ensure_future(self.sleep(effect.seconds))
             )
-        self._append(
-            EventKind.ATTEMPT_RESERVED,
-            {
-                "attempt_ordinal": plan.attempt_ordinal,
-                "route_id": route.route_id,
-                "route_attempt_ordinal": plan.route_attempt_ordinal,
-                "reserve_micros": plan.reserve_micros,
-                "not_before_ms": plan.not_before_ms,
-                "delay_ms": plan.delay_ms,
-            },
-        )
-        with req.attempt(
-            route.route_id,
-            route_release=route.route_release_sha256,
-            route_priority=route.priority,
-            attributes={
-                v.ROUTE_CAPABILITY_DIGEST.key: route.capability_contract_sha256,
-                v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
-                v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
-            },
-        ) as att:
-            if (att.ordinal, att.route_ordinal) != (
-                plan.attempt_ordinal,
-                plan.route_attempt_ordinal,
-            ):
-                raise RuntimeError(
-                    f"span ordinals {att.ordinal}/{att.route_ordinal} differ from the plan "
-                    f"{plan.attempt_ordinal}/{plan.route_attempt_ordinal}"
+            try:
+                done, _ = await asyncio.wait(
+                    waiting | ({timer} if timer is not None else set()),
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
-            start_ms = (att.started_at or self.clock()) // _NS_PER_MS
-            att.set_backoff(
-                delay_ms=plan.delay_ms,
-                retry_after_ms=plan.retry_after_ms,
-                not_before=None if plan.not_before_ms is None else plan.not_before_ms * _NS_PER_MS,
-            )
-            att.set_cost(reserved=plan.reserve_micros, currency=self.currency, estimated=True)
-            self._append(
-                EventKind.ATTEMPT_DISPATCHED,
-                {
-                    "attempt_ordinal": plan.attempt_ordinal,
-                    "route_id": route.route_id,
-                    "route_release": route.route_release_sha256,
-                    "logical_request_digest": self.policy.logical_request_sha256,
-                    "dispatched_at_ms": start_ms,
-                },
-            )
-            remaining = self.policy.deadline_ms - start_ms
-            result = self._call(
-                call,
-                att,
-                Dispatch(
-                    route,
-                    plan.attempt_ordinal,
-                    plan.route_attempt_ordinal,
-                    idempotency_key,
-                    remaining,
-                    att,
-                ),
-            )
-            end_ms = self._now_ms()
-            if result.kind is None:
-                att.set_outcome(Outcome.SUCCESS, http_status=result.http_status)
-            else:
-                att.set_outcome(result.kind, error=result.error, http_status=result.http_status)
-            att.set_cost(
-                reserved=plan.reserve_micros,
-                actual=result.cost_actual_micros,
-                currency=self.currency,
-            )
-            observed = ObservedAttempt(
-                route_id=route.route_id,
-                route_release=route.route_release_sha256,
-                route_attempt_ordinal=plan.route_attempt_ordinal,
-                attempt_ordinal=plan.attempt_ordinal,
-                logical_request_digest=self.policy.logical_request_sha256,
-                idempotency_digest=self.policy.idempotency_key_sha256,
-                start_ms=start_ms,
-                end_ms=end_ms,
-                outcome=Outcome.SUCCESS if result.kind is None else result.kind.family,
-                outcome_kind=result.kind,
-                not_before_ms=plan.not_before_ms,
-                backoff_delay_ms=plan.delay_ms,
-                retry_after_ms=(
-                    None
-                    if result.retry_after_ms is None
-                    else bounded_hint_ms(result.retry_after_ms, self.policy.max_retry_after_ms)
-                ),
-                cost_reserved_micros=plan.reserve_micros,
-                cost_actual_micros=result.cost_actual_micros,
-            )
-            self._append(
-                EventKind.ATTEMPT_OBSERVED,
-                {"attempt": attempt_to_obj(observed), "reconciled": None},
-            )
-            receipt = evaluate(
-                self.policy, [*prior, observed], accepted_owners=self.accepted_owners
-            )
-            decision = receipt.decisions[-1].decision
-            att.set_decision(decision)
-            self._append(
-                EventKind.RETRY_DECISION_COMMITTED,
-                _decision_body(plan.attempt_ordinal, decision.value),
-            )
-        return observed, result
+            finally:
+                if timer is not None and not timer.done():
+                    timer.cancel()
+            return tuple(h for h in effect.handles if h in done)
+        if isinstance(effect, Cancel):
+            for handle in effect.handles:
+                handle.cancel()
+            await asyncio.gather(*effect.handles, return_exceptions=True)
+            return None
+        raise DriverError(f"unknown effect {effect!r}")
 
-    def _call(
-        self, call: Callable[[Dispatch], Any], att: Attempt, dispatch: Dispatch
-    ) -> CallResult:
-        try:
-            raw = call(dispatch)
-        except AttemptFailed as exc:
-            att.span.record_exception(exc)
-            return exc.result
-        except Exception as exc:  # any escape is an observation, classified conservatively
-            att.span.record_exception(exc)
-            # what the call already observed on the attempt (e.g. the streaming wrapper's
-            # stream_interrupted_after_output) outranks a guess from the exception's type
-            kind = att.kind if att.kind is not None else classify_exception(exc)
-            return CallResult(kind=kind, error=error_type(exc))
-        return raw if isinstance(raw, CallResult) else CallResult(value=raw)
+    async def run(
+        self, call: Callable[[Dispatch], Any], **request: Unpack[RunArguments]
+    ) -> RunResult:
+        """The async :meth:`RetryController.run` (same arguments, same receipts)."""
+        return await adrive(self._request(call, request).program(), self._perform)
 
 
-def _decision_body(attempt_ordinal: int, decision: str) -> dict[str, Any]:
-    return {"attempt_ordinal": attempt_ordinal, "decision": decision}
+__all__ = ["AsyncRetryController", "RetryController", "RunArguments"]

@@ -1,18 +1,34 @@
-"""The pure retry/fallback evaluator: ``evaluate(policy, observed_attempts) -> Receipt``.
+"""The pure retry/fallback evaluator: ``evaluate(policy, admission, attempts) -> Receipt``.
 
-No clock and no I/O: time arrives as integers inside the observed attempts (and as the
-optional ``now_ms``). The evaluator walks the attempts in order and, for each one, checks
-it against the attempt the policy planned (route, route release, ordinals, logical
-request digest, idempotency digest, earliest start, scheduled delay, cost reservation),
-then decides ``complete | retry | fallback | stop`` and, on stop, the terminal. A
-mismatch raises a typed :class:`AttemptRejected` naming the field, so an operator cannot
-splice in an unapproved route; any attempt after a terminal raises
+No clock and no I/O: time arrives as integers inside the observed attempts, the gates and
+the optional ``now_ms`` / ``cancelled_at_ms``. The evaluator walks the attempts in ordinal
+order and checks each against the attempt the policy planned (route, route release,
+ordinals, logical request digest, idempotency digest, earliest start, scheduled delay, cost
+reservation), then decides ``complete | retry | fallback | stop`` and, on stop, the
+terminal. A mismatch raises a typed :class:`AttemptRejected` naming the field, so an
+operator cannot splice in an unapproved route; any attempt after a terminal raises
 :class:`PostTerminalAttempt`. Sums use checked int64 arithmetic.
 
-Budget precedence after a retryable failure (the first exceeded bound terminates):
-total attempts → route exhaustion → cost (reserve the next route's worst case) →
-deadline (``not_before ≥ deadline``). A success completing at or after the deadline
-loses to ``stop_deadline``.
+Budget precedence when planning the next attempt (the first exceeded bound terminates):
+total attempts → route exhaustion → cost (reserve the next route's worst case) → deadline
+(``not_before ≥ deadline``) → the shared retry budget (a gate) → the route's breaker (a
+gate: a rejected route is skipped for the next one with attempts left, whose cost and
+deadline are checked again; none left is ``stop_circuit_open``). A success completing at
+or after the deadline loses to ``stop_deadline``; an attempt the caller cancelled ends the
+request as ``stop_cancelled``.
+
+Gates are the shared guards' verdicts (:class:`~._guards.Gate`), recorded by the
+controller and given back here, so a replay re-decides exactly as the run did; a gate no
+planned dispatch asked for raises :class:`GateMismatch`.
+
+Hedging (when the policy has it and attempt 1 runs on the primary route): attempts 2.. may
+be hedges of attempt 1 (``hedge_ordinal`` 1, 2, …) on the hedge route, each no earlier
+than ``first start + k × delay`` and only while an attempt of the group is still in flight
+and none has succeeded. The group resolves together: the first success is the ``winner``
+(the only result used); every other attempt is ``cancelled`` (stopped in flight after the
+winner committed) or ``late`` (its result came after the winner's: evidence only), and all
+of them are charged. A group without a success decides as one failure: non-retryable
+before indeterminate before retryable, retried from the primary after the last one ended.
 
 Auditing telemetry: build attempts from rows of the ``attempts`` Parquet view with
 :func:`attempts_from_rows`. Conversion rules: ``start_time``/``end_time``/``not_before``
@@ -27,19 +43,38 @@ alone would push the next ``not_before`` past the deadline.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from retryscope.instrumentation.control._guards import Gate, GuardKind
 from retryscope.instrumentation.control._policy import (
     DEFAULT_ACCEPTED_OWNERS,
+    Admission,
     FallbackRoute,
     RetryPolicy,
+    validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._schedule import Step, checked_add, next_step
-from retryscope.vocabulary import Decision, Outcome, OutcomeKind, RetryOwner, Terminal
+from retryscope.instrumentation.control._schedule import (
+    HedgeStep,
+    Step,
+    checked_add,
+    hedge_step,
+    next_route,
+    next_step,
+)
+from retryscope.vocabulary import (
+    CANCELLED_KEY,
+    Decision,
+    HedgeResult,
+    Outcome,
+    OutcomeKind,
+    RetryOwner,
+    Terminal,
+)
 
 _NS_PER_MS = 1_000_000
 
@@ -50,7 +85,9 @@ class ObservedAttempt:
 
     ``not_before_ms`` and ``backoff_delay_ms`` are what was scheduled before it;
     ``retry_after_ms`` is the Retry-After its own response carried (ms, raw or bounded).
-    Without ``cost_actual_micros`` the reservation stands as the cost.
+    Without ``cost_actual_micros`` the reservation stands as the cost. ``hedge_ordinal``
+    is 0 on a hedged first attempt and 1, 2, … on its hedges; ``hedge_result`` how it left
+    the race; ``cancelled`` that it was stopped in flight (its effect is unknown).
     """
 
     route_id: str
@@ -68,6 +105,9 @@ class ObservedAttempt:
     retry_after_ms: int | None = None
     cost_reserved_micros: int | None = None
     cost_actual_micros: int | None = None
+    hedge_ordinal: int | None = None
+    hedge_result: HedgeResult | None = None
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +124,13 @@ class PlannedAttempt:
     delay_ms: int | None
     not_before_ms: int | None
     reserve_micros: int
+    hedge_ordinal: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
-    """What the retry owner decided after one attempt, and what it planned next."""
+    """What the retry owner decided after one attempt (or hedge group), and what it planned
+    next."""
 
     attempt_ordinal: int
     route_id: str
@@ -102,6 +144,7 @@ class DecisionRecord:
     next_route_attempt_ordinal: int | None
     next_delay_ms: int | None
     next_not_before_ms: int | None
+    hedge_result: HedgeResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +152,15 @@ class Receipt:
     """The evaluation: inputs, the decision sequence, the terminal (None while running)."""
 
     policy: RetryPolicy
+    admission: Admission
     attempts: tuple[ObservedAttempt, ...]
+    gates: tuple[Gate, ...]
     decisions: tuple[DecisionRecord, ...]
     terminal: Terminal | None
     spent_micros: int
     next_attempt: PlannedAttempt | None
     evaluated_at_ms: int | None
+    cancelled_at_ms: int | None
 
 
 # --- rejections --------------------------------------------------------------------------------
@@ -167,30 +213,23 @@ class DispatchAfterDeadline(AttemptRejected):
 
 
 class InvalidObservation(AttemptRejected):
-    """Inconsistent attempt data (outcome/kind families, end before start)."""
+    """Inconsistent attempt data (outcome/kind families, end before start, hedge labels)."""
 
 
 class CostMismatch(AttemptRejected):
     """Reservation differs from the route's worst case, or actual exceeds it."""
 
 
+class HedgeRejected(AttemptRejected):
+    """A hedge the policy does not allow: none configured or left, too early, refused by a
+    guard, or started when nothing was left to race."""
+
+
+class GateMismatch(AttemptRejected):
+    """A gate no planned dispatch asked for (or one recorded twice)."""
+
+
 # --- the evaluator -------------------------------------------------------------------------------
-def _first_plan(policy: RetryPolicy) -> PlannedAttempt:
-    route = policy.route_by_priority()[0]
-    return PlannedAttempt(
-        route=route,
-        attempt_ordinal=1,
-        route_attempt_ordinal=1,
-        decision=None,
-        retry_after_ms=None,
-        delay_low_ms=None,
-        delay_high_ms=None,
-        delay_ms=None,
-        not_before_ms=None,
-        reserve_micros=route.max_attempt_cost_micros,
-    )
-
-
 def _plan_of(step: Step) -> PlannedAttempt:
     return PlannedAttempt(
         route=step.route,
@@ -206,6 +245,58 @@ def _plan_of(step: Step) -> PlannedAttempt:
     )
 
 
+def _unscheduled(
+    route: FallbackRoute,
+    attempt_ordinal: int,
+    route_attempt_ordinal: int,
+    *,
+    decision: Decision | None = None,
+    not_before_ms: int | None = None,
+    hedge_ordinal: int | None = None,
+) -> PlannedAttempt:
+    """A planned attempt with no backoff before it: a first attempt or a hedge."""
+    return PlannedAttempt(
+        route=route,
+        attempt_ordinal=attempt_ordinal,
+        route_attempt_ordinal=route_attempt_ordinal,
+        decision=decision,
+        retry_after_ms=None,
+        delay_low_ms=None,
+        delay_high_ms=None,
+        delay_ms=None,
+        not_before_ms=not_before_ms,
+        reserve_micros=route.max_attempt_cost_micros,
+        hedge_ordinal=hedge_ordinal,
+    )
+
+
+def _first_plan(route: FallbackRoute, decision: Decision | None) -> PlannedAttempt:
+    return _unscheduled(route, 1, 1, decision=decision)
+
+
+def hedge_plan(step: HedgeStep) -> PlannedAttempt:
+    """The planned attempt of a hedge: no backoff, no earlier than its latency threshold."""
+    return _unscheduled(
+        step.route,
+        step.attempt_ordinal,
+        step.route_attempt_ordinal,
+        not_before_ms=step.not_before_ms,
+        hedge_ordinal=step.hedge_ordinal,
+    )
+
+
+GateKey = tuple[int, int, str, str]
+
+
+def gate_key(
+    attempt_ordinal: int, guard: GuardKind, route_id: str, hedge_ordinal: int | None = None
+) -> GateKey:
+    """What a gate decides on: the budgets per attempt, the breakers per attempt and route;
+    a hedge's gates apart from those of a sequential attempt with the same ordinal."""
+    route = route_id if guard is GuardKind.BREAKER else ""
+    return (attempt_ordinal, -1 if hedge_ordinal is None else hedge_ordinal, guard.value, route)
+
+
 def _check_observation(at: str, a: ObservedAttempt) -> None:
     if a.outcome is Outcome.SUCCESS:
         if a.outcome_kind is not None:
@@ -215,11 +306,13 @@ def _check_observation(at: str, a: ObservedAttempt) -> None:
         raise InvalidObservation(
             f"{at}.outcome_kind", f"{kind!r} does not belong to {a.outcome.value!r}"
         )
+    if a.cancelled and a.outcome is not Outcome.INDETERMINATE:
+        raise InvalidObservation(f"{at}.outcome", "a cancelled attempt's effect is unknown")
     if a.end_ms < a.start_ms:
         raise InvalidObservation(f"{at}.end_ms", f"ends ({a.end_ms}) before it starts")
 
 
-def _match(policy: RetryPolicy, plan: PlannedAttempt, a: ObservedAttempt, at: str) -> None:
+def _match(admission: Admission, plan: PlannedAttempt, a: ObservedAttempt, at: str) -> None:
     """Raise unless ``a`` is exactly the planned attempt."""
     _check_observation(at, a)
     if a.route_id != plan.route.route_id:
@@ -237,15 +330,15 @@ def _match(policy: RetryPolicy, plan: PlannedAttempt, a: ObservedAttempt, at: st
             f"{at}.route_attempt_ordinal",
             f"{a.route_attempt_ordinal}, expected {plan.route_attempt_ordinal}",
         )
-    if a.logical_request_digest != policy.logical_request_sha256:
-        raise RequestDrift(f"{at}.logical_request_digest", "differs from the policy's request")
-    if a.idempotency_digest != policy.idempotency_key_sha256:
-        raise IdempotencyDrift(f"{at}.idempotency_digest", "differs from the policy's key")
-    if a.start_ms >= policy.deadline_ms:
+    if a.logical_request_digest != admission.logical_request_sha256:
+        raise RequestDrift(f"{at}.logical_request_digest", "differs from the admitted request")
+    if a.idempotency_digest != admission.idempotency_key_sha256:
+        raise IdempotencyDrift(f"{at}.idempotency_digest", "differs from the admitted key")
+    if a.start_ms >= admission.deadline_ms:
         raise DispatchAfterDeadline(
-            f"{at}.start_ms", f"{a.start_ms} is at or after the deadline {policy.deadline_ms}"
+            f"{at}.start_ms", f"{a.start_ms} is at or after the deadline {admission.deadline_ms}"
         )
-    if plan.not_before_ms is not None:
+    if plan.delay_ms is not None:
         assert plan.delay_low_ms is not None
         assert plan.delay_high_ms is not None
         if a.backoff_delay_ms is not None:
@@ -258,6 +351,9 @@ def _match(policy: RetryPolicy, plan: PlannedAttempt, a: ObservedAttempt, at: st
                 raise ScheduleDrift(
                     f"{at}.backoff_delay_ms", f"{a.backoff_delay_ms}, scheduled {plan.delay_ms}"
                 )
+    elif a.backoff_delay_ms not in (None, 0):
+        raise ScheduleDrift(f"{at}.backoff_delay_ms", "no backoff was scheduled before it")
+    if plan.not_before_ms is not None:
         if a.not_before_ms is not None and a.not_before_ms != plan.not_before_ms:
             raise ScheduleDrift(
                 f"{at}.not_before_ms", f"{a.not_before_ms}, scheduled {plan.not_before_ms}"
@@ -266,8 +362,8 @@ def _match(policy: RetryPolicy, plan: PlannedAttempt, a: ObservedAttempt, at: st
             raise EarlyStart(
                 f"{at}.start_ms", f"{a.start_ms} is before not_before {plan.not_before_ms}"
             )
-    elif a.backoff_delay_ms not in (None, 0) or a.not_before_ms is not None:
-        raise ScheduleDrift(f"{at}.backoff_delay_ms", "the first attempt has no backoff")
+    elif a.not_before_ms is not None:
+        raise ScheduleDrift(f"{at}.not_before_ms", "no earliest start was scheduled for it")
     if a.cost_reserved_micros is not None and a.cost_reserved_micros != plan.reserve_micros:
         raise CostMismatch(
             f"{at}.cost_reserved_micros",
@@ -280,76 +376,191 @@ def _match(policy: RetryPolicy, plan: PlannedAttempt, a: ObservedAttempt, at: st
         )
 
 
-def _admit_next(
-    policy: RetryPolicy, a: ObservedAttempt, used: int, spent: int
-) -> tuple[Terminal | None, PlannedAttempt | None]:
-    """After a retryable failure: the next plan, or the first bound it would exceed."""
-    if used >= policy.max_total_attempts:
-        return Terminal.STOP_ATTEMPT_BUDGET, None
-    route = next(r for r in policy.routes if r.route_id == a.route_id)
-    step = next_step(
-        policy,
-        failed_route=route,
-        failed_route_attempt=a.route_attempt_ordinal,
-        failed_attempt_ordinal=a.attempt_ordinal,
-        completed_at_ms=a.end_ms,
-        retry_after_ms=a.retry_after_ms,
-    )
-    if step is None:
-        return Terminal.STOP_ROUTE_EXHAUSTED, None
-    plan = _plan_of(step)
-    if checked_add(spent, plan.reserve_micros, "spent_micros") > policy.max_total_cost_micros:
-        return Terminal.STOP_COST_BUDGET, plan
-    if step.not_before_ms >= policy.deadline_ms:
-        return Terminal.STOP_DEADLINE, plan
-    return None, plan
-
-
 _STOP_OF: dict[Outcome, Terminal] = {
     Outcome.NON_RETRYABLE: Terminal.STOP_NON_RETRYABLE,
     Outcome.INDETERMINATE: Terminal.STOP_INDETERMINATE,
 }
+_FAILURE_ORDER = (Outcome.NON_RETRYABLE, Outcome.INDETERMINATE, Outcome.RETRYABLE)
+"""How a hedge group without a success decides: the most conservative failure first."""
 
 
-def evaluate(
-    policy: RetryPolicy,
-    observed_attempts: Iterable[ObservedAttempt],
-    *,
-    now_ms: int | None = None,
-    accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
-) -> Receipt:
-    """Validate ``policy``, check every attempt against the plan, decide, and return a receipt.
+class _Walk:
+    """One evaluation: the running totals while the attempts are checked in order."""
 
-    ``now_ms`` (optional) is when the caller asks: if no terminal was reached and the next
-    attempt could not start before the deadline, the terminal is ``stop_deadline``.
-    """
-    validate_policy(policy, accepted_owners=accepted_owners)
-    attempts = tuple(observed_attempts)
-    plan: PlannedAttempt | None = _first_plan(policy)
-    terminal: Terminal | None = None
-    spent = 0
-    decisions: list[DecisionRecord] = []
-    assert plan is not None
-    if plan.reserve_micros > policy.max_total_cost_micros:
-        terminal = Terminal.STOP_COST_BUDGET
-    for i, a in enumerate(attempts):
-        at = f"attempts[{i}]"
-        if terminal is not None or plan is None:
-            raise PostTerminalAttempt(at, f"attempt after terminal {terminal}")
-        _match(policy, plan, a, at)
-        charge = a.cost_actual_micros if a.cost_actual_micros is not None else plan.reserve_micros
-        spent = checked_add(spent, charge, "spent_micros")
-        if a.outcome is Outcome.SUCCESS:
-            late = a.end_ms >= policy.deadline_ms
-            terminal = Terminal.STOP_DEADLINE if late else Terminal.COMPLETE
-            decision, plan = (Decision.STOP if late else Decision.COMPLETE), None
-        elif a.outcome is Outcome.RETRYABLE:
-            terminal, plan = _admit_next(policy, a, i + 1, spent)
-            decision = (plan.decision if plan and not terminal else None) or Decision.STOP
-        else:
-            terminal, decision, plan = _STOP_OF[a.outcome], Decision.STOP, None
-        shown = plan if terminal is None else None
-        decisions.append(
+    def __init__(self, policy: RetryPolicy, admission: Admission, gates: tuple[Gate, ...]) -> None:
+        self.policy = policy
+        self.admission = admission
+        self.spent = 0
+        self.used: dict[str, int] = {}
+        self.decisions: list[DecisionRecord] = []
+        self.terminal: Terminal | None = None
+        self.plan: PlannedAttempt | None = None
+        self.failure: tuple[int, int | None] | None = None
+        """(completed at, hint) of the failure the current plan follows."""
+        self._gates: dict[GateKey, int] = {}
+        self._consumed: set[int] = set()
+        self.gates = gates
+        for i, g in enumerate(gates):
+            key = gate_key(g.attempt_ordinal, g.snapshot.guard, g.route_id, g.hedge_ordinal)
+            if key in self._gates:
+                raise GateMismatch(f"gates[{i}]", f"a second verdict on {key}")
+            self._gates[key] = i
+
+    # -- gates ----------------------------------------------------------------------------
+    def _gate(
+        self, ordinal: int, guard: GuardKind, route_id: str, hedge: int | None = None
+    ) -> Gate | None:
+        index = self._gates.get(gate_key(ordinal, guard, route_id, hedge))
+        if index is None:
+            return None
+        self._consumed.add(index)
+        return self.gates[index]
+
+    def unconsumed(self) -> None:
+        for i, g in enumerate(self.gates):
+            if i not in self._consumed:
+                raise GateMismatch(
+                    f"gates[{i}]",
+                    f"no planned dispatch of attempt {g.attempt_ordinal} to {g.route_id!r} "
+                    f"asked {g.snapshot.guard.value}",
+                )
+
+    # -- planning -------------------------------------------------------------------------
+    def admit(self, plan: PlannedAttempt) -> None:
+        """Set ``plan`` or the terminal for it: cost, deadline, retry budget, breakers."""
+        policy, budget_checked = self.policy, False
+        while True:
+            if checked_add(self.spent, plan.reserve_micros, "spent_micros") > (
+                policy.max_total_cost_micros
+            ):
+                self.terminal, self.plan = Terminal.STOP_COST_BUDGET, plan
+                return
+            if plan.not_before_ms is not None and plan.not_before_ms >= self.admission.deadline_ms:
+                self.terminal, self.plan = Terminal.STOP_DEADLINE, plan
+                return
+            ordinal = plan.attempt_ordinal
+            if ordinal > 1 and not budget_checked:
+                budget_checked = True
+                gate = self._gate(ordinal, GuardKind.RETRY_BUDGET, plan.route.route_id)
+                if gate is not None and not gate.admitted:
+                    self.terminal, self.plan = Terminal.STOP_RETRY_BUDGET, plan
+                    return
+            gate = self._gate(ordinal, GuardKind.BREAKER, plan.route.route_id)
+            if gate is None or gate.admitted:
+                self.plan = plan
+                return
+            skipped = self._skip(plan)
+            if skipped is None:
+                self.terminal, self.plan = Terminal.STOP_CIRCUIT_OPEN, plan
+                return
+            plan = skipped
+
+    def _skip(self, plan: PlannedAttempt) -> PlannedAttempt | None:
+        """The plan after ``plan``'s route was refused by its breaker."""
+        if self.failure is None:  # the first attempt: the next route, at once
+            later = next_route(self.policy, plan.route, self.used)
+            return None if later is None else _first_plan(later, Decision.FALLBACK)
+        completed, hint = self.failure
+        step = next_step(
+            self.policy,
+            self.admission,
+            failed_route=plan.route,
+            used=self.used,
+            next_attempt_ordinal=plan.attempt_ordinal,
+            completed_at_ms=completed,
+            retry_after_ms=hint,
+            skip_failed_route=True,
+        )
+        return None if step is None else _plan_of(step)
+
+    def after_failure(
+        self, route_id: str, last_ordinal: int, completed: int, hint: int | None
+    ) -> None:
+        """Plan the attempt after a retryable failure, or the first bound it exceeds."""
+        if last_ordinal >= self.policy.max_total_attempts:
+            self.terminal, self.plan = Terminal.STOP_ATTEMPT_BUDGET, None
+            return
+        step = next_step(
+            self.policy,
+            self.admission,
+            failed_route=self.policy.route(route_id),
+            used=self.used,
+            next_attempt_ordinal=last_ordinal + 1,
+            completed_at_ms=completed,
+            retry_after_ms=hint,
+        )
+        if step is None:
+            self.terminal, self.plan = Terminal.STOP_ROUTE_EXHAUSTED, None
+            return
+        self.failure = (completed, hint)
+        self.admit(_plan_of(step))
+
+    # -- one attempt or hedge group ------------------------------------------------------
+    def hedges(
+        self, attempts: tuple[ObservedAttempt, ...], i: int, first: ObservedAttempt
+    ) -> list[tuple[int, ObservedAttempt]]:
+        """The hedges of ``first`` that follow it from index ``i``, each checked."""
+        group: list[tuple[int, ObservedAttempt]] = []
+        reserved = self.policy.route(first.route_id).max_attempt_cost_micros
+        while True:
+            k = len(group) + 1
+            if i == len(attempts) or attempts[i].hedge_ordinal in (None, 0):
+                self._refused_hedge(k)
+                return group
+            h, at = attempts[i], f"attempts[{i}]"
+            step = hedge_step(
+                self.policy,
+                self.admission,
+                first_start_ms=first.start_ms,
+                group_reserved_micros=reserved,
+                hedges_so_far=len(group),
+            )
+            if step is None:
+                raise HedgeRejected(f"{at}.hedge_ordinal", "the policy allows no further hedge")
+            if h.hedge_ordinal != step.hedge_ordinal:
+                raise HedgeRejected(
+                    f"{at}.hedge_ordinal", f"{h.hedge_ordinal}, expected {step.hedge_ordinal}"
+                )
+            for guard in (GuardKind.HEDGE_BUDGET, GuardKind.BREAKER):
+                gate = self._gate(step.attempt_ordinal, guard, step.route.route_id, k)
+                if gate is not None and not gate.admitted:
+                    raise HedgeRejected(f"{at}.hedge_ordinal", f"{guard.value} refused it")
+            plan = hedge_plan(step)
+            _match(self.admission, plan, h, at)
+            # on a ms clock an attempt ending in the ms the hedge started may have ended
+            # after it: only an earlier ms is before it
+            racing = [first, *(g for _, g in group)]
+            if any(g.outcome is Outcome.SUCCESS and g.end_ms < h.start_ms for g in racing):
+                raise HedgeRejected(f"{at}.start_ms", "the race was already won when it started")
+            if not any(g.end_ms >= h.start_ms for g in racing):
+                raise HedgeRejected(
+                    f"{at}.start_ms", "nothing it would race was still in flight: a retry"
+                )
+            reserved = checked_add(reserved, plan.reserve_micros, "reserved")
+            group.append((i, h))
+            i += 1
+
+    def _refused_hedge(self, k: int) -> None:
+        """Consume the gates of hedge ``k`` when one refused it (why the race has no more
+        hedges); an admitted hedge that was never dispatched stays a mismatch."""
+        hedging = self.policy.hedging
+        assert hedging is not None
+        found = [
+            index
+            for guard in (GuardKind.HEDGE_BUDGET, GuardKind.BREAKER)
+            if (index := self._gates.get(gate_key(1 + k, guard, hedging.route_id, k))) is not None
+        ]
+        if any(not self.gates[index].admitted for index in found):
+            self._consumed.update(found)
+
+    def record(
+        self,
+        a: ObservedAttempt,
+        decision: Decision,
+        hedge_result: HedgeResult | None,
+    ) -> None:
+        shown = self.plan if self.terminal is None else None
+        self.decisions.append(
             DecisionRecord(
                 attempt_ordinal=a.attempt_ordinal,
                 route_id=a.route_id,
@@ -357,26 +568,187 @@ def evaluate(
                 outcome=a.outcome,
                 outcome_kind=a.outcome_kind,
                 decision=decision,
-                terminal=terminal,
-                spent_micros=spent,
+                terminal=self.terminal,
+                spent_micros=self.spent,
                 next_route_id=shown.route.route_id if shown else None,
                 next_route_attempt_ordinal=shown.route_attempt_ordinal if shown else None,
                 next_delay_ms=shown.delay_ms if shown else None,
                 next_not_before_ms=shown.not_before_ms if shown else None,
+                hedge_result=hedge_result,
             )
         )
-    waiting = terminal is None and plan is not None and now_ms is not None
-    if waiting and max(now_ms or 0, plan.not_before_ms or 0 if plan else 0) >= policy.deadline_ms:
-        terminal = Terminal.STOP_DEADLINE
+
+    def charge(self, a: ObservedAttempt, reserve: int) -> None:
+        cost = a.cost_actual_micros if a.cost_actual_micros is not None else reserve
+        self.spent = checked_add(self.spent, cost, "spent_micros")
+        self.used[a.route_id] = self.used.get(a.route_id, 0) + 1
+
+    def resolve(self, group: list[tuple[int, ObservedAttempt]]) -> dict[int, HedgeResult | None]:
+        """Decide after a single attempt or a hedge group; the hedge result of each."""
+        members = [a for _, a in group]
+        results: dict[int, HedgeResult | None] = {a.attempt_ordinal: None for a in members}
+        winners = [a for a in members if a.outcome is Outcome.SUCCESS and not a.cancelled]
+        self.plan = None
+        if len(members) > 1 and winners:
+            results.update(self._winner(group, winners))
+            winner = next(a for a in members if results[a.attempt_ordinal] is HedgeResult.WINNER)
+            late = winner.end_ms >= self.admission.deadline_ms
+            self.terminal = Terminal.STOP_DEADLINE if late else Terminal.COMPLETE
+            return results
+        for index, a in group:
+            if a.hedge_result is not None:
+                raise InvalidObservation(
+                    f"attempts[{index}].hedge_result", "only a race with a winner has results"
+                )
+        if any(a.cancelled for a in members):
+            self.terminal = Terminal.STOP_CANCELLED
+        elif winners:
+            late = winners[0].end_ms >= self.admission.deadline_ms
+            self.terminal = Terminal.STOP_DEADLINE if late else Terminal.COMPLETE
+        else:
+            outcome = next(o for o in _FAILURE_ORDER if any(a.outcome is o for a in members))
+            if outcome is Outcome.RETRYABLE:
+                last = members[-1]
+                hints = [a.retry_after_ms for a in members if a.retry_after_ms is not None]
+                self.after_failure(
+                    members[0].route_id,
+                    last.attempt_ordinal,
+                    max(a.end_ms for a in members),
+                    max(hints) if hints else None,
+                )
+            else:
+                self.terminal = _STOP_OF[outcome]
+        return results
+
+    def _winner(
+        self, group: list[tuple[int, ObservedAttempt]], winners: list[ObservedAttempt]
+    ) -> dict[int, HedgeResult | None]:
+        first_end = min(a.end_ms for a in winners)
+        named = [(i, a) for i, a in group if a.hedge_result is HedgeResult.WINNER]
+        if len(named) != 1 or named[0][1] not in winners or named[0][1].end_ms != first_end:
+            index = named[0][0] if named else group[0][0]
+            raise InvalidObservation(
+                f"attempts[{index}].hedge_result", "the winner is the first success of the race"
+            )
+        winner = named[0][1]
+        out: dict[int, HedgeResult | None] = {winner.attempt_ordinal: HedgeResult.WINNER}
+        for index, a in group:
+            if a is winner:
+                continue
+            if a.cancelled:
+                expected: HedgeResult | None = HedgeResult.CANCELLED
+                if a.end_ms < winner.end_ms:
+                    raise InvalidObservation(
+                        f"attempts[{index}].end_ms", "cancelled before the winner committed"
+                    )
+            elif a.end_ms == winner.end_ms:  # finished in the same ms: either order holds
+                expected = a.hedge_result if a.hedge_result is HedgeResult.LATE else None
+            else:
+                expected = HedgeResult.LATE if a.end_ms > winner.end_ms else None
+            if a.hedge_result is not expected:
+                shown = expected.value if expected else None
+                raise InvalidObservation(
+                    f"attempts[{index}].hedge_result",
+                    f"{_value(a.hedge_result)!r}, the race makes it {shown!r}",
+                )
+            out[a.attempt_ordinal] = expected
+        return out
+
+
+def race_results(members: Iterable[ObservedAttempt]) -> dict[int, HedgeResult | None]:
+    """How each attempt of a hedge race left it, by attempt ordinal: the first success
+    (earliest end, then lowest ordinal) wins; the others are ``cancelled`` if stopped in
+    flight, ``late`` if they ended at or after the winner, else None (failed before it)."""
+    group = list(members)
+    winners = [a for a in group if a.outcome is Outcome.SUCCESS and not a.cancelled]
+    if not winners:
+        return {a.attempt_ordinal: None for a in group}
+    w = min(winners, key=lambda a: (a.end_ms, a.attempt_ordinal))
+    out: dict[int, HedgeResult | None] = {}
+    for a in group:
+        if a is w:
+            out[a.attempt_ordinal] = HedgeResult.WINNER
+        elif a.cancelled:
+            out[a.attempt_ordinal] = HedgeResult.CANCELLED
+        else:
+            out[a.attempt_ordinal] = HedgeResult.LATE if a.end_ms >= w.end_ms else None
+    return out
+
+
+def _value(e: Any) -> Any:
+    return None if e is None else e.value
+
+
+def evaluate(
+    policy: RetryPolicy,
+    admission: Admission,
+    observed_attempts: Iterable[ObservedAttempt],
+    *,
+    gates: Iterable[Gate] = (),
+    now_ms: int | None = None,
+    cancelled_at_ms: int | None = None,
+    accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
+) -> Receipt:
+    """Validate ``policy`` and ``admission``, check every attempt against the plan, decide,
+    and return a receipt.
+
+    ``now_ms`` (optional) is when the caller asks: if no terminal was reached and the next
+    attempt could not start before the deadline, the terminal is ``stop_deadline``.
+    ``cancelled_at_ms`` is when the caller cancelled a request that had no terminal yet.
+    """
+    validate_policy(policy, accepted_owners=accepted_owners)
+    validate_admission(policy, admission)
+    attempts = tuple(observed_attempts)
+    w = _Walk(policy, admission, tuple(gates))
+    w.admit(_first_plan(policy.route_by_priority()[0], None))
+    i = 0
+    while i < len(attempts):
+        a, at = attempts[i], f"attempts[{i}]"
+        plan = w.plan
+        if w.terminal is not None or plan is None:
+            raise PostTerminalAttempt(at, f"attempt after terminal {_value(w.terminal)}")
+        _match(admission, plan, a, at)
+        hedged = policy.hedging is not None and a.attempt_ordinal == 1 and plan.route.priority == 0
+        if a.hedge_ordinal not in ((None, 0) if hedged else (None,)):
+            raise InvalidObservation(f"{at}.hedge_ordinal", "this attempt cannot be hedged")
+        group = [(i, a), *(w.hedges(attempts, i + 1, a) if hedged else [])]
+        i += len(group)
+        w.charge(a, plan.reserve_micros)
+        for _, h in group[1:]:
+            w.charge(h, policy.route(h.route_id).max_attempt_cost_micros)
+        results = w.resolve(group)
+        decision = _decision(w.terminal, w.plan)
+        for _, member in group:
+            w.record(member, decision, results[member.attempt_ordinal])
+    if w.terminal is None and cancelled_at_ms is not None:
+        w.terminal = Terminal.STOP_CANCELLED
+    plan = w.plan
+    waiting = w.terminal is None and plan is not None and now_ms is not None
+    if waiting and max(now_ms or 0, plan.not_before_ms or 0 if plan else 0) >= (
+        admission.deadline_ms
+    ):
+        w.terminal = Terminal.STOP_DEADLINE
+    w.unconsumed()
     return Receipt(
         policy=policy,
+        admission=admission,
         attempts=attempts,
-        decisions=tuple(decisions),
-        terminal=terminal,
-        spent_micros=spent,
-        next_attempt=plan if terminal is None else None,
+        gates=w.gates,
+        decisions=tuple(w.decisions),
+        terminal=w.terminal,
+        spent_micros=w.spent,
+        next_attempt=plan if w.terminal is None else None,
         evaluated_at_ms=now_ms,
+        cancelled_at_ms=cancelled_at_ms,
     )
+
+
+def _decision(terminal: Terminal | None, plan: PlannedAttempt | None) -> Decision:
+    if terminal is Terminal.COMPLETE:
+        return Decision.COMPLETE
+    if terminal is None and plan is not None and plan.decision is not None:
+        return plan.decision
+    return Decision.STOP
 
 
 # --- telemetry rows → observed attempts ----------------------------------------------------------
@@ -408,6 +780,21 @@ def _opt_int(row: Mapping[str, Any], column: str) -> int | None:
     return value
 
 
+def _attribute(row: Mapping[str, Any], key: str) -> Any:
+    """A plain attribute of the row's ``attributes`` map (JSON-encoded values), or None."""
+    attrs = row.get("attributes")
+    if not attrs:
+        return None
+    pairs = attrs.items() if isinstance(attrs, Mapping) else attrs
+    for k, value in pairs:
+        if k == key:
+            try:
+                return json.loads(value) if isinstance(value, str) else value
+            except ValueError:
+                return None
+    return None
+
+
 def attempt_from_row(row: Mapping[str, Any], *, retry_after_ms: int | None) -> ObservedAttempt:
     """One ``attempts`` view row → :class:`ObservedAttempt` (see the module docstring).
 
@@ -434,6 +821,9 @@ def attempt_from_row(row: Mapping[str, Any], *, retry_after_ms: int | None) -> O
         retry_after_ms=retry_after_ms,
         cost_reserved_micros=_opt_int(row, "cost_reserved_micros"),
         cost_actual_micros=_opt_int(row, "cost_actual_micros"),
+        hedge_ordinal=_opt_int(row, "hedge_ordinal"),
+        hedge_result=HedgeResult(hedge) if (hedge := row.get("hedge_result")) else None,
+        cancelled=row.get("cancelled") is True or _attribute(row, CANCELLED_KEY) is True,
     )
 
 

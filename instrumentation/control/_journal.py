@@ -9,14 +9,17 @@ separate lock file and tail repair. The ``events`` table is append-only (trigger
 UPDATE or DELETE), and each accepted event carries ``sha256(prev_sha256 ‖ canonical JSON)``
 so recovery can verify the prefix it rebuilds from.
 
-Events: ``logical_request_created, attempt_reserved, attempt_dispatched, attempt_observed,
-retry_decision_committed, terminal_committed``. The controller makes
-``attempt_dispatched`` durable *before* the call crosses the effect boundary, so after a
+Events: ``logical_request_created, route_gated, attempt_reserved, attempt_dispatched,
+job_submitted, attempt_observed, retry_decision_committed, terminal_committed``. The
+controller makes ``attempt_dispatched`` durable *before* the call crosses the effect
+boundary (and a provider job's id as soon as the submission returns it), so after a
 crash: a reservation without a dispatch provably never left the process (it is simply
-re-planned); a dispatch without an observed outcome is indeterminate and goes to the
-reconcile callback, which asks the receiver by idempotency key. Only a verified no-effect
-(``failed_no_effect``) lets the schedule dispatch again; ``succeeded`` is recorded as the
-attempt's success without resubmitting.
+re-planned); a dispatch without an observed outcome is indeterminate and is reconciled
+with the receiver — by idempotency key, or by polling the job id — never resubmitted. Only
+a verified no-effect (``failed_no_effect``) lets the schedule dispatch again;
+``succeeded`` is recorded as the attempt's success (with the stored result) without
+resubmitting. Several attempts may be in flight at once (hedges): each one follows
+reserved → dispatched → (job submitted) → observed on its own.
 
 Leases: each :meth:`Journal.acquire` bumps the request's generation. An append under an
 older generation (a stale worker's late result), or any append after the terminal, is
@@ -30,14 +33,17 @@ import enum
 import json
 import os
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from retryscope.instrumentation._digests import canonical_json, sha256_hex
 from retryscope.instrumentation.control._evaluator import ObservedAttempt
-from retryscope.instrumentation.control._receipts import attempt_from_obj, attempt_to_obj
+from retryscope.instrumentation.control._guards import Gate
+from retryscope.instrumentation.control._receipts import (
+    attempt_from_obj,
+    gate_from_obj,
+)
 from retryscope.vocabulary import Outcome, OutcomeKind, Terminal
 
 _GENESIS: Final = "0" * 64
@@ -67,8 +73,10 @@ CREATE TABLE IF NOT EXISTS leases (
 
 class EventKind(enum.StrEnum):
     LOGICAL_REQUEST_CREATED = "logical_request_created"
+    ROUTE_GATED = "route_gated"
     ATTEMPT_RESERVED = "attempt_reserved"
     ATTEMPT_DISPATCHED = "attempt_dispatched"
+    JOB_SUBMITTED = "job_submitted"
     ATTEMPT_OBSERVED = "attempt_observed"
     RETRY_DECISION_COMMITTED = "retry_decision_committed"
     TERMINAL_COMMITTED = "terminal_committed"
@@ -104,7 +112,8 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class PendingDispatch:
-    """A dispatch recorded durably whose outcome was never observed."""
+    """A dispatch recorded durably whose outcome was never observed; ``job_id`` when the
+    attempt had submitted a provider job (then it is polled by that id)."""
 
     request_key: str
     idempotency_digest: str
@@ -112,18 +121,21 @@ class PendingDispatch:
     route_id: str
     dispatched: dict[str, Any]
     reserved: dict[str, Any]
+    job_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Reconciliation:
-    """The receiver's answer for a pending dispatch."""
+    """The receiver's answer for a pending dispatch; ``value`` is the stored result of a
+    ``succeeded`` operation (returned to the caller as the request's value)."""
 
     status: ReceiverStatus
     completed_at_ms: int | None = None
     cost_actual_micros: int | None = None
-
-
-Reconcile = Callable[[PendingDispatch], Reconciliation]
+    value: Any = None
+    retry_after_ms: int | None = None
+    kind: OutcomeKind | None = None
+    """The failure kind the receiver reported (default: the status's own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +143,12 @@ class Recovery:
     """State rebuilt from a verified journal prefix under a fresh lease."""
 
     lease: Lease
+    logical_request_id: str
     attempts: tuple[ObservedAttempt, ...]
+    gates: tuple[Gate, ...]
     decided_through: int
     terminal: Terminal | None
-    pending: PendingDispatch | None
-    reconciled: ReceiverStatus | None
+    pending: tuple[PendingDispatch, ...]
     created: bool
 
 
@@ -327,63 +340,73 @@ class Journal:
         now_ms: int,
         ttl_ms: int,
         created: dict[str, Any],
-        reconcile: Reconcile | None,
     ) -> Recovery:
-        """Acquire the request, verify its prefix, reconcile a dispatch without outcome.
+        """Acquire the request and rebuild its state from the verified prefix.
 
-        ``created`` is the ``logical_request_created`` body (written when the journal has
-        no events yet, and otherwise required to match the recorded one).
+        ``created`` is the ``logical_request_created`` body; when the journal has no events
+        yet it is written, otherwise the recorded one must bind the same policy and
+        admission (its ``logical_request_id`` is the one the request continues under).
+        Dispatches without an observed outcome come back as ``pending``: the caller
+        reconciles them with the receiver, never resubmits them.
         """
         lease = self.acquire(request_key, holder, now_ms=now_ms, ttl_ms=ttl_ms)
         events = self.verify(request_key)
         if not events:
             self.append(lease, EventKind.LOGICAL_REQUEST_CREATED, created)
-            return Recovery(lease, (), 0, None, None, None, created=True)
-        if events[0].body != created:
+            return Recovery(lease, created["logical_request_id"], (), (), 0, None, (), created=True)
+        recorded = events[0].body
+        if {k: v for k, v in recorded.items() if k != "logical_request_id"} != {
+            k: v for k, v in created.items() if k != "logical_request_id"
+        }:
             raise JournalCorrupt(f"{request_key}: recorded request/policy differs from this run")
         attempts: list[ObservedAttempt] = []
+        gates: list[Gate] = []
         decided = 0
         terminal: Terminal | None = None
         reserved: dict[int, dict[str, Any]] = {}
         dispatched: dict[int, dict[str, Any]] = {}
+        jobs: dict[int, str] = {}
         for e in events:
-            if e.kind is EventKind.ATTEMPT_RESERVED:
+            if e.kind is EventKind.ROUTE_GATED:
+                gates.append(gate_from_obj(e.body, f"event {e.seq}"))
+            elif e.kind is EventKind.ATTEMPT_RESERVED:
                 reserved[e.body["attempt_ordinal"]] = e.body
             elif e.kind is EventKind.ATTEMPT_DISPATCHED:
                 dispatched[e.body["attempt_ordinal"]] = e.body
+            elif e.kind is EventKind.JOB_SUBMITTED:
+                jobs[e.body["attempt_ordinal"]] = e.body["job_id"]
             elif e.kind is EventKind.ATTEMPT_OBSERVED:
                 attempts.append(attempt_from_obj(e.body["attempt"], f"event {e.seq}"))
             elif e.kind is EventKind.RETRY_DECISION_COMMITTED:
-                decided = e.body["attempt_ordinal"]
+                decided = max(decided, e.body["attempt_ordinal"])
             elif e.kind is EventKind.TERMINAL_COMMITTED:
                 terminal = Terminal(e.body["terminal"])
-        open_ordinal = len(attempts) + 1
-        if terminal is not None or open_ordinal not in dispatched:
-            # a reservation without a dispatch never crossed the effect boundary
-            return Recovery(lease, tuple(attempts), decided, terminal, None, None, created=False)
-        pending = PendingDispatch(
-            request_key=request_key,
-            idempotency_digest=created["idempotency_digest"],
-            attempt_ordinal=open_ordinal,
-            route_id=dispatched[open_ordinal]["route_id"],
-            dispatched=dispatched[open_ordinal],
-            reserved=reserved[open_ordinal],
-        )
-        if reconcile is None:
-            raise ReconcileRequired(f"{request_key}: attempt {open_ordinal} has no outcome")
-        answer = reconcile(pending)
-        if answer.status is ReceiverStatus.IN_PROGRESS:
-            return Recovery(
-                lease, tuple(attempts), decided, None, pending, answer.status, created=False
+        attempts.sort(key=lambda a: a.attempt_ordinal)
+        observed = {a.attempt_ordinal for a in attempts}
+        pending = tuple(
+            PendingDispatch(
+                request_key=request_key,
+                idempotency_digest=created["admission"]["idempotency_key_sha256"],
+                attempt_ordinal=n,
+                route_id=body["route_id"],
+                dispatched=body,
+                reserved=reserved[n],
+                job_id=jobs.get(n),
             )
-        observed = _reconciled_attempt(pending, answer, now_ms)
-        self.append(
-            lease,
-            EventKind.ATTEMPT_OBSERVED,
-            {"attempt": attempt_to_obj(observed), "reconciled": answer.status.value},
+            for n, body in sorted(dispatched.items())
+            if n not in observed
         )
-        attempts.append(observed)
-        return Recovery(lease, tuple(attempts), decided, None, None, answer.status, created=False)
+        # a reservation without a dispatch never crossed the effect boundary
+        return Recovery(
+            lease,
+            recorded["logical_request_id"],
+            tuple(attempts),
+            tuple(gates),
+            decided,
+            terminal,
+            () if terminal is not None else pending,
+            created=False,
+        )
 
 
 _OUTCOME_OF: Final[dict[ReceiverStatus, tuple[Outcome, OutcomeKind | None]]] = {
@@ -394,8 +417,15 @@ _OUTCOME_OF: Final[dict[ReceiverStatus, tuple[Outcome, OutcomeKind | None]]] = {
 }
 
 
-def _reconciled_attempt(p: PendingDispatch, answer: Reconciliation, now_ms: int) -> ObservedAttempt:
+def reconciled_attempt(p: PendingDispatch, answer: Reconciliation, now_ms: int) -> ObservedAttempt:
+    """The pending attempt as the receiver's answer settles it (not ``in_progress``)."""
     outcome, kind = _OUTCOME_OF[answer.status]
+    if answer.kind is not None:
+        if answer.status is ReceiverStatus.SUCCEEDED or (
+            answer.kind.family is Outcome.INDETERMINATE
+        ) != (answer.status is ReceiverStatus.INDETERMINATE):
+            raise ValueError(f"{answer.kind.value!r} does not describe {answer.status.value!r}")
+        outcome, kind = answer.kind.family, answer.kind
     r, d = p.reserved, p.dispatched
     return ObservedAttempt(
         route_id=d["route_id"],
@@ -410,34 +440,54 @@ def _reconciled_attempt(p: PendingDispatch, answer: Reconciliation, now_ms: int)
         outcome_kind=kind,
         not_before_ms=r["not_before_ms"],
         backoff_delay_ms=r["delay_ms"],
-        retry_after_ms=None,
+        retry_after_ms=answer.retry_after_ms,
         cost_reserved_micros=r["reserve_micros"],
         cost_actual_micros=answer.cost_actual_micros,
+        hedge_ordinal=r.get("hedge_ordinal"),
     )
 
 
-_NEXT: Final[dict[EventKind | None, frozenset[EventKind]]] = {
-    None: frozenset({EventKind.LOGICAL_REQUEST_CREATED}),
-    EventKind.LOGICAL_REQUEST_CREATED: frozenset(
-        {EventKind.ATTEMPT_RESERVED, EventKind.TERMINAL_COMMITTED}
-    ),
-    EventKind.ATTEMPT_RESERVED: frozenset(
-        {EventKind.ATTEMPT_DISPATCHED, EventKind.ATTEMPT_RESERVED, EventKind.TERMINAL_COMMITTED}
-    ),
-    EventKind.ATTEMPT_DISPATCHED: frozenset({EventKind.ATTEMPT_OBSERVED}),
-    EventKind.ATTEMPT_OBSERVED: frozenset({EventKind.RETRY_DECISION_COMMITTED}),
-    EventKind.RETRY_DECISION_COMMITTED: frozenset(
-        {EventKind.ATTEMPT_RESERVED, EventKind.TERMINAL_COMMITTED}
-    ),
-    EventKind.TERMINAL_COMMITTED: frozenset(),
-}
-
-
 def _check_order(request_key: str, events: list[Event]) -> None:
-    """Events follow the state machine (a re-reservation after a crash is allowed)."""
-    prev: EventKind | None = None
-    for e in events:
-        if e.kind not in _NEXT[prev]:
-            after = prev.value if prev else "the start"
-            raise JournalCorrupt(f"{request_key}: {e.kind.value} (event {e.seq}) after {after}")
-        prev = e.kind
+    """Events follow the state machine, each attempt on its own: reserved → dispatched →
+    (job submitted) → observed → decided; a reservation never dispatched may be made again
+    after a crash; gates come before the terminal; the terminal is last and leaves no
+    attempt in flight."""
+    reserved: set[int] = set()
+    dispatched: set[int] = set()
+    observed: set[int] = set()
+    jobs: set[int] = set()
+    done = False
+
+    def bad(e: Event, why: str) -> JournalCorrupt:
+        return JournalCorrupt(f"{request_key}: {e.kind.value} (event {e.seq}) {why}")
+
+    for index, e in enumerate(events):
+        if (index == 0) != (e.kind is EventKind.LOGICAL_REQUEST_CREATED):
+            raise bad(e, "out of place: the request is created first, once")
+        if done:
+            raise bad(e, "after the terminal")
+        n: Any = e.body.get("attempt_ordinal")
+        if e.kind is EventKind.ATTEMPT_RESERVED:
+            if n in dispatched or not (n == 1 or n - 1 in reserved):
+                raise bad(e, f"reserves attempt {n} out of turn")
+            reserved.add(n)
+        elif e.kind is EventKind.ATTEMPT_DISPATCHED:
+            if n not in reserved or n in dispatched:
+                raise bad(e, f"dispatches attempt {n}, which is not reserved")
+            dispatched.add(n)
+        elif e.kind is EventKind.JOB_SUBMITTED:
+            if n not in dispatched or n in observed or n in jobs:
+                raise bad(e, f"records a job for attempt {n}, which is not in flight")
+            jobs.add(n)
+        elif e.kind is EventKind.ATTEMPT_OBSERVED:
+            n = e.body.get("attempt", {}).get("attempt_ordinal")
+            if n not in dispatched or n in observed:
+                raise bad(e, f"observes attempt {n}, which is not in flight")
+            observed.add(n)
+        elif e.kind is EventKind.RETRY_DECISION_COMMITTED:
+            if n not in observed:
+                raise bad(e, f"decides after attempt {n}, which was not observed")
+        elif e.kind is EventKind.TERMINAL_COMMITTED:
+            if dispatched - observed:
+                raise bad(e, f"leaves attempts {sorted(dispatched - observed)} in flight")
+            done = True

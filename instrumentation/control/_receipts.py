@@ -1,12 +1,12 @@
 """Receipts as canonical JSON, their SHA-256 digests, and replay.
 
-A receipt's JSON carries the full policy and observed attempts next to the decisions and
-terminal, with ``policy_sha256`` and ``attempts_sha256``; ``receipt_sha256`` is the SHA-256
-of the receipt's canonical bytes (:func:`~retryscope.instrumentation._digests.
-canonical_json`, integers only). :func:`replay` decodes a receipt strictly, re-runs the
-evaluator on the recorded policy and attempts, and reports every field whose recorded value
-differs from the recomputed one — a mutated decision, terminal, delay or digest is named by
-its JSON path.
+A receipt's JSON carries the full policy, the admission (request digests and deadline),
+the observed attempts and the gates (shared guards' verdicts with their snapshots) next to
+the decisions and terminal, with ``policy_sha256`` and ``attempts_sha256``;
+``receipt_sha256`` is the SHA-256 of the receipt's canonical bytes (canonical JSON,
+integers only). :func:`replay` decodes a receipt strictly, re-runs the evaluator on the
+recorded inputs, and reports every field whose recorded value differs from the recomputed
+one — a mutated decision, terminal, delay or digest is named by its JSON path.
 """
 
 from __future__ import annotations
@@ -24,15 +24,18 @@ from retryscope.instrumentation.control._evaluator import (
     Receipt,
     evaluate,
 )
+from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
 from retryscope.instrumentation.control._policy import (
     PolicyError,
     RetryPolicy,
+    admission_from_obj,
+    admission_to_obj,
     policy_from_obj,
     policy_to_obj,
 )
 from retryscope.instrumentation.control._schedule import ArithmeticOverflow
 from retryscope.instrumentation.control._strict import UINT32_MAX, DecodeError, Fields, load_json
-from retryscope.vocabulary import Outcome, OutcomeKind
+from retryscope.vocabulary import HedgeResult, Outcome, OutcomeKind
 
 
 def _enum_value(value: Any) -> Any:
@@ -56,6 +59,9 @@ def attempt_to_obj(a: ObservedAttempt) -> dict[str, Any]:
         "retry_after_ms": a.retry_after_ms,
         "cost_reserved_micros": a.cost_reserved_micros,
         "cost_actual_micros": a.cost_actual_micros,
+        "hedge_ordinal": a.hedge_ordinal,
+        "hedge_result": _enum_value(a.hedge_result),
+        "cancelled": a.cancelled,
     }
 
 
@@ -78,9 +84,49 @@ def attempt_from_obj(raw: Any, path: str) -> ObservedAttempt:
         retry_after_ms=f.opt_integer("retry_after_ms"),
         cost_reserved_micros=f.opt_integer("cost_reserved_micros"),
         cost_actual_micros=f.opt_integer("cost_actual_micros"),
+        hedge_ordinal=f.opt_integer("hedge_ordinal", maximum=UINT32_MAX),
+        hedge_result=f.opt_enum("hedge_result", HedgeResult),
+        cancelled=bool(f.raw("cancelled", required=False)),
     )
     f.done()
     return a
+
+
+def gate_to_obj(g: Gate) -> dict[str, Any]:
+    s = g.snapshot
+    return {
+        "attempt_ordinal": g.attempt_ordinal,
+        "route_id": g.route_id,
+        "admitted": g.admitted,
+        "guard": s.guard.value,
+        "name": s.name,
+        "generation": s.generation,
+        "state": s.state,
+        "tokens": s.tokens,
+        "at_ms": s.at_ms,
+        "hedge_ordinal": g.hedge_ordinal,
+    }
+
+
+def gate_from_obj(raw: Any, path: str) -> Gate:
+    """Strictly decode one gate object."""
+    f = Fields(raw, path)
+    gate = Gate(
+        attempt_ordinal=f.integer("attempt_ordinal", maximum=UINT32_MAX),
+        route_id=f.string("route_id"),
+        admitted=f.boolean("admitted"),
+        snapshot=GuardSnapshot(
+            guard=f.enum("guard", GuardKind),
+            name=f.string("name"),
+            generation=f.integer("generation"),
+            state=f.string("state"),
+            tokens=f.integer("tokens"),
+            at_ms=f.integer("at_ms"),
+        ),
+        hedge_ordinal=f.opt_integer("hedge_ordinal", maximum=UINT32_MAX),
+    )
+    f.done()
+    return gate
 
 
 def _decision_to_obj(d: DecisionRecord) -> dict[str, Any]:
@@ -97,6 +143,7 @@ def _decision_to_obj(d: DecisionRecord) -> dict[str, Any]:
         "next_route_attempt_ordinal": d.next_route_attempt_ordinal,
         "next_delay_ms": d.next_delay_ms,
         "next_not_before_ms": d.next_not_before_ms,
+        "hedge_result": _enum_value(d.hedge_result),
     }
 
 
@@ -115,6 +162,7 @@ def _plan_to_obj(p: PlannedAttempt | None) -> dict[str, Any] | None:
         "delay_ms": p.delay_ms,
         "not_before_ms": p.not_before_ms,
         "reserve_micros": p.reserve_micros,
+        "hedge_ordinal": p.hedge_ordinal,
     }
 
 
@@ -133,13 +181,16 @@ def receipt_to_obj(receipt: Receipt) -> dict[str, Any]:
     return {
         "policy": policy_to_obj(receipt.policy),
         "policy_sha256": policy_sha256(receipt.policy),
+        "admission": admission_to_obj(receipt.admission),
         "attempts": [attempt_to_obj(a) for a in receipt.attempts],
+        "gates": [gate_to_obj(g) for g in receipt.gates],
         "attempts_sha256": attempts_sha256(receipt.attempts),
         "decisions": [_decision_to_obj(d) for d in receipt.decisions],
         "terminal": _enum_value(receipt.terminal),
         "spent_micros": receipt.spent_micros,
         "next_attempt": _plan_to_obj(receipt.next_attempt),
         "evaluated_at_ms": receipt.evaluated_at_ms,
+        "cancelled_at_ms": receipt.cancelled_at_ms,
     }
 
 
@@ -198,15 +249,25 @@ def replay(receipt_bytes: str | bytes) -> ReplayReport:
     recorded = load_json(raw)
     f = Fields(recorded, "")
     policy = policy_from_obj(f.raw("policy"), validate=False)
+    admission = admission_from_obj(f.raw("admission"))
     attempts = [attempt_from_obj(a, f"attempts[{i}]") for i, a in enumerate(f.array("attempts"))]
+    gates = [gate_from_obj(g, f"gates[{i}]") for i, g in enumerate(f.array("gates"))]
     evaluated_at = f.opt_integer("evaluated_at_ms")
+    cancelled_at = f.opt_integer("cancelled_at_ms")
     for name in ("policy_sha256", "attempts_sha256", "decisions", "terminal", "spent_micros"):
         f.raw(name)
     f.raw("next_attempt")
     f.done()
     recorded_sha = sha256_hex(raw)
     try:
-        receipt = evaluate(policy, attempts, now_ms=evaluated_at)
+        receipt = evaluate(
+            policy,
+            admission,
+            attempts,
+            gates=gates,
+            now_ms=evaluated_at,
+            cancelled_at_ms=cancelled_at,
+        )
     except (PolicyError, AttemptRejected, ArithmeticOverflow) as exc:
         return ReplayReport((), f"{type(exc).__name__}: {exc}", recorded_sha, None)
     recomputed = receipt_to_obj(receipt)
@@ -222,6 +283,8 @@ __all__ = [
     "attempt_from_obj",
     "attempt_to_obj",
     "attempts_sha256",
+    "gate_from_obj",
+    "gate_to_obj",
     "policy_sha256",
     "receipt_json",
     "receipt_sha256",

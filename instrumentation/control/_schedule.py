@@ -1,13 +1,17 @@
 """The deterministic retry schedule: capped exponential backoff, bounded hints, fallback.
 
-Rules (integers in ms, see the README's "Control plane and lab"):
+Rules (integers in ms, see docs/guides/control-plane.md):
 
 * after the n-th failed attempt on a route, ``delay_n = min(base × 2^(n−1), maximum)``;
 * the server hint is bounded, ``hint = min(retry_after, max_retry_after)``, and
   ``delay = max(delay_n, hint)``;
-* when the route's attempts are exhausted, the next-priority route starts at route ordinal
-  1 and waits ``max(base, hint)`` after the previous route's last attempt;
-* ``not_before = completed_at + delay``.
+* when the route's attempts are exhausted (or its breaker rejects it), the next-priority
+  route with attempts left continues at its next route ordinal and waits
+  ``max(base, hint)`` after the previous attempt;
+* ``not_before = completed_at + delay``;
+* hedge ``k`` of the first attempt may start at ``first_start + k × hedge delay``;
+* polls (a reconciliation in progress, a provider job) are ``max(interval, hint)`` apart,
+  at most ``max_polls`` of them, none at or after the deadline.
 
 With jitter configured the delay is drawn (full jitter) from ``[hint, delay]`` by a
 counter-mode SHA-256 generator keyed by the scheduler release, the seed, the idempotency
@@ -18,10 +22,17 @@ replay can recompute and check it. Jitter never goes below the server's hint.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from retryscope.instrumentation._digests import canonical_json
-from retryscope.instrumentation.control._policy import FallbackRoute, Jitter, RetryPolicy
+from retryscope.instrumentation.control._policy import (
+    Admission,
+    FallbackRoute,
+    Jitter,
+    PollPolicy,
+    RetryPolicy,
+)
 from retryscope.instrumentation.control._strict import INT64_MAX
 from retryscope.vocabulary import Decision
 
@@ -92,7 +103,7 @@ def jitter_draw(
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """The next planned attempt after a retryable failure.
+    """The next planned attempt.
 
     ``delay_low``/``delay_high`` is the allowed window (equal without jitter); ``delay_ms``
     is the scheduled value (the seeded draw with jitter).
@@ -109,47 +120,129 @@ class Step:
     not_before_ms: int
 
 
+def next_route(
+    policy: RetryPolicy, after: FallbackRoute, used: Mapping[str, int]
+) -> FallbackRoute | None:
+    """The first route of lower priority than ``after`` with attempts left."""
+    for route in policy.route_by_priority():
+        if route.priority > after.priority and used.get(route.route_id, 0) < route.max_attempts:
+            return route
+    return None
+
+
 def next_step(
     policy: RetryPolicy,
+    admission: Admission,
     *,
     failed_route: FallbackRoute,
-    failed_route_attempt: int,
-    failed_attempt_ordinal: int,
+    used: Mapping[str, int],
+    next_attempt_ordinal: int,
     completed_at_ms: int,
     retry_after_ms: int | None,
+    skip_failed_route: bool = False,
 ) -> Step | None:
-    """Where and when to try next, or None when no route is left (route exhaustion)."""
+    """Where and when to try next after a retryable failure on ``failed_route``, or None
+    when no route is left (route exhaustion). ``used`` counts attempts per route so far;
+    ``skip_failed_route`` moves on even if it has attempts left (its breaker rejected it).
+    """
     hint = bounded_hint_ms(retry_after_ms, policy.max_retry_after_ms)
     recorded_hint = None if retry_after_ms is None else hint
-    if failed_route_attempt < failed_route.max_attempts:
-        route, ordinal, decision = failed_route, failed_route_attempt + 1, Decision.RETRY
-        high = retry_delay_ms(policy, failed_route_attempt, retry_after_ms)
+    failed_on_route = used.get(failed_route.route_id, 0)
+    if not skip_failed_route and failed_on_route < failed_route.max_attempts:
+        route, decision = failed_route, Decision.RETRY
+        high = retry_delay_ms(policy, failed_on_route, retry_after_ms)
     else:
-        later = [r for r in policy.routes if r.priority == failed_route.priority + 1]
-        if not later:
+        later = next_route(policy, failed_route, used)
+        if later is None:
             return None
-        route, ordinal, decision = later[0], 1, Decision.FALLBACK
+        route, decision = later, Decision.FALLBACK
         high = fallback_delay_ms(policy, retry_after_ms)
-    attempt_ordinal = failed_attempt_ordinal + 1
     if policy.jitter is None:
         low, delay = high, high
     else:
         low = hint
         delay = jitter_draw(
             policy.jitter,
-            idempotency_sha256=policy.idempotency_key_sha256,
-            attempt_ordinal=attempt_ordinal,
+            idempotency_sha256=admission.idempotency_key_sha256,
+            attempt_ordinal=next_attempt_ordinal,
             low=low,
             high=high,
         )
     return Step(
         decision=decision,
         route=route,
-        route_attempt_ordinal=ordinal,
-        attempt_ordinal=attempt_ordinal,
+        route_attempt_ordinal=used.get(route.route_id, 0) + 1,
+        attempt_ordinal=next_attempt_ordinal,
         retry_after_ms=recorded_hint,
         delay_low_ms=low,
         delay_high_ms=high,
         delay_ms=delay,
         not_before_ms=checked_add(completed_at_ms, delay, "not_before_ms"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class HedgeStep:
+    """Hedge ``hedge_ordinal`` of the first attempt: where, as which attempt, from when."""
+
+    route: FallbackRoute
+    hedge_ordinal: int
+    attempt_ordinal: int
+    route_attempt_ordinal: int
+    not_before_ms: int
+    reserve_micros: int
+
+
+def hedge_step(
+    policy: RetryPolicy,
+    admission: Admission,
+    *,
+    first_start_ms: int,
+    group_reserved_micros: int,
+    hedges_so_far: int,
+) -> HedgeStep | None:
+    """The next hedge of the first attempt, or None when the policy allows no more.
+
+    A hedge counts against every budget the attempt it races does: the total attempts, the
+    hedge route's attempts, and the cost budget (the reservations of every attempt of the
+    group plus its own must fit); it never starts at or after the deadline.
+    """
+    h = policy.hedging
+    if h is None or hedges_so_far >= h.max_hedges:
+        return None
+    route = policy.route(h.route_id)
+    k = hedges_so_far + 1
+    if 1 + k > policy.max_total_attempts or k > route.max_attempts:
+        return None
+    reserved = checked_add(group_reserved_micros, route.max_attempt_cost_micros, "reserved")
+    if reserved > policy.max_total_cost_micros:
+        return None
+    not_before = checked_add(first_start_ms, k * h.delay_ms, "hedge not_before_ms")
+    if not_before >= admission.deadline_ms:
+        return None
+    return HedgeStep(
+        route=route,
+        hedge_ordinal=k,
+        attempt_ordinal=1 + k,
+        route_attempt_ordinal=k,
+        not_before_ms=not_before,
+        reserve_micros=route.max_attempt_cost_micros,
+    )
+
+
+def next_poll_ms(
+    polling: PollPolicy,
+    *,
+    polls_done: int,
+    last_poll_ms: int,
+    deadline_ms: int,
+    retry_after_ms: int | None,
+    max_retry_after_ms: int,
+) -> int | None:
+    """When the next poll may run, or None when the polling bounds are spent: at most
+    ``max_polls``, ``max(interval, bounded hint)`` after the last one, before the deadline."""
+    if polls_done >= polling.max_polls:
+        return None
+    wait = max(polling.interval_ms, bounded_hint_ms(retry_after_ms, max_retry_after_ms))
+    at = checked_add(last_poll_ms, wait, "poll at")
+    return None if at >= deadline_ms else at

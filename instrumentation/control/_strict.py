@@ -123,6 +123,27 @@ class Fields:
         raw = self._get(name, False)
         return None if raw is None else read_enum(raw, self.path(name), cls)
 
+    def opt_string(self, name: str) -> str | None:
+        raw = self._get(name, False)
+        return None if raw is None else read_str(raw, self.path(name))
+
+    def string_set(self, name: str) -> frozenset[str]:
+        """An array of distinct strings, read as a set (a repeated member is an error)."""
+        path = self.path(name)
+        out: set[str] = set()
+        for i, item in enumerate(self.array(name)):
+            value = read_str(item, f"{path}[{i}]")
+            if value in out:
+                raise InvalidValue(f"{path}[{i}]", f"{value!r} is repeated")
+            out.add(value)
+        return frozenset(out)
+
+    def enum_set(self, name: str, cls: type[E]) -> frozenset[E]:
+        """An array of distinct enum values, read as a set."""
+        path = self.path(name)
+        members = self.string_set(name)
+        return frozenset(read_enum(m, f"{path}[]", cls) for m in sorted(members))
+
     def array(self, name: str) -> list[Any]:
         raw = self._get(name, True)
         if not isinstance(raw, list):

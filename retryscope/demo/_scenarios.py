@@ -1,7 +1,8 @@
 """The demo's scenarios: real harness code against the simulated provider over real HTTP.
 
 Every scenario but ``unsafe-fallback`` runs each logical request through the real
-``RetryController`` (its policy written as a side file, so policy drift can be checked);
+``RetryController`` (one reusable policy per scenario; the controller records the policy
+document on each request span, so policy drift can be checked);
 every HTTP send goes through ``RetryscopeTransport`` (a transport attempt per send). Time is
 virtual: the controller's clock and sleep, and the provider's service time (its
 ``x-demo-latency-ms`` header, applied by :class:`VirtualLatencyTransport`), advance a
@@ -37,12 +38,14 @@ from retryscope import vocabulary as v
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
-from retryscope.instrumentation._digests import idempotency_digest, request_digest, sha256_hex
-from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation._digests import sha256_hex
+from retryscope.instrumentation.control._calls import CallResult, Dispatch
+from retryscope.instrumentation.control._capability import capability_sha256
+from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._lab import BEHAVIOR as LAB_BEHAVIOR
-from retryscope.instrumentation.control._lab import CAPABILITY as LAB_CAPABILITY
 from retryscope.instrumentation.control._lab import FALLBACK as LAB_FALLBACK
 from retryscope.instrumentation.control._lab import PRIMARY as LAB_PRIMARY
+from retryscope.instrumentation.control._lab import REQUIRED as LAB_REQUIRED
 from retryscope.instrumentation.control._lab import reference_policy
 from retryscope.instrumentation.control._policy import Jitter, RetryPolicy
 from retryscope.instrumentation.control._receipts import policy_sha256
@@ -61,7 +64,7 @@ def _label(text: str) -> str:
 
 # The lab's prevalidated routes (same capability contract and behavior class), with the
 # demo's budgets: three tries on the private primary, one on the external fallback.
-CAPABILITY: Final = LAB_CAPABILITY
+CAPABILITY: Final = capability_sha256(LAB_REQUIRED)
 BEHAVIOR: Final = LAB_BEHAVIOR
 PRIMARY: Final = replace(LAB_PRIMARY, max_attempts=3, max_attempt_cost_micros=2_000)
 FALLBACK: Final = replace(LAB_FALLBACK, max_attempts=1, max_attempt_cost_micros=12_000)
@@ -169,14 +172,12 @@ def _identity(scenario: str, index: int, number: int, rng: random.Random) -> Ide
     )
 
 
-def _policy(ident: Identity, deadline_ns: int, **changes: Any) -> RetryPolicy:
-    """The lab's reference policy bound to this request, with the demo's routes and budgets."""
+def _policy(**changes: Any) -> RetryPolicy:
+    """The lab's reference policy with the demo's routes and budgets (one per scenario,
+    reused by all its requests)."""
     values: dict[str, Any] = {
-        "logical_request_sha256": request_digest(ident.payload),
-        "idempotency_key_sha256": idempotency_digest(ident.tenant, OPERATION, ident.key),
         "max_retry_after_ms": 5_000,
         "max_total_cost_micros": 100_000,
-        "deadline_ms": deadline_ns // _MS,
         "routes": (PRIMARY, FALLBACK),
     }
     return replace(reference_policy(), **(values | changes))
@@ -202,9 +203,9 @@ def _controlled(
     ident: Identity,
     clock: VirtualClock,
     policy: RetryPolicy,
+    deadline_ns: int,
     call: Callable[[Dispatch], CallResult],
 ) -> Terminal:
-    write_policy_side_file(world.out, policy)
     controller = RetryController(
         policy, clock=clock, sleep=clock.sleep, tracer_provider=world.tracer_provider
     )
@@ -215,6 +216,7 @@ def _controlled(
         operation=OPERATION,
         tenant=ident.tenant,
         logical_request_id=ident.request_id,
+        deadline_ms=deadline_ns // _MS,
     ).terminal
 
 
@@ -254,19 +256,16 @@ def _unsafe(world: World, ident: Identity, clock: VirtualClock) -> None:
     """A hand-written harness loop that does not use the controller (so nothing validates
     its fallback): two tries on the private primary, then an unvetted external route."""
     reviewed = _policy(
-        ident,
-        clock.now + 9_000 * _MS,
-        max_data_boundary=DataBoundary.PRIVATE_SERVICE,
-        routes=(PRIMARY,),
-        max_total_attempts=3,
+        max_data_boundary=DataBoundary.PRIVATE_SERVICE, routes=(PRIMARY,), max_total_attempts=3
     )
-    write_policy_side_file(world.out, reviewed)
+    deadline_ns = clock.now + 9_000 * _MS
+    write_policy_side_file(world.out, reviewed)  # no controller records it: a side file
     with logical_request(
         operation=OPERATION,
         tenant=ident.tenant,
         idempotency_key=ident.key,
         request=ident.payload,
-        deadline=reviewed.deadline_ms * _MS,
+        deadline=deadline_ns,
         retry_owner=RetryOwner.HARNESS,
         logical_request_id=ident.request_id,
         policy_digest=policy_sha256(reviewed),
@@ -347,24 +346,19 @@ def run_one(
         _unsafe(world, ident, clock)
         return
     if scenario == "healthy":
-        policy = _policy(
-            ident, arrival_ns + 9_000 * _MS, jitter=Jitter("demo-scheduler/1", world.seed)
-        )
-        _controlled(world, ident, clock, policy, _direct_call(world, ident))
+        policy = _policy(jitter=Jitter("demo-scheduler/1", world.seed))
+        call = _direct_call(world, ident)
+        _controlled(world, ident, clock, policy, arrival_ns + 9_000 * _MS, call)
     elif scenario == "outage-storm":  # no jitter: everyone retries 200 ms after failing
-        _controlled(
-            world,
-            ident,
-            clock,
-            _policy(ident, arrival_ns + 9_000 * _MS),
-            _direct_call(world, ident),
-        )
+        call = _direct_call(world, ident)
+        _controlled(world, ident, clock, _policy(), arrival_ns + 9_000 * _MS, call)
     elif scenario == "nested-sdk":
-        policy = _policy(ident, arrival_ns + 30_000 * _MS, routes=(PRIMARY,), max_total_attempts=3)
-        _controlled(world, ident, clock, policy, _sdk_call(world, ident, clock))
+        policy = _policy(routes=(PRIMARY,), max_total_attempts=3)
+        call = _sdk_call(world, ident, clock)
+        _controlled(world, ident, clock, policy, arrival_ns + 30_000 * _MS, call)
     elif scenario == "deadline-squeeze":
-        policy = _policy(ident, arrival_ns + 1_600 * _MS)
-        _controlled(world, ident, clock, policy, _direct_call(world, ident))
+        call = _direct_call(world, ident)
+        _controlled(world, ident, clock, _policy(), arrival_ns + 1_600 * _MS, call)
     else:
         raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
 

@@ -65,7 +65,12 @@ class Receiver:
 
     ``script`` is the list of (status, headers) answers for successive submissions; a
     submission past the script succeeds. ``hold`` makes submissions block after they are
-    counted and their effect recorded (to crash a worker mid-call).
+    counted and their effect recorded (to crash a worker mid-call). A status poll answers
+    the key's status and, for a success, the stored result.
+
+    Jobs: ``POST /jobs`` submits one (counted in ``jobs``) and answers its id;
+    ``GET /jobs/<id>`` answers ``running`` for the first ``job_running_polls`` polls, then
+    ``done`` with the result.
     """
 
     url: str = ""
@@ -76,6 +81,9 @@ class Receiver:
     hold: threading.Event | None = None
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    jobs: Counter[str] = field(default_factory=Counter)
+    job_polls: Counter[str] = field(default_factory=Counter)
+    job_running_polls: int = 2
 
 
 @pytest.fixture
@@ -100,6 +108,12 @@ def receiver() -> Iterator[Receiver]:
             key = self.headers.get("Idempotency-Key", "")
             length = int(self.headers.get("Content-Length", "0"))
             self.rfile.read(length)
+            if self.path.startswith("/jobs"):
+                with state.lock:
+                    state.jobs[key] += 1
+                    job = f"job-{sum(state.jobs.values())}"
+                self._reply(202, {"id": job}, {})
+                return
             with state.lock:
                 state.submits[key] += 1
                 answer = state.script.pop(0) if state.script else (200, {})
@@ -111,11 +125,20 @@ def receiver() -> Iterator[Receiver]:
             self._reply(answer[0], {"result": "ok" if answer[0] == 200 else "error"}, answer[1])
 
         def do_GET(self) -> None:
+            if self.path.startswith("/jobs/"):
+                job = self.path.split("/")[2]
+                with state.lock:
+                    state.job_polls[job] += 1
+                    running = state.job_polls[job] <= state.job_running_polls
+                body = {"status": "running"} if running else {"status": "done", "result": job}
+                self._reply(200, body, {})
+                return
             key = parse_qs(urlparse(self.path).query).get("key", [""])[0]
             with state.lock:
                 state.polls[key] += 1
                 status = state.effects.get(key, "failed_no_effect")
-            self._reply(200, {"status": status}, {})
+            body = {"status": status, **({"result": "ok"} if status == "succeeded" else {})}
+            self._reply(200, body, {})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -132,11 +155,17 @@ WORKER = Path(__file__).with_name("crash_worker.py")
 
 
 @pytest.fixture(scope="session")
-def submit() -> Callable[..., Any]:
-    """``crash_worker.submit``: the real HTTP call the worker process makes."""
+def worker() -> Any:
+    """The ``crash_worker`` module: the real HTTP calls the worker process makes."""
     spec = importlib.util.spec_from_file_location("cp_crash_worker", WORKER)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.submit  # type: ignore[no-any-return]
+    return module
+
+
+@pytest.fixture(scope="session")
+def submit(worker: Any) -> Callable[..., Any]:
+    """``crash_worker.submit``: the real HTTP call the worker process makes."""
+    return worker.submit  # type: ignore[no-any-return]

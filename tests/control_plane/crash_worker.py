@@ -1,7 +1,9 @@
-"""A worker process for the journal crash test: runs the lab request against a receiver.
+"""A worker process for the journal crash tests: runs the lab request against a receiver.
 
-Usage: python crash_worker.py JOURNAL URL DEADLINE_MS. The receiver holds the submission,
-so the test can kill this process after the dispatch crossed the effect boundary.
+Usage: python crash_worker.py JOURNAL URL DEADLINE_MS [job]. The receiver holds the
+submission, so the test can kill this process after the dispatch crossed the effect
+boundary; with ``job`` the request submits a provider job and polls it (the test kills the
+process once the job id is journaled, while it waits to poll).
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from retryscope.instrumentation._http_classify import classify_status, parse_retry_after
-from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation.control._calls import CallResult, Dispatch, Job, Pending, Submitted
+from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._journal import Journal
 from retryscope.instrumentation.control._lab import (
     IDEMPOTENCY_KEY,
@@ -55,16 +57,47 @@ def submit(url: str, clock: Any = None) -> Callable[[Dispatch], CallResult]:
     return call
 
 
+def submit_job(url: str) -> Callable[[Dispatch], Submitted]:
+    """Submit a provider job once (POST /jobs); the controller polls it by id."""
+
+    def call(d: Dispatch) -> Submitted:
+        req = urllib.request.Request(
+            f"{url}/jobs", data=b"{}", method="POST", headers={"Idempotency-Key": d.idempotency_key}
+        )
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return Submitted(json.load(resp)["id"])
+
+    return call
+
+
+def poll_job(url: str) -> Callable[[Job], CallResult | Pending]:
+    """Poll a provider job by id (GET /jobs/<id>)."""
+
+    def poll(job: Job) -> CallResult | Pending:
+        with urllib.request.urlopen(f"{url}/jobs/{job.job_id}", timeout=60) as resp:
+            body = json.load(resp)
+        return Pending() if body["status"] == "running" else CallResult(value=body["result"])
+
+    return poll
+
+
 def main() -> None:
     journal_path, url, deadline_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    policy = replace(reference_policy(), deadline_ms=deadline_ms)
-    controller = RetryController(policy, Journal(journal_path), holder="worker", lease_ttl_ms=200)
+    job = sys.argv[4:] == ["job"]
+    controller = RetryController(
+        reference_policy(),
+        Journal(journal_path),
+        holder="worker",
+        lease_ttl_ms=200,
+        poll=poll_job(url),
+    )
     controller.run(
-        submit(url),
+        submit_job(url) if job else submit(url),
         request=REQUEST_PAYLOAD,
         idempotency_key=IDEMPOTENCY_KEY,
         operation=OPERATION,
         tenant=TENANT,
+        deadline_ms=deadline_ms,
     )
 
 

@@ -10,21 +10,19 @@ from typing import Any
 import pytest
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation.control._controller import (
-    AttemptFailed,
-    CallResult,
-    Dispatch,
-    RetryController,
-)
-from retryscope.instrumentation.control._evaluator import IdempotencyDrift, RequestDrift
+from retryscope.instrumentation.control._calls import AttemptFailed, CallResult, Dispatch
+from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._lab import (
+    DEADLINE_MS,
     IDEMPOTENCY_KEY,
     OPERATION,
     REQUEST_PAYLOAD,
     TENANT,
+    reference_admission,
     reference_attempts,
     reference_policy,
 )
+from retryscope.instrumentation.control._policy import EvidenceExpired
 from retryscope.instrumentation.control._receipts import policy_sha256, receipt_json
 from retryscope.vocabulary import OutcomeKind, Terminal
 
@@ -33,6 +31,7 @@ RUN = {
     "idempotency_key": IDEMPOTENCY_KEY,
     "operation": OPERATION,
     "tenant": TENANT,
+    "deadline_ms": DEADLINE_MS,
 }
 
 
@@ -154,7 +153,8 @@ def test_controller_reproduces_the_reference_receipt_exactly(spans: Any, clock: 
         assert a[v.ROUTE_PRIORITY.key] == route.priority
         assert a[v.COST_ESTIMATED.key] is (row[11] is None)
         assert a[v.POLICY_DIGEST.key] == policy_sha256(policy)
-        assert a[v.IDEMPOTENCY_DIGEST.key] == policy.idempotency_key_sha256
+        assert a[v.IDEMPOTENCY_DIGEST.key] == reference_admission().idempotency_key_sha256
+        assert a[v.LOGICAL_REQUEST_DIGEST.key] == reference_admission().logical_request_sha256
 
 
 def test_controller_over_http_honours_retry_after_and_falls_back(
@@ -202,32 +202,41 @@ def test_connection_refused_is_retried_until_the_deadline_stops_it(spans: Any, c
         clock.advance_ms(100)
         raise ConnectionRefusedError
 
-    policy = replace(reference_policy(), deadline_ms=1_600)
-    result = _controller(clock, spans, policy=policy).run(call, **RUN)
+    result = _controller(clock, spans).run(call, **{**RUN, "deadline_ms": 1_600})
     assert result.terminal is Terminal.STOP_DEADLINE
     assert calls == [1, 2]  # the fallback could not start before 1,600 ms = the deadline
     assert result.receipt.decisions[-1].decision.value == "stop"
 
 
-def test_request_and_key_are_bound_before_any_dispatch(spans: Any, clock: Any) -> None:
+def test_admission_binds_the_request_and_checks_the_evidence_before_any_dispatch(
+    spans: Any, clock: Any
+) -> None:
     controller = _controller(clock, spans)
 
     def never(d: Dispatch) -> Any:
         raise AssertionError("dispatched")
 
-    with pytest.raises(RequestDrift):
-        controller.run(never, **{**RUN, "request": {"ticket": "INC-1"}})
-    with pytest.raises(IdempotencyDrift):
-        controller.run(never, **{**RUN, "idempotency_key": "other"})
+    evidence = reference_policy().routes[0].behavior_evidence.expires_at_ms
+    with pytest.raises(EvidenceExpired) as err:
+        controller.run(never, **{**RUN, "deadline_ms": evidence + 1})
+    assert err.value.field == "routes[0].behavior_evidence.expires_at_ms"
+    with pytest.raises(ValueError, match="exactly one"):
+        controller.run(never, **{**RUN, "timeout_ms": 1_000})
+    assert spans.exporter.get_finished_spans() == ()
+    bound = controller.admit(
+        request=REQUEST_PAYLOAD, idempotency_key=IDEMPOTENCY_KEY, operation=OPERATION,
+        tenant=TENANT, timeout_ms=4_000,
+    )  # fmt: skip
+    assert bound == reference_admission()  # the clock stands at 1,000 ms
 
 
 def test_real_sleep_and_clock(spans: Any) -> None:
     now_ms = time.time_ns() // 1_000_000
-    policy = replace(reference_policy(), deadline_ms=now_ms + 30_000, base_backoff_ms=30)
+    policy = replace(reference_policy(), base_backoff_ms=30)
     outcomes = [CallResult(kind=OutcomeKind.UNAVAILABLE), CallResult(value=1)]
     started = time.monotonic()
     result = RetryController(policy, tracer_provider=spans.provider).run(
-        lambda d: outcomes[d.attempt_ordinal - 1], **RUN
+        lambda d: outcomes[d.attempt_ordinal - 1], **{**RUN, "deadline_ms": now_ms + 30_000}
     )
     assert result.terminal is Terminal.COMPLETE
     assert time.monotonic() - started >= 0.03
@@ -251,6 +260,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
 
     from retryscope.analytics import connect
     from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+    from retryscope.instrumentation.control._capability import capability_sha256
     from retryscope.instrumentation.control._evaluator import attempts_from_rows, evaluate
 
     provider = TracerProvider()
@@ -286,7 +296,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
     )
     names = [d[0] for d in cursor.description]
     rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    audited = evaluate(policy, attempts_from_rows(rows))
+    audited = evaluate(policy, reference_admission(), attempts_from_rows(rows))
     assert receipt_json(audited) == result.receipt_json
     (digest,) = con.execute("SELECT DISTINCT policy_digest FROM logical_requests").fetchone()
     assert digest == policy_sha256(policy)
@@ -298,7 +308,7 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
         " FROM logical_requests"
     ).fetchall()
     assert req_row == (
-        policy.capability_contract_sha256,
+        capability_sha256(policy.capability),
         policy.behavior_class_sha256,
         policy.max_data_boundary.value,
     )
@@ -306,8 +316,9 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
         "SELECT DISTINCT route_id, route_capability_digest, route_data_boundary FROM attempts"
         " ORDER BY route_id"
     ).fetchall()
-    assert routes == sorted(
-        (r.route_id, r.capability_contract_sha256, r.data_boundary.value) for r in policy.routes
+    assert routes == sorted(  # each route was proven to satisfy the request's contract
+        (r.route_id, capability_sha256(policy.capability), r.data_boundary.value)
+        for r in policy.routes
     )
     (overall,) = fallback(con).to_pylist()
     assert overall["fallback_successes"] == 1

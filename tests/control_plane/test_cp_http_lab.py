@@ -147,15 +147,20 @@ def _lab(out: Path) -> bytes:
     return done.stdout
 
 
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "control-plane.md"
+
+
 def test_lab_is_byte_identical_across_processes(tmp_path: Path) -> None:
     first, second = _lab(tmp_path / "a"), _lab(tmp_path / "b")
     assert first == second
+    guide = GUIDE.read_text(encoding="utf-8")
+    assert first.decode() in guide, "the guide's pinned lab output is stale"
     name = f"{policy_sha256(reference_policy())}.json"
     data = (tmp_path / "a" / name).read_bytes()
     assert data == (tmp_path / "b" / name).read_bytes()
     lines = {line[:20].strip(): line[20:] for line in first.decode().splitlines()}
     assert lines["baseline"] == "completed on compatible fallback"
-    assert lines["mutation cases"] == "12 / 12"
+    assert lines["mutation cases"] == "31 / 31"  # one case per rule
     assert lines["policy SHA-256"] == policy_sha256(reference_policy())
     assert lines["report bytes"] == f"{len(data):,}"
     assert lines["report SHA-256"] == sha256_hex(data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -38,6 +39,7 @@ from retryscope.instrumentation.control._lab import (
     TENANT,
     reference_policy,
 )
+from retryscope.instrumentation.control._policy import PollPolicy
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -70,10 +72,14 @@ def _crash_worker_after_dispatch(db: Path, receiver: Any, deadline_ms: int) -> N
     time.sleep(0.3)  # the dead worker's 200 ms lease expires
 
 
-def _run(journal: Journal, receiver: Any, deadline_ms: int, submit: Any) -> Any:
-    policy = replace(reference_policy(), deadline_ms=deadline_ms)
+def _run(journal: Journal, receiver: Any, deadline_ms: int, submit: Any, **kw: Any) -> Any:
     controller = RetryController(
-        policy, journal, reconcile=_poll(receiver), holder="recoverer", lease_ttl_ms=5_000
+        reference_policy(),
+        journal,
+        reconcile=_poll(receiver),
+        holder="recoverer",
+        lease_ttl_ms=5_000,
+        **kw,
     )
     return controller.run(
         submit(receiver.url),
@@ -81,6 +87,7 @@ def _run(journal: Journal, receiver: Any, deadline_ms: int, submit: Any) -> Any:
         idempotency_key=IDEMPOTENCY_KEY,
         operation=OPERATION,
         tenant=TENANT,
+        deadline_ms=deadline_ms,
     )
 
 
@@ -189,17 +196,21 @@ def test_event_order_is_verified(tmp_path: Path) -> None:
 
 
 def test_unresolved_dispatch_is_never_resubmitted(tmp_path: Path) -> None:
-    """A crash inside the call (simulated in process): in progress → no dispatch at all;
-    indeterminate → stop_indeterminate, still without a second dispatch."""
-    policy = replace(reference_policy(), deadline_ms=time.time_ns() // 1_000_000 + 60_000)
+    """A crash inside the call (simulated in process): without a way to ask the receiver
+    nothing is dispatched; an answer that stays ``in_progress`` is polled within the
+    policy's polling bounds and then left indeterminate, still without a second dispatch."""
+    policy = replace(reference_policy(), polling=PollPolicy(interval_ms=10, max_polls=3))
+    deadline = time.time_ns() // 1_000_000 + 60_000
     calls: list[int] = []
+    asked: list[int] = []
 
     def crash(d: Any) -> Any:
         calls.append(d.attempt_ordinal)
         raise KeyboardInterrupt  # escapes like a killed process: no outcome is recorded
 
-    def answer(status: ReceiverStatus) -> Any:
-        return lambda pending: Reconciliation(status)
+    def in_progress(pending: PendingDispatch) -> Reconciliation:
+        asked.append(time.monotonic_ns())
+        return Reconciliation(ReceiverStatus.IN_PROGRESS)
 
     with Journal(tmp_path / "j.sqlite") as journal:
         run = {
@@ -207,20 +218,18 @@ def test_unresolved_dispatch_is_never_resubmitted(tmp_path: Path) -> None:
             "idempotency_key": IDEMPOTENCY_KEY,
             "operation": OPERATION,
             "tenant": TENANT,
+            "deadline_ms": deadline,
         }
         with pytest.raises(KeyboardInterrupt):
             RetryController(policy, journal, holder="w1", lease_ttl_ms=0).run(crash, **run)
         with pytest.raises(ReconcileRequired):
-            RetryController(
-                policy,
-                journal,
-                holder="w2",
-                lease_ttl_ms=0,
-                reconcile=answer(ReceiverStatus.IN_PROGRESS),
-            ).run(crash, **run)
+            RetryController(policy, journal, holder="w2", lease_ttl_ms=0).run(crash, **run)
         result = RetryController(
-            policy, journal, holder="w3", reconcile=answer(ReceiverStatus.INDETERMINATE)
+            policy, journal, holder="w3", reconcile=in_progress, lease_ttl_ms=0
         ).run(crash, **run)
         assert result.terminal is Terminal.STOP_INDETERMINATE
         assert calls == [1]
+        assert len(asked) == 3  # max_polls
+        # the interval, on a ms clock (each wait is rounded down to the ms)
+        assert all(b - a >= 9_000_000 for a, b in itertools.pairwise(asked))
         assert [e.generation for e in journal.verify(IDEMPOTENCY)][-1] == 3

@@ -13,10 +13,11 @@ from retryscope.instrumentation.control import _evaluator as ev
 from retryscope.instrumentation.control._lab import (
     FALLBACK,
     PRIMARY,
+    reference_admission,
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import Jitter, RetryPolicy
+from retryscope.instrumentation.control._policy import Admission, Jitter, RetryPolicy
 from retryscope.instrumentation.control._receipts import (
     attempt_to_obj,
     attempts_sha256,
@@ -34,6 +35,19 @@ from retryscope.instrumentation.control._schedule import (
 from retryscope.vocabulary import Decision, Outcome, OutcomeKind, Terminal
 
 ATTEMPTS = reference_attempts()
+ADMISSION = reference_admission()
+
+
+def evaluate(
+    policy: RetryPolicy,
+    attempts: tuple[ev.ObservedAttempt, ...] | list[ev.ObservedAttempt],
+    *,
+    deadline_ms: int | None = None,
+    **kw: int,
+) -> ev.Receipt:
+    """The evaluator on the lab's request (with another deadline when given)."""
+    admission = ADMISSION if deadline_ms is None else reference_admission(deadline_ms)
+    return ev.evaluate(policy, admission, attempts, **kw)  # type: ignore[arg-type]
 
 
 def test_the_issue_schedule_figures_come_out_exactly() -> None:
@@ -45,7 +59,7 @@ def test_the_issue_schedule_figures_come_out_exactly() -> None:
 
 
 def test_reference_sequence_retries_then_falls_back_at_the_exact_times() -> None:
-    receipt = ev.evaluate(reference_policy(), ATTEMPTS)
+    receipt = evaluate(reference_policy(), ATTEMPTS)
     assert [d.decision for d in receipt.decisions] == [
         Decision.RETRY,
         Decision.FALLBACK,
@@ -63,7 +77,7 @@ def test_reference_sequence_retries_then_falls_back_at_the_exact_times() -> None
 
 
 def test_same_route_retry_plans_the_next_ordinal() -> None:
-    receipt = ev.evaluate(reference_policy(), ATTEMPTS[:1])
+    receipt = evaluate(reference_policy(), ATTEMPTS[:1])
     plan = receipt.next_attempt
     assert plan is not None
     assert receipt.terminal is None
@@ -146,7 +160,7 @@ def test_an_attempt_the_policy_did_not_plan_is_rejected_by_field(
     attempts: tuple[ev.ObservedAttempt, ...], error: type[ev.AttemptRejected], field: str
 ) -> None:
     with pytest.raises(error) as err:
-        ev.evaluate(reference_policy(), attempts)
+        evaluate(reference_policy(), attempts)
     assert err.value.field == field
 
 
@@ -155,48 +169,62 @@ def _fail(a: ev.ObservedAttempt, kind: OutcomeKind) -> ev.ObservedAttempt:
 
 
 @pytest.mark.parametrize(
-    ("policy", "attempts", "terminal"),
+    ("policy", "attempts", "terminal", "deadline"),
     [
-        (reference_policy(), ATTEMPTS, Terminal.COMPLETE),
+        (reference_policy(), ATTEMPTS, Terminal.COMPLETE, None),
         (
             reference_policy(),
             (_fail(ATTEMPTS[0], OutcomeKind.POLICY_DENIED),),
             Terminal.STOP_NON_RETRYABLE,
+            None,
         ),
         (
             reference_policy(),
             (_fail(ATTEMPTS[0], OutcomeKind.INVALID_OUTPUT),),
             Terminal.STOP_NON_RETRYABLE,
+            None,
         ),
         (
             reference_policy(),
             (_fail(ATTEMPTS[0], OutcomeKind.STREAM_INTERRUPTED_AFTER_OUTPUT),),
             Terminal.STOP_INDETERMINATE,
+            None,
         ),
         (
             replace(reference_policy(), max_total_attempts=1),
             ATTEMPTS[:1],
             Terminal.STOP_ATTEMPT_BUDGET,
+            None,
         ),
         (
             replace(reference_policy(), max_total_cost_micros=649_999),
             ATTEMPTS[:2],
             Terminal.STOP_COST_BUDGET,
+            None,
         ),
-        (replace(reference_policy(), max_total_cost_micros=100), (), Terminal.STOP_COST_BUDGET),
-        (replace(reference_policy(), deadline_ms=1_350), ATTEMPTS[:1], Terminal.STOP_DEADLINE),
-        (replace(reference_policy(), deadline_ms=1_900), ATTEMPTS, Terminal.STOP_DEADLINE),
+        (
+            replace(reference_policy(), max_total_cost_micros=100),
+            (),
+            Terminal.STOP_COST_BUDGET,
+            None,
+        ),
+        (reference_policy(), ATTEMPTS[:1], Terminal.STOP_DEADLINE, 1_350),
+        (reference_policy(), ATTEMPTS, Terminal.STOP_DEADLINE, 1_900),
         (
             reference_policy(),
             (*ATTEMPTS[:2], _fail(ATTEMPTS[2], OutcomeKind.TIMEOUT_BEFORE_RESPONSE)),
             Terminal.STOP_ROUTE_EXHAUSTED,
+            None,
         ),
     ],
 )
 def test_every_terminal(
-    policy: RetryPolicy, attempts: tuple[ev.ObservedAttempt, ...], terminal: Terminal
+    policy: RetryPolicy,
+    attempts: tuple[ev.ObservedAttempt, ...],
+    terminal: Terminal,
+    deadline: int | None,
 ) -> None:
-    receipt = ev.evaluate(policy, attempts)
+    receipt = evaluate(policy, attempts, deadline_ms=deadline)
     assert receipt.terminal is terminal
     assert receipt.next_attempt is None
     if attempts:
@@ -204,19 +232,19 @@ def test_every_terminal(
 
 
 def test_a_success_at_the_deadline_loses_and_the_wait_past_it_stops() -> None:
-    late = ev.evaluate(replace(reference_policy(), deadline_ms=1_900), ATTEMPTS)
+    late = evaluate(reference_policy(), ATTEMPTS, deadline_ms=1_900)
     assert (late.terminal, late.decisions[-1].decision) == (Terminal.STOP_DEADLINE, Decision.STOP)
-    waiting = ev.evaluate(reference_policy(), ATTEMPTS[:1], now_ms=5_000)
+    waiting = evaluate(reference_policy(), ATTEMPTS[:1], now_ms=5_000)
     assert waiting.terminal is Terminal.STOP_DEADLINE
 
 
 def test_any_attempt_after_a_terminal_is_rejected() -> None:
     stopped = (_fail(ATTEMPTS[0], OutcomeKind.REJECTED), *ATTEMPTS[1:])
     with pytest.raises(ev.PostTerminalAttempt) as err:
-        ev.evaluate(reference_policy(), stopped)
+        evaluate(reference_policy(), stopped)
     assert err.value.field == "attempts[1]"
     with pytest.raises(ev.PostTerminalAttempt):
-        ev.evaluate(reference_policy(), (*ATTEMPTS, replace(ATTEMPTS[2], attempt_ordinal=4)))
+        evaluate(reference_policy(), (*ATTEMPTS, replace(ATTEMPTS[2], attempt_ordinal=4)))
 
 
 def test_jitter_is_replayable_and_checked() -> None:
@@ -224,9 +252,10 @@ def test_jitter_is_replayable_and_checked() -> None:
     steps = [
         next_step(
             jittered,
+            ADMISSION,
             failed_route=PRIMARY,
-            failed_route_attempt=1,
-            failed_attempt_ordinal=1,
+            used={PRIMARY.route_id: 1},
+            next_attempt_ordinal=2,
             completed_at_ms=1_100,
             retry_after_ms=100,
         )
@@ -258,20 +287,21 @@ def test_jitter_is_replayable_and_checked() -> None:
         outcome=Outcome.SUCCESS,
         outcome_kind=None,
     )
-    assert ev.evaluate(jittered, (first, second)).terminal is Terminal.COMPLETE
+    assert evaluate(jittered, (first, second)).terminal is Terminal.COMPLETE
     with pytest.raises(ev.JitterOutOfRange):  # below the Retry-After hint
-        ev.evaluate(jittered, (first, replace(second, backoff_delay_ms=99)))
+        evaluate(jittered, (first, replace(second, backoff_delay_ms=99)))
     with pytest.raises(ev.JitterOutOfRange):  # beyond the capped delay
-        ev.evaluate(jittered, (first, replace(second, backoff_delay_ms=201)))
+        evaluate(jittered, (first, replace(second, backoff_delay_ms=201)))
     other = 100 if step.delay_ms != 100 else 101
     with pytest.raises(ev.ScheduleDrift):  # inside the window but not the seeded draw
-        ev.evaluate(jittered, (first, replace(second, backoff_delay_ms=other)))
-    past = replace(jittered, deadline_ms=step.not_before_ms)
-    assert ev.evaluate(past, (first,)).terminal is Terminal.STOP_DEADLINE
+        evaluate(jittered, (first, replace(second, backoff_delay_ms=other)))
+    assert evaluate(jittered, (first,), deadline_ms=step.not_before_ms).terminal is (
+        Terminal.STOP_DEADLINE
+    )
 
 
 def test_receipt_digests_and_clean_replay() -> None:
-    receipt = ev.evaluate(reference_policy(), ATTEMPTS)
+    receipt = evaluate(reference_policy(), ATTEMPTS)
     raw = receipt_json(receipt)
     obj = json.loads(raw)
     assert obj["policy_sha256"] == policy_sha256(reference_policy())
@@ -282,7 +312,7 @@ def test_receipt_digests_and_clean_replay() -> None:
 
 
 def _mutated(path: list[str | int], value: object) -> bytes:
-    obj = json.loads(receipt_json(ev.evaluate(reference_policy(), ATTEMPTS)))
+    obj = json.loads(receipt_json(evaluate(reference_policy(), ATTEMPTS)))
     target = obj
     for key in path[:-1]:
         target = target[key]
@@ -343,16 +373,18 @@ def test_attempts_convert_from_parquet_rows() -> None:
 
 # --- properties ----------------------------------------------------------------------------
 policies = st.builds(
-    lambda base, cap, hint_cap, total, cost, deadline, a0, a1, jitter: replace(
-        reference_policy(),
-        base_backoff_ms=min(base, cap),
-        max_backoff_ms=cap,
-        max_retry_after_ms=hint_cap,
-        max_total_attempts=total,
-        max_total_cost_micros=cost,
-        deadline_ms=deadline,
-        routes=(replace(PRIMARY, max_attempts=a0), replace(FALLBACK, max_attempts=a1)),
-        jitter=jitter,
+    lambda base, cap, hint_cap, total, cost, deadline, a0, a1, jitter: (
+        replace(
+            reference_policy(),
+            base_backoff_ms=min(base, cap),
+            max_backoff_ms=cap,
+            max_retry_after_ms=hint_cap,
+            max_total_attempts=total,
+            max_total_cost_micros=cost,
+            routes=(replace(PRIMARY, max_attempts=a0), replace(FALLBACK, max_attempts=a1)),
+            jitter=jitter,
+        ),
+        reference_admission(deadline),
     ),
     st.integers(0, 2_000),
     st.integers(0, 5_000),
@@ -376,16 +408,20 @@ observations = st.lists(
 )
 
 
-def _drive(policy: RetryPolicy, script: list[tuple]) -> list[ev.Receipt]:  # type: ignore[type-arg]
+def _drive(
+    policy: RetryPolicy,
+    admission: Admission,
+    script: list[tuple],  # type: ignore[type-arg]
+) -> list[ev.Receipt]:
     """A compliant harness: follows each plan, observing the scripted outcomes."""
     attempts: list[ev.ObservedAttempt] = []
-    receipts = [ev.evaluate(policy, attempts)]
+    receipts = [ev.evaluate(policy, admission, attempts)]
     for kind, duration, wait, hint, actual in script:
         plan = receipts[-1].next_attempt
         if receipts[-1].terminal is not None or plan is None:
             break
         start = max(1_000, plan.not_before_ms or 0) + wait
-        if start >= policy.deadline_ms:
+        if start >= admission.deadline_ms:
             break
         attempts.append(
             ev.ObservedAttempt(
@@ -393,8 +429,8 @@ def _drive(policy: RetryPolicy, script: list[tuple]) -> list[ev.Receipt]:  # typ
                 route_release=plan.route.route_release_sha256,
                 route_attempt_ordinal=plan.route_attempt_ordinal,
                 attempt_ordinal=plan.attempt_ordinal,
-                logical_request_digest=policy.logical_request_sha256,
-                idempotency_digest=policy.idempotency_key_sha256,
+                logical_request_digest=admission.logical_request_sha256,
+                idempotency_digest=admission.idempotency_key_sha256,
                 start_ms=start,
                 end_ms=start + duration,
                 outcome=Outcome.SUCCESS if kind is None else kind.family,
@@ -406,7 +442,7 @@ def _drive(policy: RetryPolicy, script: list[tuple]) -> list[ev.Receipt]:  # typ
                 cost_actual_micros=None if actual is None else min(actual, plan.reserve_micros),
             )
         )
-        receipts.append(ev.evaluate(policy, attempts))
+        receipts.append(ev.evaluate(policy, admission, attempts))
     return receipts
 
 
@@ -435,10 +471,11 @@ def test_schedule_is_monotone_and_capped(
 @settings(max_examples=200, deadline=None)
 @given(policies, observations)
 def test_budgets_deadline_and_not_before_hold_for_any_compliant_run(
-    policy: RetryPolicy,
+    bound: tuple[RetryPolicy, Admission],
     script: list[tuple],  # type: ignore[type-arg]
 ) -> None:
-    receipts = _drive(policy, script)
+    policy, admission = bound
+    receipts = _drive(policy, admission, script)
     final = receipts[-1]
     assert len(final.attempts) <= policy.max_total_attempts
     for route in policy.routes:
@@ -446,15 +483,15 @@ def test_budgets_deadline_and_not_before_hold_for_any_compliant_run(
     assert final.spent_micros <= policy.max_total_cost_micros
     for a in final.attempts:
         assert a.not_before_ms is None or a.start_ms >= a.not_before_ms
-        assert a.start_ms < policy.deadline_ms  # the deadline is absolute, never reset
+        assert a.start_ms < admission.deadline_ms  # the deadline is absolute, never reset
     for r in receipts:
-        assert r.policy.deadline_ms == policy.deadline_ms
+        assert r.admission.deadline_ms == admission.deadline_ms
         if r.next_attempt is not None and r.next_attempt.not_before_ms is not None:
-            assert r.next_attempt.not_before_ms < policy.deadline_ms
+            assert r.next_attempt.not_before_ms < admission.deadline_ms
     if final.terminal is not None and final.attempts:
         with pytest.raises(ev.PostTerminalAttempt):
-            ev.evaluate(policy, [*final.attempts, final.attempts[-1]])
+            ev.evaluate(policy, admission, [*final.attempts, final.attempts[-1]])
     if len(final.attempts) >= 2 and final.attempts[1].not_before_ms is not None:
         early = replace(final.attempts[1], start_ms=final.attempts[1].not_before_ms - 1)
         with pytest.raises(ev.EarlyStart):
-            ev.evaluate(policy, [final.attempts[0], early])
+            ev.evaluate(policy, admission, [final.attempts[0], early])

@@ -59,7 +59,7 @@ def test_as_recorded_the_replay_changes_nothing(whatif: AppTest) -> None:
     }
     assert "as recorded" in whatif.caption[0].value
     assert "changes no request" in whatif.success[0].value
-    assert "no policy side files" in whatif.info[0].value
+    assert "no retry policy" in whatif.info[0].value
 
 
 def test_fewer_attempts_cuts_every_retry_and_lists_the_requests(whatif: AppTest) -> None:
@@ -247,7 +247,8 @@ def test_policy_drift_panel_lists_the_drifting_request(policy_app: AppTest) -> N
 
 def test_a_new_policy_side_file_is_a_new_version(policy_data: Path, tmp_path: Path) -> None:
     before = fingerprint(str(policy_data))
-    assert sum("_policies" in path for path, _, _ in before) == 2  # reference + 2-attempt
+    # the hand loop's side file (the controller's policies travel on its request spans)
+    assert sum("_policies" in path for path, _, _ in before) == 1
     copy = tmp_path / "spans"
     shutil.copytree(policy_data, copy)
     write_policy_side_file(copy, policy_with(max_total_attempts=3))

@@ -13,10 +13,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.control._lab import reference_policy
+from retryscope.instrumentation.control._capability import (
+    OUTPUT_MODE_RANK,
+    CapabilityContract,
+)
+from retryscope.instrumentation.control._lab import FALLBACK, reference_policy
 from retryscope.instrumentation.control._policy import (
+    CircuitBreakerPolicy,
+    HedgePolicy,
     Jitter,
     PolicyError,
+    RetryBudgetPolicy,
     RetryPolicy,
     policy_from_json,
     policy_from_toml,
@@ -25,7 +32,15 @@ from retryscope.instrumentation.control._policy import (
 from retryscope.instrumentation.control._strict import DecodeError
 from retryscope.vocabulary import BOUNDARY_RANK, RetryOwner
 
-BASE = policy_to_obj(replace(reference_policy(), jitter=Jitter("scheduler-2026.11", 42)))
+BASE = policy_to_obj(
+    replace(
+        reference_policy(),
+        jitter=Jitter("scheduler-2026.11", 42),
+        retry_budget=RetryBudgetPolicy(20, 3),
+        circuit_breaker=CircuitBreakerPolicy(50, 10, 30_000, 5_000, 2),
+        hedging=HedgePolicy(FALLBACK.route_id, 300, 1, 10, 1),
+    )
+)
 SHA = re.compile(r"[0-9a-f]{64}")
 
 LEAF = st.one_of(
@@ -132,14 +147,61 @@ def _strip_none(value: Any) -> Any:
     return value
 
 
+def _satisfies(needed: CapabilityContract, offered: CapabilityContract) -> bool:
+    """The capability rules restated: needed ⊆ offered, sizes within bounds, a mode at least
+    as strict, the same output schema, streaming events present, residency and retention."""
+    return (
+        needed.input_modalities <= offered.input_modalities
+        and needed.output_modalities <= offered.output_modalities
+        and offered.context_tokens >= needed.context_tokens
+        and offered.output_tokens >= needed.output_tokens
+        and OUTPUT_MODE_RANK[offered.output_mode] >= OUTPUT_MODE_RANK[needed.output_mode]
+        and (needed.output_schema_sha256 in (None, offered.output_schema_sha256))
+        and needed.tools <= offered.tools
+        and (offered.stream_terminal_event or not needed.stream_terminal_event)
+        and (offered.stream_usage_event or not needed.stream_usage_event)
+        and bool(offered.regions)
+        and offered.regions <= needed.regions
+        and offered.retention_days <= needed.retention_days
+    )
+
+
+def _protections_valid(p: RetryPolicy) -> bool:
+    ids = {r.route_id: r for r in p.routes}
+    b, c, h = p.retry_budget, p.circuit_breaker, p.hedging
+    return (
+        (b is None or b.budget_percent <= 100)
+        and (
+            c is None
+            or (
+                1 <= c.failure_percent <= 100
+                and c.minimum_throughput >= 1
+                and c.sampling_duration_ms >= 10
+                and c.break_duration_ms >= 1
+                and c.half_open_probes >= 1
+            )
+        )
+        and (
+            h is None
+            or (
+                h.route_id in ids
+                and ids[h.route_id].priority > 0
+                and h.delay_ms >= 1
+                and 1 <= h.max_hedges <= ids[h.route_id].max_attempts
+                and h.budget_percent <= 100
+            )
+        )
+        and p.polling.interval_ms >= 1
+        and p.polling.max_polls >= 1
+    )
+
+
 def _is_valid(p: RetryPolicy) -> bool:
     """An oracle written from the rules (not from the validator's code)."""
-    digests = [
-        p.logical_request_sha256,
-        p.idempotency_key_sha256,
-        p.capability_contract_sha256,
-        p.behavior_class_sha256,
-    ]
+    digests = [p.behavior_class_sha256]
+    digests += [r.behavior_evidence.evaluation_sha256 for r in p.routes]
+    if p.capability.output_schema_sha256 is not None:
+        digests.append(p.capability.output_schema_sha256)
     routes = p.routes
     return (
         p.retry_owner is RetryOwner.HARNESS
@@ -152,13 +214,17 @@ def _is_valid(p: RetryPolicy) -> bool:
         and all(r.route_id for r in routes)
         and len({r.route_release_sha256 for r in routes}) == len(routes)
         and all(SHA.fullmatch(r.route_release_sha256) for r in routes)
-        and all(r.capability_contract_sha256 == p.capability_contract_sha256 for r in routes)
+        and all(_satisfies(p.capability, r.capability) for r in routes)
         and all(r.behavior_class_sha256 == p.behavior_class_sha256 for r in routes)
+        and all(
+            p.freshness_bound_ms is None or r.staleness_ms <= p.freshness_bound_ms for r in routes
+        )
         and all(
             BOUNDARY_RANK[r.data_boundary] <= BOUNDARY_RANK[p.max_data_boundary] for r in routes
         )
         and all(r.supports_idempotency and r.max_attempts >= 1 for r in routes)
         and (p.jitter is None or bool(p.jitter.scheduler_release))
+        and _protections_valid(p)
     )
 
 

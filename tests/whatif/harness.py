@@ -1,9 +1,10 @@
 """Small hand-built traffic for the drift and what-if tests, made by the real instrumentation.
 
-Requests run under the real ``RetryController`` (virtual clock, the lab's reference policy)
-or under a hand-written harness loop that stamps the same policy digest but does not follow
-the policy (the drift cases). Spans go through the real stamping processor and Parquet
-exporter into ``<dir>/``, and the policy side file is written next to them.
+Requests run under the real ``RetryController`` (virtual clock, the lab's reference policy;
+the controller records the policy document on each request span) or under a hand-written
+harness loop that stamps the same policy digest but does not follow the policy (the drift
+cases; it writes the policy as a side file next to the data unless told not to). Spans go
+through the real stamping processor and Parquet exporter into ``<dir>/``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from retryscope.instrumentation import (
     ParquetSpanExporter,
     logical_request,
 )
-from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
+from retryscope.instrumentation.control._calls import CallResult, Dispatch
+from retryscope.instrumentation.control._controller import RetryController
 from retryscope.instrumentation.control._lab import (
+    DEADLINE_MS,
     IDEMPOTENCY_KEY,
     OPERATION,
     PRIMARY,
@@ -80,7 +83,6 @@ class Traffic:
     ) -> Terminal:
         """Run the real controller; each call takes (duration ms, result) from ``script``."""
         policy = policy or reference_policy()
-        write_policy_side_file(self.directory, policy)
         clock = Clock(start_ms)
         steps: Iterator[tuple[int, CallResult]] = iter(script)
 
@@ -92,19 +94,28 @@ class Traffic:
         controller = RetryController(
             policy, clock=clock, sleep=clock.sleep, tracer_provider=self.provider
         )
-        return controller.run(call, logical_request_id=request_id, **RUN).terminal
+        return controller.run(
+            call, logical_request_id=request_id, deadline_ms=DEADLINE_MS, **RUN
+        ).terminal
 
-    def by_hand(self, *, request_id: str, steps: list[tuple[str, int, OutcomeKind | None]]) -> None:
+    def by_hand(
+        self,
+        *,
+        request_id: str,
+        steps: list[tuple[str, int, OutcomeKind | None]],
+        side_file: bool = True,
+    ) -> None:
         """A harness loop that stamps the reference policy's digest but makes its own
         decisions: each step is (route, backoff ms before it, failure kind or None for a
         success), every attempt taking 100 ms and reserving the primary's worst case."""
         policy = reference_policy()
-        write_policy_side_file(self.directory, policy)
+        if side_file:
+            write_policy_side_file(self.directory, policy)
         clock = Clock(1_000)
         with logical_request(
             tracer_provider=self.provider,
             clock=clock,
-            deadline=policy.deadline_ms * MS,
+            deadline=DEADLINE_MS * MS,
             retry_owner="harness",
             policy_digest=policy_sha256(policy),
             logical_request_id=request_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,8 @@ from retryscope.analytics.replay._policy_drift import (
     request_drift,
     write_policy_side_file,
 )
-from retryscope.instrumentation.control._controller import CallResult
-from retryscope.instrumentation.control._lab import reference_policy
+from retryscope.instrumentation.control._calls import CallResult
+from retryscope.instrumentation.control._lab import reference_admission, reference_policy
 from retryscope.instrumentation.control._policy import policy_from_json
 from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.vocabulary import OutcomeKind
@@ -102,24 +103,82 @@ def test_terminal_mismatch_and_tampered_side_file(data: Path, tmp_path: Path) ->
     )
     names = [d[0] for d in cursor.description]
     rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
-    assert request_drift(document, policy_sha256(policy), "complete", None, rows) == []
-    (row,) = request_drift(document, policy_sha256(policy), "stop_deadline", None, rows)
+    bound = {
+        "request_digest": reference_admission().logical_request_sha256,
+        "idempotency_digest": reference_admission().idempotency_key_sha256,
+        "deadline_ns": reference_admission().deadline_ms * 1_000_000,
+    }
+    assert request_drift(document, policy_sha256(policy), "complete", None, rows, **bound) == []
+    (row,) = request_drift(document, policy_sha256(policy), "stop_deadline", None, rows, **bound)
     assert (row["drift"], row["check"], row["observed"], row["planned"]) == (
         "budget",
         "terminal_mismatch",
         "stop_deadline",
         "complete",
     )
-    (bad,) = request_drift(document.replace("200", "201", 1), policy_sha256(policy), None, 0, rows)
+    tampered = document.replace("200", "201", 1)
+    (bad,) = request_drift(tampered, policy_sha256(policy), None, 0, rows, **bound)
     assert (bad["drift"], bad["check"]) == ("policy", "digest_mismatch")
-    (broken,) = request_drift("{not json", policy_sha256(policy), None, 0, rows)
+    (broken,) = request_drift("{not json", policy_sha256(policy), None, 0, rows, **bound)
     assert broken["check"] == "undecodable_policy"
+    unbound = {**bound, "deadline_ns": None}
+    (loose,) = request_drift(document, policy_sha256(policy), "complete", None, rows, **unbound)
+    assert loose["check"] == "unbound_request"
 
 
-def test_without_side_files_nothing_is_evaluated(data: Path, tmp_path: Path) -> None:
+def test_the_controllers_spans_carry_the_policy_no_side_file_needed(
+    data: Path, tmp_path: Path
+) -> None:
+    """The controller's request span holds the document: without any side file the hand
+    loops stamping that policy's digest are still judged against it."""
     import shutil
 
     copy = tmp_path / "copy"
     shutil.copytree(data, copy)
     shutil.rmtree(copy / POLICY_DIR)
-    assert _rows(copy) == {}
+    assert _rows(copy).keys() == _rows(data).keys() == {B, C, D}
+
+
+def test_without_any_document_nothing_is_evaluated(tmp_path: Path) -> None:
+    t = Traffic(tmp_path / "hand")
+    t.by_hand(request_id=B, steps=[(PRIMARY, 0, OutcomeKind.UNAVAILABLE)], side_file=False)
+    t.close()
+    assert _rows(tmp_path / "hand") == {}
+
+
+def _otlp_file(spans: list[Any], path: Path) -> Path:
+    from tests.export_support import otlp_json_line
+
+    path.parent.mkdir(parents=True)
+    path.write_text(otlp_json_line(spans) + "\n")
+    return path
+
+
+def test_policy_drift_works_through_the_collector_and_ingest(tmp_path: Path) -> None:
+    """Controller traffic and a drifting hand loop exported as OTLP JSON lines (the
+    Collector's file exporter), ingested into Parquet: drift is found from the spans alone."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from retryscope.instrumentation import AttemptStampingProcessor
+    from retryscope.instrumentation.ingest._run import ingest
+
+    memory = InMemorySpanExporter()
+    t = Traffic(tmp_path / "unused")
+    t.provider = TracerProvider()
+    t.provider.add_span_processor(AttemptStampingProcessor())
+    t.provider.add_span_processor(SimpleSpanProcessor(memory))
+    rate_limited = CallResult(kind=OutcomeKind.RATE_LIMITED, retry_after_ms=250)
+    t.controlled([(100, rate_limited), (100, CallResult(value="ok"))], request_id=A)
+    unavailable = OutcomeKind.UNAVAILABLE
+    t.by_hand(
+        request_id=C, steps=[(PRIMARY, 0, unavailable), ("rogue", 200, None)], side_file=False
+    )
+    t.close()
+    source = _otlp_file(list(memory.get_finished_spans()), tmp_path / "collector" / "traces.json")
+    ingest([source], tmp_path / "ingested")
+    assert not (tmp_path / "ingested" / POLICY_DIR).exists()
+    rows = _rows(tmp_path / "ingested")
+    assert rows.keys() == {C}
+    assert (rows[C]["check"], rows[C]["route_id"]) == ("RouteMismatch", "rogue")

@@ -153,7 +153,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
            json_object('route_id', route_id, 'layer', layer,
                        'late_ms', (epoch_ns(end_time) - epoch_ns(request_deadline)) / 1000000.0)
     FROM attempt_facts
-    WHERE outcome = 'success' AND end_time > request_deadline
+    WHERE outcome = 'success' AND rs_late(end_time, request_deadline)
 
     UNION ALL
     SELECT 'doomed_dispatch',

@@ -1,5 +1,5 @@
 -- Deadlines per slice (request level). Misses: stopped by the deadline, finished after it,
--- or a success that completed after it. Doomed: attempts dispatched with less time left
+-- or a success that completed at or after it. Doomed: attempts dispatched with less time left
 -- than their route's median attempt latency.
 SELECT
     rs_dim($dim, entry_route, entry_release, tenant, operation, retry_owner, started_at)

@@ -6,6 +6,9 @@ CREATE OR REPLACE MACRO rs_ratio(n, d) AS
 
 CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
 
+-- A success completing at or after the deadline loses to it (the control plane's rule).
+CREATE OR REPLACE MACRO rs_late(end_time, deadline) AS end_time >= deadline;
+
 -- rs_layer_rank, rs_boundary_rank (from the vocabulary), rs_http_outcome and
 -- rs_http_outcome_kind (from the recorder's HTTP status table) are rendered by
 -- retryscope.analytics._macros.

@@ -19,8 +19,8 @@ WITH agg AS (
             AS boundary_widened,
         arg_min(a.duration_ms, a.start_time) FILTER (WHERE a.parent_layer IS NULL)
             AS first_attempt_ms,
-        coalesce(bool_or(a.outcome = 'success' AND a.end_time > a.request_deadline), FALSE)
-            AS late_success,
+        coalesce(bool_or(a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)),
+                 FALSE) AS late_success,
         count(*) FILTER (WHERE a.deadline_remaining_ms < l.p50_ms) AS doomed_dispatches,
         -- amplification by request-level slices (amplification.sql)
         count(a.span_id) AS physical_attempts,
