@@ -135,8 +135,17 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "late_success",
         W,
-        "An attempt succeeded after the request's deadline: work nobody could use.",
+        "A request succeeded only after its deadline (once per request, on its outermost late "
+        "success): work nobody could use.",
         "Pass the remaining deadline to the attempt as its timeout.",
+    ),
+    Rule(
+        "deadline_exhausted",
+        INFO,
+        "A request was stopped by its deadline (terminal stop_deadline): the caller got no "
+        "answer in time.",
+        "See where the time went (slow attempts, backoff, Retry-After waits); pass the "
+        "remaining deadline to each attempt and stop before an attempt that cannot finish.",
     ),
     Rule(
         "doomed_dispatch",

@@ -122,38 +122,79 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
     FROM attempt_facts
     WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
 
+    -- The request-level rules below fire once per request, when its request_facts row
+    -- says so (the definitions the fallback and deadline metrics count), on the
+    -- outermost attempt that shows it: a harness attempt and the transport send beneath
+    -- it are one answer, not two.
     UNION ALL
     SELECT 'fallback_boundary_widening',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'route_data_boundary', route_data_boundary,
-                       'allowed_boundary', allowed_boundary, 'is_fallback', is_fallback)
-    FROM attempt_facts
-    WHERE accepted AND NOT boundary_allowed
+           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
+           json_object('route_id', a.route_id, 'route_data_boundary', a.route_data_boundary,
+                       'allowed_boundary', a.allowed_boundary, 'is_fallback', a.is_fallback)
+    FROM request_facts r
+    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    WHERE r.boundary_widened AND a.accepted AND NOT a.boundary_allowed
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
+    ) = 1
 
     UNION ALL
     SELECT 'fallback_capability_mismatch',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id,
-                       'route_capability_digest', route_capability_digest,
-                       'required_capability_digest', required_capability_digest)
-    FROM attempt_facts
-    WHERE accepted AND is_fallback AND NOT capability_bound
+           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
+           json_object('route_id', a.route_id,
+                       'route_capability_digest', a.route_capability_digest,
+                       'required_capability_digest', a.required_capability_digest)
+    FROM request_facts r
+    JOIN attempt_facts a
+      ON a.logical_request_id = r.logical_request_id
+     AND a.route_id IS NOT DISTINCT FROM r.fallback_route
+    WHERE r.fallback_success AND NOT r.fallback_capability_bound
+      AND a.accepted AND a.is_fallback
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
+    ) = 1
 
     UNION ALL
+    -- degraded: the capability and the data boundary hold, the behavior class differs
+    -- (fallback.sql's degraded_fallbacks); a fallback that breaks the capability is
+    -- incompatible instead (fallback_capability_mismatch)
     SELECT 'degraded_fallback',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'route_behavior_class', route_behavior_class,
-                       'required_behavior_class', required_behavior_class)
-    FROM attempt_facts
-    WHERE accepted AND is_fallback AND NOT behavior_bound
+           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
+           json_object('route_id', a.route_id, 'route_behavior_class', a.route_behavior_class,
+                       'required_behavior_class', a.required_behavior_class)
+    FROM request_facts r
+    JOIN attempt_facts a
+      ON a.logical_request_id = r.logical_request_id
+     AND a.route_id IS NOT DISTINCT FROM r.fallback_route
+    WHERE r.fallback_success AND r.fallback_capability_bound AND r.fallback_boundary_allowed
+      AND NOT r.fallback_behavior_bound
+      AND a.accepted AND a.is_fallback
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
+    ) = 1
 
     UNION ALL
     SELECT 'late_success',
-           logical_request_id, trace_id, span_id, end_time,
-           json_object('route_id', route_id, 'layer', layer,
-                       'late_ms', (epoch_ns(end_time) - epoch_ns(request_deadline)) / 1000000.0)
-    FROM attempt_facts
-    WHERE outcome = 'success' AND end_time > request_deadline
+           a.logical_request_id, a.trace_id, a.span_id, a.end_time,
+           json_object('route_id', a.route_id, 'layer', a.layer,
+                       'late_ms',
+                       (epoch_ns(a.end_time) - epoch_ns(a.request_deadline)) / 1000000.0)
+    FROM request_facts r
+    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    WHERE r.late_success AND a.outcome = 'success' AND a.end_time > a.request_deadline
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.end_time
+    ) = 1
+
+    UNION ALL
+    SELECT 'deadline_exhausted',
+           logical_request_id, trace_id, NULL, started_at,
+           json_object('deadline_ms', rs_ms(deadline) - rs_ms(started_at),
+                       'duration_ms', logical_ms,
+                       'attempts', physical_attempts,
+                       'receiver_attempts', receiver_attempts)
+    FROM request_facts
+    WHERE terminal = 'stop_deadline'
 
     UNION ALL
     SELECT 'doomed_dispatch',
