@@ -85,6 +85,17 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("amplification.receiver_attempts", INT, "As `receiver_attempts`."),
         ("amplification.amplification_ratio", FLOAT, "As `amplification_ratio`."),
         (
+            "amplification.attempts_per_request",
+            FLOAT,
+            "`physical_attempts` ÷ `logical_requests` (every layer's attempts).",
+        ),
+        (
+            "amplification.excess_attempts",
+            INT,
+            "`receiver_attempts` − `logical_requests`: what receivers saw beyond one attempt "
+            "per request.",
+        ),
+        (
             "amplification.hidden_attempts",
             INT,
             "Receiver − harness attempts per request (the outermost layer's attempts where "
@@ -122,6 +133,17 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             "amplification.by_layer[].amplification_ratio",
             FLOAT,
             "Receiver attempts at that layer ÷ its requests.",
+        ),
+        (
+            "amplification.by_layer[].attempts_per_request",
+            FLOAT,
+            "Attempts at that layer ÷ its requests (the layer's own multiplication; a "
+            "harness's attempts all have sends beneath them, so its receiver ratio is 0).",
+        ),
+        (
+            "amplification.by_layer[].excess_attempts",
+            INT,
+            "Attempts at that layer beyond one per request: its retries.",
         ),
         (
             "amplification.by_layer[].max_attempts_per_request",

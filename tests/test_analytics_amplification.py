@@ -60,6 +60,8 @@ def test_amplification_overall_counts_receiver_attempts_and_nesting(recorder: Re
             "harness_attempts": 5,
             "receiver_attempts": 12,  # 9 + 1 + 2
             "amplification_ratio": 4.0,
+            "attempts_per_request": 16 / 3,
+            "excess_attempts": 9,  # 12 receiver attempts beyond one per request
             "hidden_attempts": 7,
             "max_attempts_per_request": 9,
             "p99_attempts_per_request": 9,
@@ -202,8 +204,9 @@ GROUP BY 1, r.logical_request_id
 """
 
 
-def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """amplification's columns per slice, from one row per request and slice."""
+def _expected(rows: list[dict[str, Any]], *, layered: bool = False) -> list[dict[str, Any]]:
+    """amplification's columns per slice, from one row per request and slice (``layered``:
+    the slices are layers)."""
     slices: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
         slices.setdefault(row["value"], []).append(row)
@@ -220,6 +223,10 @@ def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "harness_attempts": sum(r["harness"] for r in group),
                 "receiver_attempts": sum(receivers),
                 "amplification_ratio": sum(receivers) / len(group),
+                "attempts_per_request": sum(r["attempts"] for r in group) / len(group),
+                # per layer that layer's attempts, elsewhere the receiver's, beyond one each
+                "excess_attempts": sum(r["attempts" if layered else "receiver"] for r in group)
+                - len(group),
                 "hidden_attempts": sum(
                     r["receiver"] - (r["harness"] if r["harness"] > 0 else r["top_level"])
                     for r in group
@@ -249,7 +256,7 @@ def test_every_slice_equals_the_attempts_joined_to_their_requests(tmp_path: Path
         for dim in Dimension:
             fast = amplification(con, by=dim, filters=scope, bucket=timedelta(seconds=5))
             per_request = con.sql(PER_REQUEST, params={"dim": dim.value}).to_arrow_table()
-            expected = _expected(per_request.to_pylist())
+            expected = _expected(per_request.to_pylist(), layered=dim is Dimension.LAYER)
             assert fast.num_rows >= 1, (scope, dim)
             got = fast.to_pylist()
             assert [r["value"] for r in got] == [r["value"] for r in expected], (scope, dim)

@@ -1,4 +1,5 @@
--- Amplification per slice: logical requests, attempts by kind, ratio, nesting.
+-- Amplification per slice: logical requests, attempts by kind, ratio, attempts per request,
+-- excess attempts, nesting.
 -- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
 -- the narrowest table that has its counts ($dim selects the branch; the others are
 -- folded away): request_facts for slices of whole requests, request_layers per layer,
@@ -48,6 +49,12 @@ SELECT
     sum(p.harness)::BIGINT AS harness_attempts,
     sum(p.receiver)::BIGINT AS receiver_attempts,
     rs_ratio(sum(p.receiver), count(*)) AS amplification_ratio,
+    -- per layer: that layer's attempts per request reaching it (a harness makes attempts
+    -- the receiver never sees as such); elsewhere every attempt at every layer
+    rs_ratio(sum(p.attempts), count(*)) AS attempts_per_request,
+    -- attempts beyond one per request: at the receiver, or per layer at that layer
+    (CASE WHEN $dim = 'layer' THEN sum(p.attempts) ELSE sum(p.receiver) END - count(*))::BIGINT
+        AS excess_attempts,
     sum(p.receiver - CASE WHEN p.harness > 0 THEN p.harness ELSE p.top_level END)::BIGINT
         AS hidden_attempts,
     coalesce(max(p.receiver), 0)::BIGINT AS max_attempts_per_request,
