@@ -197,7 +197,7 @@ def _params(thresholds: Thresholds) -> dict[str, object]:
     }
 
 
-def _install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
     """Create ``finding_rows`` over the current scope and the catalog table
     ``finding_rules`` (rule id, severity). A table macro binds what it reads when it is
     created, so its inputs come first: the policy-drift macro and the retry clusters for
@@ -230,7 +230,7 @@ def findings(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     apply(con, filters)
-    _install(con, thresholds)
+    install(con, thresholds)
     selected = wanted if rule is not None or rules is not None else None
     return arrow(con, "finding_list", {"rules": selected, "limit": limit, **_params(thresholds)})
 
@@ -244,7 +244,7 @@ def finding_counts(
     """How many findings each rule has (every rule id, 0 when none), without building the
     rows: what a report needs on a data set with millions of findings."""
     apply(con, filters)
-    _install(con, thresholds)
+    install(con, thresholds)
     counts = dict.fromkeys(RULE_IDS, 0)
     for row in arrow(con, "findings_counts", _params(thresholds)).to_pylist():
         counts[str(row["rule_id"])] = int(row["n"])

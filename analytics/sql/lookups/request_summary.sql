@@ -3,6 +3,8 @@ SELECT
     r.logical_request_id, r.trace_id, r.tenant, r.operation, r.retry_owner,
     r.started_at, r.ended_at, r.deadline, r.terminal, r.idempotency_digest,
     r.logical_request_digest, r.has_request_span,
+    r.entry_route, r.entry_boundary, r.max_data_boundary, r.required_behavior_class,
+    r.required_capability_digest,
     coalesce(n.retried_layers, []) AS retried_layers,
     coalesce(n.multiplication, 1) AS multiplication
 FROM request_base r

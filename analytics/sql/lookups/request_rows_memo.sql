@@ -1,0 +1,74 @@
+-- The Requests explorer's rows of the current scope: one per in-scope logical request with
+-- the figures its request_facts row holds (the model's: what the metrics count), its route
+-- path (the routes of its outermost attempts, in the order first tried), its cost and its
+-- findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget as in
+-- finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
+-- retryscope.analytics._browse; request_list.sql and request_list_count.sql page it
+-- through the table macro of request_rows_matching.sql.
+CREATE OR REPLACE TEMP TABLE memo_request_rows AS
+WITH firsts AS (
+    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
+           route_id, min(start_time) AS first_start
+    FROM attempt_facts
+    WHERE parent_layer IS NULL AND route_id IS NOT NULL
+    GROUP BY hash(logical_request_id), route_id
+),
+path AS (
+    SELECT h, any_value(logical_request_id) AS logical_request_id,
+           string_agg(route_id, ' → ' ORDER BY first_start, route_id) AS route_path,
+           list(route_id ORDER BY first_start, route_id) AS routes
+    FROM firsts
+    GROUP BY h
+),
+spend AS (
+    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
+           sum(cost_micros)::BIGINT AS cost_micros,
+           coalesce(sum(cost_micros) FILTER (WHERE NOT accepted), 0)::BIGINT AS wasted_micros,
+           min(cost_currency) AS cost_currency
+    FROM attempt_facts
+    WHERE cost_reserved_micros IS NOT NULL OR cost_actual_micros IS NOT NULL
+    GROUP BY hash(logical_request_id)
+),
+found AS (
+    SELECT hash(f.logical_request_id) AS h, any_value(f.logical_request_id) AS logical_request_id,
+           count(*)::BIGINT AS findings,
+           count(*) FILTER (WHERE c.severity IS DISTINCT FROM 'info')::BIGINT AS violations,
+           list(DISTINCT f.rule_id ORDER BY f.rule_id) AS rules
+    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget) f
+    LEFT JOIN finding_rules c ON c.rule_id = f.rule_id
+    WHERE f.logical_request_id IS NOT NULL
+    GROUP BY hash(f.logical_request_id)
+),
+facts AS (
+    SELECT hash(logical_request_id) AS h, * FROM request_facts
+)
+SELECT
+    r.logical_request_id,
+    r.trace_id,
+    r.started_at,
+    r.logical_ms AS duration_ms,
+    coalesce(r.terminal, 'unknown') AS terminal,
+    r.tenant,
+    r.operation,
+    r.entry_route,
+    coalesce(p.route_path, '') AS route_path,
+    coalesce(p.routes, []) AS routes,
+    r.physical_attempts AS attempts,
+    r.receiver_attempts,
+    r.multiplication AS retry_product,
+    coalesce(n.retried_layers, []) AS retried_layers,
+    r.retried_layer_count >= 2 AS nested,
+    r.has_fallback,
+    r.deadline_missed,
+    r.late_success,
+    s.cost_micros,
+    s.wasted_micros,
+    s.cost_currency,
+    coalesce(f.findings, 0) AS findings,
+    coalesce(f.violations, 0) AS violations,
+    coalesce(f.rules, []) AS rules
+FROM facts r
+LEFT JOIN path p ON p.h = r.h AND p.logical_request_id = r.logical_request_id
+LEFT JOIN spend s ON s.h = r.h AND s.logical_request_id = r.logical_request_id
+LEFT JOIN found f ON f.h = r.h AND f.logical_request_id = r.logical_request_id
+LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id;
