@@ -36,6 +36,12 @@ def time_range(con: duckdb.DuckDBPyConnection) -> pa.Table:
     return arrow(con, "time_range")
 
 
+def scope_time_range(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
+    """One row: first and last start of the requests ``filters`` select, and their number."""
+    apply(con, filters)
+    return arrow(con, "scope_time_range")
+
+
 def nested_retry_requests(
     con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None, limit: int = 100
 ) -> pa.Table:
@@ -182,9 +188,7 @@ def request_findings(
     them."""
     apply(con, None)
     install(con, thresholds)
-    return arrow(
-        con, "request_findings", {"id": logical_request_id, **_finding_params(thresholds)}
-    )
+    return arrow(con, "request_findings", {"id": logical_request_id, **_finding_params(thresholds)})
 
 
 def request_span_tree(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
