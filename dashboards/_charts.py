@@ -22,6 +22,8 @@ Figure = alt.Chart | alt.LayerChart | alt.FacetChart
 
 PICK, ZOOM = "pick", "zoom"
 
+STATUS_KINDS = {"OK": "span ok", "ERROR": "span error", "UNSET": "span unset"}
+"""What a span that is not an attempt is coloured by: its status."""
 KIND_COLOURS: dict[str, str] = {
     Outcome.SUCCESS.value: "#2e7d32",
     OutcomeKind.RATE_LIMITED.value: "#f9a825",
@@ -38,6 +40,9 @@ KIND_COLOURS: dict[str, str] = {
     Outcome.NON_RETRYABLE.value: "#ef9a9a",
     Outcome.INDETERMINATE.value: "#ce93d8",
     "unknown": "#9e9e9e",
+    "span ok": "#a5d6a7",
+    "span error": "#d32f2f",
+    "span unset": "#bdbdbd",
 }
 """One colour per outcome kind (an attempt without a kind: its outcome family's)."""
 
@@ -434,15 +439,12 @@ def timeline(
             .encode(x="deadline_ms:Q", y=alt.value(0), text="label:N")
         )
         layers += [rule, text]
-    chart: Figure = alt.layer(*layers).properties(
-        height=timeline_height(len(lanes)), padding={"top": 18}
-    )
+    chart: Figure = alt.layer(*layers).properties(height=LANE_PX * len(lanes), padding={"top": 18})
     return chart
 
 
-def timeline_height(lanes: int) -> int:
-    """Pixels a timeline of ``lanes`` lanes needs (axis and legend included)."""
-    return 120 + 48 * lanes
+LANE_PX = 46
+"""Height of one timeline lane (the plot grows with its lanes; axis and legend come on top)."""
 
 
 def waterfall(spans: pd.DataFrame) -> Figure:

@@ -135,6 +135,7 @@ def _choose_preset(last: datetime | None) -> None:
         st.session_state[SINCE], st.session_state[UNTIL] = _preset_bounds(name, last)
 
 
+
 def _clear_filters() -> None:
     st.session_state[SINCE] = st.session_state[UNTIL] = ""
     for key in (TENANT, ROUTE, OPERATION):
@@ -174,10 +175,10 @@ def sidebar(source: Source, *, entered: bool) -> Context:
     params = _params(options)
     new_session = _url.new_session()
     problems = _url.seed(params, entered=new_session)
-    if new_session or entered:
-        st.session_state[PRESET] = _matching_preset(
-            st.session_state.get(SINCE, ""), st.session_state.get(UNTIL, ""), last
-        )
+    # the preset shown is the one the time boxes hold (none: a custom range)
+    st.session_state[PRESET] = _matching_preset(
+        st.session_state.get(SINCE, ""), st.session_state.get(UNTIL, ""), last
+    )
     side = st.sidebar
     side.header("Filters")
     for problem in problems:
@@ -195,14 +196,12 @@ def sidebar(source: Source, *, entered: bool) -> Context:
         "Since (UTC)",
         key=SINCE,
         placeholder=hint,
-        on_change=lambda: st.session_state.__setitem__(PRESET, None),
         help="ISO-8601 (UTC unless an offset is given) or @unix-seconds; empty = no bound.",
     )
     until_text = side.text_input(
         "Until (UTC)",
         key=UNTIL,
         placeholder=iso(last) if last else hint,
-        on_change=lambda: st.session_state.__setitem__(PRESET, None),
         help="Exclusive upper bound on request start; empty = no bound.",
     )
     since = _bound("Since (UTC)", since_text)

@@ -185,8 +185,9 @@ def shown(
         if column.name not in frame.columns:
             continue
         values = frame[column.name]
-        if as_text and column.unit in _TEXT:
-            out[column.name] = values.map(_TEXT[column.unit])
+        if as_text and column.unit in (*_TEXT, Unit.TEXT):
+            show = _TEXT.get(column.unit, lambda v: DASH if _missing(v) else str(v))
+            out[column.name] = values.map(show)
             config[column.name] = st.column_config.TextColumn(column.label, help=column.help)
             continue
         if column.unit is Unit.PCT:

@@ -108,6 +108,28 @@ class Recorder:
             span.set_status(trace.Status(trace.StatusCode.ERROR))
         span.end(end_time=clock())
 
+    @contextmanager
+    def genai_span(self, clock: Clock, *, ms: float = 100.0) -> Iterator[trace.Span]:
+        """A GenAI client span as an LLM SDK instrumentation makes it (model, tokens; no
+        retryscope role: the stamping processor adds the logical request)."""
+        span = self.tracer.start_span(
+            "chat gpt-test",
+            kind=trace.SpanKind.CLIENT,
+            attributes={
+                v.GEN_AI_OPERATION.key: "chat",
+                v.GEN_AI_PROVIDER.key: "openai",
+                v.GEN_AI_REQUEST_MODEL.key: "gpt-test",
+                v.GEN_AI_RESPONSE_MODEL.key: "gpt-test-2026-09",
+                v.GEN_AI_INPUT_TOKENS.key: 120,
+                v.GEN_AI_OUTPUT_TOKENS.key: 48,
+            },
+            start_time=clock(),
+        )
+        with trace.use_span(span, end_on_exit=False):
+            yield span
+        clock.advance_ms(ms)
+        span.end(end_time=clock())
+
     def telemetry_gap(self, clock: Clock, dropped: int, reason: str, *, ms: float = 1000) -> None:
         """A gap record as the exporter writes it (a span with the telemetry_gap role)."""
         span = self.tracer.start_span(

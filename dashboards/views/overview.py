@@ -18,11 +18,12 @@ from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
-from retryscope.dashboards._context import PRESET, SINCE, UNTIL, Context, current, iso
+from retryscope.dashboards._context import Context, current, iso
 from retryscope.dashboards.views.common import Kpi, bucket_for, frame, kpi_row, nothing_in_scope
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 OFFENDERS_LISTED = 5
+_BRUSHES = "overview_brushes_applied"
 # load windows up to this many are drawn one by one, empty ones as gaps in the line
 WINDOWS_FILLED = 20_000
 
@@ -212,13 +213,19 @@ def _window_count(loads: pd.DataFrame, window: timedelta) -> int:
     return int(span / window) + 1
 
 
-def _zoom(key: str) -> None:
-    """on_select of a trend chart: a brushed interval becomes the time range."""
-    interval = charts.brushed(st.session_state.get(key))
-    if interval is None:
+def _zoom(ctx: Context, key: str, event: Any) -> None:
+    """A brushed interval on a trend chart becomes the time range (through the URL: the
+    sidebar's boxes are drawn already); each brush is applied once, so clearing the
+    filters later is not undone by the brush the chart still holds."""
+    interval = charts.brushed(event)
+    applied = st.session_state.setdefault(_BRUSHES, {})
+    if interval is None or applied.get(key) == interval:
         return
-    st.session_state[SINCE], st.session_state[UNTIL] = iso(interval[0]), iso(interval[1])
-    st.session_state[PRESET] = None
+    applied[key] = interval
+    since, until = iso(interval[0]), iso(interval[1])
+    if (st.query_params.get("since"), st.query_params.get("until")) != (since, until):
+        st.query_params["since"], st.query_params["until"] = since, until
+        st.rerun()
 
 
 def _trends(ctx: Context) -> None:
@@ -293,7 +300,8 @@ def _trends(ctx: Context) -> None:
         ),
     )
     for key, figure in figures:
-        event = st.altair_chart(figure, width="stretch", key=key, on_select=lambda k=key: _zoom(k))
+        event = st.altair_chart(figure, width="stretch", key=key, on_select="rerun")
+        _zoom(ctx, key, event)
         label = charts.picked(event, "label")
         if label is not None:
             slot = series[series["label"] == label]

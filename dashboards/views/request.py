@@ -211,11 +211,7 @@ def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
         (deadline_at - started).total_seconds() * 1000.0 if deadline_at is not None else None
     )
     st.subheader("Attempt timeline")
-    st.altair_chart(
-        charts.timeline(bars, gaps, marks, deadline_ms),
-        width="stretch",
-        height=charts.timeline_height(bars["lane"].nunique()),
-    )
+    st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
     beyond = (
         f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the attempts."
         if deadline_ms is not None and deadline_ms > 2 * float(bars["end_ms"].max())
@@ -247,8 +243,9 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
     s = spans.copy()
     s["start_ms"] = _since(s["start_time"], started)
     s["end_ms"] = _since(s["end_time"], started)
-    s["kind"] = _kind(s).where(s["span_role"] == "attempt", s["status_code"].str.lower())
-    s["kind"] = s["kind"].replace({"ok": "success", "unset": "unknown", "error": "non_retryable"})
+    s["kind"] = _kind(s).where(
+        s["span_role"] == "attempt", s["status_code"].map(charts.STATUS_KINDS).fillna("unknown")
+    )
     what = s["name"].where(
         s["layer"].isna(),
         s["layer"] + " #" + s["attempt_ordinal"].astype("Int64").astype(str) + " · " + s["name"],
