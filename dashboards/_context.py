@@ -135,7 +135,6 @@ def _choose_preset(last: datetime | None) -> None:
         st.session_state[SINCE], st.session_state[UNTIL] = _preset_bounds(name, last)
 
 
-
 def _clear_filters() -> None:
     st.session_state[SINCE] = st.session_state[UNTIL] = ""
     for key in (TENANT, ROUTE, OPERATION):

@@ -23,14 +23,14 @@ PAGE = "views/requests.py"
 """The explorer's page script, relative to ``app.py``."""
 
 FLAGS: dict[str, str] = {
-    "fallback": "fell back",
-    "missed_deadline": "missed its deadline",
+    "fallback": "a fallback",
+    "missed_deadline": "a missed deadline",
     "nested": "nested retries",
     "wasted": "wasted cost",
     "violation": "a violation",
 }
-"""Flags a request may be required to have (``has=``), with their labels."""
-_FLAG_FIELDS = {
+"""Flags a request may be required to have (``has=``), with their labels ("with …")."""
+FLAG_FIELDS: dict[str, str] = {
     "fallback": "fallback",
     "missed_deadline": "deadline_missed",
     "nested": "nested",
@@ -117,7 +117,7 @@ def query_from_state(limit: int) -> RequestQuery:
         sort=RequestSort(state.get(SORT) or RequestSort.RECEIVER_ATTEMPTS),
         descending=state.get(ORDER, "desc") != "asc",
         limit=limit,
-        **{field: True for flag, field in _FLAG_FIELDS.items() if flag in flags},
+        **{field: True for flag, field in FLAG_FIELDS.items() if flag in flags},
     )
 
 

@@ -24,6 +24,12 @@ from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import frame, nothing_in_scope, request_table
 
 LIMITS = (50, 200, 1000)
+TEXT_SORTS = (
+    RequestSort.TERMINAL,
+    RequestSort.TENANT,
+    RequestSort.OPERATION,
+    RequestSort.ROUTE_PATH,
+)
 LIMIT_KEY = "req_limit"
 
 COLUMNS = (
@@ -142,21 +148,19 @@ def describe(query: RequestQuery) -> str:
     if query.layer:
         parts.append(f"retries at layer `{query.layer}`")
     if query.min_receiver_attempts:
-        parts.append(f"at least {query.min_receiver_attempts:,} receiver attempts")
-    flags = {
-        "fallback": query.fallback,
-        "missed_deadline": query.deadline_missed,
-        "nested": query.nested,
-        "wasted": query.wasted,
-        "violation": query.violations,
-    }
-    parts += [explorer.FLAGS[f] for f, on in flags.items() if on]
-    which = "Requests with " + ", ".join(parts) if parts else "All requests"
-    order = "most" if query.descending else "least"
+        parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
+    parts += [
+        explorer.FLAGS[flag]
+        for flag, field in explorer.FLAG_FIELDS.items()
+        if getattr(query, field)
+    ]
+    which = ("Requests with " + ", ".join(parts) if parts else "All requests") + " in scope"
     sort = explorer.SORT_LABELS[RequestSort(query.sort)]
-    if query.sort in (RequestSort.STARTED,):
-        order = "latest" if query.descending else "earliest"
-    return f"{which} in scope, {order} {sort} first."
+    if query.sort in TEXT_SORTS:
+        return f"{which}, by {sort} ({'Z–A' if query.descending else 'A–Z'})."
+    if query.sort is RequestSort.STARTED:
+        return f"{which}, {'latest' if query.descending else 'earliest'} first."
+    return f"{which}, {'most' if query.descending else 'least'} {sort} first."
 
 
 def render() -> None:

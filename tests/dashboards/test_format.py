@@ -38,7 +38,7 @@ def test_deltas_and_their_units() -> None:
     assert fmt.delta_pp(0.429, 0.0) == "+42.9 pp"  # a rate changes in percentage points
     assert fmt.delta_pp(0.10, 0.125) == "-2.5 pp"
     assert fmt.delta_count(None, 3) is None
-    assert fmt.is_zero("+0.0 pp") and fmt.is_zero("+0") and fmt.is_zero(None)
+    assert all(fmt.is_zero(d) for d in ("+0.0 pp", "+0", "+0.00×", None))
     assert not fmt.is_zero("-0.1 pp")
 
 

@@ -161,7 +161,7 @@ def test_bucket_width_follows_the_filtered_scope(app: AppTest) -> None:
     select(app, "filter_tenant", "globex")  # mismatch, deadline, ok2: 3 min apart
     assert "Per 5 s of the requests in scope" in app.caption[-1].value
     labels = _trends(app)[0][1]["label"]
-    assert labels[0] == "2026-09-21T14:16:20Z" and labels[-1] == "2026-09-21T14:19:20Z"
+    assert (labels[0], labels[-1]) == ("2026-09-21T14:16:20Z", "2026-09-21T14:19:20Z")
 
 
 def test_a_click_on_a_bucket_lists_its_requests(app: AppTest) -> None:
@@ -301,9 +301,7 @@ def test_missing_and_empty_data_show_a_message(
     assert "No data directory" in _run_on(monkeypatch, None).info[0].value
 
 
-def test_ui_refuses_a_missing_directory(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ui_refuses_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`retryscope ui /nonexistent` names the problem and starts no server."""
     assert main(["ui", str(tmp_path / "nonexistent"), "--port", "1"]) == 2
     assert f"no data directory or file at {tmp_path / 'nonexistent'}" in capsys.readouterr().err
