@@ -103,10 +103,11 @@ def request_table(
     *,
     id_column: str = "logical_request_id",
     height: int | Literal["auto"] = "auto",
+    as_text: bool = False,
 ) -> None:
-    """Show ``table`` (``columns`` of it, formatted); selecting a row that names a request
-    opens its drill-down in this tab."""
-    shown, config = fmt.shown(table, columns)
+    """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown` for
+    ``as_text``); selecting a row that names a request opens its drill-down in this tab."""
+    shown, config = fmt.shown(table, columns, as_text=as_text)
     event = st.dataframe(
         shown,
         hide_index=True,

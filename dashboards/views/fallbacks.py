@@ -152,7 +152,7 @@ def render() -> None:
     if cases.empty:
         st.success("No fallback broke the request's contract.")
         return
-    request_table(ctx, cases, CASE_COLUMNS, "fallback_cases")
+    request_table(ctx, cases, CASE_COLUMNS, "fallback_cases", as_text=True)
 
 
 if __name__ == "__main__":
