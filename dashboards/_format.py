@@ -56,14 +56,17 @@ def ms(value: Any) -> str:
 
 
 def money(micros: Any, currency: str | None) -> str:
-    """Integer micro-units of ``currency`` as ``$1.05`` / ``$0.0017`` / ``CHF 2.50``."""
+    """Integer micro-units of ``currency`` as ``$1.05`` / ``$0.75`` / ``$0.0017`` /
+    ``CHF 2.50``."""
     if _missing(micros):
         return DASH
     units = int(micros) / 1_000_000
-    digits = 2 if abs(units) >= 1 or units == 0 else 4
+    text = f"{abs(units):,.2f}"
+    if abs(units) < 1:  # small amounts to 4 decimals, trailing zeros beyond 2 dropped
+        whole, fraction = f"{abs(units):.4f}".split(".")
+        text = f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
     code = (currency or "").upper()
     symbol = _SYMBOLS.get(code)
-    text = f"{abs(units):,.{digits}f}"
     sign = "-" if units < 0 else ""
     if symbol:
         return f"{sign}{symbol}{text}"
@@ -158,6 +161,7 @@ def _config(column: Column) -> Any:
     return st.column_config.TextColumn(column.label, **common)
 
 
+CURRENCY_COLUMN = "cost_currency"
 _TEXT: dict[Unit, Any] = {
     Unit.COUNT: count,
     Unit.RATIO: ratio,
@@ -170,13 +174,13 @@ def shown(
     frame: pd.DataFrame,
     columns: Sequence[Column],
     *,
-    currency: str = "cost_currency",
+    currency: str | None = None,
     as_text: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """``frame`` reduced to ``columns`` in their order, ready for ``st.dataframe``: rates
-    scaled to percent, money written in its currency (``currency`` names the column, or
-    the currency itself when there is no such column), and the ``column_config`` that
-    gives each its header and format. Columns absent from ``frame`` are left out. With
+    scaled to percent, money written in its row's ``cost_currency`` (else in
+    ``currency``), and the ``column_config`` that gives each its header and format.
+    Columns absent from ``frame`` are left out. With
     ``as_text`` numbers are written as text (``–`` where nothing was recorded, not
     ``None``): for small tables that are read, not sorted."""
     out = pd.DataFrame(index=frame.index)
@@ -193,7 +197,11 @@ def shown(
         if column.unit is Unit.PCT:
             values = values.astype("float64") * 100
         elif column.unit is Unit.MONEY:
-            codes = frame[currency] if currency in frame.columns else [currency] * len(frame)
+            codes = (
+                frame[CURRENCY_COLUMN]
+                if CURRENCY_COLUMN in frame.columns
+                else pd.Series([currency] * len(frame), index=frame.index)
+            )
             values = pd.Series(
                 [money(v, c) for v, c in zip(values, codes, strict=True)], index=frame.index
             )

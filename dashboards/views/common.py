@@ -104,10 +104,12 @@ def request_table(
     id_column: str = "logical_request_id",
     height: int | Literal["auto"] = "auto",
     as_text: bool = False,
+    currency: str | None = None,
 ) -> None:
     """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown` for
-    ``as_text``); selecting a row that names a request opens its drill-down in this tab."""
-    shown, config = fmt.shown(table, columns, as_text=as_text)
+    ``as_text`` and ``currency``); selecting a row that names a request opens its
+    drill-down in this tab."""
+    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
     event = st.dataframe(
         shown,
         hide_index=True,

@@ -124,7 +124,15 @@ def timeline_frames(
     gaps["gap_text"] = gaps["gap_ms"].map(fmt.ms)
     marks = a.loc[a["not_before_ms"].notna(), ["lane", "not_before_ms"]].copy()
     marks["not_before_text"] = marks["not_before_ms"].map(lambda v: f"{fmt.ms(v)} after start")
-    return a, gaps, marks
+    keep = [
+        "lane", "label", "layer", "attempt_ordinal", "route_id", "route_release", "start_ms",
+        "end_ms", "duration_ms", "kind", "is_fallback", "late_success", "is_leaf", "accepted",
+        "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
+        "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
+        "parent_attempt_ordinal", "hedge_ordinal", "breaker_state", "release_short",
+        "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
+    ]  # fmt: skip
+    return a[keep], gaps, marks
 
 
 def _trace_link(trace_id: str) -> None:

@@ -212,7 +212,7 @@ def _chart(rows: dict[str, dict[str, Any]]) -> None:
     st.altair_chart(charts.comparison(long, list(CHARTED)), width="content")
 
 
-def _affected(ctx: Context, policy: WhatIf) -> None:
+def _affected(ctx: Context, policy: WhatIf, currency: str | None) -> None:
     args = (ROW_LIMIT, *astuple(policy))
     total, top = ctx.source.query("whatif_affected", ctx.filters, *args)
     st.subheader(f"Most affected requests: {total:,}")
@@ -224,7 +224,7 @@ def _affected(ctx: Context, policy: WhatIf) -> None:
         "`replayed_status` unknown means retried beyond the recording."
         + (f" The first {ROW_LIMIT:,} are listed." if total > ROW_LIMIT else "")
     )
-    request_table(ctx, frame(top), AFFECTED_COLUMNS, "whatif_table")
+    request_table(ctx, frame(top), AFFECTED_COLUMNS, "whatif_table", currency=currency)
 
 
 def _drift(ctx: Context) -> None:
@@ -263,7 +263,7 @@ def render() -> None:
         _chart(rows)
         table, config = fmt.shown(frame(summary), SUMMARY_COLUMNS)
         st.dataframe(table, hide_index=True, column_config=config)
-        _affected(ctx, policy)
+        _affected(ctx, policy, currency)
     _drift(ctx)
 
 

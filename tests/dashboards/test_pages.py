@@ -167,7 +167,7 @@ def test_deadlines_page(app: AppTest) -> None:
     assert got[("p50", "first attempt")] == 100.0
     assert got[("p99", "first attempt")] == 568.0
     assert subheaders(app)[-1] == "Requests that missed their deadline: 1"
-    by_route, missed = (d.value for d in app.dataframe)
+    _, missed = (d.value for d in app.dataframe)
     assert _config(app, 0)["logical_p99_ms"]["type_config"]["format"] == "%,.0f ms"
     assert list(missed["logical_request_id"]) == ["deadline"]
     assert kpi_links(app)["Late successes"] == {"rule": "late_success", "sort": "duration_ms"}
