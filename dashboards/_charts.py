@@ -109,18 +109,23 @@ def over_time(
         alt.Tooltip("label:N", title="from (UTC)"),
         alt.Tooltip(f"{field}:Q", title=title, format=value_format),
     ]
+    whole = value_format.endswith(".0f")
+    y = alt.Y(
+        f"{field}:Q",
+        title=title,
+        # one axis width on every chart, so their time axes line up; counts tick whole
+        axis=alt.Axis(minExtent=44, format="d", tickMinStep=1) if whole else alt.Axis(minExtent=44),
+    )
     base = alt.Chart(frame)
     marks: list[Any] = []
     if bars:
         main = base.mark_rect(color="#1e88e5").encode(
-            x=x, x2="end:T", y=alt.Y(f"{field}:Q", title=title), y2=alt.datum(0), tooltip=tooltip
+            x=x, x2="end:T", y=y, y2=alt.datum(0), tooltip=tooltip
         )
     else:
-        marks.append(
-            base.mark_line(color="#1e88e5").encode(x=x, y=alt.Y(f"{field}:Q", title=title))
-        )
+        marks.append(base.mark_line(color="#1e88e5").encode(x=x, y=y))
         main = base.mark_point(filled=True, size=40, color="#1e88e5").encode(
-            x=x, y=alt.Y(f"{field}:Q", title=title), tooltip=tooltip
+            x=x, y=y, tooltip=tooltip
         )
     # the selections live on one unit view (Vega-Lite binds a brush to a unit, not a layer)
     main = main.add_params(alt.selection_interval(name=ZOOM, encodings=["x"]))
@@ -168,8 +173,20 @@ def bars(
         alt.Chart(frame)
         .mark_bar(color="#1e88e5", cursor="pointer" if pickable else "default")
         .encode(
-            x=alt.X(f"{value}:Q", title=title),
-            y=alt.Y(f"{category}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=0)),
+            x=alt.X(
+                f"{value}:Q",
+                title=title,
+                # counts get whole ticks (no "0.2 findings")
+                axis=alt.Axis(tickMinStep=1, format="d")
+                if value_format.endswith(".0f")
+                else alt.Axis(),
+            ),
+            y=alt.Y(
+                f"{category}:N",
+                title=None,
+                sort="-x",
+                axis=alt.Axis(labelLimit=0, labelFontSize=12, labelColor="#212121"),
+            ),
             tooltip=[
                 alt.Tooltip(f"{category}:N"),
                 alt.Tooltip(f"{value}:Q", title=title, format=value_format),
@@ -349,6 +366,7 @@ def timeline(
         "start_ms:Q",
         title="ms since the request started",
         scale=alt.Scale(domain=[0, upper], nice=False),
+        axis=alt.Axis(tickCount=12, labelFlush=False),
     )
     y = alt.Y(
         "lane:N",
@@ -439,18 +457,23 @@ def timeline(
             .encode(x="deadline_ms:Q", y=alt.value(0), text="label:N")
         )
         layers += [rule, text]
-    chart: Figure = alt.layer(*layers).properties(height=LANE_PX * len(lanes), padding={"top": 18})
+    chart: Figure = alt.layer(*layers).properties(
+        height=LANE_PX * len(lanes),
+        padding={"top": 18},
+        # the width fits the page; the height is the lanes' (axis and legend come on top)
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+    )
     return chart
 
 
 LANE_PX = 46
-"""Height of one timeline lane (the plot grows with its lanes; axis and legend come on top)."""
+"""Height of one timeline lane."""
 
 
 def waterfall(spans: pd.DataFrame) -> Figure:
     """The span tree as a waterfall: one row per span (``row``: its indented name, in tree
-    order), a bar from ``start_ms`` to ``end_ms`` coloured by ``kind``; a click selects
-    ``pick`` (the span's ``span_id``)."""
+    order; ``what``: the name alone), a bar from ``start_ms`` to ``end_ms`` coloured by
+    ``kind``; a click selects ``pick`` (the span's ``span_id``)."""
     rows = list(spans["row"])
     pick = alt.selection_point(name=PICK, fields=["span_id"], on="click", empty=False)
     y = alt.Y(
@@ -467,7 +490,7 @@ def waterfall(spans: pd.DataFrame) -> Figure:
         ),
     )
     tooltip = [
-        alt.Tooltip("name:N", title="span"),
+        alt.Tooltip("what:N", title="span"),
         alt.Tooltip("outcome_text:N", title="outcome / status"),
         alt.Tooltip("start_text:N", title="start"),
         alt.Tooltip("duration_text:N", title="duration"),
@@ -483,7 +506,7 @@ def waterfall(spans: pd.DataFrame) -> Figure:
                 "kind:N",
                 scale=_kind_scale(list(spans["kind"])),
                 title="outcome",
-                legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0),
+                legend=alt.Legend(orient="bottom", columns=3, labelLimit=0),
             ),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.75)),
             stroke=alt.condition(pick, alt.value("black"), alt.value(None)),

@@ -77,7 +77,7 @@ def render() -> None:
         st.info("No findings of the chosen rules and severities.")
         return
     shown["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in shown["evidence"]]
-    request_table(ctx, shown, COLUMNS, "findings_table")
+    request_table(ctx, shown, COLUMNS, "findings_table", as_text=True)
     with st.expander("What the rules mean"):
         st.table(
             [

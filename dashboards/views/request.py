@@ -265,6 +265,7 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
         .map({True: "▾ ", False: "· "})
         .where(~s["span_id"].isin(collapsed), "▸ ")
     )
+    s["what"] = what
     row = s["depth"].map(lambda d: "│ " * int(d)) + marker + what
     dupes = row.groupby(row).cumcount()
     s["row"] = row.where(dupes == 0, row + " (" + (dupes + 1).astype(str) + ")")

@@ -51,13 +51,6 @@ DRIFT_COLUMNS = (
     fmt.Column("message", "Message", width="large"),
 )
 
-SUMMARY_COLUMNS = (
-    fmt.Column("metric", "Figure"),
-    fmt.Column("recorded", "Recorded"),
-    fmt.Column("replayed_low", "Replayed (low)"),
-    fmt.Column("replayed_high", "Replayed (high)", help="Empty: unbounded"),
-)
-
 
 def _metrics(currency: str | None) -> tuple[tuple[str, str, Any, bool], ...]:
     """(summary metric, label, format, a rise is bad) of the figures compared; cost in the
@@ -166,11 +159,12 @@ def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | No
         f"**{policy.describe()}**. Estimates from the recorded outcomes, not measurements."
     )
     metrics = _metrics(currency)
-    for col, (metric, label, show, bad_up) in zip(st.columns(len(metrics)), metrics, strict=True):
+    cards = st.container(horizontal=True, gap="small")  # as wide as their text: none cut
+    for metric, label, show, bad_up in metrics:
         row = rows[metric]
         change = _change(metric, row["replayed_low"], row["recorded"], show)
         flat = fmt.is_zero(change)
-        with col.container(border=True):
+        with cards.container(border=True, width="content"):
             st.metric(
                 f"{label} (est.)",
                 _replayed(row, show),
@@ -197,10 +191,18 @@ def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | No
         )
 
 
-def _chart(rows: dict[str, dict[str, Any]]) -> None:
+def _chart(rows: dict[str, dict[str, Any]], currency: str | None) -> None:
+    """Recorded vs replayed low/high per charted figure, money in units of ``currency``."""
+    labels = {metric: label for metric, label, _, _ in _metrics(currency)}
+    labels["cost_micros"] = f"Cost ({currency or '?'})"
+    scale = {"cost_micros": 1e-6}
     long = pd.DataFrame(
         [
-            {"metric": m, "series": series, "value": rows[m][column]}
+            {
+                "metric": labels[m],
+                "series": series,
+                "value": None if rows[m][column] is None else rows[m][column] * scale.get(m, 1),
+            }
             for m in CHARTED
             for series, column in (
                 ("recorded", "recorded"),
@@ -209,7 +211,29 @@ def _chart(rows: dict[str, dict[str, Any]]) -> None:
             )
         ]
     ).dropna()
-    st.altair_chart(charts.comparison(long, list(CHARTED)), width="content")
+    st.altair_chart(charts.comparison(long, [labels[m] for m in CHARTED]), width="content")
+
+
+def _table(rows: dict[str, dict[str, Any]], currency: str | None) -> None:
+    """The exact figures, each in its unit (``unbounded`` where nothing bounds it)."""
+    shown = [
+        ("Requests", fmt.count, rows["requests"]),
+        *((label, show, rows[metric]) for metric, label, show, _ in _metrics(currency)),
+    ]
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "Figure": label,
+                    "Recorded": show(row["recorded"]),
+                    "Replayed (low)": show(row["replayed_low"]),
+                    "Replayed (high)": _shown(row["replayed_high"], show),
+                }
+                for label, show, row in shown
+            ]
+        ),
+        hide_index=True,
+    )
 
 
 def _affected(ctx: Context, policy: WhatIf, currency: str | None) -> None:
@@ -260,9 +284,8 @@ def render() -> None:
         costs = report["cost"]["by_currency"]
         currency = max(costs, key=lambda r: r["total_micros"])["currency"] if costs else None
         _summary(rows, policy, currency)
-        _chart(rows)
-        table, config = fmt.shown(frame(summary), SUMMARY_COLUMNS)
-        st.dataframe(table, hide_index=True, column_config=config)
+        _chart(rows, currency)
+        _table(rows, currency)
         _affected(ctx, policy, currency)
     _drift(ctx)
 

@@ -153,7 +153,7 @@ def test_timeline_tooltips_read_as_text(app: AppTest) -> None:
         "backoff_text": "–",
         "retry_after_text": "–",
         "deadline_left_text": "1,000 ms",
-        "cost_text": "$0.0010",
+        "cost_text": "$0.001",
         "decision_text": "–",
     }
     assert all(b[k] is not None for b in rows.values() for k, _ in _charts.TIMELINE_TOOLTIP)
@@ -205,7 +205,7 @@ def test_a_span_link_opens_its_details_with_the_error_redacted(app: AppTest) -> 
     assert details["Outcome"] == "retryable / rate_limited"
     assert details["Route"] == "primary"
     assert details["Deadline left at dispatch"] == "1,000 ms"
-    assert details["Cost"] == "$0.0010 (estimate)"
+    assert details["Cost"] == "$0.001 (estimate)"
     events = app.dataframe[0].value.to_dict("records")
     assert [e["Event"] for e in events] == ["exception"]
     shown = events[0]["Attributes"]
@@ -250,7 +250,7 @@ def test_findings_and_the_compact_attempts_table(app: AppTest) -> None:
         "retry_after_ms",
         "deadline_remaining_ms",
     ]
-    assert list(attempts["cost_micros"]) == ["–", "$0.0010", "–", "$0.0025"]
+    assert list(attempts["cost_micros"]) == ["–", "$0.001", "–", "$0.0025"]
     assert "None" not in attempts.to_string()
     assert metrics(app)["Cost"] == "$0.0035"
 

@@ -75,21 +75,24 @@ def test_fewer_attempts_cuts_every_retry_and_lists_the_requests(whatif: AppTest)
     assert deltas["Attempts (est.)"] == "-6 vs 15 recorded"
     assert deltas["Success rate (est.)"] == "-55.6 pp vs 100.0% recorded"  # points, not %
     assert _comparison(whatif) == {
-        ("attempts", "recorded"): 15,
-        ("attempts", "replayed (low)"): 9,
-        ("attempts", "replayed (high)"): 9,
-        ("cost_micros", "recorded"): 2_000,
-        ("cost_micros", "replayed (low)"): 2_000,
-        ("cost_micros", "replayed (high)"): 2_000,
-        ("successes", "recorded"): 9,
-        ("successes", "replayed (low)"): 4,
-        ("successes", "replayed (high)"): 4,
-        ("deadline_misses", "recorded"): 1,
-        ("deadline_misses", "replayed (low)"): 0,
-        ("deadline_misses", "replayed (high)"): 0,
+        ("Attempts", "recorded"): 15,
+        ("Attempts", "replayed (low)"): 9,
+        ("Attempts", "replayed (high)"): 9,
+        ("Cost (USD)", "recorded"): 0.002,  # in dollars, not micro-units
+        ("Cost (USD)", "replayed (low)"): 0.002,
+        ("Cost (USD)", "replayed (high)"): 0.002,
+        ("Successes", "recorded"): 9,
+        ("Successes", "replayed (low)"): 4,
+        ("Successes", "replayed (high)"): 4,
+        ("Deadline misses", "recorded"): 1,
+        ("Deadline misses", "replayed (low)"): 0,
+        ("Deadline misses", "replayed (high)"): 0,
     }
     summary, affected = _tables(whatif)
-    assert dict(zip(summary["metric"], summary["replayed_low"], strict=True))["attempts"] == 9
+    figures = {r["Figure"]: r for r in summary.to_dict("records")}
+    assert figures["Attempts"]["Replayed (low)"] == "9"
+    assert figures["Success rate"]["Recorded"] == "100.0%"  # a rate in %, not 1.0
+    assert figures["Cost"]["Recorded"] == "$0.002"
     assert whatif.subheader[1].value == "Most affected requests: 5"
     assert affected[["logical_request_id", "attempts_saved", "cut_by"]].to_dict("records")[:2] == [
         {"logical_request_id": "nested", "attempts_saved": 2, "cut_by": "attempts"},
@@ -193,9 +196,9 @@ def test_more_attempts_than_recorded_shows_the_unknown_range(policy_app: AppTest
     }
     assert "1 request(s) would be retried beyond what was recorded" in policy_app.warning[0].value
     summary, affected, _ = _tables(policy_app)
-    attempts = summary[summary["metric"] == "attempts"].to_dict("records")
+    attempts = summary[summary["Figure"] == "Attempts"].to_dict("records")
     assert attempts == [
-        {"metric": "attempts", "recorded": 9.0, "replayed_low": 10.0, "replayed_high": 11.0}
+        {"Figure": "Attempts", "Recorded": "9", "Replayed (low)": "10", "Replayed (high)": "11"}
     ]
     assert affected[["logical_request_id", "replayed_status"]].to_dict("records") == [
         {"logical_request_id": e, "replayed_status": "unknown"}
