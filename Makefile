@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: demo test lint typecheck unit bench browser-deps clean
+.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,18 @@ typecheck: $(STAMP)
 unit: $(STAMP) browser-deps
 	$(BIN)/python -m pytest $(ARGS)
 
-test: lint typecheck unit
+# The pipeline tests (stamping processor, batch processor, exporter, Parquet, report) again
+# on the public OpenTelemetry API only: RETRYSCOPE_SDK_PUBLIC_ONLY=1 turns off every SDK
+# shortcut in instrumentation/_sdk.py, as an SDK with other internals would.
+PUBLIC_SDK_TESTS := tests/instrumentation tests/test_context_and_processor.py \
+	tests/test_pipeline_end_to_end.py tests/test_sdk_paths.py tests/test_zero_code.py \
+	tests/test_columns_routing.py tests/test_export_*.py tests/reliability/test_load.py \
+	tests/reliability/test_kill_pipeline.py tests/reliability/test_bad_attributes.py \
+	tests/reliability/test_disk_faults.py
+unit-public-sdk: $(STAMP)
+	RETRYSCOPE_SDK_PUBLIC_ONLY=1 $(BIN)/python -m pytest -q $(PUBLIC_SDK_TESTS)
+
+test: lint typecheck unit unit-public-sdk
 
 # Headless Chromium for the UI's browser test: Debian's package, never a browser download.
 browser-deps:

@@ -10,7 +10,10 @@ ids) go through
 * OTLP: ``encode_spans(batch).SerializeToString()`` for every batch (what the OTLP exporter
   does before compressing and sending).
 
-Bytes per span is the size of the Parquet file a round writes divided by its spans.
+Bytes per span is the size of the Parquet file a round writes divided by its spans. The
+exporter also runs on the public OpenTelemetry API only
+(``retryscope.instrumentation._sdk.public_paths``, as with ``RETRYSCOPE_SDK_PUBLIC_ONLY=1``),
+interleaved with the rest, to show what its direct reads of SDK span fields buy.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from opentelemetry.util.types import AttributeValue
 from bench.harness import Result, Target, interleave, micros
 from bench.settings import Settings
 from retryscope import ParquetSpanExporter
+from retryscope.instrumentation._sdk import public_paths
 
 BATCH = 512
 ATTRIBUTES = 20
@@ -194,6 +198,10 @@ def run(settings: Settings) -> list[Result]:
         if not exporter.force_flush():
             raise RuntimeError("ParquetSpanExporter.force_flush failed")
 
+    def parquet_public() -> None:
+        with public_paths():
+            parquet()
+
     otlp_bytes: list[int] = []
 
     def otlp() -> None:
@@ -205,7 +213,9 @@ def run(settings: Settings) -> list[Result]:
 
     try:
         timings = interleave(
-            {"otlp": otlp, "parquet": parquet}, rounds=settings.rounds, setup=clear
+            {"otlp": otlp, "parquet": parquet, "parquet public": parquet_public},
+            rounds=settings.rounds,
+            setup=clear,
         )
         clear()
         parquet()
@@ -231,5 +241,16 @@ def run(settings: Settings) -> list[Result]:
             "B",
             Target(at_most=100.0, text="≤ 100 B"),
             {"OTLP protobuf": f"{otlp_bytes[-1] / n:,.0f} B/span uncompressed"},
+        ),
+        Result(
+            "export",
+            "ParquetSpanExporter: public SDK paths / fast paths",
+            timings.ratio("parquet public", "parquet"),
+            "×",
+            None,
+            {
+                "fast": micros(t_parquet, n),
+                "public": micros(timings.median("parquet public"), n),
+            },
         ),
     ]

@@ -14,6 +14,11 @@ attributes (the attempt span's full final attribute set, passed at start), on th
 provider with the stamping processor: 100 attempts per logical request against 100 plain
 spans per parent span, so the request's own span is amortised and the request keeps a
 bounded list of attempts, as in production.
+
+The stamped and attempt cases also run on the public OpenTelemetry API only
+(``retryscope.instrumentation._sdk.public_paths``, what ``RETRYSCOPE_SDK_PUBLIC_ONLY=1``
+or an SDK with other internals gives), interleaved with the rest, so the fast paths'
+gain is printed side by side.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from opentelemetry.util.types import AttributeValue
 from bench.harness import Result, Target, interleave, micros
 from bench.settings import Settings
 from retryscope import AttemptStampingProcessor, LogicalRequest, current_scope, logical_request
+from retryscope.instrumentation._sdk import public_paths
 from retryscope.vocabulary import ATTEMPT_ORDINAL, IDEMPOTENCY_DIGEST, LOGICAL_REQUEST_ID
 
 THIRD_PARTY_ATTRIBUTES: Mapping[str, AttributeValue] = {
@@ -177,16 +183,28 @@ def run(settings: Settings) -> list[Result]:
         with _request_scope(stamping):
             _third_party_spans(stamping.get_tracer("bench.thirdparty"), n)
 
+    def case_stamped_public() -> None:
+        with public_paths():
+            case_stamped()
+
     def case_baggage() -> None:
         tracer = bagging.get_tracer("bench.thirdparty")
         with tracer.start_as_current_span("parent"), _baggage_scope(stamp):
             _third_party_spans(tracer, n)
 
     spans = interleave(
-        {"plain": case_plain, "stamped": case_stamped, "baggage": case_baggage}, rounds=rounds
+        {
+            "plain": case_plain,
+            "stamped": case_stamped,
+            "stamped public": case_stamped_public,
+            "baggage": case_baggage,
+        },
+        rounds=rounds,
     )
-    t_plain, t_stamped, t_bag = (spans.median(c) for c in ("plain", "stamped", "baggage"))
-    added_stamp, added_bag = t_stamped - t_plain, t_bag - t_plain
+    t_plain, t_stamped, t_public, t_bag = (
+        spans.median(c) for c in ("plain", "stamped", "stamped public", "baggage")
+    )
+    added_stamp, added_public, added_bag = t_stamped - t_plain, t_public - t_plain, t_bag - t_plain
 
     attempts_n = settings.scaled(10_000, 200)
     attempt_attrs = _attempt_attributes(lambda p: p.add_span_processor(AttemptStampingProcessor()))
@@ -208,8 +226,17 @@ def run(settings: Settings) -> list[Result]:
                     with req.attempt("private-primary", route_release=RELEASE):
                         pass
 
+    def case_context_attempt_public() -> None:
+        with public_paths():
+            case_context_attempt()
+
     attempts = interleave(
-        {"plain": case_plain_attempt, "context": case_context_attempt}, rounds=rounds
+        {
+            "plain": case_plain_attempt,
+            "context": case_context_attempt,
+            "context public": case_context_attempt_public,
+        },
+        rounds=rounds,
     )
     name = "hot path"
     return [
@@ -242,6 +269,29 @@ def run(settings: Settings) -> list[Result]:
             {
                 "plain": micros(attempts.median("plain"), attempts_n),
                 "attempt": micros(attempts.median("context"), attempts_n),
+            },
+        ),
+        Result(
+            name,
+            "stamped third-party span: public SDK paths / fast paths",
+            spans.ratio("stamped public", "stamped"),
+            "×",
+            None,
+            {
+                "fast adds": micros(added_stamp, n),
+                "public adds": micros(added_public, n),
+                "public": micros(t_public, n),
+            },
+        ),
+        Result(
+            name,
+            "context-API attempt: public SDK paths / fast paths",
+            attempts.ratio("context public", "context"),
+            "×",
+            None,
+            {
+                "fast": micros(attempts.median("context"), attempts_n),
+                "public": micros(attempts.median("context public"), attempts_n),
             },
         ),
     ]

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.sdk._configuration import _OTelSDKConfigurator
-
 from retryscope.instrumentation._processor import AttemptStampingProcessor
+from retryscope.instrumentation._sdk import SdkConfigurator
 from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcessor
 
 
-class RetryscopeConfigurator(_OTelSDKConfigurator):
+class RetryscopeConfigurator(SdkConfigurator):
     """The SDK's configurator plus retryscope's stamping and gap-counting processors."""
 
     def _configure(self, **kwargs: Any) -> None:

@@ -26,9 +26,7 @@ from typing import Any, Final, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
-from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
@@ -37,7 +35,12 @@ from retryscope.instrumentation._digests import idempotency_digest, request_dige
 from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
-from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
+from retryscope.instrumentation._sdk import (
+    add_clean_attributes,
+    context_with,
+    is_current_span,
+    longest_string,
+)
 from retryscope.vocabulary import (
     BreakerState,
     Decision,
@@ -104,7 +107,7 @@ class Scope:
     request: LogicalRequest
     attempt: Attempt | None = None
     stamp_longest: int | None = None
-    """:func:`~.span_fastpath.longest_string` of ``stamp`` (None: not known clean)."""
+    """:func:`~._sdk.longest_string` of ``stamp`` (None: not known clean)."""
 
 
 _SiblingKey = tuple[str, int, str]
@@ -127,7 +130,7 @@ class Stamps:
     """What the stamping processor writes on a span started under one request or attempt.
 
     Built once per request/attempt, on its first foreign span (attempts with none never
-    pay for it): ``stamp`` and ``longest`` (:func:`~.span_fastpath.longest_string` of it,
+    pay for it): ``stamp`` and ``longest`` (:func:`~._sdk.longest_string` of it,
     None when not known clean) as a plain dict the span merges directly; ``transport``
     the parent of the transport attempts its HTTP client spans become (``parent`` is None
     at the top of the request), or ``transport`` False inside a transport attempt, where
@@ -149,39 +152,6 @@ class Stamps:
         self.longest = longest
         self.parent = parent
         self.transport = transport
-
-
-def _context_with(
-    parent: otel_context.Context, span: Span, owner: LogicalRequest | Attempt
-) -> otel_context.Context:
-    """``parent`` with ``span`` current and ``owner`` as the retryscope scope.
-
-    Equal to ``set_value(_SCOPE_KEY, owner, set_span_in_context(span, parent))``, built with
-    one copy instead of four where the API's context is the plain mapping it was when this
-    module was imported (checked by :func:`_one_copy_context_works`)."""
-    if _ONE_COPY_CONTEXT:
-        return Context({**parent, _SPAN_KEY: span, _SCOPE_KEY: owner})
-    return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
-
-
-def _one_copy_context_works() -> bool:
-    """True when building the context in one copy gives what the public API gives."""
-    try:
-        probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
-        base = otel_context.set_value("retryscope-probe", 1, Context())
-        public = otel_context.set_value(_SCOPE_KEY, 2, trace.set_span_in_context(probe, base))
-        mine = Context({**base, _SPAN_KEY: probe, _SCOPE_KEY: 2})
-        return (
-            type(public) is Context
-            and list(public.items()) == list(mine.items())
-            and trace.get_current_span(mine) is probe
-            and otel_context.get_value(_SCOPE_KEY, mine) == 2
-        )
-    except Exception:  # any surprise: the public API only
-        return False
-
-
-_ONE_COPY_CONTEXT: Final = _one_copy_context_works()
 
 
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
@@ -305,9 +275,7 @@ class Attempt:
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        if (_ONE_COPY_CONTEXT and current.get(_SPAN_KEY) is parent_span) or (
-            trace.get_current_span(current) is parent_span
-        ):
+        if is_current_span(current, parent_span):
             parent = current
         else:
             parent = trace.set_span_in_context(parent_span, current)
@@ -318,7 +286,7 @@ class Attempt:
             attributes=attrs,
             start_time=now,
         )
-        self._token = otel_context.attach(_context_with(parent, span, self))
+        self._token = otel_context.attach(context_with(parent, span, _SCOPE_KEY, self))
         return self
 
     def __exit__(
@@ -656,7 +624,9 @@ class LogicalRequest:
         )
         parent = self._parent_context
         self._token = otel_context.attach(
-            _context_with(otel_context.get_current() if parent is None else parent, span, self)
+            context_with(
+                otel_context.get_current() if parent is None else parent, span, _SCOPE_KEY, self
+            )
         )
         return self
 

@@ -20,7 +20,7 @@ status attributes.
 
 It is on the hot path of every span: one context lookup, a kind check and one write of a
 precomputed mapping — validated once when it was built, and written without the SDK
-re-validating it where the SDK's structure allows (:mod:`.span_fastpath`; otherwise one
+re-validating it where the SDK's structure allows (:mod:`._sdk`; otherwise one
 ``set_attributes`` call). An opt-in attribute hook (add or redact
 attributes; strings bounded) runs only when configured. It never raises into the
 application: failures are counted in :attr:`AttemptStampingProcessor.errors`.

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from retryscope.analytics import connect
 from retryscope.demo._scenarios import VirtualClock
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.instrumentation._sdk import public_paths
 from tests.recorder import Recorder
 
 
@@ -76,3 +77,14 @@ def loopback_http_server(
 def recorder(tmp_path: Path) -> Recorder:
     """A real pipeline on a virtual clock for analytics fixtures (tests/recorder.py)."""
     return Recorder(tmp_path / "data")
+
+
+@pytest.fixture(params=["fast", "public"])
+def sdk_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test once with the SDK shortcuts this process allows (none when
+    RETRYSCOPE_SDK_PUBLIC_ONLY is set) and once with every public path."""
+    if request.param == "public":
+        with public_paths():
+            yield "public"
+    else:
+        yield "fast"

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
+from retryscope.instrumentation import _sdk
 from retryscope.instrumentation.export._columns import SpanColumns, encode_value
-from retryscope.instrumentation.export._exporter import _PLAIN_TYPES, spans_to_columns
+from retryscope.instrumentation.export._exporter import spans_to_columns
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import BY_KEY, DEDICATED, AttrType
 
@@ -244,9 +245,12 @@ def test_sdk_spans_read_directly_give_the_rows_their_properties_give() -> None:
     plain = [_copy(span, ReadableSpan) for span in spans]
     foreign = [_copy(span, _Subclassed) for span in spans]
     no_context = ReadableSpan("no context", context=None)
-    assert {type(span) for span in spans} | {ReadableSpan} <= _PLAIN_TYPES
+    if not _sdk.PUBLIC_ONLY:
+        assert {type(span) for span in spans} | {ReadableSpan} <= _sdk._paths.plain_types
     direct = spans_to_columns([*spans, no_context]).to_table()
     assert direct.num_rows == len(spans)
     assert spans_to_columns(plain).to_table().equals(direct)
     assert spans_to_columns(foreign).to_table().equals(direct)
     assert spans_to_columns([*plain[:3], foreign[3], *plain[4:]]).to_table().equals(direct)
+    with _sdk.public_paths():
+        assert spans_to_columns([*spans, no_context]).to_table().equals(direct)

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
+from retryscope.instrumentation._sdk import fast_paths
 from retryscope.instrumentation.export._exporter import spans_to_columns
 from retryscope.instrumentation.export._gaps import GAP_SPAN_ID, GAP_TRACE_ID
 
@@ -247,12 +248,47 @@ def _overflow(
     return processor, provider
 
 
-def test_batch_queue_overflow_is_counted_exactly_and_persisted(tmp_path: Path) -> None:
+def test_batch_queue_overflow_is_counted_exactly_and_persisted(
+    tmp_path: Path, sdk_path: str
+) -> None:
     processor, provider = _overflow(_GatedExporter(tmp_path), 8, 5)
-    assert processor.dropped_spans == 5
+    if fast_paths()["batch_queue"]:
+        assert processor.dropped_spans == 5  # counted as each was evicted
+    assert provider.force_flush()
+    assert processor.dropped_spans == 5  # (the public path: settled by the flush)
     provider.shutdown()
+    assert processor.dropped_spans == 5
     assert _gap_rows(tmp_path) == [("queue_overflow", 5, GAP_TRACE_ID, GAP_SPAN_ID)]
     assert _span_rows(tmp_path) == 16
+
+
+def test_a_forked_child_counts_no_loss_for_the_queue_it_inherits(sdk_path: str) -> None:
+    """The SDK empties the batch queue in a forked child (the parent exports those spans):
+    neither way of counting takes them for lost."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    sink = Collect()
+    processor = GapCountingBatchSpanProcessor(
+        sink, max_queue_size=64, max_export_batch_size=64, schedule_delay_millis=60_000
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for i in range(10):
+        tracer.start_span(f"parent-{i}").end()  # queued: fewer than a batch
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            tracer.start_span("child").end()
+            provider.shutdown()
+            code = 0 if (processor.dropped_spans, len(sink.spans)) == (0, 1) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    provider.shutdown()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (processor.dropped_spans, len(sink.spans)) == (0, 10)
 
 
 def test_shutdown_honours_its_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -270,7 +306,7 @@ def test_shutdown_honours_its_timeout(tmp_path: Path, caplog: pytest.LogCaptureF
 
 
 def test_queue_drops_without_a_gap_sink_are_counted_and_logged(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, sdk_path: str
 ) -> None:
     sink = _GatedCollect()
     processor, provider = _overflow(sink, 4, 3)

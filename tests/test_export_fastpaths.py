@@ -3,7 +3,8 @@
 ``spans_to_columns`` reads trace/span ids as tuple items of plain ``SpanContext``s, status
 fields from plain ``Status`` objects, and attributes with their dropped count straight from
 ``BoundedAttributes``; anything else (subclasses, other attribute containers) takes the
-public properties. Each case here builds the same spans both ways and compares the tables.
+public properties, as every span does with the public paths forced. Each case here builds the
+same spans both ways and compares the tables.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, Status, StatusCode, set_span_in_context
 
-from retryscope.instrumentation._sdk import finished_attribute_columns
+from retryscope.instrumentation._sdk import PUBLIC_ONLY, finished_attribute_columns, public_paths
 from retryscope.instrumentation.export._exporter import spans_to_columns
 
 
@@ -102,6 +103,8 @@ def test_direct_reads_equal_the_public_properties(
 ) -> None:
     spans = _spans(count, attributes, errors, limit)
     direct = spans_to_columns(spans).to_table()
+    with public_paths():
+        assert spans_to_columns(spans).to_table().equals(direct)
     other = [
         _as(s, context=context, status=status, cls=_Public if public else ReadableSpan)
         for s in spans
@@ -123,7 +126,12 @@ def test_direct_reads_equal_the_public_properties(
 
 def test_attribute_columns_only_for_sdk_spans_with_bounded_attributes() -> None:
     spans = _spans(3, 2, [False], 8)
+    with public_paths():
+        assert finished_attribute_columns(spans) is None
     read = finished_attribute_columns(spans)
+    if PUBLIC_ONLY:
+        assert read is None
+        return
     assert read is not None
     assert read[0] == [dict(s.attributes) for s in spans]
     assert read[1] == [0] * len(spans)

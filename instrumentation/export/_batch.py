@@ -3,47 +3,70 @@
 When its queue is full, the SDK's ``BatchSpanProcessor`` evicts the oldest queued span and
 only logs "Queue full" (through a logger with a duplicate filter, so most drops are not even
 logged; its internal drop metric also counts a drop when the worker happens to free a slot
-between the check and the insert). This subclass gives the processor a queue that counts
-what it really evicts: insertion and removal hold one lock, so a span is counted lost
-exactly when the bounded deque pushes one out. Each loss goes to the exporter's
+between the check and the insert). This subclass counts what is really lost, and hands each
+loss to the exporter's
 :meth:`~retryscope.instrumentation.export._exporter.ParquetSpanExporter.record_gap` (when it
-has one), so it is persisted as a telemetry-gap row.
+has one), so it is persisted as a telemetry-gap row. Two ways, same totals:
+
+* evictions: the processor's queue is replaced by one that counts each span it pushes out,
+  when it is pushed out (:func:`~retryscope.instrumentation._sdk.count_queue_evictions`:
+  SDK-private structure, used when it is as expected and not switched off);
+* otherwise, settled: the processor counts the sampled spans it hands to the SDK's
+  processor and those that reach the exporter; when ``force_flush`` succeeds, every span
+  handed before it is either exported or lost, so the difference is counted then (a lower
+  bound while spans still end during the flush; exact at ``shutdown``). A gap's time is
+  when it was settled.
 """
 
 from __future__ import annotations
 
-import collections
+import inspect
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 
 _log = logging.getLogger(__name__)
 
 
-class _EvictionCountingDeque(collections.deque[Any]):
-    """A bounded deque whose ``appendleft`` reports each item it pushes out of the far end."""
+def _takes_timeout(method: Callable[..., Any]) -> bool:
+    try:
+        return "timeout_millis" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
-    def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
-        super().__init__((), maxlen)
-        self._guard = threading.Lock()
-        self._on_evict = on_evict
 
-    def appendleft(self, item: Any) -> None:
-        with self._guard:
-            evicts = self.maxlen is not None and len(self) >= self.maxlen
-            super().appendleft(item)
-        if evicts:
-            self._on_evict(1)
+class _Delivered(SpanExporter):
+    """``exporter``, counting the spans handed to its ``export``."""
 
-    def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
-        with self._guard:
-            return super().pop()
+    def __init__(self, exporter: SpanExporter) -> None:
+        self.exporter = exporter
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self.count += len(spans)
+        return self.exporter.export(spans)
+
+    def shutdown(self, timeout_millis: float | None = None) -> None:
+        # (the SDK passes a timeout to an exporter whose shutdown takes one: so does this)
+        if timeout_millis is not None and _takes_timeout(self.exporter.shutdown):
+            self.exporter.shutdown(timeout_millis=timeout_millis)  # type: ignore[call-arg]
+        else:
+            self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
 
 
 class GapCountingBatchSpanProcessor(BatchSpanProcessor):
@@ -51,37 +74,57 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
 
     ``dropped_spans`` counts spans lost because the queue was full; each loss is also
     handed to ``span_exporter.record_gap`` when the exporter has one (``ParquetSpanExporter``
-    does).
+    does). See the module doc for when a loss is counted.
     """
 
     def __init__(self, span_exporter: SpanExporter, *args: Any, **kwargs: Any) -> None:
-        super().__init__(span_exporter, *args, **kwargs)
+        self._delivered = _Delivered(span_exporter)
+        super().__init__(self._delivered, *args, **kwargs)
         self.dropped_spans = 0
         self._count_lock = threading.Lock()
         sink = getattr(span_exporter, "record_gap", None)
         self._sink: Callable[[GapReason, int, int], None] | None = sink if callable(sink) else None
-        batch = getattr(self, "_batch_processor", None)
-        queue = getattr(batch, "_queue", None)
-        if not isinstance(queue, collections.deque) or queue.maxlen is None:
-            _log.warning(
-                "retryscope: this opentelemetry-sdk's batch processor has no bounded deque; "
-                "queue-overflow drops cannot be counted"
-            )
+        self._settles = not count_queue_evictions(self, self._on_evict)
+        self._handed = 0  # (settled path) sampled spans handed on
+        self._closed = False
+        if not self._settles:
             return
-        counting = _EvictionCountingDeque(queue.maxlen, self._on_evict)
-        counting.extend(queue)  # empty at construction; same order (newest first) if not
-        batch._queue = counting  # type: ignore[union-attr]
+        # An instance attribute, so the evictions path keeps the SDK's own on_end (no extra
+        # call per span).
+        self.on_end = self._on_end_counted  # type: ignore[method-assign]
+        if hasattr(os, "register_at_fork"):
+            forget = weakref.WeakMethod(self._forget_inherited)
 
-    def _on_evict(self, count: int) -> None:
-        with self._count_lock:
-            self.dropped_spans += count
-        if self._sink is not None:
-            try:
-                self._sink(GapReason.QUEUE_OVERFLOW, count, time.time_ns())
-            except Exception:  # never break the application's span.end()
-                _log.exception("retryscope: recording a queue-overflow gap failed")
+            def after_in_child() -> None:
+                if (method := forget()) is not None:
+                    method()
+
+            os.register_at_fork(after_in_child=after_in_child)
+
+    @property
+    def span_exporter(self) -> SpanExporter:
+        return self._delivered.exporter
+
+    def _on_end_counted(self, span: ReadableSpan) -> None:
+        """``on_end`` on the settled path: hand ``span`` on, then count it when the SDK's
+        processor takes it (sampled, not shut down)."""
+        super().on_end(span)
+        if not self._closed and span.context and span.context.trace_flags.sampled:
+            with self._count_lock:  # (after the hand-over: a settle never sees it in flight)
+                self._handed += 1
+
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        handed = self._handed
+        flushed = super().force_flush(timeout_millis)
+        if flushed and self._settles:
+            self._settle(handed)
+        return flushed
 
     def shutdown(self) -> None:
+        if self._settles:
+            self._closed = True
+            if super().force_flush():
+                self._settle(self._handed)  # before the exporter shuts down: gaps persist
         super().shutdown()  # type: ignore[no-untyped-call]
         if self.dropped_spans and self._sink is None:
             _log.warning(
@@ -89,3 +132,30 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
                 "them as telemetry gaps",
                 self.dropped_spans,
             )
+
+    def _settle(self, handed: int) -> None:
+        """Count as lost the spans of the first ``handed`` that never reached the exporter."""
+        with self._count_lock:
+            lost = handed - self._delivered.count - self.dropped_spans
+            if lost > 0:
+                self.dropped_spans += lost
+        if lost > 0:
+            self._record(lost)
+
+    def _forget_inherited(self) -> None:
+        """In a forked child: the queue the SDK empties there held the parent's spans."""
+        with self._count_lock:
+            self._handed = self._delivered.count + self.dropped_spans
+
+    def _on_evict(self, count: int) -> None:
+        with self._count_lock:
+            self.dropped_spans += count
+        self._record(count)
+
+    def _record(self, count: int) -> None:
+        """Hand ``count`` lost spans to the exporter's gap sink, if it has one."""
+        if self._sink is not None:
+            try:
+                self._sink(GapReason.QUEUE_OVERFLOW, count, time.time_ns())
+            except Exception:  # never break the application's span.end()
+                _log.exception("retryscope: recording a queue-overflow gap failed")

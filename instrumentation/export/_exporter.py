@@ -37,15 +37,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from retryscope.instrumentation._sdk import (
-    FAST_SPAN_TYPE,
+    bounded_items,
+    context_ids,
     finished_attribute_columns,
     finished_attributes,
+    finished_rows,
+    status_fields,
 )
 from retryscope.instrumentation.export._columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
@@ -94,126 +97,25 @@ def _enum_names(members: Sequence[Any], names: Mapping[int, str]) -> list[str]:
     return cast(list[str], found)
 
 
-_FIELDS: Final = (
-    "context",
-    "parent",
-    "name",
-    "kind",
-    "start_time",
-    "end_time",
-    "status",
-    "resource",
-    "instrumentation_scope",
-    "events",
-    "links",
-)
-_PUBLIC: Final = operator.attrgetter(*_FIELDS)
-_PRIVATE: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
 _FIRST: Final = operator.itemgetter(0)
 _DROPPED: Final = operator.attrgetter("dropped_attributes")
-_DEQUE: Final = operator.attrgetter("_dq")
-
-
-def _plain_types() -> frozenset[type]:
-    """SDK span classes whose fields may be read directly (``span._name`` for ``span.name``,
-    skipping the property call and the copies ``events``/``links`` make): those that keep
-    :class:`ReadableSpan`'s properties, provided a probe span reads the same both ways."""
-    try:
-        probe = ReadableSpan(
-            "probe",
-            context=SpanContext(1, 2, is_remote=False),
-            parent=SpanContext(1, 3, is_remote=False),
-            kind=SpanKind.CLIENT,
-            start_time=5,
-            end_time=7,
-            status=Status(StatusCode.ERROR, "x"),
-            events=(Event("e", timestamp=6),),
-            links=(Link(SpanContext(1, 4, is_remote=False)),),
-            instrumentation_scope=InstrumentationScope("s", "1"),
-        )
-        public, private = _PUBLIC(probe), _PRIVATE(probe)
-        same = public[:9] == private[:9] and all(tuple(private[i]) == public[i] for i in (9, 10))
-    except Exception:  # any surprise: the public path only
-        return frozenset()
-    if not same:
-        return frozenset()
-    candidates = {ReadableSpan} | ({FAST_SPAN_TYPE} if FAST_SPAN_TYPE else set())
-    return frozenset(
-        t
-        for t in candidates
-        if all(getattr(t, name) is getattr(ReadableSpan, name) for name in _FIELDS)
-    )
-
-
-_PLAIN_TYPES: Final = _plain_types()
-
-
-def _tuple_contexts() -> bool:
-    """Whether a :class:`SpanContext` holds its trace and span id as tuple items 0 and 1
-    (read with ``itemgetter``, skipping a property call per span), checked on a probe."""
-    try:
-        probe = SpanContext(trace_id=5, span_id=7, is_remote=False)
-        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 5 and probe[1] == 7
-    except Exception:  # any surprise: the public path only
-        return False
-
-
-_TUPLE_CONTEXTS: Final = _tuple_contexts()
-
-
-def _context_ids(contexts: Sequence[Any], item: int) -> list[int]:
-    """The trace (``item`` 0) or span (1) id of each context: read as a tuple item from
-    plain ``SpanContext``s, through the public property from anything else."""
-    if _TUPLE_CONTEXTS and set(map(type, contexts)) <= {SpanContext}:
-        return list(map(operator.itemgetter(item), contexts))
-    return list(map(operator.attrgetter(("trace_id", "span_id")[item]), contexts))
-
-
-def _plain_status() -> bool:
-    """Whether :class:`Status` keeps its fields as ``_status_code``/``_description``."""
-    try:
-        probe = Status(StatusCode.ERROR, "x")
-        return (probe._status_code, probe._description) == (probe.status_code, probe.description)
-    except Exception:  # any surprise: the public path only
-        return False
-
-
-_PLAIN_STATUS: Final = _plain_status()
-_STATUS_FIELDS: Final = operator.attrgetter("_status_code", "_description")
 
 
 def _status_columns(statuses: Sequence[Status]) -> tuple[Sequence[str], Sequence[str | None]]:
     """Status code names and descriptions, one per span."""
-    if _PLAIN_STATUS and set(map(type, statuses)) == {Status}:
-        codes, messages = zip(*map(_STATUS_FIELDS, statuses), strict=True)
-        return _enum_names(codes, _STATUS_NAMES), messages
-    code_names, messages = zip(*_per_object(statuses, _status_fields), strict=True)
-    return code_names, messages
-
-
-def _contents(lists: Sequence[Any]) -> Sequence[Any]:
-    """Each span's events or links: the deque inside the SDK's ``BoundedList`` (the same
-    items; testing it for emptiness costs no Python call), as given otherwise."""
-    try:
-        return list(map(_DEQUE, lists))
-    except AttributeError:  # not all of them are BoundedLists
-        return lists
+    codes, messages = status_fields(statuses)
+    return _enum_names(codes, _STATUS_NAMES), messages
 
 
 def _per_object(objects: Sequence[Any], read: Callable[[Any], _T]) -> list[_T]:
     """``read(o)`` for each object, called once per distinct object: spans share their
-    resource and scope, and often their status."""
+    resource and scope."""
     ids = list(map(id, objects))
     if ids and ids.count(ids[0]) == len(ids):  # one object (a process's resource)
         return [read(objects[0])] * len(ids)
     distinct = dict(zip(ids, objects, strict=True))
     memo = {key: read(o) for key, o in distinct.items()}
     return list(map(memo.__getitem__, ids))
-
-
-def _status_fields(status: Status) -> tuple[str, str | None]:
-    code = status.status_code
-    return _STATUS_NAMES.get(id(code)) or code.name, status.description
 
 
 def _resource_attributes(resource: Resource | None) -> Mapping[str, Any] | None:
@@ -257,19 +159,19 @@ def _append_spans(
 ) -> list[int] | None:
     """:func:`spans_to_columns`; ``by_shape``: grouped as :func:`spans_by_shape` says,
     returning the order (None: span order)."""
-    plain = set(map(type, spans)) <= _PLAIN_TYPES
-    fields = _PRIVATE if plain else _PUBLIC
-    rows = list(map(fields, spans))
+    rows = finished_rows(spans)
     if None in map(_FIRST, rows):  # a span without a context is skipped
+        spans = [span for span, row in zip(spans, rows, strict=True) if row[0] is not None]
         rows = [row for row in rows if row[0] is not None]
-        spans = [span for span in spans if fields(span)[0] is not None]
     if not spans:
         return None
-    read = finished_attribute_columns(spans) if plain else None
-    attributes, dropped = read if read is not None else (None, None)
+    read = finished_attribute_columns(spans)
+    attributes, dropped = (
+        read if read is not None else (list(map(finished_attributes, spans)), None)
+    )
     order: list[int] | None = None
     shapes: list[tuple[str, ...]] | None = None
-    if by_shape and attributes is not None and len(spans) > 1:
+    if by_shape and len(spans) > 1:
         shapes = attribute_shapes(attributes)
         order = shape_order(shapes)
         if order is not None:
@@ -288,12 +190,12 @@ def _append_spans(
     start_ns = [start or 0 for start in starts]
     status_codes, status_messages = _status_columns(statuses)
     has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
-    parent_ids = _context_ids([p for p in parents if p is not None], 1)
+    parent_ids = context_ids([p for p in parents if p is not None], 1)
     scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
-    span_events, span_links = _contents(events), _contents(links)
+    span_events, span_links = bounded_items(events), bounded_items(links)
     cols.extend(
-        trace_id=hex_ids(_context_ids(contexts, 0), 16),
-        span_id=span_id_column(_context_ids(contexts, 1)),
+        trace_id=hex_ids(context_ids(contexts, 0), 16),
+        span_id=span_id_column(context_ids(contexts, 1)),
         parent_span_id=span_id_column(parent_ids, has_parent),
         name=names,
         kind=_enum_names(kinds, _KIND_NAMES),
@@ -301,9 +203,7 @@ def _append_spans(
         end_ns=[end or start for end, start in zip(ends, start_ns, strict=True)],
         status_code=status_codes,
         status_message=status_messages,
-        attributes=(
-            attributes if attributes is not None else list(map(finished_attributes, spans))
-        ),
+        attributes=attributes,
         resource=_per_object(resources, _resource_attributes),
         scope_name=scope_names,
         scope_version=scope_versions,

@@ -8,6 +8,7 @@ says why.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,9 @@ def test_results_carry_ratios_and_absolute_figures(smoke) -> None:
     ratios = [r for r in measured if r["unit"] == "×"]
     assert len(ratios) >= 8
     for r in ratios:
-        assert r["value"] > 0
+        # a --quick run only shows that each ratio is computed: a ratio of two added times
+        # (a difference each) may come out at any sign under load, never NaN
+        assert not math.isnan(r["value"]), r
         assert r["details"], f"{r['name']} printed no absolute figures"
     for r in payload["results"]:
         if r["value"] is None:

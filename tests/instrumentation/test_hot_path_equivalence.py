@@ -3,7 +3,7 @@
 * the guarded attribute merge keeps the SDK's order when keys are re-set (the SDK moves a
   re-set key last), not only the same mapping;
 * the attempt's context, built in one copy, holds what ``set_span_in_context`` +
-  ``set_value`` build, and the spans and stamps are the same with the shortcut off;
+  ``set_value`` build, and the spans and stamps are the same with the public paths;
 * the scope a processor or ``current_scope`` sees is built once per request/attempt and
   carries the same stamp as before (request stamp plus the attempt's ordinal and route).
 """
@@ -25,9 +25,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from retryscope import AttemptStampingProcessor, current_scope, logical_request
-from retryscope.instrumentation import _context as context_module
-from retryscope.instrumentation._context import _SCOPE_KEY, Layer, _context_with
-from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
+from retryscope.instrumentation._context import _SCOPE_KEY, Layer
+from retryscope.instrumentation._sdk import (
+    add_clean_attributes,
+    context_with,
+    is_current_span,
+    longest_string,
+    public_paths,
+)
 from retryscope.vocabulary import ATTEMPT_ORDINAL, LAYER, ROUTE_ID, SPAN_ROLE
 
 plain_values = st.one_of(st.text(max_size=6), st.integers(), st.booleans())
@@ -55,16 +60,22 @@ def test_merge_keeps_the_sdk_order_of_re_set_keys(
     provider.shutdown()
 
 
-def test_one_copy_context_equals_the_public_construction() -> None:
+def test_one_copy_context_equals_the_public_construction(sdk_path: str) -> None:
     provider = TracerProvider()
     span = provider.get_tracer("test").start_span("s")
+    other = provider.get_tracer("test").start_span("other")
     base = otel_context.set_value("other", 1, trace.set_span_in_context(span))
     with logical_request(operation="chat", tracer_provider=provider) as req:
-        built = _context_with(base, span, req)
+        built = context_with(base, span, _SCOPE_KEY, req)
         public = otel_context.set_value(_SCOPE_KEY, req, trace.set_span_in_context(span, base))
         assert type(built) is type(public)
         assert list(built.items()) == list(public.items())
+    assert is_current_span(built, span)
+    assert not is_current_span(built, other)
+    assert not is_current_span(otel_context.Context(), span)
+    assert is_current_span(otel_context.Context(), trace.INVALID_SPAN)  # as get_current_span
     span.end()
+    other.end()
     provider.shutdown()
 
 
@@ -99,20 +110,23 @@ def _comparable(spans: list[Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
     return [(s.name, [(k, v) for k, v in s.attributes.items() if k not in volatile]) for s in spans]
 
 
-def test_spans_are_the_same_with_the_context_shortcut_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = []
-    for shortcut in (True, False):
-        monkeypatch.setattr(context_module, "_ONE_COPY_CONTEXT", shortcut)
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(AttemptStampingProcessor())
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        spans = _spans_of_a_run(provider, exporter)
-        runs.append(_comparable(spans))
-        parents = {s.name: s.parent.span_id for s in spans if s.parent is not None}
-        ids = {s.name: s.context.span_id for s in spans}
-        assert parents["inner work"] == ids["attempt primary"]
-        provider.shutdown()
+def _one_run() -> list[tuple[str, list[tuple[str, Any]]]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans = _spans_of_a_run(provider, exporter)
+    parents = {s.name: s.parent.span_id for s in spans if s.parent is not None}
+    ids = {s.name: s.context.span_id for s in spans}
+    assert parents["inner work"] == ids["attempt primary"]
+    provider.shutdown()
+    return _comparable(spans)
+
+
+def test_spans_are_the_same_with_the_public_paths() -> None:
+    runs = [_one_run()]
+    with public_paths():
+        runs.append(_one_run())
     assert runs[0] == runs[1]
     transport = [attrs for name, attrs in runs[0] if name == "POST"]
     # two sends classified as transport attempts 1 and 2; the send inside retryscope's own

@@ -2,7 +2,7 @@
 
 Every case runs the same values through :func:`add_clean_attributes` on one real SDK span
 and through the public ``set_attributes`` on another with the same limits, with the fast
-path available (this SDK) and with it switched off (another SDK), and compares.
+path available (this SDK) and with the public paths forced (``sdk_path``), and compares.
 """
 
 from __future__ import annotations
@@ -14,28 +14,27 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.trace import SpanKind
 
 from retryscope import AttemptStampingProcessor, logical_request
-from retryscope.instrumentation import _sdk as span_fastpath
+from retryscope.instrumentation import _sdk
 from retryscope.instrumentation._sdk import (
+    PUBLIC_ONLY,
     _fast_write,
+    _probe_span_type,
     add_clean_attributes,
+    fast_paths,
     longest_string,
+    public_paths,
     raw_attributes,
 )
 
 
 class Colour(enum.StrEnum):
     RED = "red"
-
-
-@pytest.fixture(params=["fast", "public-only"])
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "public-only":
-        monkeypatch.setattr(span_fastpath, "FAST_SPAN_TYPE", None)
-    return str(request.param)
 
 
 def _pair(limits: SpanLimits, start: Mapping[str, Any]) -> tuple[Any, Any, TracerProvider]:
@@ -60,7 +59,24 @@ def _same(values: Mapping[str, Any], limits: SpanLimits, start: Mapping[str, Any
 
 
 def test_this_sdk_has_the_expected_structure() -> None:
-    assert span_fastpath.FAST_SPAN_TYPE is not None
+    assert _probe_span_type() is not None
+    assert fast_paths()["span_type"] is not PUBLIC_ONLY
+
+
+def test_a_changed_sdk_takes_the_public_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A span class that no longer keeps the SDK's ``set_attributes``, or attributes kept in
+    another container, are not written into directly."""
+    provider = TracerProvider()
+    span_class = type(provider.get_tracer("test").start_span("s"))
+    provider.shutdown()
+    original = SdkSpan.set_attributes
+    with monkeypatch.context() as patch:
+        patch.setattr(span_class, "set_attributes", lambda self, a: original(self, a))
+        assert _probe_span_type() is None
+    with monkeypatch.context() as patch:
+        patch.setattr(_sdk, "BoundedAttributes", type("Other", (BoundedAttributes,), {}))
+        assert _probe_span_type() is None
+    assert _probe_span_type() is span_class
 
 
 @pytest.mark.parametrize(
@@ -75,7 +91,7 @@ def test_this_sdk_has_the_expected_structure() -> None:
     ],
 )
 def test_fast_write_equals_set_attributes(
-    path: str, limits: SpanLimits, start: dict[str, Any], values: dict[str, Any]
+    sdk_path: str, limits: SpanLimits, start: dict[str, Any], values: dict[str, Any]
 ) -> None:
     _same(values, limits, start)
 
@@ -108,7 +124,7 @@ def test_longest_string_rejects_values_the_sdk_would_convert() -> None:
     assert longest_string({"a": None}) is None
 
 
-def test_ended_span_is_left_alone(path: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_ended_span_is_left_alone(sdk_path: str, caplog: pytest.LogCaptureFixture) -> None:
     provider = TracerProvider()
     span = provider.get_tracer("test").start_span("s", attributes={"x": 1})
     span.end()
@@ -118,7 +134,7 @@ def test_ended_span_is_left_alone(path: str, caplog: pytest.LogCaptureFixture) -
     provider.shutdown()
 
 
-def test_raw_attributes_reads_the_current_attributes(path: str) -> None:
+def test_raw_attributes_reads_the_current_attributes(sdk_path: str) -> None:
     provider = TracerProvider()
     span = provider.get_tracer("test").start_span("s", attributes={"x": 1})
     attrs = raw_attributes(span)
@@ -191,11 +207,11 @@ def _stamped_http_span(limits: SpanLimits) -> dict[str, Any]:
     ],
 )
 def test_processor_stamps_the_same_with_and_without_fast_path(
-    limits: SpanLimits, layer: str | None, monkeypatch: pytest.MonkeyPatch
+    limits: SpanLimits, layer: str | None
 ) -> None:
     fast = _stamped_http_span(limits)
-    monkeypatch.setattr(span_fastpath, "FAST_SPAN_TYPE", None)
-    public = _stamped_http_span(limits)
+    with public_paths():
+        public = _stamped_http_span(limits)
     assert fast == public
     send = next(attrs for name, attrs in fast.items() if name.startswith("POST"))
     assert send.get("retryscope.attempt.layer") == layer  # classified as a transport attempt

@@ -1,0 +1,244 @@
+"""The SDK shortcuts and their public paths: the switch, the probes, and the same data.
+
+``RETRYSCOPE_SDK_PUBLIC_ONLY`` forces every public path in a new process; each probe turns
+its shortcut off when the SDK's private structure is not what it expects; and the whole
+pipeline (stamping processor, batch processor, exporter, Parquet, report) writes the same
+rows and report either way; and no other module names a private OpenTelemetry name.
+``make unit-public-sdk`` runs the pipeline tests again with the switch on.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import json
+import logging
+import operator
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from retryscope.analytics import build_report, connect
+from retryscope.demo._run import generate
+from retryscope.instrumentation import _sdk
+
+PATHS = [
+    "span_type",
+    "one_copy_context",
+    "plain_types",
+    "bounded_lists",
+    "plain_status",
+    "tuple_contexts",
+    "readable_types",
+    "counting_types",
+    "batch_queue",
+]
+
+
+def _paths_in_a_new_process(value: str | None) -> tuple[dict[str, bool], str]:
+    env = {k: v for k, v in os.environ.items() if k != _sdk.PUBLIC_ONLY_ENV}
+    if value is not None:
+        env[_sdk.PUBLIC_ONLY_ENV] = value
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from retryscope.instrumentation import _sdk; "
+            "print(json.dumps(_sdk.fast_paths()))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+def test_the_switch_forces_every_public_path_in_a_new_process() -> None:
+    on, _ = _paths_in_a_new_process(None)
+    assert list(on) == PATHS
+    assert all(on.values())  # this SDK passes every probe
+    off, _ = _paths_in_a_new_process(" True ")
+    assert off == dict.fromkeys(PATHS, False)
+    unknown, stderr = _paths_in_a_new_process("sometimes")
+    assert unknown == on
+    assert "RETRYSCOPE_SDK_PUBLIC_ONLY='sometimes' is not a boolean" in stderr
+
+
+def test_this_process_runs_the_paths_the_switch_says() -> None:
+    assert _sdk._public_only(os.environ.get(_sdk.PUBLIC_ONLY_ENV)) == _sdk.PUBLIC_ONLY
+    assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
+    with _sdk.public_paths():
+        assert not any(_sdk.fast_paths().values())
+    assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
+
+
+def test_public_only_reads_booleans(caplog: pytest.LogCaptureFixture) -> None:
+    assert [_sdk._public_only(v) for v in ("1", "True", "yes", "ON")] == [True] * 4
+    assert [_sdk._public_only(v) for v in (None, "", "0", "no", "off", "False")] == [False] * 6
+    with caplog.at_level(logging.WARNING, logger=_sdk.__name__):
+        assert not _sdk._public_only("2")
+    assert "is not a boolean" in caplog.text
+
+
+def test_this_sdk_passes_every_probe() -> None:
+    probed = _sdk._probe()
+    assert all(getattr(probed, name) for name in PATHS)
+
+
+def _swap_status_fields(patch: pytest.MonkeyPatch) -> None:
+    patch.setattr(_sdk, "_PRIVATE_STATUS", operator.attrgetter("_description", "_status_code"))
+
+
+def _swap_fields(patch: pytest.MonkeyPatch) -> None:
+    swapped = ["_parent", "_context", *(f"_{name}" for name in _sdk._FIELDS[2:])]
+    patch.setattr(_sdk, "_PRIVATE_FIELDS", operator.attrgetter(*swapped))
+
+
+class _OtherContext(_sdk.SpanContext):
+    def __getitem__(self, index: Any) -> Any:
+        return 0
+
+
+class _OtherList(_sdk.BoundedList):
+    """Keeps its items under another name (no ``_dq``)."""
+
+    def __init__(self, maxlen: int | None) -> None:
+        self.dropped = 0
+        self._items: collections.deque[Any] = collections.deque(maxlen=maxlen)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._items))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def extend(self, seq: Any) -> None:
+        self._items.extend(seq)
+
+
+@pytest.mark.parametrize(
+    ("change", "off"),
+    [
+        (_swap_status_fields, "plain_status"),
+        (_swap_fields, "plain_types"),
+        (lambda p: p.setattr(_sdk, "SpanContext", _OtherContext), "tuple_contexts"),
+        (lambda p: p.setattr(_sdk, "BoundedList", _OtherList), "bounded_lists"),
+        (lambda p: p.setattr(_sdk, "Context", dict), "one_copy_context"),
+        (lambda p: p.setattr(_sdk, "_SPAN_KEY", "another-key"), "one_copy_context"),
+    ],
+)
+def test_a_probe_turns_its_shortcut_off_when_the_structure_differs(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[pytest.MonkeyPatch], None], off: str
+) -> None:
+    change(monkeypatch)
+    probed = _sdk._probe()
+    assert [name for name in PATHS if not getattr(probed, name)] == [off]
+
+
+def _rows(directory: Path) -> list[tuple[Any, ...]]:
+    """Every row of the data set, ids replaced by their row's content (span ids and the
+    loopback server's port differ from run to run), sorted."""
+    tables = [pq.read_table(f) for f in sorted(directory.rglob("*.parquet"))]
+    table = pa.concat_tables(tables, promote_options="default")
+    ids = {"trace_id", "span_id", "parent_span_id"}
+    rows = table.to_pylist()
+
+    def content(row: dict[str, Any]) -> str:
+        text = repr([(k, v) for k, v in row.items() if k not in ids])
+        return re.sub(r"127\.0\.0\.1:\d+|'server\.port', '\d+'", "<server>", text)
+
+    by_id = {row["span_id"]: content(row) for row in rows}
+    return sorted(
+        (content(row), by_id.get(row["parent_span_id"]) if row["parent_span_id"] else None)
+        for row in rows
+    )
+
+
+def test_the_pipeline_writes_the_same_rows_and_report_on_both_paths(tmp_path: Path) -> None:
+    """The demo's five scenarios (real httpx + instrumentation, stamping, batch processor,
+    exporter), once with the shortcuts and once on the public paths."""
+    generate(tmp_path / "fast", 40, seed=7, progress=False)
+    with _sdk.public_paths():
+        generate(tmp_path / "public", 40, seed=7, progress=False)
+    fast, public = _rows(tmp_path / "fast"), _rows(tmp_path / "public")
+    assert len(fast) > 150
+    assert fast == public
+    reports = []
+    for run in ("fast", "public"):
+        con, _ = connect(tmp_path / run)
+        reports.append(build_report(con))
+    assert reports[0] == reports[1]
+    assert reports[0]["logical_requests"] == 40
+
+
+_SDK_PRIVATE_NAMES = frozenset(
+    {
+        *(f"_{name}" for name in _sdk._FIELDS),
+        "_attributes",
+        "_dict",
+        "_dq",
+        "_immutable",
+        "_lock",
+        "_queue",
+        "_batch_processor",
+        "_status_code",
+        "_description",
+    }
+)
+
+
+def _private_otel_uses(path: Path) -> list[str]:
+    """Underscore imports from ``opentelemetry`` and reads of the SDK-private attribute
+    names on anything but ``self`` in one source file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("opentelemetry"):
+            parts = (node.module or "").split(".") + [alias.name for alias in node.names]
+            found += [f"{node.lineno}: import {node.module}" for p in parts if p.startswith("_")]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in _SDK_PRIVATE_NAMES
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ):
+            found.append(f"{node.lineno}: .{node.attr}")
+    return [f"{path}:{where}" for where in dict.fromkeys(found)]
+
+
+def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
+    root = Path(__file__).resolve().parents[1]
+    sources = [
+        path
+        for folder in ("instrumentation", "analytics", "dashboards", "retryscope", "bench")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path != root / "instrumentation" / "_sdk.py"
+    ]
+    assert len(sources) > 50
+    assert [use for path in sources for use in _private_otel_uses(path)] == []
+    assert _private_otel_uses(root / "instrumentation" / "_sdk.py")  # the check sees them
+
+
+def test_the_counting_queue_reports_what_either_end_pushes_out() -> None:
+    lost: list[int] = []
+    queue = _sdk._EvictionCountingDeque(2, lost.append)
+    queue.appendleft("a")
+    queue.appendleft("b")
+    assert lost == []
+    queue.appendleft("c")  # pushes "a" out of the right end
+    queue.append("d")  # pushes "c" out of the left end
+    assert (list(queue), lost) == (["b", "d"], [1, 1])
+    assert (queue.pop(), queue.popleft(), len(queue)) == ("d", "b", 0)
+    queue.append("e")
+    assert lost == [1, 1]
