@@ -10,8 +10,8 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from retryscope.analytics import Filters, build_report, connect
-from retryscope.analytics._browse import RequestQuery, RequestSort, request_list
+from retryscope.analytics import Filters, build_report, connect, findings
+from retryscope.analytics._browse import RequestQuery, RequestSort, request_findings, request_list
 from tests.dashboards.conftest import follow, select, select_row, table
 from tests.ui_fixture import HOSTILE_TENANT
 
@@ -179,3 +179,18 @@ def test_an_empty_list_says_so(app: AppTest) -> None:
     follow(app, "requests", {"terminal": "stop_attempt_budget"})
     assert app.subheader[0].value == "0 of 9 requests"
     assert "No request in scope matches" in app.info[0].value
+
+
+def test_a_request_s_findings_are_its_rows_of_all_findings(con: duckdb.DuckDBPyConnection) -> None:
+    """request_findings keeps one request's rows before evaluating any rule over the scope;
+    for every request they are exactly its rows of the whole list."""
+    everything = findings(con).to_pylist()
+    for rid in ALL:
+        mine = request_findings(con, rid).to_pylist()
+        want = [
+            {k: r[k] for k in ("rule_id", "severity", "span_id", "time", "evidence")}
+            for r in everything
+            if r["logical_request_id"] == rid
+        ]
+        assert mine == want, rid
+    assert request_findings(con, "x'; DROP TABLE spans; --").num_rows == 0

@@ -23,7 +23,7 @@ WITH keyed AS (
     FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $fallback,
                                $deadline_missed, $nested, $wasted, $violations)
 )
-SELECT * EXCLUDE (routes, number_key, text_key)
+SELECT * EXCLUDE (number_key, text_key)
 FROM keyed
 ORDER BY
     CASE WHEN $descending THEN -number_key ELSE number_key END NULLS LAST,

@@ -5,23 +5,33 @@
 -- finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
 -- retryscope.analytics._browse; request_list.sql and request_list_count.sql page it
 -- through the table macro of request_rows_matching.sql.
+-- Grouped and joined on a 64-bit hash of the id alone, as the model groups a request's
+-- attempts (request_facts.sql): carrying the id string through the groups costs more
+-- than the rest of this statement.
 CREATE OR REPLACE TEMP TABLE memo_request_rows AS
 WITH firsts AS (
-    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
-           route_id, min(start_time) AS first_start
+    SELECT hash(logical_request_id) AS h, route_id, min(start_time) AS first_start
     FROM attempt_facts
     WHERE parent_layer IS NULL AND route_id IS NOT NULL
     GROUP BY hash(logical_request_id), route_id
 ),
+-- most requests keep to one route: only those with several aggregate an ordered path
+-- (an ordered string_agg over every request costs most of this statement)
+routes_per_request AS (
+    SELECT h, count(*) AS n FROM firsts GROUP BY h
+),
 path AS (
-    SELECT h, any_value(logical_request_id) AS logical_request_id,
-           string_agg(route_id, ' → ' ORDER BY first_start, route_id) AS route_path,
-           list(route_id ORDER BY first_start, route_id) AS routes
-    FROM firsts
-    GROUP BY h
+    SELECT f.h, f.route_id AS route_path
+    FROM firsts f
+    SEMI JOIN routes_per_request c ON c.h = f.h AND c.n = 1
+    UNION ALL
+    SELECT f.h, string_agg(f.route_id, ' → ' ORDER BY f.first_start, f.route_id)
+    FROM firsts f
+    SEMI JOIN (SELECT h FROM routes_per_request WHERE n > 1) c ON c.h = f.h
+    GROUP BY f.h
 ),
 spend AS (
-    SELECT hash(logical_request_id) AS h, any_value(logical_request_id) AS logical_request_id,
+    SELECT hash(logical_request_id) AS h,
            sum(cost_micros)::BIGINT AS cost_micros,
            coalesce(sum(cost_micros) FILTER (WHERE NOT accepted), 0)::BIGINT AS wasted_micros,
            min(cost_currency) AS cost_currency
@@ -30,17 +40,17 @@ spend AS (
     GROUP BY hash(logical_request_id)
 ),
 found AS (
-    SELECT hash(f.logical_request_id) AS h, any_value(f.logical_request_id) AS logical_request_id,
+    SELECT hash(f.logical_request_id) AS h,
            count(*)::BIGINT AS findings,
            count(*) FILTER (WHERE c.severity IS DISTINCT FROM 'info')::BIGINT AS violations,
            list(DISTINCT f.rule_id ORDER BY f.rule_id) AS rules
-    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget) f
+    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget, NULL) f
     LEFT JOIN finding_rules c ON c.rule_id = f.rule_id
     WHERE f.logical_request_id IS NOT NULL
     GROUP BY hash(f.logical_request_id)
 ),
-facts AS (
-    SELECT hash(logical_request_id) AS h, * FROM request_facts
+nesting AS (
+    SELECT hash(logical_request_id) AS h, retried_layers FROM request_nesting
 )
 SELECT
     r.logical_request_id,
@@ -52,7 +62,6 @@ SELECT
     r.operation,
     r.entry_route,
     coalesce(p.route_path, '') AS route_path,
-    coalesce(p.routes, []) AS routes,
     r.physical_attempts AS attempts,
     r.receiver_attempts,
     r.multiplication AS retry_product,
@@ -67,8 +76,8 @@ SELECT
     coalesce(f.findings, 0) AS findings,
     coalesce(f.violations, 0) AS violations,
     coalesce(f.rules, []) AS rules
-FROM facts r
-LEFT JOIN path p ON p.h = r.h AND p.logical_request_id = r.logical_request_id
-LEFT JOIN spend s ON s.h = r.h AND s.logical_request_id = r.logical_request_id
-LEFT JOIN found f ON f.h = r.h AND f.logical_request_id = r.logical_request_id
-LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id;
+FROM request_facts r
+LEFT JOIN path p ON p.h = hash(r.logical_request_id)
+LEFT JOIN spend s ON s.h = hash(r.logical_request_id)
+LEFT JOIN found f ON f.h = hash(r.logical_request_id)
+LEFT JOIN nesting n ON n.h = hash(r.logical_request_id);
