@@ -263,9 +263,10 @@ def _trends(ctx: Context) -> None:
         f"Per {_width_text(width)} of the requests in scope (UTC). Red bands: storm windows "
         f"({_width_text(window)}) where repeats exceeded the "
         f"{fmt.pct(DEFAULT_THRESHOLDS.retry_budget, 0)} retry budget ({len(storms):,} of "
-        f"{len(windows):,}). Click a bar to list its requests; drag across a chart to "
-        "narrow the time range."
+        f"{len(loads):,} with traffic). Click a bar or a point to list its requests; drag across a "
+        "chart to narrow the time range."
     )
+    # (key, chart, its slots, what a click on a slot lists)
     figures = (
         (
             "trend_requests",
@@ -279,12 +280,21 @@ def _trends(ctx: Context) -> None:
                 value_format=",.0f",
                 pickable=True,
             ),
+            series,
+            explorer.params(),
         ),
         (
             "trend_amplification",
             charts.over_time(
-                series, "amplification_ratio", "amplification (×)", domain, storms=storms
+                series,
+                "amplification_ratio",
+                "amplification (×)",
+                domain,
+                storms=storms,
+                pickable=True,
             ),
+            series,
+            explorer.params(min_attempts=2),  # the bucket's requests that repeated
         ),
         (
             "trend_retry_fraction",
@@ -296,18 +306,20 @@ def _trends(ctx: Context) -> None:
                 storms=storms,
                 budget=DEFAULT_THRESHOLDS.retry_budget,
                 value_format=".1%",
+                pickable=True,
             ),
+            windows,
+            explorer.params(min_attempts=2),
         ),
     )
-    for key, figure in figures:
+    for key, figure, slots_shown, opens in figures:
         event = st.altair_chart(figure, width="stretch", key=key, on_select="rerun")
         _zoom(ctx, key, event)
         label = charts.picked(event, "label")
-        if label is not None:
-            slot = series[series["label"] == label]
-            if not slot.empty:
-                start = slot["start"].iloc[0].to_pydatetime()
-                explorer.open_explorer(ctx.with_time(start, start + width), explorer.params())
+        slot = slots_shown[slots_shown["label"] == label] if label is not None else None
+        if slot is not None and not slot.empty:
+            start, end = (slot[c].iloc[0].to_pydatetime() for c in ("start", "end"))
+            explorer.open_explorer(ctx.with_time(start, end), opens)
 
 
 def _width_text(width: timedelta) -> str:

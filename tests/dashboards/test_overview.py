@@ -175,6 +175,15 @@ def test_a_click_on_a_bucket_lists_its_requests(app: AppTest) -> None:
     assert list(table(app)["logical_request_id"]) == ["nested"]
 
 
+def test_a_click_on_a_point_lists_that_slot_s_repeated_requests(app: AppTest) -> None:
+    window = (START - timedelta(seconds=20)).strftime(ISO)  # 14:13:00, a storm window
+    select_chart(app, "trend_retry_fraction", {"pick": [{"label": window}]})
+    assert app.header[0].value == "Requests"
+    until = (START + timedelta(seconds=40)).strftime(ISO)  # one 60 s load window
+    assert dict(app.query_params) == {"since": window, "until": until, "min_attempts": "2"}
+    assert list(table(app)["logical_request_id"]) == ["nested"]
+
+
 def test_a_brush_narrows_the_time_range(app: AppTest) -> None:
     lo, hi = START.timestamp() * 1000, (START.timestamp() + 300) * 1000
     select_chart(app, "trend_amplification", {"zoom": {"start": [lo, hi]}})
