@@ -8,7 +8,7 @@ pages read the selection Streamlit returns (``on_select``) with :func:`picked` a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,12 +50,20 @@ SERIES = ("recorded", "replayed (low)", "replayed (high)")
 """The series of :func:`comparison`, in order."""
 
 
-def _kind_scale(kinds: Sequence[str]) -> alt.Scale:
-    present = [k for k in KIND_COLOURS if k in set(kinds)]
-    present += sorted(k for k in set(kinds) if k not in KIND_COLOURS)
-    return alt.Scale(
+def _kind_colour(kinds: Iterable[str], *, columns: int | None = None) -> alt.Color:
+    """Colour by ``kind``, one colour per outcome kind present (:data:`KIND_COLOURS`; an
+    unknown kind grey), the legend below the chart."""
+    seen = set(kinds)
+    present = [k for k in KIND_COLOURS if k in seen] + sorted(seen - set(KIND_COLOURS))
+    scale = alt.Scale(
         domain=present, range=[KIND_COLOURS.get(k, KIND_COLOURS["unknown"]) for k in present]
     )
+    legend = (
+        alt.Legend(orient="bottom", direction="horizontal", labelLimit=0)
+        if columns is None
+        else alt.Legend(orient="bottom", columns=columns, labelLimit=0)
+    )
+    return alt.Color("kind:N", scale=scale, title="outcome", legend=legend)
 
 
 def _utc_datetime(t: datetime) -> alt.DateTime:
@@ -380,12 +388,7 @@ def timeline(
         x=x,
         x2="end_ms:Q",
         y=y,
-        color=alt.Color(
-            "kind:N",
-            scale=_kind_scale(list(a["kind"])),
-            title="outcome",
-            legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0),
-        ),
+        color=_kind_colour(a["kind"]),
         tooltip=tooltip,
     )
     inside = (
@@ -502,12 +505,7 @@ def waterfall(spans: pd.DataFrame) -> Figure:
             x=alt.X("start_ms:Q", title="ms since the request started"),
             x2="end_ms:Q",
             y=y,
-            color=alt.Color(
-                "kind:N",
-                scale=_kind_scale(list(spans["kind"])),
-                title="outcome",
-                legend=alt.Legend(orient="bottom", columns=3, labelLimit=0),
-            ),
+            color=_kind_colour(spans["kind"], columns=3),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.75)),
             stroke=alt.condition(pick, alt.value("black"), alt.value(None)),
             tooltip=tooltip,

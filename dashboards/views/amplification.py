@@ -12,7 +12,14 @@ from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table
+from retryscope.dashboards.views.common import (
+    Kpi,
+    frame,
+    kpi_row,
+    overall,
+    request_table,
+    table,
+)
 
 NESTED_LIMIT = 200
 
@@ -74,11 +81,11 @@ NESTED_COLUMNS = (
 def _slice(ctx: Context, dim: str, value: str, columns: tuple[fmt.Column, ...]) -> None:
     """Bars of ``value`` per slice of ``dim`` (a click lists that slice's requests) and
     the slice table beneath."""
-    table = frame(ctx.source.query("amplification", ctx.filters, dim))
-    table = table[table["value"].notna()]
+    rows = frame(ctx.source.query("amplification", ctx.filters, dim))
+    rows = rows[rows["value"].notna()]
     title = next(c.label for c in columns if c.name == value)
     figure = charts.bars(
-        table,
+        rows,
         "value",
         value,
         title,
@@ -93,8 +100,7 @@ def _slice(ctx: Context, dim: str, value: str, columns: tuple[fmt.Column, ...]) 
             explorer.open_explorer(ctx.params, explorer.params(layer=picked))
         else:
             explorer.open_explorer(ctx.link(route=picked), explorer.params(min_attempts=2))
-    shown, config = fmt.shown(table, columns)
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    table(rows, columns)
 
 
 def render() -> None:

@@ -43,6 +43,19 @@ def nothing_in_scope(logical_requests: int) -> bool:
     return False
 
 
+def scope_report(ctx: Context) -> dict[str, Any] | None:
+    """The report of the requests in scope, or None (after saying so) when the filters
+    select none."""
+    report: dict[str, Any] = ctx.source.query("report", ctx.filters)
+    return None if nothing_in_scope(report["logical_requests"]) else report
+
+
+def table(frame: pd.DataFrame, columns: Sequence[fmt.Column], *, as_text: bool = False) -> None:
+    """Show ``columns`` of ``frame`` with their headers and units (see :func:`fmt.shown`)."""
+    shown, config = fmt.shown(frame, columns, as_text=as_text)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+
+
 def overall(ctx: Context, query: str) -> dict[str, Any] | None:
     """The unsliced row of a sliced metric under the filters, or None (after saying so)
     when the filters select no requests."""

@@ -15,7 +15,7 @@ from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table
+from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table, table
 from retryscope.dashboards.views.requests import COLUMNS as REQUEST_COLUMNS
 
 MISSED_LISTED = 10
@@ -117,8 +117,7 @@ def render() -> None:
         on=["value", "logical_requests"],
         how="outer",
     )
-    shown, config = fmt.shown(by_route, ROUTE_COLUMNS)
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    table(by_route, ROUTE_COLUMNS)
 
     query = RequestQuery(deadline_missed=True, sort=RequestSort.DURATION, limit=MISSED_LISTED)
     total, page = ctx.source.query("request_list", ctx.filters, *astuple(query))

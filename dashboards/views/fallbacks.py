@@ -18,7 +18,7 @@ from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table
+from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table, table
 
 CASES = (
     ("incompatible", "fallback_capability_mismatch"),
@@ -137,8 +137,7 @@ def render() -> None:
     )
     st.subheader("By entry route")
     by_route = frame(ctx.source.query("fallback", ctx.filters, "route"))
-    shown, config = fmt.shown(by_route, ROUTE_COLUMNS)
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    table(by_route, ROUTE_COLUMNS)
 
     cases = _cases(ctx)
     st.subheader(f"Cases to review: {len(cases):,} request(s)")

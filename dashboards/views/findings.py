@@ -14,7 +14,7 @@ from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import frame, nothing_in_scope, request_table
+from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
 
@@ -30,8 +30,8 @@ COLUMNS = (
 def render() -> None:
     ctx = current()
     st.header("Findings")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     # counts per rule come from SQL; only the rows listed cross to the browser
     counts = {rule: n for rule, n in ctx.source.query("finding_counts", ctx.filters).items() if n}

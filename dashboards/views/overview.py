@@ -19,7 +19,7 @@ from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current, iso
-from retryscope.dashboards.views.common import Kpi, bucket_for, frame, kpi_row, nothing_in_scope
+from retryscope.dashboards.views.common import Kpi, bucket_for, frame, kpi_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 OFFENDERS_LISTED = 5
@@ -334,8 +334,8 @@ def _width_text(width: timedelta) -> str:
 def render() -> None:
     ctx = current()
     st.header("Overview")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     prev = ctx.previous
     before = ctx.source.query("report", prev) if prev is not None else None

@@ -25,6 +25,7 @@ from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
 from retryscope.dashboards._serve import TRACE_URL_ENV
+from retryscope.dashboards.views.common import table
 
 _SEARCH = "request_search"
 _SPAN = "request_span"
@@ -431,8 +432,7 @@ def _findings(findings: pd.DataFrame) -> None:
         return
     f = findings.copy()
     f["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in f["evidence"]]
-    shown, config = fmt.shown(f, FINDING_COLUMNS, as_text=True)
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+    table(f, FINDING_COLUMNS, as_text=True)
     with st.expander("What these rules mean"):
         for rule in dict.fromkeys(f["rule_id"]):
             r = BY_ID.get(rule)
@@ -485,8 +485,7 @@ def render() -> None:
     _findings(findings)
     if not attempts.empty:
         st.subheader("Attempts")
-        shown, config = fmt.shown(bars, ATTEMPT_COLUMNS, as_text=True)
-        st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
+        table(bars, ATTEMPT_COLUMNS, as_text=True)
 
 
 if __name__ == "__main__":

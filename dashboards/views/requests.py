@@ -21,7 +21,7 @@ from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import frame, nothing_in_scope, request_table
+from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 LIMITS = (50, 200, 1000)
 TEXT_SORTS = (
@@ -166,8 +166,8 @@ def describe(query: RequestQuery) -> str:
 def render() -> None:
     ctx = current()
     st.header("Requests")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     problems = _url.seed(explorer.PARAMS, entered=ctx.entered)
     st.session_state.setdefault(LIMIT_KEY, LIMITS[1])

@@ -19,7 +19,7 @@ from retryscope.analytics.replay._whatif import DEFAULT_WINDOW_MS, WhatIf
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import frame, nothing_in_scope, request_table
+from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 200
 CHARTED = ("attempts", "cost_micros", "successes", "deadline_misses")
@@ -274,8 +274,8 @@ def _drift(ctx: Context) -> None:
 def render() -> None:
     ctx = current()
     st.header("What-if")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     policy = _policy()
     if policy is not None:

@@ -1,7 +1,7 @@
 -- Every violation and anomaly as rows (rule id, request, trace, span, time, evidence):
 -- gap_ms/min_requests cluster synchronized retries, window_ms/budget judge the retry budget;
--- `only_request` (a logical request id, or NULL for all) keeps one request's rows, selected before
--- any window so a drill-down does not evaluate the whole scope.
+-- `only_request` (a logical request id, or NULL for all) keeps one request's rows,
+-- selected before any window so a drill-down does not evaluate the whole scope.
 -- Created by retryscope.analytics._findings before it reads finding_list.sql (the rows) or
 -- findings_counts.sql (rows per rule: DuckDB then prunes the evidence JSON). Each rule's
 -- severity and meaning are in its catalog, retryscope.analytics._findings.RULES: this emits
@@ -153,41 +153,38 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     ) = 1
 
     UNION ALL
-    SELECT 'fallback_capability_mismatch',
-           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
-           json_object('route_id', a.route_id,
-                       'route_capability_digest', a.route_capability_digest,
-                       'required_capability_digest', a.required_capability_digest)
-    FROM request_facts r
-    JOIN attempt_facts a
-      ON a.logical_request_id = r.logical_request_id
-     AND a.route_id IS NOT DISTINCT FROM r.fallback_route
-    WHERE r.fallback_success AND NOT r.fallback_capability_bound
-      AND a.accepted AND a.is_fallback
-      AND (only_request IS NULL OR r.logical_request_id = only_request)
-    QUALIFY row_number() OVER (
-        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
-    ) = 1
-
-    UNION ALL
-    -- degraded: the capability and the data boundary hold, the behavior class differs
-    -- (fallback.sql's degraded_fallbacks); a fallback that breaks the capability is
-    -- incompatible instead (fallback_capability_mismatch)
-    SELECT 'degraded_fallback',
-           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
-           json_object('route_id', a.route_id, 'route_behavior_class', a.route_behavior_class,
-                       'required_behavior_class', a.required_behavior_class)
-    FROM request_facts r
-    JOIN attempt_facts a
-      ON a.logical_request_id = r.logical_request_id
-     AND a.route_id IS NOT DISTINCT FROM r.fallback_route
-    WHERE r.fallback_success AND r.fallback_capability_bound AND r.fallback_boundary_allowed
-      AND NOT r.fallback_behavior_bound
-      AND a.accepted AND a.is_fallback
-      AND (only_request IS NULL OR r.logical_request_id = only_request)
-    QUALIFY row_number() OVER (
-        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
-    ) = 1
+    -- incompatible: the answering fallback breaks the capability; degraded: the
+    -- capability and the data boundary hold, the behavior class differs (fallback.sql's
+    -- degraded_fallbacks). Both read the request's answering fallback attempt.
+    SELECT CASE WHEN NOT fallback_capability_bound THEN 'fallback_capability_mismatch'
+                ELSE 'degraded_fallback' END,
+           logical_request_id, trace_id, span_id, start_time,
+           CASE WHEN NOT fallback_capability_bound
+                THEN json_object('route_id', route_id,
+                                 'route_capability_digest', route_capability_digest,
+                                 'required_capability_digest', required_capability_digest)
+                ELSE json_object('route_id', route_id,
+                                 'route_behavior_class', route_behavior_class,
+                                 'required_behavior_class', required_behavior_class)
+           END
+    FROM (
+        -- each answered request's outermost accepted attempt on its fallback route
+        SELECT a.*, r.fallback_capability_bound
+        FROM request_facts r
+        JOIN attempt_facts a
+          ON a.logical_request_id = r.logical_request_id
+         AND a.route_id IS NOT DISTINCT FROM r.fallback_route
+        WHERE r.fallback_success
+          AND (NOT r.fallback_capability_bound
+               OR (r.fallback_capability_bound AND r.fallback_boundary_allowed
+                   AND NOT r.fallback_behavior_bound))  -- unknown binding: neither
+          AND a.accepted AND a.is_fallback
+          AND (only_request IS NULL OR r.logical_request_id = only_request)
+        QUALIFY row_number() OVER (
+            PARTITION BY hash(a.logical_request_id)
+            ORDER BY rs_layer_rank(a.layer), a.start_time
+        ) = 1
+    )
 
     UNION ALL
     SELECT 'late_success',
