@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._findings import BY_ID, install
+from retryscope.analytics._findings import BY_ID, finding_params, install
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics._queries import arrow, load
 from retryscope.analytics._requests import request_scope
@@ -122,20 +122,11 @@ class RequestQuery:
         }
 
 
-def _finding_params(thresholds: Thresholds) -> dict[str, object]:
-    return {
-        "gap_ms": thresholds.sync_gap_ms,
-        "min_requests": thresholds.sync_min_requests,
-        "window_ms": thresholds.load_window_ms,
-        "budget": thresholds.retry_budget,
-    }
-
-
 def _ensure_request_rows(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
     """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
     there (one pass over the scope's requests, attempts and findings; every explorer page
     of that scope then reads it)."""
-    params = _finding_params(thresholds)
+    params = finding_params(thresholds)
     ((scope, memo),) = con.execute(
         "SELECT getvariable('rs_scope_id'), getvariable('rs_request_rows_key')"
     ).fetchall()
@@ -188,7 +179,7 @@ def request_findings(
     them."""
     apply(con, None)
     install(con, thresholds)
-    return arrow(con, "request_findings", {"id": logical_request_id, **_finding_params(thresholds)})
+    return arrow(con, "request_findings", {"id": logical_request_id, **finding_params(thresholds)})
 
 
 def request_span_tree(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:

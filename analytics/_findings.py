@@ -188,7 +188,8 @@ RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
 
 
-def _params(thresholds: Thresholds) -> dict[str, object]:
+def finding_params(thresholds: Thresholds) -> dict[str, object]:
+    """The bound parameters of ``finding_rows`` for ``thresholds``."""
     return {
         "gap_ms": thresholds.sync_gap_ms,
         "min_requests": thresholds.sync_min_requests,
@@ -232,7 +233,9 @@ def findings(
     apply(con, filters)
     install(con, thresholds)
     selected = wanted if rule is not None or rules is not None else None
-    return arrow(con, "finding_list", {"rules": selected, "limit": limit, **_params(thresholds)})
+    return arrow(
+        con, "finding_list", {"rules": selected, "limit": limit, **finding_params(thresholds)}
+    )
 
 
 def finding_counts(
@@ -246,6 +249,6 @@ def finding_counts(
     apply(con, filters)
     install(con, thresholds)
     counts = dict.fromkeys(RULE_IDS, 0)
-    for row in arrow(con, "findings_counts", _params(thresholds)).to_pylist():
+    for row in arrow(con, "findings_counts", finding_params(thresholds)).to_pylist():
         counts[str(row["rule_id"])] = int(row["n"])
     return counts

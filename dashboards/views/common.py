@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
+from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 
@@ -78,6 +79,17 @@ class Kpi:
     help: str | None = None
     opens: Mapping[str, str] | None = None
     link: str = "Show requests"
+
+
+def rule_kpi(label: str, value: Any, rule: str, **query: Any) -> Kpi:
+    """A KPI counting what finding rule ``rule`` flags: its meaning as the help, and a link
+    to the requests with that finding (``query``: more of the explorer's parameters)."""
+    return Kpi(
+        label,
+        fmt.count(value),
+        opens=explorer.params(rule=rule, **query),
+        help=BY_ID[rule].meaning,
+    )
 
 
 def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:

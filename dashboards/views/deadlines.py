@@ -15,7 +15,15 @@ from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table, table
+from retryscope.dashboards.views.common import (
+    Kpi,
+    frame,
+    kpi_row,
+    overall,
+    request_table,
+    rule_kpi,
+    table,
+)
 from retryscope.dashboards.views.requests import COLUMNS as REQUEST_COLUMNS
 
 MISSED_LISTED = 10
@@ -60,18 +68,10 @@ def render() -> None:
                 fmt.pct(d["deadline_exhausted_rate"]),
                 help="Deadline-exhausted requests ÷ logical requests",
             ),
-            Kpi(
-                "Late successes",
-                fmt.count(d["late_successes"]),
-                opens=explorer.params(rule="late_success", sort=RequestSort.DURATION),
-                help=BY_ID["late_success"].meaning,
+            rule_kpi(
+                "Late successes", d["late_successes"], "late_success", sort=RequestSort.DURATION
             ),
-            Kpi(
-                "Doomed dispatches",
-                fmt.count(d["doomed_dispatches"]),
-                opens=explorer.params(rule="doomed_dispatch"),
-                help=BY_ID["doomed_dispatch"].meaning,
-            ),
+            rule_kpi("Doomed dispatches", d["doomed_dispatches"], "doomed_dispatch"),
             Kpi(
                 "Deadline miss rate",
                 fmt.pct(d["deadline_miss_rate"]),

@@ -18,7 +18,15 @@ from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, overall, request_table, table
+from retryscope.dashboards.views.common import (
+    Kpi,
+    frame,
+    kpi_row,
+    overall,
+    request_table,
+    rule_kpi,
+    table,
+)
 
 CASES = (
     ("incompatible", "fallback_capability_mismatch"),
@@ -108,23 +116,14 @@ def render() -> None:
                 help="Answers binding the request's capability, behavior class and data "
                 "boundary ÷ fallback answers",
             ),
-            Kpi(
+            rule_kpi(
                 "Incompatible",
-                fmt.count(counts["fallback_capability_mismatch"]),
-                opens=explorer.params(rule="fallback_capability_mismatch"),
-                help=BY_ID["fallback_capability_mismatch"].meaning,
+                counts["fallback_capability_mismatch"],
+                "fallback_capability_mismatch",
             ),
-            Kpi(
-                "Degraded",
-                fmt.count(row["degraded_fallbacks"]),
-                opens=explorer.params(rule="degraded_fallback"),
-                help=BY_ID["degraded_fallback"].meaning,
-            ),
-            Kpi(
-                "Boundary widened",
-                fmt.count(row["boundary_widened_requests"]),
-                opens=explorer.params(rule="fallback_boundary_widening"),
-                help=BY_ID["fallback_boundary_widening"].meaning,
+            rule_kpi("Degraded", row["degraded_fallbacks"], "degraded_fallback"),
+            rule_kpi(
+                "Boundary widened", row["boundary_widened_requests"], "fallback_boundary_widening"
             ),
         ],
     )
