@@ -67,6 +67,8 @@ class RequestSort(enum.StrEnum):
     DURATION = "duration_ms"
     ATTEMPTS = "attempts"
     RECEIVER_ATTEMPTS = "receiver_attempts"
+    EXCESS = "excess_attempts"
+    AMPLIFICATION = "amplification_ratio"
     RETRY_PRODUCT = "retry_product"
     COST = "cost_micros"
     WASTED = "wasted_micros"
@@ -81,7 +83,8 @@ class RequestSort(enum.StrEnum):
 class RequestQuery:
     """Which requests of the scope the Requests explorer lists (None: any) and in which
     order: ``terminal``; a finding ``rule`` they have; a ``layer`` that retried; at least
-    ``min_receiver_attempts`` receiver attempts; with(out) a fallback, a missed deadline,
+    ``min_receiver_attempts`` receiver attempts; with(out) sends beyond one per distinct
+    operation (``retried``: a retry or resend at any layer), a fallback, a missed deadline,
     nested retries (≥ 2 layers retried), wasted cost, a violation (an error or warning
     finding); sorted by ``sort``, at most ``limit`` rows."""
 
@@ -89,6 +92,7 @@ class RequestQuery:
     rule: str | None = None
     layer: str | None = None
     min_receiver_attempts: int | None = None
+    retried: bool | None = None
     fallback: bool | None = None
     deadline_missed: bool | None = None
     nested: bool | None = None
@@ -114,6 +118,7 @@ class RequestQuery:
             "rule": self.rule,
             "layer": self.layer,
             "min_receiver_attempts": self.min_receiver_attempts,
+            "retried": self.retried,
             "fallback": self.fallback,
             "deadline_missed": self.deadline_missed,
             "nested": self.nested,
@@ -149,7 +154,9 @@ def request_list(
     """The logical requests of the scope ``query`` selects: how many, and the first
     ``query.limit`` of them in its order. Columns: id, trace, start, duration (ms),
     terminal, tenant, operation, entry route, route path, attempts (every layer), receiver
-    attempts, retry product, retried layers, nested, fallback, deadline missed, late
+    attempts, distinct operations, excess attempts (receiver attempts beyond one per
+    operation), retry amplification (receiver attempts ÷ operations, as the report's),
+    retry product, retried layers, nested, fallback, deadline missed, late
     success, cost and wasted cost (micros, currency), findings, violations, rule ids."""
     apply(con, filters)
     _ensure_request_rows(con, thresholds)

@@ -23,6 +23,7 @@ PAGE = "views/requests.py"
 """The explorer's page script, relative to ``app.py``."""
 
 FLAGS: dict[str, str] = {
+    "retried": "retries or resends",
     "fallback": "a fallback",
     "missed_deadline": "a missed deadline",
     "nested": "nested retries",
@@ -31,6 +32,7 @@ FLAGS: dict[str, str] = {
 }
 """Flags a request may be required to have (``has=``), with their labels ("with …")."""
 FLAG_FIELDS: dict[str, str] = {
+    "retried": "retried",
     "fallback": "fallback",
     "missed_deadline": "deadline_missed",
     "nested": "nested",
@@ -40,6 +42,8 @@ FLAG_FIELDS: dict[str, str] = {
 
 SORT_LABELS: dict[RequestSort, str] = {
     RequestSort.RECEIVER_ATTEMPTS: "receiver attempts",
+    RequestSort.EXCESS: "excess attempts",
+    RequestSort.AMPLIFICATION: "retry amplification",
     RequestSort.ATTEMPTS: "attempts (all layers)",
     RequestSort.RETRY_PRODUCT: "retry product",
     RequestSort.DURATION: "duration",

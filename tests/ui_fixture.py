@@ -123,6 +123,35 @@ def build(directory: Path) -> Path:
     return directory
 
 
+def build_operations(directory: Path) -> Path:
+    """Two requests of one harness attempt each, two sends each, through the stamping
+    processor's send grouping: ``multi`` embeds and chats (two distinct operations, sent
+    once each: no retry), ``resent`` sends one request twice (503, then 200). Sends per
+    request 2.0 (4 / 2), retry amplification 1.33 (4 sends / 3 operations)."""
+    rec = Recorder(directory)
+    clock = Clock(T0)
+    with (
+        rec.request(clock, tenant="acme", logical_request_id="multi") as req,
+        req.attempt("primary", layer="harness"),
+    ):
+        with rec.http_span(clock, 200, url="http://127.0.0.1/v1/embeddings"):
+            pass
+        with rec.http_span(clock, 200, url="http://127.0.0.1/v1/chat"):
+            pass
+    clock.advance_ms(1000)
+    with (
+        rec.request(clock, tenant="acme", logical_request_id="resent") as req,
+        req.attempt("primary", layer="harness"),
+    ):
+        with rec.http_span(clock, 503):
+            pass
+        clock.advance_ms(5)
+        with rec.http_span(clock, 200):
+            pass
+    rec.connect()  # flushes and shuts the pipeline down
+    return directory
+
+
 POLICY_REQUESTS = ("a" * 32, "b" * 32, "e" * 32, "d" * 32)
 """The requests of :func:`build_with_policies` (see there)."""
 

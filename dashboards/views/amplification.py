@@ -31,7 +31,14 @@ ROUTE_COLUMNS = (
     fmt.Column("receiver_attempts", "Receiver attempts", fmt.Unit.COUNT),
     fmt.Column(
         "amplification_ratio",
-        "Amplification",
+        "Retry amplification",
+        fmt.Unit.RATIO,
+        help="Receiver attempts on the route ÷ the distinct operations they served (as the "
+        "report's routes)",
+    ),
+    fmt.Column(
+        "sends_per_request",
+        "Sends / request",
         fmt.Unit.RATIO,
         help="Receiver attempts on the route ÷ its requests (as the report's routes)",
     ),
@@ -39,7 +46,7 @@ ROUTE_COLUMNS = (
         "excess_attempts",
         "Excess attempts",
         fmt.Unit.COUNT,
-        help="Receiver attempts beyond one per request",
+        help="Receiver attempts beyond one per distinct operation: retries and resends",
     ),
     fmt.Column("physical_attempts", "Attempts (all layers)", fmt.Unit.COUNT),
 )
@@ -59,7 +66,7 @@ LAYER_COLUMNS = (
         "excess_attempts",
         "Retries",
         fmt.Unit.COUNT,
-        help="The layer's attempts beyond one per request",
+        help="The layer's attempts beyond the first of their retry group",
     ),
     fmt.Column(
         "receiver_attempts",
@@ -99,7 +106,7 @@ def _slice(ctx: Context, dim: str, value: str, columns: tuple[fmt.Column, ...]) 
         if dim == "layer":
             explorer.open_explorer(ctx.params, explorer.params(layer=picked))
         else:
-            explorer.open_explorer(ctx.link(route=picked), explorer.params(min_attempts=2))
+            explorer.open_explorer(ctx.link(route=picked), explorer.params(has=("retried",)))
     table(rows, columns)
 
 
@@ -115,10 +122,16 @@ def render() -> None:
         ctx,
         [
             Kpi(
-                "Amplification",
+                "Retry amplification",
                 fmt.ratio(row["amplification_ratio"]),
+                opens=explorer.params(has=("retried",), sort=RequestSort.EXCESS),
+                help="Receiver attempts ÷ distinct operations (1.00×: no layer retried)",
+            ),
+            Kpi(
+                "Sends / request",
+                fmt.ratio(row["sends_per_request"]),
                 opens=explorer.params(min_attempts=2),
-                help="Receiver attempts ÷ logical requests",
+                help="Receiver attempts ÷ logical requests: what the providers saw per request",
             ),
             Kpi(
                 "Receiver attempts",
@@ -128,7 +141,8 @@ def render() -> None:
             Kpi(
                 "Hidden attempts",
                 fmt.count(row["hidden_attempts"]),
-                help="Receiver attempts beyond the harness's own (retries below it)",
+                help="Receiver attempts beyond one per operation per harness attempt: "
+                "retries below the retry owner",
             ),
             Kpi(
                 "Nested-retry requests",
@@ -146,8 +160,8 @@ def render() -> None:
     )
     st.subheader("By route")
     st.caption(
-        "Receiver attempts per request on each route, as the report's `routes` rows. "
-        "Click a bar to list the route's retried requests."
+        "Receiver attempts per distinct operation on each route (retry amplification), as "
+        "the report's `routes` rows. Click a bar to list the route's retried requests."
     )
     _slice(ctx, "route", "amplification_ratio", ROUTE_COLUMNS)
     st.subheader("By layer")

@@ -61,13 +61,24 @@ KPIS: tuple[_KpiSpec, ...] = (
         explorer.params(sort=RequestSort.STARTED, descending=False),
     ),
     (
-        "Amplification",
+        "Retry amplification",
         lambda r: r["amplification_ratio"],
         fmt.ratio,
         fmt.delta_ratio,
         True,
+        "Receiver attempts ÷ distinct operations: sends per operation, 1.00× when no layer "
+        "retried however many distinct calls a request made (`amplification_ratio` of the "
+        "report).",
+        explorer.params(has=("retried",), sort=RequestSort.EXCESS),
+    ),
+    (
+        "Sends / request",
+        lambda r: r["sends_per_request"],
+        fmt.ratio,
+        fmt.delta_ratio,
+        True,
         "Receiver attempts ÷ logical requests: what providers saw per request "
-        "(`amplification_ratio` of the report).",
+        "(`sends_per_request` of the report).",
         explorer.params(min_attempts=2),
     ),
     (
@@ -142,9 +153,9 @@ def _offenders(ctx: Context) -> None:
     opens the explorer on that slice."""
     st.subheader("Top offenders")
     st.caption(
-        "Ranked by excess attempts (receiver attempts beyond one per request; per layer, "
-        "that layer's attempts beyond one per request), then wasted cost. Select a row to "
-        "list its requests."
+        "Ranked by excess attempts (receiver attempts beyond one per distinct operation; per "
+        "layer, that layer's attempts beyond the first of their retry group), then wasted "
+        "cost. Select a row to list its requests."
     )
     for tab, (_, dim, opens) in zip(
         st.tabs([t for t, _, _ in _DIMENSIONS]), _DIMENSIONS, strict=True
@@ -171,7 +182,7 @@ def _offenders(ctx: Context) -> None:
                 fmt.Column("excess_attempts", "Excess attempts", fmt.Unit.COUNT),
                 fmt.Column(
                     ratio,
-                    "Attempts / request" if dim == "layer" else "Amplification",
+                    "Attempts / request" if dim == "layer" else "Retry amplification",
                     fmt.Unit.RATIO,
                 ),
                 fmt.Column("wasted_micros", "Wasted cost", fmt.Unit.MONEY),
@@ -191,7 +202,8 @@ def _offenders(ctx: Context) -> None:
                 value = str(rows.iloc[picked[0]]["value"])
                 query = {"layer": value} if opens == "layer" else {}
                 base = ctx.link(**({} if opens == "layer" else {opens: value}))
-                explorer.open_explorer(base, {**explorer.params(min_attempts=2), **query})
+                retried = explorer.params(has=("retried",), sort=RequestSort.EXCESS)
+                explorer.open_explorer(base, {**retried, **query})
 
 
 def _slots(width: timedelta, first: datetime, last: datetime) -> pd.DataFrame:
@@ -288,13 +300,13 @@ def _trends(ctx: Context) -> None:
             charts.over_time(
                 series,
                 "amplification_ratio",
-                "amplification (×)",
+                "retry amplification (×)",
                 domain,
                 storms=storms,
                 pickable=True,
             ),
             series,
-            explorer.params(min_attempts=2),  # the bucket's requests that repeated
+            explorer.params(has=("retried",)),  # the bucket's requests that repeated
         ),
         (
             "trend_retry_fraction",
@@ -309,7 +321,7 @@ def _trends(ctx: Context) -> None:
                 pickable=True,
             ),
             windows,
-            explorer.params(min_attempts=2),
+            explorer.params(has=("retried",)),
         ),
     )
     for key, figure, slots_shown, opens in figures:

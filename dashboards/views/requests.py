@@ -1,6 +1,7 @@
 """Requests: the explorer every other page links into — a sortable, filterable list of the
-logical requests in scope (attempts, receiver attempts, retry product, duration, terminal,
-route path, tenant, operation, cost, findings); selecting one opens its drill-down.
+logical requests in scope (receiver attempts, retry amplification, excess attempts,
+operations, attempts, retry product, duration, terminal, route path, tenant, operation,
+cost, findings); selecting one opens its drill-down.
 
 Its query lives in the URL (``retryscope.dashboards._explorer``), so a KPI, a chart mark
 or a table row elsewhere opens exactly the requests it counts, and a list can be shared.
@@ -40,6 +41,13 @@ COLUMNS = (
         fmt.Unit.COUNT,
         help="Attempts with nothing beneath them: what the providers saw",
     ),
+    fmt.Column(
+        "amplification_ratio",
+        "Retry amplification",
+        fmt.Unit.RATIO,
+        help="Receiver attempts ÷ distinct operations (1.00×: no retry at any layer, however "
+        "many distinct calls)",
+    ),
     fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
     fmt.Column(
         "retry_product",
@@ -49,6 +57,18 @@ COLUMNS = (
     ),
     fmt.Column("duration_ms", "Duration", fmt.Unit.MS),
     fmt.Column("terminal", "Terminal"),
+    fmt.Column(
+        "excess_attempts",
+        "Excess attempts",
+        fmt.Unit.COUNT,
+        help="Receiver attempts beyond one per distinct operation: retries and resends",
+    ),
+    fmt.Column(
+        "operations",
+        "Distinct operations",
+        fmt.Unit.COUNT,
+        help="Distinct operations: the most distinct calls any one attempt made",
+    ),
     fmt.Column(
         "route_path",
         "Route path",

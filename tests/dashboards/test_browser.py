@@ -199,18 +199,22 @@ def test_from_the_amplification_figure_to_a_span_in_three_clicks(served: str, pa
 
     clicks = 0
     page.goto(served, wait_until="domcontentloaded")
-    _settled(page, {"stMetric": 6})
+    _settled(page, {"stMetric": 7})
     card = (
         page.get_by_test_id("stVerticalBlock")
         .filter(
-            has=page.get_by_test_id("stMetricLabel").filter(has_text=re.compile("^Amplification$"))
+            has=page.get_by_test_id("stMetricLabel").filter(
+                has_text=re.compile("^Retry amplification$")
+            )
         )
         .last
     )
     expect(card.get_by_test_id("stMetricValue")).to_have_text("2.33×")
     card.get_by_role("link", name="Show requests").click()
     clicks += 1
-    page.wait_for_url(re.compile(r"/requests\?min_attempts=2$"), timeout=TIMEOUT_MS)
+    page.wait_for_url(
+        re.compile(r"/requests\?has=retried&sort=excess_attempts$"), timeout=TIMEOUT_MS
+    )
     _settled(page, {"stDataFrame": 1})
     expect(page.get_by_test_id("stHeading").filter(has_text="5 of 9 requests")).to_have_count(1)
     grid = page.get_by_test_id("stDataFrame").first
@@ -220,7 +224,7 @@ def test_from_the_amplification_figure_to_a_span_in_three_clicks(served: str, pa
     clicks += 1
     page.wait_for_url(re.compile(r"/request\?.*id=nested"), timeout=TIMEOUT_MS)
     _settled(page, {"stVegaLiteChart": 2})
-    assert "min_attempts" not in page.url
+    assert "retried" not in page.url
     tree = page.get_by_test_id("stVegaLiteChart").nth(1)
     bars = tree.locator("[aria-roledescription='bar']")
     expect(bars).to_have_count(13)  # the request span, 3 harness attempts, 9 sends
@@ -250,9 +254,11 @@ def test_a_fall_shows_a_down_arrow(served: str, page: Any) -> None:
         f"{served}/?since=2026-09-21T14:18:20Z&until=2026-09-21T14:23:20Z",
         wait_until="domcontentloaded",
     )
-    _settled(page, {"stMetric": 6, "stMetricDelta": 6})
+    _settled(page, {"stMetric": 7, "stMetricDelta": 7})
     card = page.get_by_test_id("stMetric").filter(
-        has=page.get_by_test_id("stMetricLabel").filter(has_text=re.compile("^Amplification$"))
+        has=page.get_by_test_id("stMetricLabel").filter(
+            has_text=re.compile("^Retry amplification$")
+        )
     )
     expect(card.get_by_test_id("stMetricDelta")).to_have_text("-2.40×")
     expect(card.get_by_test_id("stMetricDeltaIcon-Down")).to_have_count(1)
@@ -293,7 +299,7 @@ def test_navigation_keeps_the_filters_in_the_tab(served: str, page: Any) -> None
     from playwright.sync_api import expect
 
     page.goto(f"{served}/?tenant=globex", wait_until="domcontentloaded")
-    _settled(page, {"stMetric": 6})
+    _settled(page, {"stMetric": 7})
     pages_before = len(page.context.pages)
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="Fallbacks").click()
     page.wait_for_url(re.compile(r"/fallbacks\?tenant=globex$"), timeout=TIMEOUT_MS)

@@ -37,7 +37,10 @@ from tests.ui_fixture import HOSTILE_ROUTE, PERIOD, START
 
 WHOLE = {
     "Logical requests": "9",
-    "Amplification": "2.33×",  # 21 receiver attempts / 9 requests
+    # 21 receiver attempts / 9 distinct operations (one per request on this data set: the
+    # definitions apart are in test_same_figures.py)
+    "Retry amplification": "2.33×",
+    "Sends / request": "2.33×",  # 21 receiver attempts / 9 requests
     "Cost amplification": "2.75×",  # $0.0055 spent / $0.002 accepted
     "Fallback rate": "33.3%",
     "Deadline exhausted": "11.1%",
@@ -57,7 +60,8 @@ def test_kpis_of_the_whole_data_set(app: AppTest) -> None:
 def test_each_kpi_opens_the_requests_it_counts(app: AppTest) -> None:
     assert kpi_links(app) == {
         "Logical requests": {"sort": "started_at", "order": "asc"},
-        "Amplification": {"min_attempts": "2"},
+        "Retry amplification": {"has": "retried", "sort": "excess_attempts"},
+        "Sends / request": {"min_attempts": "2"},
         "Cost amplification": {"has": "wasted", "sort": "wasted_micros"},
         "Fallback rate": {"has": "fallback"},
         "Deadline exhausted": {"terminal": "stop_deadline", "sort": "duration_ms"},
@@ -69,7 +73,11 @@ def test_each_kpi_opens_the_requests_it_counts(app: AppTest) -> None:
 
 def test_kpi_links_keep_the_filters(app: AppTest) -> None:
     select(app, "filter_tenant", "acme")
-    assert kpi_links(app)["Amplification"] == {"tenant": "acme", "min_attempts": "2"}
+    assert kpi_links(app)["Retry amplification"] == {
+        "tenant": "acme",
+        "has": "retried",
+        "sort": "excess_attempts",
+    }
     assert app.query_params["tenant"] == "acme"  # the URL names the filter too
 
 
@@ -180,7 +188,7 @@ def test_a_click_on_a_point_lists_that_slot_s_repeated_requests(app: AppTest) ->
     select_chart(app, "trend_retry_fraction", {"pick": [{"label": window}]})
     assert app.header[0].value == "Requests"
     until = (START + timedelta(seconds=40)).strftime(ISO)  # one 60 s load window
-    assert dict(app.query_params) == {"since": window, "until": until, "min_attempts": "2"}
+    assert dict(app.query_params) == {"since": window, "until": until, "has": "retried"}
     assert list(table(app)["logical_request_id"]) == ["nested"]
 
 
@@ -215,11 +223,11 @@ def test_change_vs_previous_period(app: AppTest) -> None:
     type_text(app, "filter_until", "2026-09-21T14:23:20Z")
     shown = metrics(app)
     assert shown["Logical requests"] == "7"
-    assert shown["Amplification"] == "2.71×"  # 19 / 7
+    assert shown["Retry amplification"] == "2.71×"  # 19 / 7
     assert shown["Fallback rate"] == "42.9%"
     change = deltas(app)
     assert change["Logical requests"] == "+5"  # vs prev1, prev2
-    assert change["Amplification"] == "+1.71×"  # vs 1.00×
+    assert change["Retry amplification"] == "+1.71×"  # vs 1.00×
     assert change["Fallback rate"] == "+42.9 pp"  # a rate changes in percentage points
     assert "previous period 2026-09-21 14:03:20 – 2026-09-21 14:13:20" in app.caption[0].value
 
@@ -229,9 +237,10 @@ def test_a_fall_points_down_and_is_green_when_a_rise_is_bad(app: AppTest) -> Non
     type_text(app, "filter_since", "2026-09-21T14:18:20Z")
     type_text(app, "filter_until", "2026-09-21T14:23:20Z")
     change = deltas(app)
-    assert change["Amplification"] == "-2.40×"  # 1.00× vs 17 / 5
+    assert change["Retry amplification"] == "-2.40×"  # 1.00× vs 17 / 5
+    assert change["Sends / request"] == "-2.40×"
     assert change["Fallback rate"] == "-60.0 pp"
-    amplification = next(m for m in app.metric if m.label == "Amplification").proto
+    amplification = next(m for m in app.metric if m.label == "Retry amplification").proto
     assert amplification.direction == Metric.MetricDirection.DOWN
     assert amplification.color == Metric.MetricColor.GREEN
     requests = next(m for m in app.metric if m.label == "Logical requests").proto
@@ -244,12 +253,19 @@ def test_a_fall_points_down_and_is_green_when_a_rise_is_bad(app: AppTest) -> Non
 def test_top_offenders_open_their_requests(app: AppTest) -> None:
     routes = table(app, 0)
     assert list(routes["value"][:1]) == ["primary"]
-    assert list(routes["excess_attempts"][:1]) == [9]  # 18 receiver attempts, 9 requests
+    # 18 receiver attempts for 9 operations (one per request)
+    assert list(routes["excess_attempts"][:1]) == [9]
     layers = table(app, 3)
-    assert list(layers["value"]) == ["transport", "harness"]  # 9 and 6 attempts beyond one
+    # retries: transport 2 + 2 + 2 in nested's groups, harness 2 + 1 + 1 + 1 + 1
+    assert list(layers["value"]) == ["transport", "harness"]
+    assert list(layers["excess_attempts"]) == [6, 6]
     select_row(app, "offenders_route", 0)
     assert app.header[0].value == "Requests"
-    assert dict(app.query_params) == {"route": "primary", "min_attempts": "2"}
+    assert dict(app.query_params) == {
+        "route": "primary",
+        "has": "retried",
+        "sort": "excess_attempts",
+    }
     assert app.sidebar.selectbox(key="filter_route").value == "primary"
 
 

@@ -32,7 +32,8 @@ def _config(at: AppTest, index: int) -> dict[str, dict[str, object]]:
 def test_amplification_page(app: AppTest) -> None:
     open_page(app, "amplification")
     assert metrics(app) == {
-        "Amplification": "2.33×",
+        "Retry amplification": "2.33×",
+        "Sends / request": "2.33×",
         "Receiver attempts": "21",
         "Hidden attempts": "6",  # nested: 9 receiver attempts for 3 harness attempts
         "Nested-retry requests": "1",
@@ -86,7 +87,7 @@ def test_amplification_bars_open_their_requests(app: AppTest) -> None:
     assert list(table(app)["logical_request_id"]) == ["nested"]
     open_page(app, "amplification")
     select_chart(app, "amp_route", {"pick": [{"value": "fb-cheap"}]})
-    assert dict(app.query_params) == {"route": "fb-cheap", "min_attempts": "2"}
+    assert dict(app.query_params) == {"route": "fb-cheap", "has": "retried"}
     assert list(table(app)["logical_request_id"]) == ["degraded"]
 
 
@@ -95,7 +96,7 @@ def test_hostile_tenant_is_matched_as_a_value(app: AppTest) -> None:
     select(app, "filter_tenant", HOSTILE_TENANT)
     open_page(app, "amplification")
     shown = metrics(app)
-    assert (shown["Amplification"], shown["Receiver attempts"]) == ("2.00×", "2")
+    assert (shown["Retry amplification"], shown["Receiver attempts"]) == ("2.00×", "2")
     open_page(app, "fallbacks")
     assert metrics(app)["Boundary widened"] == "1"
 

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics import Filters, build_report, connect, findings
 from retryscope.analytics._browse import RequestQuery, RequestSort, request_findings, request_list
+from tests import ui_fixture
 from tests.dashboards.conftest import follow, select, select_row, table
 from tests.ui_fixture import HOSTILE_TENANT
 
@@ -63,6 +64,12 @@ def test_default_order_most_receiver_attempts_first(con: duckdb.DuckDBPyConnecti
             ["nested", "widening", "degraded", "mismatch", "deadline"],
         ),
         (RequestQuery(min_receiver_attempts=3), ["nested"]),
+        # one operation per request here: every request of 2+ sends repeated one
+        (
+            RequestQuery(retried=True),
+            ["nested", "widening", "degraded", "mismatch", "deadline"],
+        ),
+        (RequestQuery(retried=False), ["prev1", "prev2", "ok1", "ok2"]),
         (RequestQuery(fallback=True), ["widening", "degraded", "mismatch"]),
         (RequestQuery(deadline_missed=True), ["deadline"]),
         (RequestQuery(nested=True), ["nested"]),
@@ -114,6 +121,12 @@ def test_counts_match_the_figures_that_link_here(con: duckdb.DuckDBPyConnection)
     assert count(RequestQuery(deadline_missed=True)) == report["deadline"]["deadline_misses"]
     assert count(RequestQuery(rule="late_success")) == report["deadline"]["late_successes"]
     assert count(RequestQuery(nested=True)) == report["amplification"]["nested_retry_requests"]
+    _, rows = request_list(con, RequestQuery(limit=100))
+    assert (
+        sum(rows.column("excess_attempts").to_pylist())
+        == (report["amplification"]["excess_attempts"])
+    )
+    assert sum(rows.column("operations").to_pylist()) == report["operations"]
     for rule in ("degraded_fallback", "fallback_boundary_widening", "late_success"):
         assert count(RequestQuery(rule=rule)) == report["violations"][rule], rule
 
@@ -143,9 +156,10 @@ def test_the_page_reads_its_query_from_the_url(app: AppTest) -> None:
 def test_the_columns_investigators_read_come_first(app: AppTest) -> None:
     follow(app, "requests", {})
     columns = list(table(app).columns)
-    assert columns[:6] == [
+    assert columns[:7] == [
         "logical_request_id",
         "receiver_attempts",
+        "amplification_ratio",
         "attempts",
         "retry_product",
         "duration_ms",
@@ -194,3 +208,34 @@ def test_a_request_s_findings_are_its_rows_of_all_findings(con: duckdb.DuckDBPyC
         ]
         assert mine == want, rid
     assert request_findings(con, "x'; DROP TABLE spans; --").num_rows == 0
+
+
+def test_distinct_calls_are_not_retries(tmp_path: Path) -> None:
+    """Two sends of two distinct operations are no retry; two sends of one are: the
+    per-request figures are the report's (sends ÷ distinct operations), and ``retried``
+    and the amplification sort tell them apart where receiver attempts cannot."""
+    con, _ = connect(ui_fixture.build_operations(tmp_path / "spans"))
+    _, page = request_list(con, RequestQuery(sort=RequestSort.AMPLIFICATION))
+    assert page.select(
+        ["logical_request_id", "receiver_attempts", "operations", "excess_attempts"]
+    ).to_pylist() == [
+        {
+            "logical_request_id": "resent",
+            "receiver_attempts": 2,
+            "operations": 1,
+            "excess_attempts": 1,
+        },
+        {
+            "logical_request_id": "multi",
+            "receiver_attempts": 2,
+            "operations": 2,
+            "excess_attempts": 0,
+        },
+    ]
+    assert page.column("amplification_ratio").to_pylist() == [2.0, 1.0]
+    assert _ids(con, RequestQuery(retried=True)) == ["resent"]
+    assert _ids(con, RequestQuery(retried=False)) == ["multi"]
+    assert _ids(con, RequestQuery(min_receiver_attempts=2)) == ["multi", "resent"]
+    report = build_report(con)
+    assert report["amplification"]["excess_attempts"] == 1
+    assert sum(page.column("operations").to_pylist()) == report["operations"] == 3

@@ -1,6 +1,7 @@
-"""The UI and the CLI show one number for one figure, on the same data set: amplification
-(receiver attempts per logical request) overall and per route, attempts per request per
-layer, and the counts the pages and the findings give for the same requests."""
+"""The UI and the CLI show one number for one figure, on the same data set: retry
+amplification (receiver attempts per distinct operation) and sends per request overall and
+per route, attempts per request per layer, and the counts the pages and the findings give
+for the same requests."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.cli import main
-from tests.dashboards.conftest import metrics, open_page, table
+from tests import ui_fixture
+from tests.dashboards.conftest import follow, kpi_links, metrics, open_page, start_app, table
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -38,9 +40,11 @@ def test_ui_and_cli_show_the_same_amplification(
     primary = next(r for r in routes if r["route_id"] == "primary")
     assert primary["attempts"] != primary["receiver_attempts"]
 
-    assert metrics(app)["Amplification"] == f"{report['amplification_ratio']:.2f}×"  # Overview
-    open_page(app, "amplification")
-    assert metrics(app)["Amplification"] == f"{report['amplification_ratio']:.2f}×"
+    for page in ("overview", "amplification"):
+        open_page(app, page)
+        shown = metrics(app)
+        assert shown["Retry amplification"] == f"{report['amplification_ratio']:.2f}×"
+        assert shown["Sends / request"] == f"{report['sends_per_request']:.2f}×"
     by_route, by_layer = table(app, 0), table(app, 1)
     ui = dict(zip(by_route["value"], by_route["amplification_ratio"], strict=True))
     assert ui == pytest.approx(cli)
@@ -79,3 +83,41 @@ def test_pages_and_findings_count_the_same_requests(
     open_page(app, "findings")
     found = table(app)
     assert (found["rule_id"] == "late_success").sum() == deadline["late_successes"]
+
+
+def test_retry_amplification_divides_by_distinct_operations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Distinct calls are no retries: the Overview's two figures are the report's and
+    differ, and each KPI opens the requests it counts (only the resent one repeated)."""
+    data = ui_fixture.build_operations(tmp_path / "spans")
+    report = json.loads(_cli(capsys, "report", str(data), "--format", "json"))
+    assert (report["receiver_attempts"], report["operations"]) == (4, 3)
+    at = start_app(data, monkeypatch)
+    shown = metrics(at)
+    assert shown["Retry amplification"] == f"{report['amplification_ratio']:.2f}×" == "1.33×"
+    assert shown["Sends / request"] == f"{report['sends_per_request']:.2f}×" == "2.00×"
+    links = kpi_links(at)
+    follow(at, "requests", links["Retry amplification"])
+    rows = table(at)
+    assert rows[["logical_request_id", "excess_attempts", "amplification_ratio"]].to_dict(
+        "records"
+    ) == [{"logical_request_id": "resent", "excess_attempts": 1, "amplification_ratio": 2.0}]
+    open_page(at, "overview")
+    follow(at, "requests", links["Sends / request"])
+    rows = table(at)
+    assert dict(zip(rows["logical_request_id"], rows["amplification_ratio"], strict=True)) == {
+        "multi": 1.0,
+        "resent": 2.0,
+    }
+    assert dict(zip(rows["logical_request_id"], rows["operations"], strict=True)) == {
+        "multi": 2,
+        "resent": 1,
+    }
+    open_page(at, "amplification")
+    (primary,) = table(at, 0).to_dict("records")
+    (route,) = report["routes"]
+    assert (primary["amplification_ratio"], primary["sends_per_request"]) == pytest.approx(
+        (route["amplification_ratio"], route["sends_per_request"])
+    )
+    assert primary["excess_attempts"] == 1

@@ -9,6 +9,8 @@ WITH keyed AS (
             WHEN 'duration_ms' THEN duration_ms
             WHEN 'attempts' THEN attempts
             WHEN 'receiver_attempts' THEN receiver_attempts
+            WHEN 'excess_attempts' THEN excess_attempts
+            WHEN 'amplification_ratio' THEN amplification_ratio
             WHEN 'retry_product' THEN retry_product
             WHEN 'cost_micros' THEN cost_micros
             WHEN 'wasted_micros' THEN wasted_micros
@@ -20,8 +22,8 @@ WITH keyed AS (
             WHEN 'operation' THEN operation
             WHEN 'route_path' THEN route_path
         END AS text_key
-    FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $fallback,
-                               $deadline_missed, $nested, $wasted, $violations)
+    FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
+                               $fallback, $deadline_missed, $nested, $wasted, $violations)
 )
 SELECT * EXCLUDE (number_key, text_key)
 FROM keyed

@@ -64,6 +64,11 @@ SELECT
     coalesce(p.route_path, '') AS route_path,
     r.physical_attempts AS attempts,
     r.receiver_attempts,
+    r.operations,
+    -- the report's figures for one request: sends beyond one per distinct operation, and
+    -- sends ÷ distinct operations (an attempt that calls three services once each: 1.0)
+    greatest(0, r.receiver_attempts - r.operations)::BIGINT AS excess_attempts,
+    rs_ratio(r.receiver_attempts, r.operations) AS amplification_ratio,
     r.multiplication AS retry_product,
     coalesce(n.retried_layers, []) AS retried_layers,
     r.retried_layer_count >= 2 AS nested,
