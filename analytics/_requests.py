@@ -102,8 +102,9 @@ def request_summary(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
 
 
 def request_attempts(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
-    """Their attempts in order: route, layer, times, backoff, not_before, deadline
-    remaining, cost, outcome, decision."""
+    """Their attempts in order: route, layer, ordinals (a send's distinct operation under
+    its parent attempt among them), times, backoff, not_before, deadline remaining, cost,
+    outcome, decision."""
     with request_scope(con, ident) as cur:
         return arrow(cur, "request", {"id": ident})
 

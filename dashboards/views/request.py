@@ -52,6 +52,13 @@ ATTEMPT_COLUMNS = (
     fmt.Column("accepted", "Accepted", fmt.Unit.FLAG),
     fmt.Column("parent_layer", "Under layer"),
     fmt.Column("parent_attempt_ordinal", "Under #", fmt.Unit.COUNT),
+    fmt.Column(
+        "operation_ordinal",
+        "Operation #",
+        fmt.Unit.COUNT,
+        help="A send's distinct operation under its parent attempt: sends of one operation "
+        "repeat one another, another operation is a distinct call",
+    ),
     fmt.Column("hedge_ordinal", "Hedge", fmt.Unit.COUNT),
     fmt.Column("breaker_state", "Breaker"),
     fmt.Column("release_short", "Release", help="Route release (first 12 characters)"),
@@ -130,8 +137,8 @@ def timeline_frames(
         "end_ms", "duration_ms", "kind", "is_fallback", "late_success", "is_leaf", "accepted",
         "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
         "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
-        "parent_attempt_ordinal", "hedge_ordinal", "breaker_state", "release_short",
-        "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
+        "parent_attempt_ordinal", "operation_ordinal", "hedge_ordinal", "breaker_state",
+        "release_short", "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
     ]  # fmt: skip
     return a[keep], gaps, marks
 
@@ -175,15 +182,23 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
     layers = list(summary["retried_layers"] or [])
     currency = attempts["cost_currency"].dropna()
     costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
+    receiver = int(attempts["is_leaf"].sum()) if len(attempts) else 0
+    operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
         st.metric("Terminal", summary["terminal"] or "unknown", width="content", border=True)
         st.metric("Attempts", fmt.count(len(attempts)), width="content", border=True)
+        st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
         st.metric(
-            "Receiver attempts",
-            fmt.count(int(attempts["is_leaf"].sum()) if len(attempts) else 0),
+            "Retry amplification",
+            fmt.ratio(receiver / operations) if operations else fmt.DASH,
+            f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
+            delta_color="off",
+            delta_arrow="off",
             width="content",
             border=True,
+            help="Receiver attempts ÷ distinct operations (the most distinct calls any one "
+            "attempt made), as the report's `amplification_ratio`",
         )
         st.metric(
             "Retry product",

@@ -31,6 +31,7 @@ NESTED = {
     "Terminal": "complete",
     "Attempts": "12",
     "Receiver attempts": "9",
+    "Retry amplification": "9.00×",  # 9 sends of one operation
     "Retry product": "9×",
     "Duration": "290 ms",
     "Cost": "–",
@@ -79,7 +80,8 @@ def test_drill_down_from_a_link(app: AppTest) -> None:
     follow(app, "request", {"id": "nested"})
     assert app.text_input(key="request_search").value == "nested"
     assert metrics(app) == NESTED
-    assert "harness × transport" in app.metric[3].delta
+    assert "harness × transport" in app.metric[4].delta
+    assert app.metric[3].delta == "1 distinct operation"
     marks = _timeline(app)
     harness = sorted(
         (b["start_ms"], b["end_ms"], b["kind"]) for b in marks["bar"] if b["layer"] == "harness"

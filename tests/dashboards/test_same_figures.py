@@ -114,6 +114,20 @@ def test_retry_amplification_divides_by_distinct_operations(
         "multi": 2,
         "resent": 1,
     }
+    follow(at, "request", {"id": "multi"})
+    shown = metrics(at)
+    assert (shown["Receiver attempts"], shown["Retry amplification"]) == ("2", "1.00×")
+    assert next(m for m in at.metric if m.label == "Retry amplification").delta == (
+        "2 distinct operations"
+    )
+    sends = table(at, -1)  # the attempts table (no findings table before it here)
+    sends = sends[sends["layer"] == "transport"]
+    assert list(sends["attempt_ordinal"]) == ["1", "2"]
+    assert list(sends["operation_ordinal"]) == ["1", "2"]  # two calls, neither a retry
+    follow(at, "request", {"id": "resent"})
+    assert metrics(at)["Retry amplification"] == "2.00×"
+    sends = table(at, -1)  # the attempts table (no findings table before it here)
+    assert list(sends[sends["layer"] == "transport"]["operation_ordinal"]) == ["1", "1"]
     open_page(at, "amplification")
     (primary,) = table(at, 0).to_dict("records")
     (route,) = report["routes"]

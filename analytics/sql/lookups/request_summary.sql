@@ -6,7 +6,8 @@ SELECT
     r.entry_route, r.entry_boundary, r.max_data_boundary, r.required_behavior_class,
     r.required_capability_digest,
     coalesce(n.retried_layers, []) AS retried_layers,
-    coalesce(n.multiplication, 1) AS multiplication
+    coalesce(n.multiplication, 1) AS multiplication,
+    coalesce(n.operations, 0) AS operations
 FROM request_base r
 LEFT JOIN all_request_nesting n ON n.logical_request_id = r.logical_request_id
 WHERE r.logical_request_id = $id OR r.trace_id = $id OR r.idempotency_digest = $id
