@@ -1,14 +1,25 @@
-"""Small queries an interactive browser of the data set needs beside the metrics: the
-values its filters offer, the time the data covers, the nested-retry requests to open, and
-retry success by failure kind × ordinal. SQL in ``analytics/sql/<name>.sql``."""
+"""Queries an interactive browser of the data set needs beside the metrics: the values its
+filters offer, the time the data covers, the nested-retry requests to open, retry success
+by failure kind × ordinal, the Requests explorer (a sortable, filterable page of logical
+requests) and one request's span tree and findings. SQL in ``analytics/sql/<stage>/``.
+
+Every figure these return is the model's (``request_facts``, ``attempt_facts``) or a
+finding's (``finding_rows``): what the report and the CLI count, never derived a second way.
+"""
 
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
 
 from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._queries import arrow
+from retryscope.analytics._findings import BY_ID, finding_params, install
+from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
+from retryscope.analytics._queries import arrow, load
+from retryscope.analytics._requests import request_scope
 from retryscope.analytics.model._build import ensure_model
 
 
@@ -23,6 +34,12 @@ def time_range(con: duckdb.DuckDBPyConnection) -> pa.Table:
     """One row: first and last logical request start, and the number of requests."""
     ensure_model(con)
     return arrow(con, "time_range")
+
+
+def scope_time_range(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
+    """One row: first and last start of the requests ``filters`` select, and their number."""
+    apply(con, filters)
+    return arrow(con, "scope_time_range")
 
 
 def nested_retry_requests(
@@ -41,3 +58,145 @@ def retry_success_matrix(
     """Retries and their success rate per layer, preceding failure kind and ordinal."""
     apply(con, filters)
     return arrow(con, "retry_success_matrix")
+
+
+class RequestSort(enum.StrEnum):
+    """What the Requests explorer sorts by (a column of :func:`request_list`)."""
+
+    STARTED = "started_at"
+    DURATION = "duration_ms"
+    ATTEMPTS = "attempts"
+    RECEIVER_ATTEMPTS = "receiver_attempts"
+    EXCESS = "excess_attempts"
+    AMPLIFICATION = "amplification_ratio"
+    RETRY_PRODUCT = "retry_product"
+    COST = "cost_micros"
+    WASTED = "wasted_micros"
+    FINDINGS = "findings"
+    TERMINAL = "terminal"
+    TENANT = "tenant"
+    OPERATION = "operation"
+    ROUTE_PATH = "route_path"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestQuery:
+    """Which requests of the scope the Requests explorer lists (None: any) and in which
+    order: ``terminal``; a finding ``rule`` they have; a ``layer`` that retried; at least
+    ``min_receiver_attempts`` receiver attempts; with(out) sends beyond one per distinct
+    operation (``retried``: a retry or resend at any layer), a fallback, a missed deadline,
+    nested retries (≥ 2 layers retried), wasted cost, a violation (an error or warning
+    finding); sorted by ``sort``, at most ``limit`` rows."""
+
+    terminal: str | None = None
+    rule: str | None = None
+    layer: str | None = None
+    min_receiver_attempts: int | None = None
+    retried: bool | None = None
+    fallback: bool | None = None
+    deadline_missed: bool | None = None
+    nested: bool | None = None
+    wasted: bool | None = None
+    violations: bool | None = None
+    sort: RequestSort = RequestSort.RECEIVER_ATTEMPTS
+    descending: bool = True
+    limit: int = 200
+
+    def __post_init__(self) -> None:
+        if self.rule is not None and self.rule not in BY_ID:
+            raise ValueError(f"unknown rule {self.rule!r}")
+        if self.min_receiver_attempts is not None and self.min_receiver_attempts < 0:
+            raise ValueError("min_receiver_attempts must not be negative")
+        if not 1 <= self.limit <= 100_000:
+            raise ValueError(f"limit must be within [1, 100000], got {self.limit}")
+        RequestSort(self.sort)  # a value outside the enum is named here
+
+    def params(self) -> dict[str, object]:
+        """The bound parameters of ``request_list.sql`` / ``request_list_count.sql``."""
+        return {
+            "terminal": self.terminal,
+            "rule": self.rule,
+            "layer": self.layer,
+            "min_receiver_attempts": self.min_receiver_attempts,
+            "retried": self.retried,
+            "fallback": self.fallback,
+            "deadline_missed": self.deadline_missed,
+            "nested": self.nested,
+            "wasted": self.wasted,
+            "violations": self.violations,
+        }
+
+
+def _ensure_request_rows(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+    """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
+    there (one pass over the scope's requests, attempts and findings; every explorer page
+    of that scope then reads it)."""
+    params = finding_params(thresholds)
+    ((scope, memo),) = con.execute(
+        "SELECT getvariable('rs_scope_id'), getvariable('rs_request_rows_key')"
+    ).fetchall()
+    key = f"{scope}|{sorted(params.items())!r}"
+    if memo == key:
+        return
+    install(con, thresholds)
+    con.execute(load("request_rows_memo"), params)
+    con.execute(load("request_rows_matching"))  # a table macro binds its table when created
+    con.execute("SET VARIABLE rs_request_rows_key = ?", [key])
+
+
+def request_list(
+    con: duckdb.DuckDBPyConnection,
+    query: RequestQuery = RequestQuery(),
+    *,
+    filters: Filters | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> tuple[int, pa.Table]:
+    """The logical requests of the scope ``query`` selects: how many, and the first
+    ``query.limit`` of them in its order. Columns: id, trace, start, duration (ms),
+    terminal, tenant, operation, entry route, route path, attempts (every layer), receiver
+    attempts, distinct operations, excess attempts (receiver attempts beyond one per
+    operation), retry amplification (receiver attempts ÷ operations, as the report's),
+    retry product, retried layers, nested, fallback, deadline missed, late
+    success, cost and wasted cost (micros, currency), findings, violations, rule ids."""
+    apply(con, filters)
+    _ensure_request_rows(con, thresholds)
+    params = query.params()
+    ((total,),) = con.execute(load("request_list_count"), params).fetchall()
+    page = arrow(
+        con,
+        "request_list",
+        {
+            **params,
+            "sort": RequestSort(query.sort).value,
+            "descending": query.descending,
+            "limit": query.limit,
+        },
+    )
+    return int(total), page
+
+
+def request_findings(
+    con: duckdb.DuckDBPyConnection,
+    logical_request_id: str,
+    *,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> pa.Table:
+    """The findings of one logical request (rule id, severity, span, time, evidence), over
+    the whole data set: whether its retries were synchronized with others' depends on
+    them."""
+    apply(con, None)
+    install(con, thresholds)
+    return arrow(con, "request_findings", {"id": logical_request_id, **finding_params(thresholds)})
+
+
+def request_span_tree(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
+    """Every span of the logical requests ``ident`` names (request span, attempts and the
+    spans beneath them) in tree order with its ``depth`` and number of ``children``, and
+    what an investigator reads per span: status, error, HTTP, outcome, backoff,
+    Retry-After, deadline, cost, GenAI model and tokens, events."""
+    with request_scope(con, ident) as cur:
+        ids = [
+            str(row["logical_request_id"])
+            for row in arrow(cur, "request_summary", {"id": ident}).to_pylist()
+        ]
+        return arrow(cur, "request_span_tree", {"ids": ids})

@@ -135,8 +135,17 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "late_success",
         W,
-        "An attempt succeeded at or after the request's deadline: work nobody could use.",
+        "A request succeeded only at or after its deadline (once per request, on its outermost "
+        "late success): work nobody could use.",
         "Pass the remaining deadline to the attempt as its timeout.",
+    ),
+    Rule(
+        "deadline_exhausted",
+        INFO,
+        "A request was stopped by its deadline (terminal stop_deadline): the caller got no "
+        "answer in time.",
+        "See where the time went (slow attempts, backoff, Retry-After waits); pass the "
+        "remaining deadline to each attempt and stop before an attempt that cannot finish.",
     ),
     Rule(
         "doomed_dispatch",
@@ -179,7 +188,8 @@ RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
 
 
-def _params(thresholds: Thresholds) -> dict[str, object]:
+def finding_params(thresholds: Thresholds) -> dict[str, object]:
+    """The bound parameters of ``finding_rows`` for ``thresholds``."""
     return {
         "gap_ms": thresholds.sync_gap_ms,
         "min_requests": thresholds.sync_min_requests,
@@ -188,7 +198,7 @@ def _params(thresholds: Thresholds) -> dict[str, object]:
     }
 
 
-def _install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
     """Create ``finding_rows`` over the current scope and the catalog table
     ``finding_rules`` (rule id, severity). A table macro binds what it reads when it is
     created, so its inputs come first: the policy-drift macro and the retry clusters for
@@ -221,9 +231,11 @@ def findings(
     if limit is not None and limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
     apply(con, filters)
-    _install(con, thresholds)
+    install(con, thresholds)
     selected = wanted if rule is not None or rules is not None else None
-    return arrow(con, "finding_list", {"rules": selected, "limit": limit, **_params(thresholds)})
+    return arrow(
+        con, "finding_list", {"rules": selected, "limit": limit, **finding_params(thresholds)}
+    )
 
 
 def finding_counts(
@@ -235,8 +247,8 @@ def finding_counts(
     """How many findings each rule has (every rule id, 0 when none), without building the
     rows: what a report needs on a data set with millions of findings."""
     apply(con, filters)
-    _install(con, thresholds)
+    install(con, thresholds)
     counts = dict.fromkeys(RULE_IDS, 0)
-    for row in arrow(con, "findings_counts", _params(thresholds)).to_pylist():
+    for row in arrow(con, "findings_counts", finding_params(thresholds)).to_pylist():
         counts[str(row["rule_id"])] = int(row["n"])
     return counts

@@ -70,6 +70,7 @@ def _numbers(row: dict[str, Any], floats: tuple[str, ...]) -> dict[str, Any]:
 _FLOATS = (
     "amplification_ratio",
     "sends_per_request",
+    "attempts_per_request",
     "cost_amplification",
     "success_rate",
     "fallback_rate",

@@ -109,6 +109,17 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("amplification.sends_per_request", FLOAT, "As `sends_per_request`."),
         ("amplification.amplification_ratio", FLOAT, "As `amplification_ratio`."),
         (
+            "amplification.attempts_per_request",
+            FLOAT,
+            "`physical_attempts` ÷ `logical_requests` (every layer's attempts).",
+        ),
+        (
+            "amplification.excess_attempts",
+            INT,
+            "Receiver attempts beyond one per distinct operation, per request, summed: the "
+            "resends and retries the receivers saw (`receiver_attempts` − `operations`).",
+        ),
+        (
             "amplification.hidden_attempts",
             INT,
             "Receiver attempts beyond one per operation per harness attempt (the outermost "
@@ -157,6 +168,17 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             "amplification.by_layer[].amplification_ratio",
             FLOAT,
             "Receiver attempts at that layer ÷ their distinct operations.",
+        ),
+        (
+            "amplification.by_layer[].attempts_per_request",
+            FLOAT,
+            "Attempts at that layer ÷ its requests (the layer's own multiplication; a "
+            "harness's attempts all have sends beneath them, so its receiver ratio is 0).",
+        ),
+        (
+            "amplification.by_layer[].excess_attempts",
+            INT,
+            "Attempts at that layer beyond the first of their retry group: its retries and hedges.",
         ),
         (
             "amplification.by_layer[].max_attempts_per_request",

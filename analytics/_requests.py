@@ -76,7 +76,7 @@ def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
 
 
 @contextmanager
-def _request_scope(
+def request_scope(
     con: duckdb.DuckDBPyConnection, ident: str
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A cursor of ``con`` whose analytics tables hold only the requests ``ident`` names."""
@@ -97,19 +97,20 @@ def _request_scope(
 
 def request_summary(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
     """The logical requests ``ident`` names (an idempotency digest may name several)."""
-    with _request_scope(con, ident) as cur:
+    with request_scope(con, ident) as cur:
         return arrow(cur, "request_summary", {"id": ident})
 
 
 def request_attempts(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
-    """Their attempts in order: route, layer, times, backoff, not_before, deadline
-    remaining, cost, outcome, decision."""
-    with _request_scope(con, ident) as cur:
+    """Their attempts in order: route, layer, ordinals (a send's distinct operation under
+    its parent attempt among them), times, backoff, not_before, deadline remaining, cost,
+    outcome, decision."""
+    with request_scope(con, ident) as cur:
         return arrow(cur, "request", {"id": ident})
 
 
 def request_detail(con: duckdb.DuckDBPyConnection, ident: str) -> tuple[pa.Table, pa.Table]:
     """:func:`request_summary` and :func:`request_attempts` from one lookup (what
     ``retryscope request`` prints)."""
-    with _request_scope(con, ident) as cur:
+    with request_scope(con, ident) as cur:
         return arrow(cur, "request_summary", {"id": ident}), arrow(cur, "request", {"id": ident})

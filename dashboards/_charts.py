@@ -1,92 +1,252 @@
-"""Altair charts of the audit UI, built from small aggregated tables (pandas frames)."""
+"""Altair charts of the audit UI, built from small aggregated tables (pandas frames).
+
+Charts that open other views carry selections: ``pick`` (a point selection on the field a
+click opens) and ``zoom`` (an interval on time, brushed to narrow the time range). Their
+pages read the selection Streamlit returns (``on_select``) with :func:`picked` and
+:func:`brushed`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from retryscope.vocabulary import Outcome
+from retryscope.vocabulary import Outcome, OutcomeKind
 
-OUTCOME_COLOURS = {
-    Outcome.SUCCESS.value: "#2e7d32",
-    Outcome.RETRYABLE.value: "#ef6c00",
-    Outcome.NON_RETRYABLE.value: "#c62828",
-    Outcome.INDETERMINATE.value: "#6a1b9a",
-    "unknown": "#9e9e9e",
-}
 Figure = alt.Chart | alt.LayerChart | alt.FacetChart
 """What the builders return (Altair types a chart with properties as any of these)."""
 
-_OUTCOME_SCALE = alt.Scale(domain=list(OUTCOME_COLOURS), range=list(OUTCOME_COLOURS.values()))
+PICK, ZOOM = "pick", "zoom"
 
+STATUS_KINDS = {"OK": "span ok", "ERROR": "span error", "UNSET": "span unset"}
+"""What a span that is not an attempt is coloured by: its status."""
+KIND_COLOURS: dict[str, str] = {
+    Outcome.SUCCESS.value: "#2e7d32",
+    OutcomeKind.RATE_LIMITED.value: "#f9a825",
+    OutcomeKind.UNAVAILABLE.value: "#ef6c00",
+    OutcomeKind.TIMEOUT_BEFORE_RESPONSE.value: "#8d6e63",
+    OutcomeKind.REJECTED.value: "#c62828",
+    OutcomeKind.POLICY_DENIED.value: "#ad1457",
+    OutcomeKind.INVALID_REQUEST.value: "#e57373",
+    OutcomeKind.PROTOCOL_VIOLATION.value: "#5d4037",
+    OutcomeKind.INVALID_OUTPUT.value: "#f06292",
+    OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE.value: "#6a1b9a",
+    OutcomeKind.STREAM_INTERRUPTED_AFTER_OUTPUT.value: "#9575cd",
+    Outcome.RETRYABLE.value: "#ffb74d",
+    Outcome.NON_RETRYABLE.value: "#ef9a9a",
+    Outcome.INDETERMINATE.value: "#ce93d8",
+    "unknown": "#9e9e9e",
+    "span ok": "#a5d6a7",
+    "span error": "#d32f2f",
+    "span unset": "#bdbdbd",
+}
+"""One colour per outcome kind (an attempt without a kind: its outcome family's)."""
 
 SERIES = ("recorded", "replayed (low)", "replayed (high)")
 """The series of :func:`comparison`, in order."""
 
-_UTC = alt.Scale(type="utc")
-_UTC_AXIS = alt.Axis(format="%H:%M:%S", labelAngle=0)
+
+def _kind_colour(kinds: Iterable[str], *, columns: int | None = None) -> alt.Color:
+    """Colour by ``kind``, one colour per outcome kind present (:data:`KIND_COLOURS`; an
+    unknown kind grey), the legend below the chart."""
+    seen = set(kinds)
+    present = [k for k in KIND_COLOURS if k in seen] + sorted(seen - set(KIND_COLOURS))
+    scale = alt.Scale(
+        domain=present, range=[KIND_COLOURS.get(k, KIND_COLOURS["unknown"]) for k in present]
+    )
+    legend = (
+        alt.Legend(orient="bottom", direction="horizontal", labelLimit=0)
+        if columns is None
+        else alt.Legend(orient="bottom", columns=columns, labelLimit=0)
+    )
+    return alt.Color("kind:N", scale=scale, title="outcome", legend=legend)
 
 
-def trend(
-    series: pd.DataFrame,
-    storms: pd.DataFrame,
+def _utc_datetime(t: datetime) -> alt.DateTime:
+    """``t`` (naive = UTC) as a Vega-Lite DateTime (a scale domain of epoch numbers
+    misplaces lines and points on a utc scale)."""
+    if t.tzinfo is not None:
+        t = t.astimezone(UTC).replace(tzinfo=None)
+    return alt.DateTime(
+        year=t.year,
+        month=t.month,
+        date=t.day,
+        hours=t.hour,
+        minutes=t.minute,
+        seconds=t.second,
+        milliseconds=t.microsecond // 1000,
+        utc=True,
+    )
+
+
+def _time_axis(domain: tuple[datetime, datetime], title: str | None = "time (UTC)") -> alt.X:
+    """One x axis for every chart over time: the same domain, scale and labels."""
+    span = (domain[1] - domain[0]).total_seconds()
+    fmt = "%H:%M:%S" if span <= 3 * 3600 else "%m-%d %H:%M" if span <= 3 * 86_400 else "%Y-%m-%d"
+    return alt.X(
+        "start:T",
+        title=title,
+        scale=alt.Scale(type="utc", domain=[_utc_datetime(domain[0]), _utc_datetime(domain[1])]),
+        axis=alt.Axis(format=fmt, labelAngle=0, labelOverlap=True),
+    )
+
+
+def over_time(
+    frame: pd.DataFrame,
     field: str,
     title: str,
+    domain: tuple[datetime, datetime],
+    *,
+    bars: bool = False,
+    storms: pd.DataFrame | None = None,
     budget: float | None = None,
+    value_format: str = ",.2f",
+    pickable: bool = False,
 ) -> Figure:
-    """``field`` per time bucket (``bucket`` datetimes, UTC) with storm windows
-    (``window_start``, ``window_end``) shaded red behind it, and ``budget`` as a dashed
-    line when given."""
-    line = (
-        alt.Chart(series)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("bucket:T", title="time (UTC)", scale=_UTC, axis=_UTC_AXIS),
-            y=alt.Y(f"{field}:Q", title=title),
-            tooltip=[
-                alt.Tooltip("utcyearmonthdatehoursminutesseconds(bucket):T", title="bucket (UTC)"),
-                f"{field}:Q",
-            ],
-        )
+    """``field`` per time slot (``start``..``end``, UTC; ``label`` names the slot) on the
+    shared time axis ``domain``: bars, or a line with points that breaks where a slot has
+    no value (no line across empty slots). Storm windows (``window_start``..``window_end``)
+    shade red behind it, ``budget`` is a dashed rule. Brushing the x axis selects
+    ``zoom``; with ``pickable`` a click on a bar selects ``pick`` (its ``label``)."""
+    x = _time_axis(domain)
+    tooltip = [
+        alt.Tooltip("label:N", title="from (UTC)"),
+        alt.Tooltip(f"{field}:Q", title=title, format=value_format),
+    ]
+    whole = value_format.endswith(".0f")
+    y = alt.Y(
+        f"{field}:Q",
+        title=title,
+        # one axis width on every chart, so their time axes line up; counts tick whole
+        axis=alt.Axis(minExtent=44, format="d", tickMinStep=1) if whole else alt.Axis(minExtent=44),
     )
-    bands = (
-        alt.Chart(storms)
-        .mark_rect(color="#e53935", opacity=0.18)
-        .encode(
-            x=alt.X("window_start:T", scale=_UTC),
-            x2="window_end:T",
-            tooltip=[
-                alt.Tooltip(
-                    "utcyearmonthdatehoursminutesseconds(window_start):T", title="storm from (UTC)"
-                ),
-                alt.Tooltip("retry_fraction:Q", format=".1%"),
-            ],
+    base = alt.Chart(frame)
+    marks: list[Any] = []
+    if bars:
+        main = base.mark_rect(color="#1e88e5").encode(
+            x=x, x2="end:T", y=y, y2=alt.datum(0), tooltip=tooltip
         )
-    )
-    layers: list[alt.Chart] = [bands, line]
+    else:
+        marks.append(base.mark_line(color="#1e88e5").encode(x=x, y=y))
+        main = base.mark_point(filled=True, size=40, color="#1e88e5").encode(
+            x=x, y=y, tooltip=tooltip
+        )
+    # the selections live on one unit view (Vega-Lite binds a brush to a unit, not a layer)
+    main = main.add_params(alt.selection_interval(name=ZOOM, encodings=["x"]))
+    if pickable:
+        main = main.add_params(alt.selection_point(name=PICK, fields=["label"], on="click"))
+    marks.append(main)
+    layers: list[Any] = []
+    if storms is not None and not storms.empty:
+        layers.append(
+            alt.Chart(storms)
+            .mark_rect(color="#e53935", opacity=0.15)
+            .encode(
+                x=alt.X("window_start:T"),
+                x2="window_end:T",
+                tooltip=[
+                    alt.Tooltip("label:N", title="storm window from (UTC)"),
+                    alt.Tooltip("retry_fraction:Q", title="retry fraction", format=".1%"),
+                ],
+            )
+        )
+    layers += marks
     if budget is not None:
         layers.append(
             alt.Chart(pd.DataFrame({"budget": [budget]}))
             .mark_rule(strokeDash=[6, 4], color="#b71c1c")
             .encode(y="budget:Q", tooltip=[alt.Tooltip("budget:Q", title="retry budget")])
         )
-    chart: Figure = alt.layer(*layers).properties(height=220)
+    chart: Figure = alt.layer(*layers).properties(height=170)
     return chart
 
 
-def bars(frame: pd.DataFrame, category: str, value: str, title: str) -> Figure:
-    """Horizontal bars of ``value`` per ``category``."""
-    chart: Figure = (
+def bars(
+    frame: pd.DataFrame,
+    category: str,
+    value: str,
+    title: str,
+    *,
+    value_format: str = ",.0f",
+    pickable: bool = False,
+    tooltip: Sequence[alt.Tooltip] = (),
+) -> Figure:
+    """Horizontal bars of ``value`` per ``category`` (labels never cut); with
+    ``pickable`` a click selects ``pick`` (the bar's ``category``)."""
+    chart: Any = (
         alt.Chart(frame)
-        .mark_bar()
+        .mark_bar(color="#1e88e5", cursor="pointer" if pickable else "default")
         .encode(
-            x=alt.X(f"{value}:Q", title=title),
-            y=alt.Y(f"{category}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=280)),
-            tooltip=[f"{category}:N", f"{value}:Q"],
+            x=alt.X(
+                f"{value}:Q",
+                title=title,
+                # counts get whole ticks (no "0.2 findings")
+                axis=alt.Axis(tickMinStep=1, format="d")
+                if value_format.endswith(".0f")
+                else alt.Axis(),
+            ),
+            y=alt.Y(
+                f"{category}:N",
+                title=None,
+                sort="-x",
+                axis=alt.Axis(labelLimit=0, labelFontSize=12, labelColor="#212121"),
+            ),
+            tooltip=[
+                alt.Tooltip(f"{category}:N"),
+                alt.Tooltip(f"{value}:Q", title=title, format=value_format),
+                *tooltip,
+            ],
         )
-        .properties(height=alt.Step(24))
+        .properties(height=alt.Step(26))
     )
-    return chart
+    if pickable:
+        chart = chart.add_params(alt.selection_point(name=PICK, fields=[category], on="click"))
+    figure: Figure = chart
+    return figure
+
+
+def picked(event: Any, field: str) -> str | None:
+    """The ``field`` value of the mark a click selected (``pick``), if any."""
+    if event is None:
+        return None
+    rows = event.get("selection", {}).get(PICK) or []
+    if isinstance(rows, Mapping):  # a single selected point as a mapping of fields
+        rows = [rows]
+    for row in rows:
+        if isinstance(row, Mapping) and row.get(field) is not None:
+            return str(row[field])
+    return None
+
+
+def brushed(event: Any, field: str = "start") -> tuple[datetime, datetime] | None:
+    """The time interval the ``zoom`` brush selects on ``field`` (UTC, naive), if any."""
+    if event is None:
+        return None
+    interval = (event.get("selection", {}).get(ZOOM) or {}).get(field)
+    if not interval or len(interval) != 2:
+        return None
+    ends = [_instant(v) for v in interval]
+    if None in ends:
+        return None
+    lo, hi = sorted(e for e in ends if e is not None)
+    return (lo, hi) if hi > lo else None
+
+
+def _instant(value: Any) -> datetime | None:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value / 1000.0, UTC).replace(tzinfo=None)
+    try:
+        ts = pd.Timestamp(value)
+    except (TypeError, ValueError):
+        return None
+    if ts.tzinfo is not None:
+        ts = ts.tz_convert("UTC").tz_localize(None)
+    out: datetime = ts.to_pydatetime()
+    return out
 
 
 def comparison(frame: pd.DataFrame, metrics: list[str]) -> Figure:
@@ -116,24 +276,33 @@ def comparison(frame: pd.DataFrame, metrics: list[str]) -> Figure:
 def heatmap(matrix: pd.DataFrame) -> Figure:
     """Retry success rate by preceding failure kind (rows) × attempt ordinal (columns)."""
     base = alt.Chart(matrix).encode(
-        x=alt.X("attempt_ordinal:O", title="attempt ordinal"),
-        y=alt.Y("after_kind:N", title="after failure kind"),
+        x=alt.X("attempt_ordinal:O", title="attempt ordinal", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("after_kind:N", title="after failure kind", axis=alt.Axis(labelLimit=0)),
     )
     cells = base.mark_rect().encode(
         color=alt.Color(
             "success_rate:Q",
             title="success",
             scale=alt.Scale(domain=[0, 1], scheme="redyellowgreen"),
+            legend=alt.Legend(format=".0%"),
         ),
         tooltip=[
-            "layer:N",
-            "after_kind:N",
-            "attempt_ordinal:O",
-            "retries:Q",
-            alt.Tooltip("success_rate:Q", format=".0%"),
+            alt.Tooltip("layer:N"),
+            alt.Tooltip("after_kind:N", title="after failure kind"),
+            alt.Tooltip("attempt_ordinal:O", title="attempt ordinal"),
+            alt.Tooltip("retries:Q", format=","),
+            alt.Tooltip("success_rate:Q", title="success rate", format=".0%"),
         ],
     )
-    labels = base.mark_text(fontSize=12).encode(text=alt.Text("label:N"), color=alt.value("black"))
+    labels = base.mark_text(fontSize=12).encode(
+        text=alt.Text("label:N"),
+        # white on the dark ends of the scale, black in between: legible on every cell
+        color=alt.condition(
+            "datum.success_rate < 0.25 || datum.success_rate > 0.8",
+            alt.value("white"),
+            alt.value("black"),
+        ),
+    )
     chart: Figure = alt.layer(cells, labels).properties(height=alt.Step(40))
     return chart
 
@@ -144,16 +313,41 @@ def latency_bars(frame: pd.DataFrame) -> Figure:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("kind:N", title=None, axis=None),
-            xOffset="kind:N",
+            x=alt.X("percentile:N", title=None, axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("kind:N", sort=["first attempt", "logical request"]),
             y=alt.Y("ms:Q", title="ms"),
-            color=alt.Color("kind:N", title=None),
-            column=alt.Column("percentile:N", title=None),
-            tooltip=["percentile:N", "kind:N", alt.Tooltip("ms:Q", format=",.1f")],
+            color=alt.Color(
+                "kind:N",
+                title=None,
+                sort=["first attempt", "logical request"],
+                scale=alt.Scale(range=["#90caf9", "#1e88e5"]),
+                legend=alt.Legend(orient="top"),
+            ),
+            tooltip=[
+                alt.Tooltip("percentile:N"),
+                alt.Tooltip("kind:N"),
+                alt.Tooltip("ms:Q", format=",.0f", title="ms"),
+            ],
         )
-        .properties(width=110, height=200)
+        .properties(height=220)
     )
     return chart
+
+
+TIMELINE_TOOLTIP = (
+    ("what", "attempt"),
+    ("outcome_text", "outcome"),
+    ("http_text", "HTTP status"),
+    ("start_text", "start"),
+    ("duration_text", "duration"),
+    ("backoff_text", "backoff"),
+    ("retry_after_text", "Retry-After"),
+    ("deadline_left_text", "deadline left"),
+    ("cost_text", "cost"),
+    ("decision_text", "decision"),
+)
+"""Tooltip of a timeline bar: (column, title); the columns hold display text, ``–`` where
+nothing was recorded."""
 
 
 def timeline(
@@ -163,69 +357,75 @@ def timeline(
     deadline_ms: float | None,
 ) -> Figure:
     """One bar per attempt (``lane`` = layer · route, ``start_ms``..``end_ms`` since the
-    request started, coloured by ``outcome``, labelled ``#ordinal`` where there is room),
-    dashed backoff gaps, ``not_before`` ticks and the deadline as a red rule. The x axis
-    spans the attempts; a deadline far beyond them is left out (the caller says where)."""
+    request started, one colour per ``kind``), its ``#ordinal`` inside the bar or, when the
+    bar is too short, just after it; dashed backoff gaps, ``not_before`` ticks, a ``FB``
+    mark on fallback attempts, a star on a success after the deadline, and the deadline as
+    a red rule labelled above the plot. The x axis spans the attempts; a deadline far
+    beyond them is left out (the caller says where)."""
     last = float(attempts["end_ms"].max()) or 1.0
     show_deadline = deadline_ms is not None and deadline_ms <= 2 * last
-    upper = max(last, deadline_ms if show_deadline and deadline_ms else 0.0) * 1.05
-    attempts = attempts[
-        [
-            "lane",
-            "label",
-            "layer",
-            "attempt_ordinal",
-            "route_id",
-            "start_ms",
-            "end_ms",
-            "duration_ms",
-            "outcome",
-            "outcome_kind",
-            "decision",
-        ]
-    ].copy()
-    attempts["label"] = attempts["label"].where(
-        (attempts["end_ms"] - attempts["start_ms"]) >= upper / 40, ""
-    )
-    lanes = list(dict.fromkeys(attempts["lane"]))
+    upper = max(last, deadline_ms if show_deadline and deadline_ms else 0.0) * 1.08
+    a = attempts.copy()
+    room = (a["end_ms"] - a["start_ms"]) >= upper / 30
+    a["inside"] = a["label"].where(room, "")
+    a["outside"] = a["label"].where(~room, "")
+    lanes = list(dict.fromkeys(a["lane"]))
     x = alt.X(
         "start_ms:Q",
         title="ms since the request started",
         scale=alt.Scale(domain=[0, upper], nice=False),
+        axis=alt.Axis(tickCount=12, labelFlush=False),
     )
-    y = alt.Y("lane:N", title=None, sort=lanes)
-    bars_ = (
-        alt.Chart(attempts)
-        .mark_bar(height=22, stroke="white", strokeWidth=1)
-        .encode(
-            x=x,
-            x2="end_ms:Q",
-            y=y,
-            color=alt.Color(
-                "outcome:N",
-                scale=_OUTCOME_SCALE,
-                title="outcome",
-                legend=alt.Legend(orient="bottom", direction="horizontal"),
-            ),
-            tooltip=[
-                "layer:N",
-                "attempt_ordinal:Q",
-                "route_id:N",
-                "outcome:N",
-                "outcome_kind:N",
-                "decision:N",
-                alt.Tooltip("start_ms:Q", format=",.1f"),
-                alt.Tooltip("duration_ms:Q", format=",.1f"),
-            ],
-        )
+    y = alt.Y(
+        "lane:N",
+        title=None,
+        sort=lanes,
+        axis=alt.Axis(labelLimit=0, labelFontSize=12, labelColor="#212121"),
     )
-    labels = (
-        alt.Chart(attempts)
-        .transform_calculate(mid="(datum.start_ms + datum.end_ms) / 2")
+    tooltip = [alt.Tooltip(f"{c}:N", title=t) for c, t in TIMELINE_TOOLTIP]
+    base = alt.Chart(a)
+    bars_ = base.mark_bar(height=22, stroke="white", strokeWidth=1).encode(
+        x=x,
+        x2="end_ms:Q",
+        y=y,
+        color=_kind_colour(a["kind"]),
+        tooltip=tooltip,
+    )
+    inside = (
+        base.transform_calculate(mid="(datum.start_ms + datum.end_ms) / 2")
         .mark_text(color="white", fontSize=11, fontWeight="bold")
-        .encode(x="mid:Q", y=y, text="label:N")
+        .encode(x="mid:Q", y=y, text="inside:N", tooltip=tooltip)
     )
-    layers: list[alt.Chart] = [bars_, labels]
+    outside = base.mark_text(align="left", dx=3, fontSize=11, color="#212121").encode(
+        x="end_ms:Q", y=y, text="outside:N", tooltip=tooltip
+    )
+    layers: list[Any] = [bars_, inside, outside]
+    fallbacks = a[a["is_fallback"].fillna(False).astype(bool)]
+    if not fallbacks.empty:
+        layers.append(
+            alt.Chart(fallbacks)
+            .mark_text(
+                text="fallback",
+                align="left",
+                dx=1,
+                dy=-17,
+                fontSize=11,
+                fontWeight="bold",
+                color="#1565c0",
+            )
+            .encode(x="start_ms:Q", y=y, tooltip=[alt.Tooltip("what:N", title="fallback")])
+        )
+    late = a[a["late_success"].fillna(False).astype(bool)]
+    if not late.empty:
+        layers.append(
+            alt.Chart(late)
+            .mark_point(shape="diamond", size=120, filled=True, color="#d50000")
+            .encode(
+                x="end_ms:Q",
+                y=y,
+                tooltip=[alt.Tooltip("what:N", title="success after the deadline")],
+            )
+        )
     if not gaps.empty:
         layers.append(
             alt.Chart(gaps)
@@ -234,7 +434,7 @@ def timeline(
                 x="from_ms:Q",
                 x2="to_ms:Q",
                 y=y,
-                tooltip=["lane:N", alt.Tooltip("gap_ms:Q", title="backoff gap ms", format=",.1f")],
+                tooltip=[alt.Tooltip("gap_text:N", title="backoff gap")],
             )
         )
     if not not_before.empty:
@@ -244,23 +444,73 @@ def timeline(
             .encode(
                 x="not_before_ms:Q",
                 y=y,
-                tooltip=["lane:N", alt.Tooltip("not_before_ms:Q", title="not_before ms")],
+                tooltip=[alt.Tooltip("not_before_text:N", title="not before")],
             )
         )
     if show_deadline:
         marker = pd.DataFrame({"deadline_ms": [deadline_ms], "label": ["deadline"]})
-        layers.append(
-            alt.Chart(marker).mark_rule(color="#d50000", strokeWidth=2).encode(x="deadline_ms:Q")
-        )
-        layers.append(
+        rule = (
             alt.Chart(marker)
-            .mark_text(color="#d50000", align="right", dx=-4, baseline="top", y=2)
-            .encode(x="deadline_ms:Q", text="label:N")
+            .mark_rule(color="#d50000", strokeWidth=2)
+            .encode(x="deadline_ms:Q", tooltip=[alt.Tooltip("deadline_ms:Q", title="deadline, ms")])
         )
-    chart: Figure = alt.layer(*layers).properties(height=timeline_height(len(lanes)))
+        text = (
+            alt.Chart(marker)
+            .mark_text(color="#d50000", baseline="bottom", dy=-4, fontWeight="bold")
+            .encode(x="deadline_ms:Q", y=alt.value(0), text="label:N")
+        )
+        layers += [rule, text]
+    chart: Figure = alt.layer(*layers).properties(
+        height=LANE_PX * len(lanes),
+        padding={"top": 18},
+        # the width fits the page; the height is the lanes' (axis and legend come on top)
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+    )
     return chart
 
 
-def timeline_height(lanes: int) -> int:
-    """Pixels a timeline of ``lanes`` lanes needs (axis and legend included)."""
-    return 110 + 48 * lanes
+LANE_PX = 46
+"""Height of one timeline lane."""
+
+
+def waterfall(spans: pd.DataFrame) -> Figure:
+    """The span tree as a waterfall: one row per span (``row``: its indented name, in tree
+    order; ``what``: the name alone), a bar from ``start_ms`` to ``end_ms`` coloured by
+    ``kind``; a click selects ``pick`` (the span's ``span_id``)."""
+    rows = list(spans["row"])
+    pick = alt.selection_point(name=PICK, fields=["span_id"], on="click", empty=False)
+    y = alt.Y(
+        "row:N",
+        title=None,
+        sort=rows,
+        axis=alt.Axis(
+            labelLimit=0,
+            labelFontSize=12,
+            labelFont="monospace",
+            labelColor="#212121",
+            labelAlign="left",
+            labelPadding=8 + 7.3 * max(len(r) for r in rows),
+        ),
+    )
+    tooltip = [
+        alt.Tooltip("what:N", title="span"),
+        alt.Tooltip("outcome_text:N", title="outcome / status"),
+        alt.Tooltip("start_text:N", title="start"),
+        alt.Tooltip("duration_text:N", title="duration"),
+    ]
+    chart: Figure = (
+        alt.Chart(spans)
+        .mark_bar(height=14, cursor="pointer")
+        .encode(
+            x=alt.X("start_ms:Q", title="ms since the request started"),
+            x2="end_ms:Q",
+            y=y,
+            color=_kind_colour(spans["kind"], columns=3),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.75)),
+            stroke=alt.condition(pick, alt.value("black"), alt.value(None)),
+            tooltip=tooltip,
+        )
+        .add_params(pick)
+        .properties(height=alt.Step(22))
+    )
+    return chart

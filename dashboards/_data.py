@@ -30,6 +30,7 @@ from retryscope.analytics import (
     amplification,
     build_report,
     connect,
+    cost,
     deadline,
     discover,
     fallback,
@@ -41,9 +42,14 @@ from retryscope.analytics import (
     request_summary,
 )
 from retryscope.analytics._browse import (
+    RequestQuery,
     dimension_values,
     nested_retry_requests,
+    request_findings,
+    request_list,
+    request_span_tree,
     retry_success_matrix,
+    scope_time_range,
     time_range,
 )
 from retryscope.analytics._dataset import (
@@ -165,6 +171,7 @@ def _affected(requests: pa.Table, limit: int) -> tuple[int, pa.Table]:
 QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[Any, ...]], Any]] = {
     "report": lambda con, f, a: build_report(con, f),
     "amplification": lambda con, f, a: amplification(con, by=a[0], filters=f, bucket=_bucket(a)),
+    "cost": lambda con, f, a: cost(con, by=a[0], filters=f),
     "fallback": lambda con, f, a: fallback(con, by=a[0], filters=f),
     "deadline": lambda con, f, a: deadline(con, by=a[0], filters=f),
     "latency": lambda con, f, a: latency(con, by=a[0], filters=f),
@@ -176,6 +183,11 @@ QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[An
     "retry_success_matrix": lambda con, f, a: retry_success_matrix(con, filters=f),
     "dimension_values": lambda con, f, a: dimension_values(con),
     "time_range": lambda con, f, a: time_range(con),
+    "scope_time_range": lambda con, f, a: scope_time_range(con, filters=f),
+    # request_list arguments: the fields of a RequestQuery in order (``astuple``)
+    "request_list": lambda con, f, a: request_list(con, RequestQuery(*a), filters=f),
+    "request_findings": lambda con, f, a: request_findings(con, a[0]),
+    "request_span_tree": lambda con, f, a: request_span_tree(con, a[0]),
     "request_summary": lambda con, f, a: request_summary(con, a[0]),
     "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
     # what-if arguments: the fields of a WhatIf in order (``astuple``), hashable for caching

@@ -55,6 +55,8 @@ def serve(
     ``trace_url`` (else ``$RETRYSCOPE_TRACE_URL``) links requests to a tracing backend;
     ``model_cache`` (else ``$RETRYSCOPE_MODEL_CACHE``) caches the built audit model;
     ``memory_limit`` (else ``$RETRYSCOPE_MEMORY_LIMIT``) caps DuckDB's memory."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no data directory or file at {path}")
     if not 0 < port < 65536:
         raise ValueError(f"port {port} is out of range")
     if trace_url is not None and "{trace_id}" not in trace_url:

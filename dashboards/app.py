@@ -1,8 +1,9 @@
 """The retryscope audit UI (Streamlit multipage app). Run through ``retryscope ui PATH``.
 
 Reads the data set named by the ``RETRYSCOPE_DATA`` environment variable. The sidebar's
-global filters (time range, tenant, route, operation) apply to every page; the pages live
-in ``views/`` (one script each).
+global filters (time range, tenant, route, operation) apply to every page and live in the
+URL, so a view can be shared and in-tab navigation keeps them; the pages live in ``views/``
+(one script each).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.dashboards._context import sidebar
+from retryscope.dashboards._context import page_entered, sidebar
 from retryscope.dashboards._data import Source, fingerprint
 from retryscope.dashboards._serve import DATA_ENV
 
 PAGES = (
     ("views/overview.py", "Overview", "overview"),
+    ("views/requests.py", "Requests", "requests"),
     ("views/amplification.py", "Amplification", "amplification"),
     ("views/fallbacks.py", "Fallbacks", "fallbacks"),
     ("views/deadlines.py", "Deadlines & latency", "deadlines"),
@@ -62,12 +64,13 @@ def main() -> None:
     if source is None:
         return
     warning = st.empty()  # filled after the page ran: reading may find undecodable files
-    sidebar(source)
     pages = [
         st.Page(path, title=title, url_path=url, default=i == 0)
         for i, (path, title, url) in enumerate(PAGES)
     ]
-    st.navigation(pages).run()
+    page = st.navigation(pages)
+    sidebar(source, entered=page_entered(page.url_path))
+    page.run()
     _warn_skipped(warning, source)
 
 

@@ -89,14 +89,21 @@ class Recorder:
 
     @contextmanager
     def http_span(
-        self, clock: Clock, status: int | None, *, ms: float = 50.0, error: bool = False
+        self,
+        clock: Clock,
+        status: int | None,
+        *,
+        ms: float = 50.0,
+        error: bool = False,
+        url: str = "http://127.0.0.1/v1",
     ) -> Iterator[trace.Span]:
         """An HTTP client span as opentelemetry-instrumentation-httpx makes it (no retryscope
-        role; the stamping processor adds the logical request)."""
+        role; the stamping processor adds the logical request); sends to one ``url`` repeat
+        one request, sends to another are a distinct operation."""
         span = self.tracer.start_span(
             "POST",
             kind=trace.SpanKind.CLIENT,
-            attributes={"http.request.method": "POST", "url.full": "http://127.0.0.1/v1"},
+            attributes={"http.request.method": "POST", "url.full": url},
             start_time=clock(),
         )
         with trace.use_span(span, end_on_exit=False):
@@ -106,6 +113,28 @@ class Recorder:
             span.set_attribute(v.HTTP_STATUS_CODE.key, status)
         if error or (status is not None and status >= 400):
             span.set_status(trace.Status(trace.StatusCode.ERROR))
+        span.end(end_time=clock())
+
+    @contextmanager
+    def genai_span(self, clock: Clock, *, ms: float = 100.0) -> Iterator[trace.Span]:
+        """A GenAI client span as an LLM SDK instrumentation makes it (model, tokens; no
+        retryscope role: the stamping processor adds the logical request)."""
+        span = self.tracer.start_span(
+            "chat gpt-test",
+            kind=trace.SpanKind.CLIENT,
+            attributes={
+                v.GEN_AI_OPERATION.key: "chat",
+                v.GEN_AI_PROVIDER.key: "openai",
+                v.GEN_AI_REQUEST_MODEL.key: "gpt-test",
+                v.GEN_AI_RESPONSE_MODEL.key: "gpt-test-2026-09",
+                v.GEN_AI_INPUT_TOKENS.key: 120,
+                v.GEN_AI_OUTPUT_TOKENS.key: 48,
+            },
+            start_time=clock(),
+        )
+        with trace.use_span(span, end_on_exit=False):
+            yield span
+        clock.advance_ms(ms)
         span.end(end_time=clock())
 
     def telemetry_gap(self, clock: Clock, dropped: int, reason: str, *, ms: float = 1000) -> None:

@@ -62,6 +62,8 @@ def test_amplification_overall_counts_receiver_attempts_and_nesting(recorder: Re
             "operations": 3,  # one per request: r3's two sends repeat one request
             "sends_per_request": 4.0,
             "amplification_ratio": 4.0,
+            "attempts_per_request": 16 / 3,
+            "excess_attempts": 9,  # 12 receiver attempts beyond one per operation
             "hidden_attempts": 7,
             "max_attempts_per_request": 9,
             "p99_attempts_per_request": 9,
@@ -196,6 +198,7 @@ SELECT
     count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level,
     count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver,
     coalesce(max(coalesce(a.operation_ordinal, 1)) FILTER (WHERE a.is_leaf), 0) AS operations,
+    count(a.span_id) FILTER (WHERE a.group_position > 1) AS repeats,
     any_value(coalesce(n.retried_layer_count, 0)) AS retried_layers,
     any_value(coalesce(n.multiplication, 1)) AS multiplication
 FROM requests r
@@ -205,8 +208,9 @@ GROUP BY 1, r.logical_request_id
 """
 
 
-def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """amplification's columns per slice, from one row per request and slice."""
+def _expected(rows: list[dict[str, Any]], *, layered: bool = False) -> list[dict[str, Any]]:
+    """amplification's columns per slice, from one row per request and slice (``layered``:
+    the slices are layers)."""
     slices: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
         slices.setdefault(row["value"], []).append(row)
@@ -226,6 +230,13 @@ def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "operations": operations,
                 "sends_per_request": sum(receivers) / len(group),
                 "amplification_ratio": sum(receivers) / operations if operations else 0.0,
+                "attempts_per_request": sum(r["attempts"] for r in group) / len(group),
+                # per layer its attempts beyond the first of their retry group, elsewhere
+                # the receiver attempts beyond one per operation
+                "excess_attempts": sum(
+                    r["repeats"] if layered else max(0, r["receiver"] - r["operations"])
+                    for r in group
+                ),
                 "hidden_attempts": sum(
                     max(
                         0,
@@ -259,7 +270,7 @@ def test_every_slice_equals_the_attempts_joined_to_their_requests(tmp_path: Path
         for dim in Dimension:
             fast = amplification(con, by=dim, filters=scope, bucket=timedelta(seconds=5))
             per_request = con.sql(PER_REQUEST, params={"dim": dim.value}).to_arrow_table()
-            expected = _expected(per_request.to_pylist())
+            expected = _expected(per_request.to_pylist(), layered=dim is Dimension.LAYER)
             assert fast.num_rows >= 1, (scope, dim)
             got = fast.to_pylist()
             assert [r["value"] for r in got] == [r["value"] for r in expected], (scope, dim)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from retryscope import vocabulary as v
-from retryscope.analytics import fallback, findings
+from retryscope.analytics import fallback, finding_counts, findings
 from tests.recorder import MS, T0, Clock, Recorder
 
 CAP, BEHAVIOR = "cap-1", "incident-severity@v3"
@@ -81,6 +81,24 @@ def test_fallback_without_compatibility_data_is_unverified(recorder: Recorder) -
         1,
         0.0,
     )
+    # what cannot be checked is neither incompatible nor degraded
+    counts = finding_counts(con)
+    assert counts["fallback_capability_mismatch"] == counts["degraded_fallback"] == 0
+
+
+def test_an_unknown_capability_is_not_a_degraded_fallback(recorder: Recorder) -> None:
+    """Another behavior class within the boundary, but no capability digest to compare:
+    unverified, as the fallback metric counts it, so no degraded_fallback finding."""
+    required = {k: val for k, val in REQUIRED.items() if k != v.REQUIRED_CAPABILITY_DIGEST.key}
+    clock = Clock(T0)
+    with recorder.request(clock, logical_request_id="unknown-cap", attributes=required) as req:
+        recorder.attempt(req, "primary", outcome="unavailable", attributes=_route())
+        recorder.attempt(req, "fb", priority=1, attributes=_route(behavior="cheaper@v1"))
+    con = recorder.connect()
+    row = fallback(con).to_pylist()[0]
+    assert (row["unverified_fallbacks"], row["degraded_fallbacks"]) == (1, 0)
+    counts = finding_counts(con)
+    assert counts["fallback_capability_mismatch"] == counts["degraded_fallback"] == 0
 
 
 def test_fallback_findings(recorder: Recorder) -> None:

@@ -23,7 +23,7 @@ def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _emitted_rule_ids(tmp_path: Path) -> list[str]:
     """The rule id each branch of the ``finding_rows`` macro emits, read from the macro as
-    DuckDB parsed it (each branch must emit its rule id as a string literal)."""
+    DuckDB parsed it (each branch must emit its rule id as a string literal, or a CASE of them)."""
     empty = tmp_path / "empty"
     empty.mkdir()
     con, _ = connect(empty)
@@ -33,13 +33,22 @@ def _emitted_rule_ids(tmp_path: Path) -> list[str]:
     ).fetchall()[0]
     tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [body]).fetchall()[0][0])
     assert not tree["error"], tree
-    ids = []
-    for branch in _branches(tree["statements"][0]["node"]):
-        first = branch["select_list"][0]
-        assert first["class"] == "CONSTANT", first
-        assert first["literal"]["kind"] == "STRING", first
-        ids.append(first["literal"]["text"])
-    return ids
+    return [
+        rule_id
+        for branch in _branches(tree["statements"][0]["node"])
+        for rule_id in _literals(branch["select_list"][0])
+    ]
+
+
+def _literals(expr: dict[str, Any]) -> list[str]:
+    """The rule ids a branch's first column can take: a string literal, or a CASE whose
+    every outcome (THEN and ELSE) is one."""
+    if expr["class"] == "CASE":
+        outcomes = [check["then_expr"] for check in expr["case_checks"]] + [expr["else_expr"]]
+        return [rule_id for outcome in outcomes for rule_id in _literals(outcome)]
+    assert expr["class"] == "CONSTANT", expr
+    assert expr["literal"]["kind"] == "STRING", expr
+    return [expr["literal"]["text"]]
 
 
 def test_the_sql_emits_exactly_the_catalogs_rule_ids(tmp_path: Path) -> None:

@@ -9,9 +9,13 @@ the ten minutes before (the previous period).
   provider although the request allows private services only (boundary widening).
 - ``degraded``: acme; the fallback answers with another behavior class.
 - ``mismatch``: globex; the fallback binds another capability digest.
-- ``deadline``: globex; 1 s deadline, a retry dispatched with 50 ms left succeeds at
-  1350 ms (deadline exhausted, late success, doomed dispatch).
-- ``ok1`` (acme), ``ok2`` (globex, operation ``embed``): one successful attempt each.
+- ``deadline``: globex; 1 s deadline; harness attempt 1 (unavailable) over a transport send
+  rate limited (429, reserved $0.001, an exception event with credentials in its message);
+  the retry, dispatched with 50 ms left, sends once more (a GenAI span beneath, billed
+  $0.0025) and succeeds at 1350 ms: deadline exhausted, one late success (the harness
+  attempt and its send are one answer), doomed dispatch.
+- ``ok1`` (acme, billed $0.002), ``ok2`` (globex, operation ``embed``): one successful
+  attempt each.
 - ``prev1``, ``prev2``: acme, before T0, one successful attempt each.
 """
 
@@ -24,6 +28,8 @@ from typing import Any
 from tests.recorder import MS, T0, Clock, Recorder
 from tests.test_analytics_fallback import REQUIRED, _route
 
+LEAKY_ERROR = "429 from https://svc:hunter2@api.example/v1?api_key=sk-live-abcdef123456"
+"""An error message carrying credentials: the drill-down shows it redacted."""
 HOSTILE_TENANT = "o'brien\"; DROP TABLE spans; --"
 HOSTILE_ROUTE = "ext'); SELECT * FROM read_csv('/etc/passwd'); --"
 START = datetime.fromtimestamp(T0 / 1e9, UTC).replace(tzinfo=None)
@@ -64,10 +70,41 @@ def _fallback(rec: Recorder, rid: str, at_s: int, tenant: str, route: str, **kw:
         rec.attempt(req, route, priority=1, attributes=_route(**kw))
 
 
+def _cost(rid: str) -> int | None:
+    """``ok1`` is billed $0.002 (so cost amplification has accepted cost to divide by)."""
+    return 2_000 if rid == "ok1" else None
+
+
 def _single(rec: Recorder, rid: str, at_s: int, tenant: str, **kw: Any) -> None:
     clock = Clock(T0 + at_s * 1000 * MS)
     with rec.request(clock, tenant=tenant, logical_request_id=rid, **kw) as req:
-        rec.attempt(req, "primary", ms=100 if rid != "ok1" else 200)
+        rec.attempt(req, "primary", ms=100 if rid != "ok1" else 200, actual=_cost(rid))
+
+
+def _deadline(rec: Recorder) -> None:
+    clock = Clock(T0 + 240_000 * MS)
+    with rec.request(
+        clock, tenant="globex", logical_request_id="deadline", deadline=clock.now + 1000 * MS
+    ) as req:
+        with req.attempt("primary", layer="harness") as first:
+            with req.attempt("primary", layer="transport") as send:
+                clock.advance_ms(600)
+                send.set_cost(reserved=1_000)
+                send.span.add_event(
+                    "exception",
+                    {"exception.type": "RateLimitError", "exception.message": LEAKY_ERROR},
+                    timestamp=clock(),
+                )
+                send.set_outcome("rate_limited", error="RateLimitError", http_status=429)
+            first.set_outcome("unavailable")
+        clock.advance_ms(350)
+        with req.attempt("primary", layer="harness") as second:
+            with req.attempt("primary", layer="transport") as send:
+                with rec.genai_span(clock, ms=400):
+                    pass
+                send.set_cost(actual=2_500)
+                send.set_outcome("success")
+            second.set_outcome("success")
 
 
 def build(directory: Path) -> Path:
@@ -77,16 +114,40 @@ def build(directory: Path) -> Path:
     _fallback(rec, "widening", 60, HOSTILE_TENANT, HOSTILE_ROUTE, boundary="external_provider")
     _fallback(rec, "degraded", 120, "acme", "fb-cheap", behavior="cheaper@v1")
     _fallback(rec, "mismatch", 180, "globex", "fb-other", cap="cap-2")
-    clock = Clock(T0 + 240_000 * MS)
-    with rec.request(
-        clock, tenant="globex", logical_request_id="deadline", deadline=clock.now + 1000 * MS
-    ) as req:
-        rec.attempt(req, "primary", ms=600, outcome="unavailable", gap_ms=350)
-        rec.attempt(req, "primary", ms=400)
+    _deadline(rec)
     _single(rec, "ok1", 300, "acme")
     _single(rec, "ok2", 360, "globex", operation="embed")
     _single(rec, "prev1", -300, "acme")
     _single(rec, "prev2", -240, "acme")
+    rec.connect()  # flushes and shuts the pipeline down
+    return directory
+
+
+def build_operations(directory: Path) -> Path:
+    """Two requests of one harness attempt each, two sends each, through the stamping
+    processor's send grouping: ``multi`` embeds and chats (two distinct operations, sent
+    once each: no retry), ``resent`` sends one request twice (503, then 200). Sends per
+    request 2.0 (4 / 2), retry amplification 1.33 (4 sends / 3 operations)."""
+    rec = Recorder(directory)
+    clock = Clock(T0)
+    with (
+        rec.request(clock, tenant="acme", logical_request_id="multi") as req,
+        req.attempt("primary", layer="harness"),
+    ):
+        with rec.http_span(clock, 200, url="http://127.0.0.1/v1/embeddings"):
+            pass
+        with rec.http_span(clock, 200, url="http://127.0.0.1/v1/chat"):
+            pass
+    clock.advance_ms(1000)
+    with (
+        rec.request(clock, tenant="acme", logical_request_id="resent") as req,
+        req.attempt("primary", layer="harness"),
+    ):
+        with rec.http_span(clock, 503):
+            pass
+        clock.advance_ms(5)
+        with rec.http_span(clock, 200):
+            pass
     rec.connect()  # flushes and shuts the pipeline down
     return directory
 

@@ -1,23 +1,25 @@
-"""Formatting and small helpers shared by the pages."""
+"""What the pages share: KPI cards that open the requests they count, tables whose rows
+open a request's drill-down in the same tab, and small helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-REQUEST_PAGE = "views/request.py"
-"""The drill-down page script, relative to ``app.py``."""
-REQUEST_URL = "request"
-"""Its URL path; ``?id=`` names the request."""
+from retryscope.analytics._findings import BY_ID
+from retryscope.dashboards import _explorer as explorer
+from retryscope.dashboards import _format as fmt
 
 if TYPE_CHECKING:
     from retryscope.dashboards._context import Context
+
+REQUEST_PAGE = "views/request.py"
+"""The drill-down page script, relative to ``app.py``; ``?id=`` names the request."""
 
 _BUCKETS = (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 6 * 3600, 86_400, 7 * 86_400)
 
@@ -28,58 +30,10 @@ def frame(table: pa.Table) -> pd.DataFrame:
     return df
 
 
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
-
-
-def num(value: float | None, digits: int = 0) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
-
-
-def ms(value: float | None) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:,.1f} ms"
-
-
-def bucket_for(span: timedelta, target: int = 60) -> int:
-    """A round time-bucket width (seconds) giving at most ``target`` buckets over ``span``."""
-    seconds = span.total_seconds()
+def bucket_for(seconds: float, target: int = 60) -> int:
+    """A round time-bucket width (seconds) giving at most ``target`` buckets over a span of
+    ``seconds``."""
     return next((b for b in _BUCKETS if seconds / b <= target), _BUCKETS[-1])
-
-
-def request_url(ident: Any) -> str:
-    """Relative link to the drill-down of one logical request."""
-    return f"{REQUEST_URL}?id={quote(str(ident), safe='')}"
-
-
-def with_links(df: pd.DataFrame, column: str = "logical_request_id") -> pd.DataFrame:
-    """``df`` with an ``open`` column linking each row's request to the drill-down."""
-    out = df.copy()
-    out.insert(0, "open", out[column].map(lambda x: request_url(x) if pd.notna(x) else None))
-    return out
-
-
-LINK_COLUMN = st.column_config.LinkColumn(
-    "open", help="Open the request drill-down", display_text="drill-down ›"
-)
-
-
-def request_table(table: pd.DataFrame, key: str) -> None:
-    """Show ``table`` (with an ``open`` link column from :func:`with_links`); selecting a
-    row that names a request opens its drill-down."""
-    event = st.dataframe(
-        table,
-        hide_index=True,
-        width="stretch",
-        column_config={"open": LINK_COLUMN},
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-    )
-    selected = event.selection.rows if event is not None else []
-    if selected:
-        ident = table.iloc[selected[0]]["logical_request_id"]
-        if isinstance(ident, str):
-            st.switch_page(REQUEST_PAGE, query_params={"id": ident})
 
 
 def nothing_in_scope(logical_requests: int) -> bool:
@@ -88,6 +42,19 @@ def nothing_in_scope(logical_requests: int) -> bool:
         st.info("No logical requests match the filters. Widen them in the sidebar.")
         return True
     return False
+
+
+def scope_report(ctx: Context) -> dict[str, Any] | None:
+    """The report of the requests in scope, or None (after saying so) when the filters
+    select none."""
+    report: dict[str, Any] = ctx.source.query("report", ctx.filters)
+    return None if nothing_in_scope(report["logical_requests"]) else report
+
+
+def table(frame: pd.DataFrame, columns: Sequence[fmt.Column], *, as_text: bool = False) -> None:
+    """Show ``columns`` of ``frame`` with their headers and units (see :func:`fmt.shown`)."""
+    shown, config = fmt.shown(frame, columns, as_text=as_text)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config)
 
 
 def overall(ctx: Context, query: str) -> dict[str, Any] | None:
@@ -99,7 +66,93 @@ def overall(ctx: Context, query: str) -> dict[str, Any] | None:
     return rows[0]
 
 
-def metric_row(items: Sequence[tuple[str, str]]) -> None:
-    """One row of ``(label, shown value)`` metrics."""
-    for col, (label, value) in zip(st.columns(len(items)), items, strict=True):
-        col.metric(label, value)
+@dataclass(frozen=True)
+class Kpi:
+    """One KPI card: a label, its shown value and change, and the explorer query listing
+    the requests it counts (``opens``, with the link's text ``link``)."""
+
+    label: str
+    value: str
+    delta: str | None = None
+    bad_up: bool | None = None
+    """A rise is bad (red), good (green), or neither (None: grey)."""
+    help: str | None = None
+    opens: Mapping[str, str] | None = None
+    link: str = "Show requests"
+
+
+def rule_kpi(label: str, value: Any, rule: str, **query: Any) -> Kpi:
+    """A KPI counting what finding rule ``rule`` flags: its meaning as the help, and a link
+    to the requests with that finding (``query``: more of the explorer's parameters)."""
+    return Kpi(
+        label,
+        fmt.count(value),
+        opens=explorer.params(rule=rule, **query),
+        help=BY_ID[rule].meaning,
+    )
+
+
+def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:
+    """KPI cards side by side (each as wide as its label and value: nothing is cut; they
+    wrap to a second row on a narrow screen), each with a link into the Requests explorer
+    when it names the requests it counts."""
+    row = st.container(horizontal=True, gap="small")
+    for k in kpis:
+        with row.container(border=True, width="content"):
+            flat = fmt.is_zero(k.delta)
+            colour: Literal["off", "inverse", "normal"] = (
+                "off" if flat or k.bad_up is None else "inverse" if k.bad_up else "normal"
+            )
+            st.metric(
+                k.label,
+                k.value,
+                k.delta,
+                delta_color=colour,
+                delta_arrow="off" if flat else "auto",
+                help=k.help,
+            )
+            if k.opens is not None:
+                explorer.link(k.link, ctx.params, k.opens, help=f"Requests behind {k.label}")
+
+
+def open_request(ctx: Context, ident: str) -> None:
+    """Switch to the drill-down of request ``ident`` (same tab, filters kept)."""
+    st.switch_page(REQUEST_PAGE, query_params=ctx.link(id=ident))
+
+
+def request_table(
+    ctx: Context,
+    table: pd.DataFrame,
+    columns: Sequence[fmt.Column],
+    key: str,
+    *,
+    id_column: str = "logical_request_id",
+    height: int | Literal["auto"] = "auto",
+    as_text: bool = False,
+    currency: str | None = None,
+) -> None:
+    """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown` for
+    ``as_text`` and ``currency``); selecting a row that names a request opens its
+    drill-down in this tab."""
+    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
+    event = st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=height,
+        column_config=config,
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+    )
+    selected = event.selection.rows if event is not None else []
+    if selected:
+        ident = table.iloc[selected[0]][id_column]
+        if isinstance(ident, str):
+            open_request(ctx, ident)
+
+
+def selected_row(event: Any) -> int | None:
+    """The row a single-row ``st.dataframe`` selection picked, if any."""
+    rows = event.selection.rows if event is not None else []
+    return int(rows[0]) if rows else None

@@ -1,14 +1,50 @@
 """Deadlines & latency: requests the deadline stopped, work finished after it, attempts
-dispatched with too little time left, and the latency tail retries add."""
+dispatched with too little time left, the latency tail retries add — and the requests
+that missed their deadline, to open."""
 
 from __future__ import annotations
+
+from dataclasses import astuple
 
 import pandas as pd
 import streamlit as st
 
+from retryscope.analytics._browse import RequestQuery, RequestSort
+from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _charts as charts
+from retryscope.dashboards import _explorer as explorer
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import frame, metric_row, ms, num, overall, pct
+from retryscope.dashboards.views.common import (
+    Kpi,
+    frame,
+    kpi_row,
+    overall,
+    request_table,
+    rule_kpi,
+    table,
+)
+from retryscope.dashboards.views.requests import COLUMNS as REQUEST_COLUMNS
+
+MISSED_LISTED = 10
+
+ROUTE_COLUMNS = (
+    fmt.Column("value", "Entry route", width="medium"),
+    fmt.Column("logical_requests", "Requests", fmt.Unit.COUNT),
+    fmt.Column("deadline_exhausted", "Exhausted", fmt.Unit.COUNT),
+    fmt.Column("deadline_exhausted_rate", "Exhausted rate", fmt.Unit.PCT),
+    fmt.Column("late_successes", "Late successes", fmt.Unit.COUNT),
+    fmt.Column("deadline_miss_rate", "Miss rate", fmt.Unit.PCT),
+    fmt.Column("doomed_dispatches", "Doomed", fmt.Unit.COUNT, help="Doomed dispatches"),
+    fmt.Column("logical_p50_ms", "p50", fmt.Unit.MS),
+    fmt.Column("logical_p99_ms", "p99", fmt.Unit.MS),
+    fmt.Column(
+        "retry_tail_p99_ms",
+        "Retry tail p99",
+        fmt.Unit.MS,
+        help="Logical p99 − first-attempt p99: the latency retries add",
+    ),
+)
 
 
 def render() -> None:
@@ -17,14 +53,33 @@ def render() -> None:
     d = overall(ctx, "deadline")
     if d is None:
         return
-    metric_row(
+    missed = explorer.params(has=("missed_deadline",), sort=RequestSort.DURATION)
+    kpi_row(
+        ctx,
         [
-            ("Deadline exhausted", num(d["deadline_exhausted"])),
-            ("Exhausted rate", pct(d["deadline_exhausted_rate"])),
-            ("Late successes", num(d["late_successes"])),
-            ("Doomed dispatches", num(d["doomed_dispatches"])),
-            ("Deadline miss rate", pct(d["deadline_miss_rate"])),
-        ]
+            Kpi(
+                "Deadline exhausted",
+                fmt.count(d["deadline_exhausted"]),
+                opens=explorer.params(terminal="stop_deadline", sort=RequestSort.DURATION),
+                help=BY_ID["deadline_exhausted"].meaning,
+            ),
+            Kpi(
+                "Exhausted rate",
+                fmt.pct(d["deadline_exhausted_rate"]),
+                help="Deadline-exhausted requests ÷ logical requests",
+            ),
+            rule_kpi(
+                "Late successes", d["late_successes"], "late_success", sort=RequestSort.DURATION
+            ),
+            rule_kpi("Doomed dispatches", d["doomed_dispatches"], "doomed_dispatch"),
+            Kpi(
+                "Deadline miss rate",
+                fmt.pct(d["deadline_miss_rate"]),
+                opens=missed,
+                help="Requests stopped by, finished after or succeeding after their deadline "
+                "÷ requests with a deadline",
+            ),
+        ],
     )
     st.caption(
         f"{d['requests_with_deadline']:,} of {d['logical_requests']:,} requests carried a "
@@ -34,13 +89,18 @@ def render() -> None:
 
     lat = ctx.source.query("latency", ctx.filters, "overall").to_pylist()[0]
     st.subheader("Latency: logical request vs first attempt")
-    metric_row(
+    kpi_row(
+        ctx,
         [
-            ("Logical p50", ms(lat["logical_p50_ms"])),
-            ("Logical p95", ms(lat["logical_p95_ms"])),
-            ("Logical p99", ms(lat["logical_p99_ms"])),
-            ("Retry tail at p99", ms(lat["retry_tail_p99_ms"])),
-        ]
+            Kpi("Logical p50", fmt.ms(lat["logical_p50_ms"])),
+            Kpi("Logical p95", fmt.ms(lat["logical_p95_ms"])),
+            Kpi("Logical p99", fmt.ms(lat["logical_p99_ms"])),
+            Kpi(
+                "Retry tail at p99",
+                fmt.ms(lat["retry_tail_p99_ms"]),
+                help="Logical p99 − first-attempt p99: the latency retries add",
+            ),
+        ],
     )
     long = pd.DataFrame(
         [
@@ -49,7 +109,7 @@ def render() -> None:
             for kind, prefix in (("logical request", "logical"), ("first attempt", "first_attempt"))
         ]
     )
-    st.altair_chart(charts.latency_bars(long.dropna()))
+    st.altair_chart(charts.latency_bars(long.dropna()), width="stretch")
 
     st.subheader("By entry route")
     by_route = frame(ctx.source.query("deadline", ctx.filters, "route")).merge(
@@ -57,7 +117,20 @@ def render() -> None:
         on=["value", "logical_requests"],
         how="outer",
     )
-    st.dataframe(by_route.rename(columns={"value": "entry_route"}), hide_index=True)
+    table(by_route, ROUTE_COLUMNS)
+
+    query = RequestQuery(deadline_missed=True, sort=RequestSort.DURATION, limit=MISSED_LISTED)
+    total, page = ctx.source.query("request_list", ctx.filters, *astuple(query))
+    st.subheader(f"Requests that missed their deadline: {total:,}")
+    if total == 0:
+        st.success("Every request with a deadline finished within it.")
+        return
+    st.caption(
+        f"Longest first{f'; the first {MISSED_LISTED}' if total > MISSED_LISTED else ''}. "
+        "Select a row to open its drill-down."
+    )
+    request_table(ctx, frame(page), REQUEST_COLUMNS, "missed_table")
+    explorer.link(f"All {total:,} in the Requests explorer", ctx.params, missed)
 
 
 if __name__ == "__main__":

@@ -1,30 +1,92 @@
 """Fallbacks: how often requests fell back, whether the fallback answered, whether the
 answer kept the request's contract — and the incompatible, degraded and boundary-widening
-cases to review."""
+requests to review, one row per request with the evidence of each case.
+
+The counts are the fallback metric's (``fallback.sql``) and the findings of the same
+definitions (a degraded fallback keeps the capability and the boundary; an incompatible one
+breaks the capability), so a KPI and the cases below it agree.
+"""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import streamlit as st
 
 from retryscope.analytics._findings import BY_ID
-from retryscope.dashboards._context import current
+from retryscope.dashboards import _explorer as explorer
+from retryscope.dashboards import _format as fmt
+from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import (
-    LINK_COLUMN,
+    Kpi,
     frame,
-    metric_row,
-    num,
+    kpi_row,
     overall,
-    pct,
-    with_links,
+    request_table,
+    rule_kpi,
+    table,
 )
 
 CASES = (
-    ("Incompatible (capability mismatch)", "fallback_capability_mismatch"),
-    ("Degraded (other behavior class)", "degraded_fallback"),
-    ("Boundary widening", "fallback_boundary_widening"),
+    ("incompatible", "fallback_capability_mismatch"),
+    ("degraded", "degraded_fallback"),
+    ("boundary widened", "fallback_boundary_widening"),
 )
 CASE_LIMIT = 500
+
+ROUTE_COLUMNS = (
+    fmt.Column("value", "Entry route", width="medium"),
+    fmt.Column("logical_requests", "Requests", fmt.Unit.COUNT),
+    fmt.Column("requests_with_fallback", "Fell back", fmt.Unit.COUNT),
+    fmt.Column("fallback_rate", "Fallback rate", fmt.Unit.PCT),
+    fmt.Column(
+        "fallback_success_rate",
+        "Fallback success",
+        fmt.Unit.PCT,
+        help="Requests a fallback answered ÷ requests that fell back",
+    ),
+    fmt.Column(
+        "fallback_quality",
+        "Fallback quality",
+        fmt.Unit.PCT,
+        help="Answers binding the capability, behavior class and data boundary ÷ fallback answers",
+    ),
+    fmt.Column("degraded_fallbacks", "Degraded", fmt.Unit.COUNT),
+    fmt.Column("boundary_widened_requests", "Boundary widened", fmt.Unit.COUNT),
+)
+CASE_COLUMNS = (
+    fmt.Column("logical_request_id", "Request"),
+    fmt.Column("cases", "Cases", width="large"),
+    fmt.Column("route_id", "Answered by route", width="medium"),
+    fmt.Column("route_data_boundary", "Route boundary"),
+    fmt.Column("allowed_boundary", "Allowed boundary"),
+    fmt.Column("route_behavior_class", "Route behavior"),
+    fmt.Column("required_behavior_class", "Required behavior"),
+    fmt.Column("route_capability_digest", "Route capability", help="First 12 hex digits"),
+    fmt.Column("required_capability_digest", "Required capability", help="First 12 hex digits"),
+    fmt.Column("time", "Answered at (UTC)", fmt.Unit.TIME),
+)
+
+
+def _cases(ctx: Context) -> pd.DataFrame:
+    """One row per request with a case: which cases, and the evidence of its answer."""
+    rules = tuple(rule for _, rule in CASES)
+    found = frame(ctx.source.query("findings", ctx.filters, CASE_LIMIT * len(rules), rules))
+    if found.empty:
+        return found
+    label = {rule: name for name, rule in CASES}
+    evidence = pd.DataFrame([json.loads(e) for e in found["evidence"]], index=found.index)
+    rows = pd.concat([found[["logical_request_id", "time"]], evidence], axis=1)
+    rows["case"] = found["rule_id"].map(label)
+    rows["order"] = found["rule_id"].map({rule: i for i, (_, rule) in enumerate(CASES)})
+    grouped = rows.sort_values("order").groupby("logical_request_id", sort=False)
+    out = grouped.first()
+    out["cases"] = grouped["case"].agg(", ".join)
+    for digest in ("route_capability_digest", "required_capability_digest"):
+        if digest in out.columns:
+            out[digest] = out[digest].str.slice(0, 12)
+    return out.reset_index().sort_values(["time", "logical_request_id"])
 
 
 def render() -> None:
@@ -33,14 +95,37 @@ def render() -> None:
     row = overall(ctx, "fallback")
     if row is None:
         return
-    metric_row(
+    counts = ctx.source.query("finding_counts", ctx.filters)
+    kpi_row(
+        ctx,
         [
-            ("Fallback rate", pct(row["fallback_rate"])),
-            ("Fallback success", pct(row["fallback_success_rate"])),
-            ("Fallback quality", pct(row["fallback_quality"])),
-            ("Degraded", num(row["degraded_fallbacks"])),
-            ("Boundary widened", num(row["boundary_widened_requests"])),
-        ]
+            Kpi(
+                "Fallback rate",
+                fmt.pct(row["fallback_rate"]),
+                opens=explorer.params(has=("fallback",)),
+                help="Requests with an attempt on a non-primary route ÷ logical requests",
+            ),
+            Kpi(
+                "Fallback success",
+                fmt.pct(row["fallback_success_rate"]),
+                help="Requests a fallback answered ÷ requests that fell back",
+            ),
+            Kpi(
+                "Fallback quality",
+                fmt.pct(row["fallback_quality"]),
+                help="Answers binding the request's capability, behavior class and data "
+                "boundary ÷ fallback answers",
+            ),
+            rule_kpi(
+                "Incompatible",
+                counts["fallback_capability_mismatch"],
+                "fallback_capability_mismatch",
+            ),
+            rule_kpi("Degraded", row["degraded_fallbacks"], "degraded_fallback"),
+            rule_kpi(
+                "Boundary widened", row["boundary_widened_requests"], "fallback_boundary_widening"
+            ),
+        ],
     )
     st.caption(
         f"{row['requests_with_fallback']:,} of {row['logical_requests']:,} requests fell back; "
@@ -51,23 +136,21 @@ def render() -> None:
     )
     st.subheader("By entry route")
     by_route = frame(ctx.source.query("fallback", ctx.filters, "route"))
-    st.dataframe(by_route.rename(columns={"value": "entry_route"}), hide_index=True)
+    table(by_route, ROUTE_COLUMNS)
 
-    counts = ctx.source.query("finding_counts", ctx.filters)
-    for title, rule in CASES:
-        # the count from SQL, the first CASE_LIMIT rows only
-        cases: pd.DataFrame = frame(ctx.source.query("findings", ctx.filters, CASE_LIMIT, (rule,)))
-        st.subheader(f"{title}: {counts[rule]:,}")
-        st.caption(BY_ID[rule].meaning + " " + BY_ID[rule].action)
-        if cases.empty:
-            continue
-        st.dataframe(
-            with_links(cases)[["open", "time", "logical_request_id", "trace_id", "evidence"]],
-            hide_index=True,
-            width="stretch",
-            column_config={"open": LINK_COLUMN},
-            key=f"fallback_{rule}",
+    cases = _cases(ctx)
+    st.subheader(f"Cases to review: {len(cases):,} request(s)")
+    st.caption(
+        " ".join(
+            f"**{name.capitalize()}** ({counts[rule]:,}): {BY_ID[rule].meaning}"
+            for name, rule in CASES
         )
+        + " A request can be in several cases. Select a row to open it."
+    )
+    if cases.empty:
+        st.success("No fallback broke the request's contract.")
+        return
+    request_table(ctx, cases, CASE_COLUMNS, "fallback_cases", as_text=True)
 
 
 if __name__ == "__main__":

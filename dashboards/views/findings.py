@@ -1,7 +1,9 @@
-"""Findings: every violation and anomaly, filterable by rule and severity; each row opens
-the drill-down of its request (the link column, or selecting the row)."""
+"""Findings: every violation and anomaly, filterable by rule and severity; a bar opens the
+requests of that rule in the explorer, a row opens the drill-down of its request."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import streamlit as st
@@ -9,22 +11,27 @@ import streamlit as st
 from retryscope.analytics import RULES, Severity
 from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _charts as charts
+from retryscope.dashboards import _explorer as explorer
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import (
-    frame,
-    nothing_in_scope,
-    request_table,
-    with_links,
-)
+from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
+
+COLUMNS = (
+    fmt.Column("time", "Time (UTC)", fmt.Unit.TIME),
+    fmt.Column("severity", "Severity"),
+    fmt.Column("rule_id", "Rule", width="medium"),
+    fmt.Column("logical_request_id", "Request"),
+    fmt.Column("evidence_text", "Evidence", width="large"),
+)
 
 
 def render() -> None:
     ctx = current()
     st.header("Findings")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     # counts per rule come from SQL; only the rows listed cross to the browser
     counts = {rule: n for rule, n in ctx.source.query("finding_counts", ctx.filters).items() if n}
@@ -43,29 +50,42 @@ def render() -> None:
         and (not severities or BY_ID[rule].severity.value in severities)
     ]
     total = sum(counts[rule] for rule in chosen)
-    bars = pd.DataFrame({"rule_id": chosen, "findings": [counts[r] for r in chosen]})
-    st.altair_chart(charts.bars(bars, "rule_id", "findings", "findings"), width="stretch")
+    bars = pd.DataFrame(
+        {
+            "rule_id": chosen,
+            "findings": [counts[r] for r in chosen],
+            "severity": [BY_ID[r].severity.value for r in chosen],
+        }
+    )
+    event = st.altair_chart(
+        charts.bars(bars, "rule_id", "findings", "findings", pickable=True),
+        width="stretch",
+        key="findings_rules_chart",
+        on_select="rerun",
+    )
+    rule = charts.picked(event, "rule_id")
+    if rule is not None:
+        explorer.open_explorer(ctx.params, explorer.params(rule=rule))
     st.caption(
         f"{total:,} finding(s)"
         + (f"; the first {ROW_LIMIT:,} are listed" if total > ROW_LIMIT else "")
-        + ". Select a row or follow its link to open the request."
+        + ". Click a bar to list a rule's requests; select a row to open its request "
+        "(retry storms are windows, not requests)."
     )
     shown = frame(ctx.source.query("findings", ctx.filters, ROW_LIMIT, tuple(chosen)))
     if shown.empty:
         st.info("No findings of the chosen rules and severities.")
         return
-    table = with_links(shown)[
-        ["open", "time", "severity", "rule_id", "logical_request_id", "trace_id", "evidence"]
-    ]
-    request_table(table, "findings_table")
+    shown["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in shown["evidence"]]
+    request_table(ctx, shown, COLUMNS, "findings_table", as_text=True)
     with st.expander("What the rules mean"):
         st.table(
             [
                 {
-                    "rule": r.id,
-                    "severity": r.severity.value,
-                    "meaning": r.meaning,
-                    "action": r.action,
+                    "Rule": r.id,
+                    "Severity": r.severity.value,
+                    "Meaning": r.meaning,
+                    "Action": r.action,
                 }
                 for r in RULES
                 if r.id in chosen

@@ -1,22 +1,31 @@
-"""Overview: the headline numbers against the previous period, and trends over time with
-storm windows (retry fraction over the retry budget) shaded."""
+"""Overview: the headline numbers against the previous period, each opening the requests it
+counts; the top offenders (routes, tenants, operations, layers by excess attempts and
+wasted cost); trends over time with storm windows shaded, a click on a bucket opening its
+requests and a brush narrowing the time range."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from retryscope.analytics import RULES, Severity
+from retryscope.analytics._browse import RequestSort
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
 from retryscope.dashboards import _charts as charts
-from retryscope.dashboards._context import current
-from retryscope.dashboards.views.common import bucket_for, frame, nothing_in_scope, num, pct
+from retryscope.dashboards import _explorer as explorer
+from retryscope.dashboards import _format as fmt
+from retryscope.dashboards._context import Context, current, iso
+from retryscope.dashboards.views.common import Kpi, bucket_for, frame, kpi_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
+OFFENDERS_LISTED = 5
+_BRUSHES = "overview_brushes_applied"
+# load windows up to this many are drawn one by one, empty ones as gaps in the line
+WINDOWS_FILLED = 20_000
 
 
 def _cost_amplification(report: dict[str, Any]) -> float | None:
@@ -31,44 +40,320 @@ def _violations(report: dict[str, Any]) -> int:
     return sum(int(report["violations"][r]) for r in _VIOLATION_RULES)
 
 
-_KPIS: tuple[
-    tuple[str, Callable[[dict[str, Any]], float | None], Callable[[float], str], bool], ...
-] = (
-    ("Logical requests", lambda r: r["logical_requests"], lambda x: num(x), False),
-    ("Amplification", lambda r: r["amplification_ratio"], lambda x: f"{x:.2f}×", True),
-    ("Cost amplification", _cost_amplification, lambda x: f"{x:.2f}×", True),
-    ("Fallback rate", lambda r: r["fallback_rate"], pct, True),
-    ("Deadline exhausted", lambda r: r["deadline_exhausted_rate"], pct, True),
-    ("Violations", _violations, lambda x: num(x), True),
+_KpiSpec = tuple[
+    str,
+    Callable[[dict[str, Any]], Any],
+    Callable[[Any], str],
+    Callable[[Any, Any], str | None],
+    bool,
+    str,
+    dict[str, str],
+]
+KPIS: tuple[_KpiSpec, ...] = (
+    # (label, figure of the report, format, change, a rise is bad, help, requests it counts)
+    (
+        "Logical requests",
+        lambda r: r["logical_requests"],
+        fmt.count,
+        fmt.delta_count,
+        False,
+        "Logical requests in scope (one per caller request, however many attempts).",
+        explorer.params(sort=RequestSort.STARTED, descending=False),
+    ),
+    (
+        "Retry amplification",
+        lambda r: r["amplification_ratio"],
+        fmt.ratio,
+        fmt.delta_ratio,
+        True,
+        "Receiver attempts ÷ distinct operations: sends per operation, 1.00× when no layer "
+        "retried however many distinct calls a request made (`amplification_ratio` of the "
+        "report).",
+        explorer.params(has=("retried",), sort=RequestSort.EXCESS),
+    ),
+    (
+        "Sends / request",
+        lambda r: r["sends_per_request"],
+        fmt.ratio,
+        fmt.delta_ratio,
+        True,
+        "Receiver attempts ÷ logical requests: what providers saw per request "
+        "(`sends_per_request` of the report).",
+        explorer.params(min_attempts=2),
+    ),
+    (
+        "Cost amplification",
+        _cost_amplification,
+        fmt.ratio,
+        fmt.delta_ratio,
+        True,
+        "Cost of every attempt ÷ cost of the accepted ones (the currency spent most).",
+        explorer.params(has=("wasted",), sort=RequestSort.WASTED),
+    ),
+    (
+        "Fallback rate",
+        lambda r: r["fallback_rate"],
+        fmt.pct,
+        fmt.delta_pp,
+        True,
+        "Requests with an attempt on a non-primary route ÷ logical requests; the change "
+        "in percentage points.",
+        explorer.params(has=("fallback",)),
+    ),
+    (
+        "Deadline exhausted",
+        lambda r: r["deadline_exhausted_rate"],
+        fmt.pct,
+        fmt.delta_pp,
+        True,
+        "Requests stopped by their deadline (terminal `stop_deadline`) ÷ logical requests; "
+        "the change in percentage points.",
+        explorer.params(terminal="stop_deadline", sort=RequestSort.DURATION),
+    ),
+    (
+        "Violations",
+        _violations,
+        fmt.count,
+        fmt.delta_count,
+        True,
+        "Error and warning findings (per request, and per window for retry storms).",
+        explorer.params(has=("violation",), sort=RequestSort.FINDINGS),
+    ),
 )
 
 
-def _delta(now: float | None, before: float | None, fmt: Callable[[float], str]) -> str | None:
-    if now is None or before is None:
-        return None
-    change = now - before
-    sign = "+" if change >= 0 else "−"
-    return sign + fmt(abs(change))
+def _kpis(ctx: Context, report: dict[str, Any], before: dict[str, Any] | None) -> None:
+    kpis = []
+    for label, get, show, change, bad_up, help_, opens in KPIS:
+        value = get(report)
+        kpis.append(
+            Kpi(
+                label,
+                show(value),
+                change(value, get(before)) if before is not None else None,
+                bad_up=bad_up,
+                help=help_,
+                opens=opens,
+            )
+        )
+    kpi_row(ctx, kpis)
+
+
+_DIMENSIONS = (
+    # (tab, Dimension, what a row opens: a global filter or an explorer parameter)
+    ("Routes", "route", "route"),
+    ("Tenants", "tenant", "tenant"),
+    ("Operations", "operation", "operation"),
+    ("Layers", "layer", "layer"),
+)
+
+
+def _offenders(ctx: Context) -> None:
+    """Per dimension, the slices with the most excess attempts (then wasted cost): a row
+    opens the explorer on that slice."""
+    st.subheader("Top offenders")
+    st.caption(
+        "Ranked by excess attempts (receiver attempts beyond one per distinct operation; per "
+        "layer, that layer's attempts beyond the first of their retry group), then wasted "
+        "cost. Select a row to list its requests."
+    )
+    for tab, (_, dim, opens) in zip(
+        st.tabs([t for t, _, _ in _DIMENSIONS]), _DIMENSIONS, strict=True
+    ):
+        with tab:
+            amp = frame(ctx.source.query("amplification", ctx.filters, dim))
+            amp = amp[amp["value"].notna()]
+            costs = frame(ctx.source.query("cost", ctx.filters, dim))
+            wasted = (
+                costs.sort_values("wasted_micros", ascending=False)
+                .drop_duplicates("value")[["value", "wasted_micros", "currency"]]
+                .rename(columns={"currency": "cost_currency"})
+            )
+            rows = amp.merge(wasted, on="value", how="left")
+            rows = rows.sort_values(
+                ["excess_attempts", "wasted_micros", "value"],
+                ascending=[False, False, True],
+                na_position="last",
+            ).head(OFFENDERS_LISTED)
+            ratio = "attempts_per_request" if dim == "layer" else "amplification_ratio"
+            columns = [
+                fmt.Column("value", dim.capitalize(), width="large"),
+                fmt.Column("logical_requests", "Requests", fmt.Unit.COUNT),
+                fmt.Column("excess_attempts", "Excess attempts", fmt.Unit.COUNT),
+                fmt.Column(
+                    ratio,
+                    "Attempts / request" if dim == "layer" else "Retry amplification",
+                    fmt.Unit.RATIO,
+                ),
+                fmt.Column("wasted_micros", "Wasted cost", fmt.Unit.MONEY),
+            ]
+            shown, config = fmt.shown(rows, columns)
+            event = st.dataframe(
+                shown,
+                hide_index=True,
+                width="stretch",
+                column_config=config,
+                on_select="rerun",
+                selection_mode="single-row",
+                key=f"offenders_{dim}",
+            )
+            picked = event.selection.rows if event is not None else []
+            if picked:
+                value = str(rows.iloc[picked[0]]["value"])
+                query = {"layer": value} if opens == "layer" else {}
+                base = ctx.link(**({} if opens == "layer" else {opens: value}))
+                retried = explorer.params(has=("retried",), sort=RequestSort.EXCESS)
+                explorer.open_explorer(base, {**retried, **query})
+
+
+def _slots(width: timedelta, first: datetime, last: datetime) -> pd.DataFrame:
+    """Every slot of ``width`` from ``first`` to ``last`` (so empty ones show as gaps):
+    ``label`` (the slot's ISO start as the analytics writes it), ``start``, ``end``."""
+    stops = pd.date_range(pd.Timestamp(first).floor(width), pd.Timestamp(last), freq=width)
+    return _labelled(pd.DataFrame({"start": stops}), width)
+
+
+def _labelled(slots: pd.DataFrame, width: timedelta) -> pd.DataFrame:
+    slots["end"] = slots["start"] + width
+    slots["label"] = slots["start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return slots
+
+
+def _window_count(loads: pd.DataFrame, window: timedelta) -> int:
+    """How many windows lie between the first and the last with traffic."""
+    span = pd.Timestamp(loads["window_start"].max()) - pd.Timestamp(loads["window_start"].min())
+    return int(span / window) + 1
+
+
+def _zoom(ctx: Context, key: str, event: Any) -> None:
+    """A brushed interval on a trend chart becomes the time range (through the URL: the
+    sidebar's boxes are drawn already); each brush is applied once, so clearing the
+    filters later is not undone by the brush the chart still holds."""
+    interval = charts.brushed(event)
+    applied = st.session_state.setdefault(_BRUSHES, {})
+    if interval is None or applied.get(key) == interval:
+        return
+    applied[key] = interval
+    since, until = iso(interval[0]), iso(interval[1])
+    if (st.query_params.get("since"), st.query_params.get("until")) != (since, until):
+        st.query_params["since"], st.query_params["until"] = since, until
+        st.rerun()
+
+
+def _trends(ctx: Context) -> None:
+    span = ctx.source.query("scope_time_range", ctx.filters).to_pylist()[0]
+    first, last = span["first_started_at"], span["last_started_at"]
+    if first is None:
+        return
+    first = pd.Timestamp(first).floor("us").to_pydatetime()
+    last = pd.Timestamp(last).floor("us").to_pydatetime()
+    bucket = bucket_for((last - first).total_seconds())
+    width = timedelta(seconds=bucket)
+    amp = frame(ctx.source.query("amplification", ctx.filters, "time_bucket", bucket))
+    slots = _slots(width, first, last)
+    series = slots.merge(amp.rename(columns={"value": "label"}), on="label", how="left")
+    window = timedelta(milliseconds=DEFAULT_THRESHOLDS.load_window_ms)
+    loads = frame(ctx.source.query("load", ctx.filters))
+    loads["label"] = pd.to_datetime(loads["window_start"]).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    storms = _labelled(
+        loads[loads["over_budget"]].assign(start=lambda d: pd.to_datetime(d["window_start"])),
+        window,
+    ).assign(window_start=lambda d: d["start"], window_end=lambda d: d["end"])
+    # every window from the first to the last, so the line breaks where no traffic was
+    windows = (
+        _slots(window, loads["window_start"].min(), loads["window_start"].max()).merge(
+            loads.drop(columns=["window_start"]), on="label", how="left"
+        )
+        if len(loads) and _window_count(loads, window) <= WINDOWS_FILLED
+        else _labelled(loads.assign(start=pd.to_datetime(loads["window_start"])), window)
+    )
+    end = max(slots["end"].max(), windows["end"].max()) if len(windows) else slots["end"].max()
+    domain = (slots["start"].min().to_pydatetime(), pd.Timestamp(end).to_pydatetime())
+
+    st.subheader("Trends")
+    st.caption(
+        f"Per {_width_text(width)} of the requests in scope (UTC). Red bands: storm windows "
+        f"({_width_text(window)}) where repeats exceeded the "
+        f"{fmt.pct(DEFAULT_THRESHOLDS.retry_budget, 0)} retry budget ({len(storms):,} of "
+        f"{len(loads):,} with traffic). Click a bar or a point to list its requests; drag across a "
+        "chart to narrow the time range."
+    )
+    # (key, chart, its slots, what a click on a slot lists)
+    figures = (
+        (
+            "trend_requests",
+            charts.over_time(
+                series,
+                "logical_requests",
+                "logical requests",
+                domain,
+                bars=True,
+                storms=storms,
+                value_format=",.0f",
+                pickable=True,
+            ),
+            series,
+            explorer.params(),
+        ),
+        (
+            "trend_amplification",
+            charts.over_time(
+                series,
+                "amplification_ratio",
+                "retry amplification (×)",
+                domain,
+                storms=storms,
+                pickable=True,
+            ),
+            series,
+            explorer.params(has=("retried",)),  # the bucket's requests that repeated
+        ),
+        (
+            "trend_retry_fraction",
+            charts.over_time(
+                windows,
+                "retry_fraction",
+                "retry fraction",
+                domain,
+                storms=storms,
+                budget=DEFAULT_THRESHOLDS.retry_budget,
+                value_format=".1%",
+                pickable=True,
+            ),
+            windows,
+            explorer.params(has=("retried",)),
+        ),
+    )
+    for key, figure, slots_shown, opens in figures:
+        event = st.altair_chart(figure, width="stretch", key=key, on_select="rerun")
+        _zoom(ctx, key, event)
+        label = charts.picked(event, "label")
+        slot = slots_shown[slots_shown["label"] == label] if label is not None else None
+        if slot is not None and not slot.empty:
+            start, end = (slot[c].iloc[0].to_pydatetime() for c in ("start", "end"))
+            explorer.open_explorer(ctx.with_time(start, end), opens)
+
+
+def _width_text(width: timedelta) -> str:
+    seconds = int(width.total_seconds())
+    for unit, size in (("day", 86_400), ("hour", 3600), ("min", 60)):
+        if seconds % size == 0 and seconds >= size:
+            n = seconds // size
+            return f"{n} {unit}" if unit == "min" else f"{n} {unit}{'s' if n > 1 else ''}"
+    return f"{seconds} s"
 
 
 def render() -> None:
     ctx = current()
     st.header("Overview")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     prev = ctx.previous
     before = ctx.source.query("report", prev) if prev is not None else None
     if before is not None and before["logical_requests"] == 0:
         before = None
-    for col, (label, get, fmt, bad_up) in zip(st.columns(len(_KPIS)), _KPIS, strict=True):
-        value = get(report)
-        col.metric(
-            label,
-            "–" if value is None else fmt(value),
-            _delta(value, get(before), fmt) if before is not None else None,
-            delta_color="inverse" if bad_up else "normal",
-        )
+    _kpis(ctx, report, before)
     if prev is None:
         st.caption("Set a time range in the sidebar to compare with the previous period.")
     elif before is None:
@@ -76,43 +361,11 @@ def render() -> None:
     else:
         st.caption(
             f"Change vs the previous period {prev.since:%Y-%m-%d %H:%M:%S} – "
-            f"{prev.until:%Y-%m-%d %H:%M:%S} UTC ({before['logical_requests']:,} requests)."
+            f"{prev.until:%Y-%m-%d %H:%M:%S} UTC ({before['logical_requests']:,} requests); "
+            "rates change in percentage points (pp)."
         )
-
-    bucket = bucket_for(ctx.span())
-    series = frame(ctx.source.query("amplification", ctx.filters, "time_bucket", bucket))
-    series["bucket"] = pd.to_datetime(series["value"])
-    windows = frame(ctx.source.query("load", ctx.filters))
-    storms = windows[windows["over_budget"]].copy()
-    storms["window_end"] = storms["window_start"] + timedelta(
-        milliseconds=DEFAULT_THRESHOLDS.load_window_ms
-    )
-    st.subheader("Trends")
-    st.caption(
-        f"Per {timedelta(seconds=bucket)} bucket. Red bands: storm windows, where repeats "
-        f"exceeded the retry budget ({len(storms)} of {len(windows)} windows)."
-    )
-    left, right = st.columns(2)
-    left.altair_chart(
-        charts.trend(series, storms, "amplification_ratio", "amplification (×)"),
-        width="stretch",
-    )
-    right.altair_chart(
-        charts.trend(series, storms, "logical_requests", "logical requests"),
-        width="stretch",
-    )
-    if not windows.empty:
-        windows["window"] = windows["window_start"]
-        st.altair_chart(
-            charts.trend(
-                windows.rename(columns={"window": "bucket"}),
-                storms,
-                "retry_fraction",
-                "retry fraction",
-                budget=DEFAULT_THRESHOLDS.retry_budget,
-            ),
-            width="stretch",
-        )
+    _offenders(ctx)
+    _trends(ctx)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,17 @@
-"""Request drill-down: one logical request found by its id, trace id or idempotency digest —
-its attempts on a timeline (by layer and route, backoff gaps, not_before marks, the
-deadline), their attributes, and a link to the trace in a tracing backend."""
+"""Request drill-down: one logical request found by its id, trace id or idempotency digest,
+as an investigator reads it — its figures and contract, the attempt timeline (lanes per
+layer · route, one colour per outcome kind, backoff gaps, not_before marks, fallback,
+deadline and late-success markers), the span tree (every span beneath the request, a
+collapsible waterfall whose spans open a detail panel), its findings, and a compact
+attempts table; a link to the trace in a tracing backend.
+
+``?id=`` names the request and ``?span=`` the span whose details are shown, so a view of
+one span can be shared.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 from urllib.parse import quote
@@ -11,75 +19,108 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
+from retryscope.analytics._findings import BY_ID
 from retryscope.dashboards import _charts as charts
-from retryscope.dashboards._context import current
+from retryscope.dashboards import _format as fmt
+from retryscope.dashboards import _url
+from retryscope.dashboards._context import Context, current
 from retryscope.dashboards._serve import TRACE_URL_ENV
-from retryscope.dashboards.views.common import ms, num
+from retryscope.dashboards.views.common import table
 
 _SEARCH = "request_search"
-_SEEN = "request_search_param"
+_SPAN = "request_span"
+_COLLAPSED = "request_collapsed"
+PARAMS = (_url.Param("id", _SEARCH, ""), _url.Param("span", _SPAN, None))
+# a span tree of more spans starts with the spans beneath attempts collapsed
+TREE_EXPANDED_UP_TO = 80
 
-ATTRIBUTES = [
-    "layer",
-    "attempt_ordinal",
-    "parent_layer",
-    "parent_attempt_ordinal",
-    "route_id",
-    "route_release",
-    "is_fallback",
-    "hedge_ordinal",
-    "start_ms",
-    "duration_ms",
-    "backoff_delay_ms",
-    "retry_after_ms",
-    "not_before_ms",
-    "deadline_remaining_ms",
-    "cost_micros",
-    "cost_currency",
-    "cost_is_estimate",
-    "outcome",
-    "outcome_kind",
-    "http_status_code",
-    "decision",
-    "breaker_state",
-    "is_leaf",
-    "accepted",
-    "span_id",
-]
-
-
-def _search_box() -> str:
-    """The search text; a ``?id=`` query parameter (from a link) fills it when it changes."""
-    param = st.query_params.get("id")
-    if param is not None and param != st.session_state.get(_SEEN):
-        st.session_state[_SEEN] = param
-        st.session_state[_SEARCH] = param
-    text = st.text_input(
-        "Logical request id, trace id or idempotency digest",
-        key=_SEARCH,
-        placeholder="e.g. 4bf92f3577b34da6a3ce929d0e0e4736",
-    ).strip()
-    if text and text != param:
-        st.query_params["id"] = text
-        st.session_state[_SEEN] = text
-    return text
+ATTEMPT_COLUMNS = (
+    fmt.Column("layer", "Layer"),
+    fmt.Column("attempt_ordinal", "#", fmt.Unit.COUNT),
+    fmt.Column("route_id", "Route", width="medium"),
+    fmt.Column("kind", "Outcome"),
+    fmt.Column("http_status_code", "HTTP", fmt.Unit.COUNT),
+    fmt.Column("duration_ms", "Duration", fmt.Unit.MS),
+    fmt.Column("cost_micros", "Cost", fmt.Unit.MONEY),
+    fmt.Column("backoff_delay_ms", "Backoff", fmt.Unit.MS),
+    fmt.Column("retry_after_ms", "Retry-After", fmt.Unit.MS),
+    fmt.Column("deadline_remaining_ms", "Deadline left", fmt.Unit.MS),
+    fmt.Column("decision", "Decision"),
+    fmt.Column("start_ms", "Start", fmt.Unit.MS, help="ms after the request started"),
+    fmt.Column("is_fallback", "Fallback", fmt.Unit.FLAG),
+    fmt.Column("is_leaf", "Reached receiver", fmt.Unit.FLAG),
+    fmt.Column("accepted", "Accepted", fmt.Unit.FLAG),
+    fmt.Column("parent_layer", "Under layer"),
+    fmt.Column("parent_attempt_ordinal", "Under #", fmt.Unit.COUNT),
+    fmt.Column(
+        "operation_ordinal",
+        "Operation #",
+        fmt.Unit.COUNT,
+        help="A send's distinct operation under its parent attempt: sends of one operation "
+        "repeat one another, another operation is a distinct call",
+    ),
+    fmt.Column("hedge_ordinal", "Hedge", fmt.Unit.COUNT),
+    fmt.Column("breaker_state", "Breaker"),
+    fmt.Column("release_short", "Release", help="Route release (first 12 characters)"),
+    fmt.Column("span_id", "Span"),
+)
+FINDING_COLUMNS = (
+    fmt.Column("severity", "Severity"),
+    fmt.Column("rule_id", "Rule", width="medium"),
+    fmt.Column("evidence_text", "Evidence", width="large"),
+    fmt.Column("time", "Time (UTC)", fmt.Unit.TIME),
+)
 
 
 def _since(t: pd.Series, t0: pd.Timestamp) -> pd.Series:
     return (t - t0).dt.total_seconds() * 1000.0
 
 
+def _text(values: pd.Series, show: Any) -> pd.Series:
+    return values.map(lambda v: fmt.DASH if pd.isna(v) else show(v))
+
+
+def _kind(frame: pd.DataFrame) -> pd.Series:
+    """The outcome kind an attempt is coloured by (its family when no kind was recorded)."""
+    return frame["outcome_kind"].fillna(frame["outcome"]).fillna("unknown")
+
+
 def timeline_frames(
-    attempts: pd.DataFrame, started_at: pd.Timestamp
+    attempts: pd.DataFrame, started_at: pd.Timestamp, deadline: pd.Timestamp | None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Bars, backoff gaps and not_before marks in ms since the request started."""
+    """Bars, backoff gaps and not_before marks in ms since the request started, with the
+    display text of their tooltips."""
     a = attempts.copy()
     a["start_ms"] = _since(a["start_time"], started_at)
     a["end_ms"] = _since(a["end_time"], started_at)
     a["not_before_ms"] = _since(a["not_before"], started_at)
-    a["lane"] = a["layer"] + " · " + a["route_id"].fillna("–")
+    a["lane"] = a["layer"] + " · " + a["route_id"].fillna(fmt.DASH)
     a["label"] = "#" + a["attempt_ordinal"].astype(str)
-    a["outcome"] = a["outcome"].fillna("unknown")
+    a["kind"] = _kind(a)
+    a["cost_micros"] = a["cost_micros"].where(a["cost_currency"].notna())  # none recorded
+    a["what"] = (
+        a["layer"]
+        + " #"
+        + a["attempt_ordinal"].astype(str)
+        + " on "
+        + a["route_id"].fillna(fmt.DASH)
+    )
+    a["outcome_text"] = a["kind"]
+    a["http_text"] = _text(a["http_status_code"], lambda v: str(int(v)))
+    a["start_text"] = _text(a["start_ms"], fmt.ms)
+    a["duration_text"] = _text(a["duration_ms"], fmt.ms)
+    a["backoff_text"] = _text(a["backoff_delay_ms"], fmt.ms)
+    a["retry_after_text"] = _text(a["retry_after_ms"], fmt.ms)
+    a["deadline_left_text"] = _text(a["deadline_remaining_ms"], fmt.ms)
+    a["cost_text"] = [
+        fmt.money(c, cur) if not pd.isna(c) and c else fmt.DASH
+        for c, cur in zip(a["cost_micros"], a["cost_currency"], strict=True)
+    ]
+    a["decision_text"] = a["decision"].fillna(fmt.DASH)
+    a["late_success"] = (
+        (a["outcome"] == "success") & (a["end_time"] > deadline) if deadline is not None else False
+    )
+    a["release_short"] = a["route_release"].str.slice(0, 12)
     group = ["layer", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
     prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
@@ -88,30 +129,18 @@ def timeline_frames(
     ).dropna()
     gaps = gaps[gaps["to_ms"] > gaps["from_ms"]]
     gaps["gap_ms"] = gaps["to_ms"] - gaps["from_ms"]
-    marks = a.loc[a["not_before_ms"].notna(), ["lane", "not_before_ms"]]
-    return a, gaps, marks
-
-
-_COUNTS = (
-    "attempt_ordinal",
-    "parent_attempt_ordinal",
-    "hedge_ordinal",
-    "backoff_delay_ms",
-    "retry_after_ms",
-    "deadline_remaining_ms",
-    "cost_micros",
-    "http_status_code",
-)
-
-
-def _attribute_rows(bars: pd.DataFrame) -> pd.DataFrame:
-    """The attempts' attributes for display: counts as integers, times to 0.1 ms."""
-    rows = bars[ATTRIBUTES].copy()
-    for column in _COUNTS:
-        rows[column] = rows[column].astype("Int64")
-    for column in ("start_ms", "duration_ms", "not_before_ms"):
-        rows[column] = rows[column].map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
-    return rows.rename(columns={"attempt_ordinal": "ordinal"})
+    gaps["gap_text"] = gaps["gap_ms"].map(fmt.ms)
+    marks = a.loc[a["not_before_ms"].notna(), ["lane", "not_before_ms"]].copy()
+    marks["not_before_text"] = marks["not_before_ms"].map(lambda v: f"{fmt.ms(v)} after start")
+    keep = [
+        "lane", "label", "layer", "attempt_ordinal", "route_id", "route_release", "start_ms",
+        "end_ms", "duration_ms", "kind", "is_fallback", "late_success", "is_leaf", "accepted",
+        "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
+        "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
+        "parent_attempt_ordinal", "operation_ordinal", "hedge_ordinal", "breaker_state",
+        "release_short", "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
+    ]  # fmt: skip
+    return a[keep], gaps, marks
 
 
 def _trace_link(trace_id: str) -> None:
@@ -125,19 +154,323 @@ def _trace_link(trace_id: str) -> None:
         )
 
 
-def _summary_table(summary: dict[str, Any]) -> None:
-    shown = {k: ("–" if v is None else str(v)) for k, v in summary.items()}
-    st.table(pd.DataFrame({"attribute": list(shown), "value": list(shown.values())}))
+def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
+    deadline = summary["deadline"]
+    after = (
+        fmt.ms((pd.Timestamp(deadline) - started).total_seconds() * 1000.0) + " after the start"
+        if deadline is not None
+        else fmt.DASH
+    )
+    entry = summary.get("entry_route") or fmt.DASH
+    boundary = summary.get("entry_boundary")
+    parts = [
+        ("tenant", summary["tenant"]),
+        ("operation", summary["operation"]),
+        ("retry owner", summary["retry_owner"]),
+        ("entry route", f"{entry} ({boundary})" if boundary else entry),
+        ("allowed boundary", summary.get("max_data_boundary")),
+        ("required behavior", summary.get("required_behavior_class")),
+        ("deadline", after),
+        ("started", f"{started:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"),
+    ]
+    return " · ".join(f"{k}: **{fmt.DASH if v is None else v}**" for k, v in parts)
+
+
+def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
+    started = pd.Timestamp(summary["started_at"])
+    ended = pd.Timestamp(summary["ended_at"])
+    layers = list(summary["retried_layers"] or [])
+    currency = attempts["cost_currency"].dropna()
+    costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
+    receiver = int(attempts["is_leaf"].sum()) if len(attempts) else 0
+    operations = int(summary["operations"])
+    row = st.container(horizontal=True, gap="medium")
+    with row:
+        st.metric("Terminal", summary["terminal"] or "unknown", width="content", border=True)
+        st.metric("Attempts", fmt.count(len(attempts)), width="content", border=True)
+        st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
+        st.metric(
+            "Retry amplification",
+            fmt.ratio(receiver / operations) if operations else fmt.DASH,
+            f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
+            delta_color="off",
+            delta_arrow="off",
+            width="content",
+            border=True,
+            help="Receiver attempts ÷ distinct operations (the most distinct calls any one "
+            "attempt made), as the report's `amplification_ratio`",
+        )
+        st.metric(
+            "Retry product",
+            f"{int(summary['multiplication'])}×",
+            " × ".join(layers) or None,
+            delta_color="off",
+            delta_arrow="off",
+            width="content",
+            border=True,
+        )
+        st.metric(
+            "Duration",
+            fmt.ms((ended - started).total_seconds() * 1000.0),
+            width="content",
+            border=True,
+        )
+        st.metric(
+            "Cost",
+            fmt.money(costs.sum(), currency.iloc[0] if len(currency) else None)
+            if costs.notna().any()
+            else fmt.DASH,
+            width="content",
+            border=True,
+        )
+        st.metric("Findings", fmt.count(findings), width="content", border=True)
+
+
+def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
+    started = pd.Timestamp(summary["started_at"])
+    deadline = summary["deadline"]
+    deadline_at = pd.Timestamp(deadline) if deadline is not None else None
+    bars, gaps, marks = timeline_frames(attempts, started, deadline_at)
+    deadline_ms = (
+        (deadline_at - started).total_seconds() * 1000.0 if deadline_at is not None else None
+    )
+    st.subheader("Attempt timeline")
+    st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
+    beyond = (
+        f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the attempts."
+        if deadline_ms is not None and deadline_ms > 2 * float(bars["end_ms"].max())
+        else ""
+    )
+    st.caption(
+        "Bars: attempts by layer · route, one colour per outcome kind, `#ordinal` inside or "
+        "just after. Dashed: backoff gaps. Black ticks: not_before. **fallback**: a fallback "
+        "route. Red diamond: a success after the deadline. Red line: the deadline." + beyond
+    )
+    return bars
+
+
+def _visible(spans: pd.DataFrame, collapsed: set[str]) -> pd.DataFrame:
+    """The spans shown when those in ``collapsed`` hide what lies beneath them (the frame
+    is in tree order: a span's descendants follow it with a greater depth)."""
+    keep = []
+    hide_below: int | None = None
+    for span_id, depth in zip(spans["span_id"], spans["depth"], strict=True):
+        if hide_below is not None and depth > hide_below:
+            keep.append(False)
+            continue
+        hide_below = depth if span_id in collapsed else None
+        keep.append(True)
+    return spans[keep]
+
+
+def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) -> pd.DataFrame:
+    s = spans.copy()
+    s["start_ms"] = _since(s["start_time"], started)
+    s["end_ms"] = _since(s["end_time"], started)
+    s["kind"] = _kind(s).where(
+        s["span_role"] == "attempt", s["status_code"].map(charts.STATUS_KINDS).fillna("unknown")
+    )
+    what = s["name"].where(
+        s["layer"].isna(),
+        s["layer"] + " #" + s["attempt_ordinal"].astype("Int64").astype(str) + " · " + s["name"],
+    )
+    # visible guides (SVG text drops leading and repeated spaces)
+    marker = (
+        s["children"]
+        .gt(0)
+        .map({True: "▾ ", False: "· "})
+        .where(~s["span_id"].isin(collapsed), "▸ ")
+    )
+    s["what"] = what
+    row = s["depth"].map(lambda d: "│ " * int(d)) + marker + what
+    dupes = row.groupby(row).cumcount()
+    s["row"] = row.where(dupes == 0, row + " (" + (dupes + 1).astype(str) + ")")
+    s["outcome_text"] = s["kind"] + " / " + s["status_code"].fillna(fmt.DASH)
+    s["start_text"] = s["start_ms"].map(fmt.ms)
+    s["duration_text"] = s["duration_ms"].map(fmt.ms)
+    return s
+
+
+def _detail(span: pd.Series) -> list[tuple[str, str]]:
+    """The detail panel of one span: (field, shown value), recorded fields only."""
+
+    def value(name: str, show: Any = str) -> str | None:
+        v = span.get(name)
+        return None if v is None or (not isinstance(v, list | dict) and pd.isna(v)) else show(v)
+
+    cost = value("cost_micros", lambda c: fmt.money(c, span.get("cost_currency")))
+    if cost is not None and span.get("cost_estimated"):
+        cost += " (estimate)"
+    tokens = [value("gen_ai_input_tokens", fmt.count), value("gen_ai_output_tokens", fmt.count)]
+    fields = [
+        ("Span", f"{span['name']} ({span['kind']}, {span['span_id']})"),
+        ("Role", value("span_role")),
+        (
+            "Layer / attempt",
+            " #".join(
+                x for x in (value("layer"), value("attempt_ordinal", lambda v: str(int(v)))) if x
+            )
+            or None,
+        ),
+        (
+            "Status",
+            " — ".join(
+                x for x in (value("status_code"), value("status_message", fmt.redacted)) if x
+            )
+            or None,
+        ),
+        ("Error type", value("error_type", fmt.redacted)),
+        ("Outcome", " / ".join(x for x in (value("outcome"), value("outcome_kind")) if x) or None),
+        ("Decision", value("decision")),
+        ("Terminal", value("terminal")),
+        (
+            "HTTP",
+            " ".join(
+                x
+                for x in (value("http_method"), value("http_status_code", lambda v: str(int(v))))
+                if x
+            )
+            or None,
+        ),
+        ("Resend", value("http_resend_count", lambda v: str(int(v)))),
+        ("Route", value("route_id")),
+        ("Route release", value("route_release")),
+        ("Route data boundary", value("route_data_boundary")),
+        ("Route behavior class", value("route_behavior_class")),
+        ("Fallback", "yes" if span.get("is_fallback") is True else None),
+        ("Duration", value("duration_ms", fmt.ms)),
+        ("Backoff before it", value("backoff_delay_ms", fmt.ms)),
+        ("Retry-After", value("retry_after_ms", fmt.ms)),
+        ("Deadline left at dispatch", value("deadline_remaining_ms", fmt.ms)),
+        ("Cost", cost),
+        ("Hedge", value("hedge_ordinal", lambda v: f"#{int(v)}")),
+        ("Breaker", value("breaker_state")),
+        ("GenAI provider", value("gen_ai_provider_name")),
+        (
+            "GenAI model",
+            " → ".join(
+                x for x in (value("gen_ai_request_model"), value("gen_ai_response_model")) if x
+            )
+            or None,
+        ),
+        ("GenAI operation", value("gen_ai_operation_name")),
+        ("Tokens in / out", " / ".join(t or fmt.DASH for t in tokens) if any(tokens) else None),
+        ("Service", value("service_name")),
+        ("Instrumentation", value("scope_name")),
+    ]
+    return [(k, v) for k, v in fields if v is not None]
+
+
+def _events(span: pd.Series) -> pd.DataFrame:
+    events = span.get("events")
+    if events is None or len(events) == 0:
+        return pd.DataFrame()
+    rows = []
+    for event in events:
+        attributes = dict(event.get("attributes") or [])
+        shown = " · ".join(
+            f"{k}: {fmt.redacted(_json_value(v))}" for k, v in sorted(attributes.items())
+        )
+        rows.append(
+            {"Event": event.get("name"), "Time (UTC)": event.get("time"), "Attributes": shown}
+        )
+    return pd.DataFrame(rows)
+
+
+def _json_value(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
+    rid = summary["logical_request_id"]
+    started = pd.Timestamp(summary["started_at"])
+    key = f"{_COLLAPSED}:{rid}"
+    if key not in st.session_state:
+        deep = spans[(spans["depth"] >= 1) & (spans["span_role"] == "attempt")]
+        st.session_state[key] = (
+            set()
+            if len(spans) <= TREE_EXPANDED_UP_TO
+            else set(deep["span_id"][deep["children"] > 0])
+        )
+    collapsed: set[str] = st.session_state[key]
+    st.subheader(f"Span tree: {len(spans):,} span(s)")
+    left, right = st.columns([3, 2])
+    with left:
+        buttons = st.container(horizontal=True)
+        if buttons.button("Expand all", key="tree_expand"):
+            collapsed.clear()
+        if buttons.button(
+            "Collapse attempts", key="tree_collapse", help="Hide what lies beneath each attempt"
+        ):
+            collapsed.update(
+                spans["span_id"][(spans["span_role"] == "attempt") & (spans["children"] > 0)]
+            )
+        rows = _tree_rows(_visible(spans, collapsed), collapsed, started)
+        event = st.altair_chart(
+            charts.waterfall(rows), width="stretch", key=f"tree:{rid}", on_select="rerun"
+        )
+        clicked = charts.picked(event, "span_id")
+        if clicked is not None and clicked != st.session_state.get(_SPAN):
+            st.session_state[_SPAN] = clicked
+            _url.publish(PARAMS)
+        st.caption(
+            "Click a span for its details. ▾: the spans beneath it are shown; ▸: they are "
+            "collapsed; ·: nothing beneath it."
+        )
+    with right:
+        chosen = st.session_state.get(_SPAN)
+        match = spans[spans["span_id"] == chosen]
+        span = match.iloc[0] if len(match) else spans.iloc[0]
+        with st.container(border=True):
+            st.markdown(f"**{span['name']}**")
+            if span["children"] > 0:
+                hidden = span["span_id"] in collapsed
+                verb = "Expand" if hidden else "Collapse"
+                label = f"{verb} its {int(span['children'])} child span(s)"
+                if st.button(label, key="tree_toggle"):
+                    (collapsed.discard if hidden else collapsed.add)(span["span_id"])
+                    st.rerun()
+            st.table(pd.DataFrame(_detail(span), columns=["Field", "Value"]).set_index("Field"))
+            events = _events(span)
+            if not events.empty:
+                st.markdown("**Events**")
+                st.dataframe(events, hide_index=True, width="stretch")
+
+
+def _findings(findings: pd.DataFrame) -> None:
+    st.subheader(f"Findings: {len(findings):,}")
+    if findings.empty:
+        st.success("No finding names this request.")
+        return
+    f = findings.copy()
+    f["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in f["evidence"]]
+    table(f, FINDING_COLUMNS, as_text=True)
+    with st.expander("What these rules mean"):
+        for rule in dict.fromkeys(f["rule_id"]):
+            r = BY_ID.get(rule)
+            if r is not None:
+                st.markdown(f"**{r.id}** ({r.severity.value}): {r.meaning} *{r.action}*")
 
 
 def render() -> None:
-    ctx = current()
+    ctx: Context = current()
     st.header("Request drill-down")
-    ident = _search_box()
+    problems = _url.seed(PARAMS, entered=ctx.entered)
+    for problem in problems:
+        st.warning(problem)
+    ident = st.text_input(
+        "Logical request id, trace id or idempotency digest",
+        key=_SEARCH,
+        placeholder="e.g. 4bf92f3577b34da6a3ce929d0e0e4736",
+    ).strip()
+    _url.publish(PARAMS)
     if not ident:
         st.info(
-            "Enter a logical request id, trace id or idempotency digest, or open a "
-            "request from the Findings or Amplification pages."
+            "Enter a logical request id, trace id or idempotency digest, or open a request "
+            "from the Requests explorer (or any table of requests)."
         )
         return
     summaries = ctx.source.query("request_summary", None, ident).to_pylist()
@@ -151,54 +484,23 @@ def render() -> None:
         summary = summaries[ids.index(picked)]
     rid = summary["logical_request_id"]
     attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
-
-    multiplication = int(summary["multiplication"])
-    layers = list(summary["retried_layers"] or [])
-    cols = st.columns(5)
-    cols[0].metric("Terminal", summary["terminal"] or "unknown")
-    cols[1].metric("Attempts", num(len(attempts)))
-    cols[2].metric(
-        "Receiver attempts", num(int(attempts["is_leaf"].sum())) if len(attempts) else "0"
-    )
-    cols[3].metric(
-        "Retry product", f"{multiplication}×", " × ".join(layers) or None, delta_color="off"
-    )
+    findings = ctx.source.query("request_findings", None, rid).to_pandas()
+    spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
     started = pd.Timestamp(summary["started_at"])
-    ended = pd.Timestamp(summary["ended_at"])
-    cols[4].metric("Duration", ms((ended - started).total_seconds() * 1000.0))
-    st.caption(f"Logical request `{rid}`")
-    _trace_link(str(summary["trace_id"]))
 
+    _figures(summary, attempts, len(findings))
+    st.markdown(f"Logical request `{rid}` — " + _contract(summary, started))
+    _trace_link(str(summary["trace_id"]))
     if attempts.empty:
         st.info("This request recorded no attempts.")
     else:
-        bars, gaps, marks = timeline_frames(attempts, started)
-        deadline = summary["deadline"]
-        deadline_ms = (
-            (pd.Timestamp(deadline) - started).total_seconds() * 1000.0
-            if deadline is not None
-            else None
-        )
-        st.subheader("Attempt timeline")
-        lanes = bars["lane"].nunique()
-        st.altair_chart(
-            charts.timeline(bars, gaps, marks, deadline_ms),
-            width="stretch",
-            height=charts.timeline_height(lanes),
-        )
-        beyond = (
-            f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the attempts."
-            if deadline_ms is not None and deadline_ms > 2 * float(bars["end_ms"].max())
-            else ""
-        )
-        st.caption(
-            "Bars: attempts by layer · route, coloured by outcome. Dashed: backoff gaps. "
-            "Black ticks: not_before. Red line: the deadline." + beyond
-        )
+        bars = _timeline(summary, attempts)
+    if not spans.empty:
+        _span_tree(summary, spans)
+    _findings(findings)
+    if not attempts.empty:
         st.subheader("Attempts")
-        st.table(_attribute_rows(bars))
-    st.subheader("Request attributes")
-    _summary_table(summary)
+        table(bars, ATTEMPT_COLUMNS, as_text=True)
 
 
 if __name__ == "__main__":

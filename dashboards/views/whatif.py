@@ -17,55 +17,51 @@ import streamlit as st
 
 from retryscope.analytics.replay._whatif import DEFAULT_WINDOW_MS, WhatIf
 from retryscope.dashboards import _charts as charts
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import (
-    frame,
-    nothing_in_scope,
-    num,
-    pct,
-    request_table,
-    with_links,
-)
+from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 200
-METRICS = (
-    # (summary metric, label, format, a rise is bad)
-    ("attempts", "Attempts", num, True),
-    ("cost_micros", "Cost, micros", num, True),
-    ("successes", "Successes", num, False),
-    ("success_rate", "Success rate", pct, False),
-    ("deadline_misses", "Deadline misses", num, True),
-)
 CHARTED = ("attempts", "cost_micros", "successes", "deadline_misses")
-AFFECTED_COLUMNS = [
-    "open",
-    "logical_request_id",
-    "recorded_terminal",
-    "replayed_status",
-    "cut_by",
-    "cut_at_attempt",
-    "recorded_attempts",
-    "replayed_attempts",
-    "attempts_saved",
-    "cost_saved_micros",
-    "shift_ms",
-    "estimated",
-    "recorded_deadline_miss",
-    "replayed_deadline_miss",
-    "trace_id",
-]
-DRIFT_COLUMNS = [
-    "open",
-    "logical_request_id",
-    "drift",
-    "check",
-    "field",
-    "attempt_ordinal",
-    "route_id",
-    "observed",
-    "planned",
-    "message",
-]
+AFFECTED_COLUMNS = (
+    fmt.Column("logical_request_id", "Request"),
+    fmt.Column("recorded_terminal", "Recorded terminal"),
+    fmt.Column("replayed_status", "Replayed status"),
+    fmt.Column("cut_by", "Cut by", help="The policy rule that stops the request"),
+    fmt.Column("cut_at_attempt", "Cut at attempt", fmt.Unit.COUNT),
+    fmt.Column("recorded_attempts", "Recorded attempts", fmt.Unit.COUNT),
+    fmt.Column("replayed_attempts", "Replayed attempts", fmt.Unit.COUNT),
+    fmt.Column("attempts_saved", "Attempts saved", fmt.Unit.COUNT),
+    fmt.Column("cost_saved_micros", "Cost saved", fmt.Unit.MONEY),
+    fmt.Column("shift_ms", "Success moved by", fmt.Unit.MS),
+    fmt.Column("estimated", "Estimated", fmt.Unit.FLAG),
+    fmt.Column("recorded_deadline_miss", "Recorded miss", fmt.Unit.FLAG),
+    fmt.Column("replayed_deadline_miss", "Replayed miss", fmt.Unit.FLAG),
+    fmt.Column("trace_id", "Trace"),
+)
+DRIFT_COLUMNS = (
+    fmt.Column("logical_request_id", "Request"),
+    fmt.Column("drift", "Drift"),
+    fmt.Column("check", "Check"),
+    fmt.Column("field", "Field"),
+    fmt.Column("attempt_ordinal", "Attempt", fmt.Unit.COUNT),
+    fmt.Column("route_id", "Route"),
+    fmt.Column("observed", "Observed"),
+    fmt.Column("planned", "Planned"),
+    fmt.Column("message", "Message", width="large"),
+)
+
+
+def _metrics(currency: str | None) -> tuple[tuple[str, str, Any, bool], ...]:
+    """(summary metric, label, format, a rise is bad) of the figures compared; cost in the
+    data set's ``currency``."""
+    return (
+        ("attempts", "Attempts", fmt.count, True),
+        ("cost_micros", "Cost", lambda v: fmt.money(v, currency), True),
+        ("successes", "Successes", fmt.count, False),
+        ("success_rate", "Success rate", fmt.pct, False),
+        ("deadline_misses", "Deadline misses", fmt.count, True),
+    )
 
 
 def _policy() -> WhatIf | None:
@@ -133,37 +129,51 @@ def _shown(value: Any, fmt: Any) -> str:
 
 
 def _short_pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
+    return fmt.pct(value, 0)
 
 
-def _replayed(row: dict[str, Any], fmt: Any) -> str:
+def _replayed(row: dict[str, Any], show: Any) -> str:
     """The replayed figure, or its range when unknown outcomes leave it open (percentages
     without decimals there, so the range fits its column)."""
     low, high = row["replayed_low"], row["replayed_high"]
     if high is not None and not pd.isna(high) and high == low:
-        return str(fmt(low))
-    fmt = _short_pct if fmt is pct else fmt
-    return f"{fmt(low)} – {_shown(high, fmt)}"
+        return str(show(low))
+    show = _short_pct if show is fmt.pct else show
+    return f"{show(low)} – {_shown(high, show)}"
 
 
-def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf) -> None:
+def _change(metric: str, low: Any, recorded: Any, show: Any) -> str | None:
+    """The low bound's change against the recording: percentage points for a rate."""
+    if metric == "success_rate":
+        return fmt.delta_pp(low, recorded)
+    if metric == "cost_micros":
+        change = int(low) - int(recorded)
+        return ("-" if change < 0 else "+") + str(show(abs(change)))
+    return fmt.delta_count(low, recorded)
+
+
+def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | None) -> None:
     counts = rows["requests"]
     st.caption(
-        f"Replaying {num(counts['recorded'])} request(s) under **{policy.describe()}**. "
-        "Estimates from the recorded outcomes, not measurements."
+        f"Replaying {fmt.count(counts['recorded'])} request(s) under "
+        f"**{policy.describe()}**. Estimates from the recorded outcomes, not measurements."
     )
-    for col, (metric, label, fmt, bad_up) in zip(st.columns(len(METRICS)), METRICS, strict=True):
+    metrics = _metrics(currency)
+    cards = st.container(horizontal=True, gap="small")  # as wide as their text: none cut
+    for metric, label, show, bad_up in metrics:
         row = rows[metric]
-        delta = row["replayed_low"] - row["recorded"]
-        change = f"{delta:+.1%}" if fmt is pct else f"{delta:+,.0f}"
-        col.metric(
-            f"{label} (est.)",
-            _replayed(row, fmt),
-            f"{change} vs {fmt(row['recorded'])} recorded",
-            delta_color="off" if delta == 0 else ("inverse" if bad_up else "normal"),
-            delta_arrow="off" if delta == 0 else "auto",
-            help="Change of the low bound against the recording.",
-        )
+        change = _change(metric, row["replayed_low"], row["recorded"], show)
+        flat = fmt.is_zero(change)
+        with cards.container(border=True, width="content"):
+            st.metric(
+                f"{label} (est.)",
+                _replayed(row, show),
+                f"{change} vs {show(row['recorded'])} recorded",
+                delta_color="off" if flat else ("inverse" if bad_up else "normal"),
+                delta_arrow="off" if flat else "auto",
+                help="Change of the low bound against the recording"
+                + (" (percentage points)." if metric == "success_rate" else "."),
+            )
     unknown = int(counts["unknown_requests"])
     estimated = int(counts["estimated_requests"])
     if unknown:
@@ -181,10 +191,18 @@ def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf) -> None:
         )
 
 
-def _chart(rows: dict[str, dict[str, Any]]) -> None:
+def _chart(rows: dict[str, dict[str, Any]], currency: str | None) -> None:
+    """Recorded vs replayed low/high per charted figure, money in units of ``currency``."""
+    labels = {metric: label for metric, label, _, _ in _metrics(currency)}
+    labels["cost_micros"] = f"Cost ({currency or '?'})"
+    scale = {"cost_micros": 1e-6}
     long = pd.DataFrame(
         [
-            {"metric": m, "series": series, "value": rows[m][column]}
+            {
+                "metric": labels[m],
+                "series": series,
+                "value": None if rows[m][column] is None else rows[m][column] * scale.get(m, 1),
+            }
             for m in CHARTED
             for series, column in (
                 ("recorded", "recorded"),
@@ -193,10 +211,32 @@ def _chart(rows: dict[str, dict[str, Any]]) -> None:
             )
         ]
     ).dropna()
-    st.altair_chart(charts.comparison(long, list(CHARTED)), width="content")
+    st.altair_chart(charts.comparison(long, [labels[m] for m in CHARTED]), width="content")
 
 
-def _affected(ctx: Context, policy: WhatIf) -> None:
+def _table(rows: dict[str, dict[str, Any]], currency: str | None) -> None:
+    """The exact figures, each in its unit (``unbounded`` where nothing bounds it)."""
+    shown = [
+        ("Requests", fmt.count, rows["requests"]),
+        *((label, show, rows[metric]) for metric, label, show, _ in _metrics(currency)),
+    ]
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "Figure": label,
+                    "Recorded": show(row["recorded"]),
+                    "Replayed (low)": show(row["replayed_low"]),
+                    "Replayed (high)": _shown(row["replayed_high"], show),
+                }
+                for label, show, row in shown
+            ]
+        ),
+        hide_index=True,
+    )
+
+
+def _affected(ctx: Context, policy: WhatIf, currency: str | None) -> None:
     args = (ROW_LIMIT, *astuple(policy))
     total, top = ctx.source.query("whatif_affected", ctx.filters, *args)
     st.subheader(f"Most affected requests: {total:,}")
@@ -208,8 +248,7 @@ def _affected(ctx: Context, policy: WhatIf) -> None:
         "`replayed_status` unknown means retried beyond the recording."
         + (f" The first {ROW_LIMIT:,} are listed." if total > ROW_LIMIT else "")
     )
-    table = with_links(frame(top))[AFFECTED_COLUMNS]
-    request_table(table, "whatif_table")
+    request_table(ctx, frame(top), AFFECTED_COLUMNS, "whatif_table", currency=currency)
 
 
 def _drift(ctx: Context) -> None:
@@ -230,27 +269,25 @@ def _drift(ctx: Context) -> None:
         f"{len(drift):,} request(s) did not follow their recorded policy: the first attempt "
         "the control-plane evaluator rejects, its field, and observed vs planned values."
     )
-    table = with_links(drift)[DRIFT_COLUMNS]
-    request_table(table, "drift_table")
+    request_table(ctx, drift, DRIFT_COLUMNS, "drift_table")
 
 
 def render() -> None:
     ctx = current()
     st.header("What-if")
-    report = ctx.source.query("report", ctx.filters)
-    if nothing_in_scope(report["logical_requests"]):
+    report = scope_report(ctx)
+    if report is None:
         return
     policy = _policy()
     if policy is not None:
         summary = ctx.source.query("whatif", ctx.filters, *astuple(policy))
         rows = {r["metric"]: r for r in summary.to_pylist()}
-        _summary(rows, policy)
-        _chart(rows)
-        st.dataframe(
-            frame(summary)[["metric", "recorded", "replayed_low", "replayed_high"]],
-            hide_index=True,
-        )
-        _affected(ctx, policy)
+        costs = report["cost"]["by_currency"]
+        currency = max(costs, key=lambda r: r["total_micros"])["currency"] if costs else None
+        _summary(rows, policy, currency)
+        _chart(rows, currency)
+        _table(rows, currency)
+        _affected(ctx, policy, currency)
     _drift(ctx)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pyarrow as pa
 import pytest
@@ -80,3 +81,62 @@ def charts(at: AppTest) -> list[tuple[dict[str, Any], dict[str, pa.Table]]]:
 
 def subheaders(at: AppTest) -> list[str]:
     return [s.value for s in at.subheader]
+
+
+def links(at: AppTest) -> dict[str, tuple[str, dict[str, str]]]:
+    """Every ``st.page_link`` shown: label → (target page url path, query parameters)."""
+    out = {}
+    for link in at.page_link:
+        query = {k: v[-1] for k, v in parse_qs(link.proto.query_string).items()}
+        out[link.proto.label] = (link.proto.page, query)
+    return out
+
+
+def kpi_links(at: AppTest) -> dict[str, dict[str, str]]:
+    """The query each KPI card's link opens the Requests explorer with, by KPI label (the
+    cards' metrics and links come in the same order)."""
+    cards = [m.label for m in at.metric]
+    shown = [link for link in at.page_link if link.proto.label == "Show requests"]
+    helps = {link.proto.help.removeprefix("Requests behind "): link for link in shown}
+    out = {}
+    for label in cards:
+        link = helps.get(label)
+        if link is not None:
+            assert link.proto.page == "requests"
+            out[label] = {k: v[-1] for k, v in parse_qs(link.proto.query_string).items()}
+    return out
+
+
+PAGE_SCRIPTS = {"": "overview", "requests": "requests", "request": "request"}
+
+
+def follow(at: AppTest, page: str, query: dict[str, str]) -> AppTest:
+    """Open ``page`` (a url path) with ``query`` as a link does: the URL holds exactly
+    ``query``."""
+    at.query_params.clear()
+    at.query_params.update(query)
+    at.switch_page(f"views/{PAGE_SCRIPTS.get(page, page)}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def select_row(at: AppTest, key: str, row: int) -> AppTest:
+    """Select row ``row`` of the ``st.dataframe`` with ``key`` (as a click on it does)."""
+    at.session_state[key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def select_chart(at: AppTest, key: str, selection: dict[str, Any]) -> AppTest:
+    """Make the selections ``selection`` (param name → value) on the chart with ``key``
+    (as a click or a brush in the browser does)."""
+    at.session_state[key] = {"selection": selection}
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def table(at: AppTest, index: int = 0) -> Any:
+    """The data of the ``index``-th ``st.dataframe`` shown."""
+    return at.dataframe[index].value

@@ -1,9 +1,14 @@
 """The UI in a real browser: ``retryscope ui`` served on a free local port, opened in
-Debian's headless Chromium through playwright (never a browser download)."""
+Debian's headless Chromium through playwright (never a browser download). Every page is
+screenshotted (into ``$RETRYSCOPE_SCREENSHOTS`` too when set) and checked for cut labels;
+an on-call engineer's path — the Overview's amplification figure, the requests behind it,
+one request's span tree — takes three clicks."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +31,23 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+SCREENSHOTS_ENV = "RETRYSCOPE_SCREENSHOTS"
+PAGES = (
+    # (screenshot, path, what the page shows once it ran: test id → how many)
+    ("overview", "", {"stVegaLiteChart": 3, "stDataFrame": 4}),
+    ("requests", "requests", {"stDataFrame": 1}),
+    ("amplification", "amplification", {"stVegaLiteChart": 3, "stDataFrame": 3}),
+    ("fallbacks", "fallbacks", {"stDataFrame": 2}),
+    ("deadlines", "deadlines", {"stVegaLiteChart": 1, "stDataFrame": 2}),
+    ("findings", "findings", {"stVegaLiteChart": 1, "stDataFrame": 1}),
+    ("request-nested", "request?id=nested", {"stVegaLiteChart": 2, "stDataFrame": 2}),
+    ("request-deadline", "request?id=deadline", {"stVegaLiteChart": 2, "stDataFrame": 2}),
+    ("whatif", "whatif", {"stVegaLiteChart": 1, "stDataFrame": 1}),
+)
+TIMEOUT_MS = 90_000
+"""Page runs share two cores with whatever else runs: waits are generous."""
+CUT = """els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+"""The texts of the elements whose content does not fit (CSS cuts it with an ellipsis)."""
 
 pytestmark = [
     pytest.mark.browser,
@@ -55,10 +78,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) 
     raise AssertionError(f"{url} not healthy after {timeout} s")
 
 
-@pytest.fixture
-def served(ui_data: Path, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def served(ui_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     env = dict(os.environ, RETRYSCOPE_TRACE_URL="http://localhost:16686/trace/{trace_id}")
+    log = tmp_path_factory.mktemp("ui-log") / "ui.log"
     proc = subprocess.Popen(
         [
             str(Path(sys.executable).with_name("retryscope")),
@@ -68,7 +92,7 @@ def served(ui_data: Path, tmp_path: Path) -> Iterator[str]:
             str(port),
         ],
         env=env,
-        stdout=(tmp_path / "ui.log").open("wb"),
+        stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
@@ -87,83 +111,199 @@ def served(ui_data: Path, tmp_path: Path) -> Iterator[str]:
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_drill_down_renders_the_timeline_in_chromium(served: str, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
     from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1300})
-            page.goto(f"{served}/request?id=nested", wait_until="domcontentloaded")
-            chart = page.get_by_test_id("stVegaLiteChart").first
-            expect(chart).to_be_visible(timeout=60_000)
-            svg = chart.locator("svg").first  # small charts render as SVG: marks in the DOM
-            svg.wait_for(state="visible", timeout=30_000)
-            texts = svg.locator("text")
-            expect(texts.filter(has_text="transport · primary")).to_have_count(1)
-            expect(texts.filter(has_text="harness · primary")).to_have_count(1)
-            labels = [t for t in texts.all_text_contents() if t.startswith("#")]
-            assert sorted(labels) == sorted(
-                ["#1", "#2", "#3"] * 2 + ["#4", "#5", "#6", "#7", "#8", "#9"]
-            )
-            marks = svg.locator("[aria-roledescription='bar']").evaluate_all(
-                "els => els.map(e => e.getAttribute('aria-label'))"
-            )
-            assert len(marks) == 12
-            last = [m for m in marks if "layer: harness" in m and "attempt_ordinal: 3" in m]
-            assert len(last) == 1
-            assert "outcome: success" in last[0]
-            assert "start_ms: 260" in last[0]
-            metrics = page.get_by_test_id("stMetric")
-            expect(metrics.filter(has_text="Receiver attempts")).to_contain_text("9")
-            expect(metrics.filter(has_text="Retry product")).to_contain_text("9×")
-            expect(metrics.filter(has_text="Duration")).to_contain_text("290.0 ms")
-            expect(page.get_by_role("link", name="Open trace")).to_have_attribute(
-                "href", __import__("re").compile(r"^http://localhost:16686/trace/[0-9a-f]{32}$")
-            )
-            table = page.get_by_test_id("stTable").first
-            expect(table).to_contain_text("transport")
-            expect(table).to_contain_text("success")
-            box = chart.bounding_box()
-            assert box is not None
-            assert box["width"] > 400
-            assert box["height"] > 100
-            page.wait_for_timeout(500)  # let Vega finish drawing before the screenshot
-            shot = tmp_path / "drill-down.png"
-            page.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 10_000
-            page.goto(served, wait_until="domcontentloaded")  # Overview is the default page
-            kpis = page.get_by_test_id("stMetric")
-            expect(kpis.nth(1)).to_contain_text("Amplification", timeout=60_000)
-            expect(kpis.nth(1)).to_contain_text("2.33×")
-            page.get_by_test_id("stVegaLiteChart").nth(2).locator("svg").wait_for(timeout=30_000)
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
-            page.goto(f"{served}/whatif", wait_until="domcontentloaded")
-            attempts = page.get_by_role("spinbutton", name="Max attempts")
-            attempts.wait_for(timeout=60_000)
-            attempts.fill("1")
-            attempts.press("Enter")
-            figures = page.get_by_test_id("stMetric")
-            expect(figures.first).to_contain_text("Attempts (est.)", timeout=60_000)
-            expect(figures.first).to_contain_text("9", timeout=60_000)
-            expect(figures.first).to_contain_text("-6 vs 15 recorded")
-            bars = page.get_by_test_id("stVegaLiteChart").first.locator(
-                "[aria-roledescription='bar']"
-            )
-            expect(bars).to_have_count(12)  # 4 metrics × recorded, replayed low and high
-            labels = bars.evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
-            attempts_bars = {
-                label.split("series: ")[1].split(";")[0]: label.split("value: ")[1].split(";")[0]
-                for label in labels
-                if "metric: attempts" in label
-            }
-            assert attempts_bars == {
-                "recorded": "15",
-                "replayed (low)": "9",
-                "replayed (high)": "9",
-            }
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(tmp_path / "whatif.png"), full_page=True)
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1500, "height": 1300})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def _settled(page: Any, shows: dict[str, int] | None = None) -> None:
+    """Wait until the page ran: its header is drawn, it ``shows`` (test id → at least
+    that many elements), no spinner is left and every chart has drawn its marks."""
+    main = page.get_by_test_id("stMain")
+    main.get_by_test_id("stHeading").first.wait_for(timeout=TIMEOUT_MS)
+    for test_id, count in (shows or {}).items():
+        main.get_by_test_id(test_id).nth(count - 1).wait_for(state="attached", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stSpinner],[data-testid=stSkeleton]')"
+        " && [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]"
+        ".every(c => c.querySelector('svg,canvas'))",
+        timeout=TIMEOUT_MS,
+    )
+    page.wait_for_timeout(700)  # let Vega finish drawing
+
+
+def _shoot(page: Any, name: str, tmp_path: Path) -> Path:
+    """A screenshot of the whole page (the main area scrolls on its own: the viewport is
+    made as tall as it); also kept in ``$RETRYSCOPE_SCREENSHOTS`` when that is set."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight + 40")
+    page.set_viewport_size({"width": 1500, "height": max(900, min(int(height), 6000))})
+    page.wait_for_timeout(500)
+    shot = tmp_path / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    keep = os.environ.get(SCREENSHOTS_ENV)
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
+    page.set_viewport_size({"width": 1500, "height": 1300})
+    return shot
+
+
+def _cut_labels(page: Any) -> list[str]:
+    """Metric labels and values, tab labels and buttons whose text does not fit."""
+    cut: list[str] = page.locator(
+        "[data-testid=stMetricLabel] .stMarkdownEllipsis, "
+        "[data-testid=stMetricValue] .stMarkdownEllipsis, "
+        "[data-testid=stMetricDelta] .stMarkdownEllipsis, "
+        "[data-testid=stPageLink] p, button p"
+    ).evaluate_all(CUT)
+    return cut
+
+
+@pytest.mark.parametrize(("name", "path", "shows"), PAGES, ids=[n for n, _, _ in PAGES])
+def test_every_page_renders_legibly(
+    served: str, page: Any, name: str, path: str, shows: dict[str, int], tmp_path: Path
+) -> None:
+    page.goto(f"{served}/{path}", wait_until="domcontentloaded")
+    _settled(page, shows)
+    assert not page.get_by_test_id("stException").count(), page.get_by_test_id(
+        "stException"
+    ).all_inner_texts()
+    assert _cut_labels(page) == []
+    for chart in page.get_by_test_id("stVegaLiteChart").all():
+        box = chart.bounding_box()
+        assert box is not None
+        assert box["width"] > 300
+    shot = _shoot(page, name, tmp_path)
+    assert shot.stat().st_size > 20_000
+
+
+def test_from_the_amplification_figure_to_a_span_in_three_clicks(served: str, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    clicks = 0
+    page.goto(served, wait_until="domcontentloaded")
+    _settled(page, {"stMetric": 7})
+    card = (
+        page.get_by_test_id("stVerticalBlock")
+        .filter(
+            has=page.get_by_test_id("stMetricLabel").filter(
+                has_text=re.compile("^Retry amplification$")
+            )
+        )
+        .last
+    )
+    expect(card.get_by_test_id("stMetricValue")).to_have_text("2.33×")
+    card.get_by_role("link", name="Show requests").click()
+    clicks += 1
+    page.wait_for_url(
+        re.compile(r"/requests\?has=retried&sort=excess_attempts$"), timeout=TIMEOUT_MS
+    )
+    _settled(page, {"stDataFrame": 1})
+    expect(page.get_by_test_id("stHeading").filter(has_text="5 of 9 requests")).to_have_count(1)
+    grid = page.get_by_test_id("stDataFrame").first
+    box = grid.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # the first row's selector
+    clicks += 1
+    page.wait_for_url(re.compile(r"/request\?.*id=nested"), timeout=TIMEOUT_MS)
+    _settled(page, {"stVegaLiteChart": 2})
+    assert "retried" not in page.url
+    tree = page.get_by_test_id("stVegaLiteChart").nth(1)
+    bars = tree.locator("[aria-roledescription='bar']")
+    expect(bars).to_have_count(13)  # the request span, 3 harness attempts, 9 sends
+    labels = bars.evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
+    last = next(i for i, label in enumerate(labels) if "transport" in label and "success" in label)
+    bars.nth(last).click()
+    clicks += 1
+    page.wait_for_url(re.compile(r"span=[0-9a-f]{16}"), timeout=TIMEOUT_MS)
+    _settled(page, {"stVegaLiteChart": 2})
+    panel = page.get_by_test_id("stTable").first
+    expect(panel).to_contain_text("transport #9")
+    expect(panel).to_contain_text("success")
+    assert clicks <= 3
+    # nothing an investigator reads is cut: the metrics, the lanes, the tree's rows
+    assert _cut_labels(page) == []
+    lanes = page.get_by_test_id("stVegaLiteChart").first.locator("svg text").all_text_contents()
+    assert {"harness · primary", "transport · primary"} <= set(lanes)
+    rows = tree.locator("svg text").all_text_contents()
+    assert "│ ▾ harness #3 · attempt primary" in rows
+    assert "│ │ · transport #9 · attempt primary" in rows
+
+
+def test_a_fall_shows_a_down_arrow(served: str, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(
+        f"{served}/?since=2026-09-21T14:18:20Z&until=2026-09-21T14:23:20Z",
+        wait_until="domcontentloaded",
+    )
+    _settled(page, {"stMetric": 7, "stMetricDelta": 7})
+    card = page.get_by_test_id("stMetric").filter(
+        has=page.get_by_test_id("stMetricLabel").filter(
+            has_text=re.compile("^Retry amplification$")
+        )
+    )
+    expect(card.get_by_test_id("stMetricDelta")).to_have_text("-2.40×")
+    expect(card.get_by_test_id("stMetricDeltaIcon-Down")).to_have_count(1)
+    assert card.get_by_test_id("stMetricDeltaIcon-Up").count() == 0
+
+
+def test_drill_down_timeline_and_trace_link(served: str, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{served}/request?id=nested", wait_until="domcontentloaded")
+    _settled(page, {"stVegaLiteChart": 2})
+    svg = page.get_by_test_id("stVegaLiteChart").first.locator("svg").first
+    texts = svg.locator("text")
+    expect(texts.filter(has_text="transport · primary")).to_have_count(1)
+    expect(texts.filter(has_text="harness · primary")).to_have_count(1)
+    labels = [t for t in texts.all_text_contents() if t.startswith("#")]
+    # every attempt has its ordinal, inside its bar or (10 ms sends) just after it
+    assert sorted(labels) == sorted(["#1", "#2", "#3"] * 2 + ["#4", "#5", "#6", "#7", "#8", "#9"])
+    marks = svg.locator("[aria-roledescription='bar']").evaluate_all(
+        "els => els.map(e => e.getAttribute('aria-label'))"
+    )
+    assert len(marks) == 12
+    last = [m for m in marks if "attempt: harness #3 on primary" in m]
+    assert len(last) == 1
+    assert "outcome: success" in last[0]
+    assert "start: 260 ms" in last[0]
+    assert "null" not in " ".join(marks)
+    metrics = page.get_by_test_id("stMetric")
+    expect(metrics.filter(has_text="Receiver attempts")).to_contain_text("9")
+    expect(metrics.filter(has_text="Retry product")).to_contain_text("9×")
+    expect(metrics.filter(has_text="Duration")).to_contain_text("290 ms")
+    expect(page.get_by_role("link", name="Open trace")).to_have_attribute(
+        "href", re.compile(r"^http://localhost:16686/trace/[0-9a-f]{32}$")
+    )
+
+
+def test_navigation_keeps_the_filters_in_the_tab(served: str, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{served}/?tenant=globex", wait_until="domcontentloaded")
+    _settled(page, {"stMetric": 7})
+    pages_before = len(page.context.pages)
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Fallbacks").click()
+    page.wait_for_url(re.compile(r"/fallbacks\?tenant=globex$"), timeout=TIMEOUT_MS)
+    _settled(page, {"stMetric": 6})
+    assert len(page.context.pages) == pages_before  # the same tab
+    expect(page.get_by_test_id("stMetric").filter(has_text="Incompatible")).to_contain_text("1")
+    expect(page.get_by_test_id("stMetric").filter(has_text="Degraded")).to_contain_text("0")

@@ -1,23 +1,41 @@
 """Request drill-down: search by logical request id, trace id or idempotency digest; the
-timeline's bars, backoff gaps, not_before marks and deadline; the trace link."""
+attempt timeline (lanes, one colour per outcome kind, ordinals on short bars, backoff gaps,
+not_before marks, fallback, deadline and late-success markers, tooltips); the span tree
+with its detail panel (GenAI model and tokens, redacted errors, events) and collapsing;
+the request's findings; the compact attempts table; the trace link."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics import connect, request_summary
+from retryscope.dashboards import _charts
 from retryscope.dashboards._serve import APP, DATA_ENV, TRACE_URL_ENV
-from tests.dashboards.conftest import charts, metrics, open_page, type_text
+from tests.dashboards.conftest import (
+    charts,
+    follow,
+    metrics,
+    open_page,
+    select_chart,
+    table,
+    type_text,
+)
+from tests.ui_fixture import LEAKY_ERROR
 
 NESTED = {
     "Terminal": "complete",
     "Attempts": "12",
     "Receiver attempts": "9",
+    "Retry amplification": "9.00×",  # 9 sends of one operation
     "Retry product": "9×",
-    "Duration": "290.0 ms",
+    "Duration": "290 ms",
+    "Cost": "–",
+    "Findings": "1",
 }
 
 
@@ -27,47 +45,216 @@ def _ids(ui_data: Path) -> dict[str, str]:
     return {"trace": row["trace_id"], "digest": row["idempotency_digest"]}
 
 
-def _timeline(at: AppTest) -> dict[str, list[dict[str, object]]]:
-    """The timeline's data by role: bars, gaps (rules with an end), ticks, deadline."""
-    ((spec, data),) = charts(at)
-    out: dict[str, list[dict[str, object]]] = {}
-    for layer in spec["layer"]:
-        mark = layer["mark"]["type"]
-        role = {"bar": "bar", "tick": "tick"}.get(mark)
-        if mark == "rule":
-            role = "gap" if "x2" in layer["encoding"] else "deadline"
-        if role is not None:
-            out[role] = data[layer["data"]["name"]].to_pylist()
+def _layers(at: AppTest, index: int = 0) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The ``index``-th chart's layers: (layer spec, its rows)."""
+    spec, data = charts(at)[index]
+    layers = spec.get("layer", [spec])
+    return [(layer, data[layer["data"]["name"]].to_pylist()) for layer in layers]
+
+
+def _timeline(at: AppTest) -> dict[str, list[dict[str, Any]]]:
+    """The timeline's data by role: bars, the ordinal texts inside and after the bars,
+    gaps (rules with an end), ticks, the deadline, the late-success and fallback marks."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for layer, rows in _layers(at):
+        mark = layer["mark"]
+        kind = mark["type"]
+        if kind == "bar":
+            out["bar"] = rows
+        elif kind == "tick":
+            out["tick"] = rows
+        elif kind == "point":
+            out["late"] = rows
+        elif kind == "rule":
+            out["gap" if "x2" in layer["encoding"] else "deadline"] = rows
+        elif kind == "text" and mark.get("text") == "fallback":
+            out["fallback"] = rows
+        elif kind == "text" and layer["encoding"]["text"]["field"] in ("inside", "outside"):
+            out[layer["encoding"]["text"]["field"]] = rows
+        elif kind == "text":
+            out["deadline_label"] = [{"layer": layer}]
     return out
 
 
 def test_drill_down_from_a_link(app: AppTest) -> None:
-    app.query_params["id"] = "nested"
-    open_page(app, "request")
+    follow(app, "request", {"id": "nested"})
     assert app.text_input(key="request_search").value == "nested"
     assert metrics(app) == NESTED
-    assert "harness × transport" in app.metric[3].delta
+    assert "harness × transport" in app.metric[4].delta
+    assert app.metric[3].delta == "1 distinct operation"
     marks = _timeline(app)
     harness = sorted(
-        (b["start_ms"], b["end_ms"], b["outcome"]) for b in marks["bar"] if b["layer"] == "harness"
+        (b["start_ms"], b["end_ms"], b["kind"]) for b in marks["bar"] if b["layer"] == "harness"
     )
     assert harness == [
-        (0.0, 30.0, "retryable"),
-        (130.0, 160.0, "retryable"),
+        (0.0, 30.0, "unavailable"),
+        (130.0, 160.0, "unavailable"),
         (260.0, 290.0, "success"),
     ]
     assert sorted(b["lane"] for b in marks["bar"]).count("transport · primary") == 9
-    assert sorted((g["from_ms"], g["to_ms"], g["gap_ms"]) for g in marks["gap"]) == [
-        (30.0, 130.0, 100.0),
-        (160.0, 260.0, 100.0),
+    # 30 ms bars carry their ordinal inside; 10 ms bars (too short for it) just after
+    assert sorted(t["inside"] for t in marks["inside"] if t["inside"]) == ["#1", "#2", "#3"]
+    assert sorted(t["outside"] for t in marks["outside"] if t["outside"]) == [
+        f"#{n}" for n in range(1, 10)
+    ]
+    assert sorted((g["from_ms"], g["to_ms"], g["gap_text"]) for g in marks["gap"]) == [
+        (30.0, 130.0, "100 ms"),
+        (160.0, 260.0, "100 ms"),
     ]
     assert sorted(t["not_before_ms"] for t in marks["tick"]) == [130.0, 260.0]
     assert "deadline" not in marks  # 5 s away: the axis spans the attempts, a caption says
     assert any("deadline, 5,000 ms after the start" in c.value for c in app.caption)
-    attempts, attributes = (t.value for t in app.table)
+    assert "late" not in marks
+    assert "fallback" not in marks
+    attempts = table(app, 1)
     assert len(attempts) == 12
-    assert list(attempts["backoff_delay_ms"].dropna()) == [100, 100]
-    assert dict(zip(attributes["attribute"], attributes["value"], strict=True))["tenant"] == "acme"
+    assert list(attempts["backoff_delay_ms"]).count("100 ms") == 2
+    assert "acme" in app.markdown[0].value
+
+
+def test_timeline_colours_each_outcome_kind_and_marks_the_deadline(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    marks = _timeline(app)
+    kinds = sorted((b["layer"], b["attempt_ordinal"], b["kind"]) for b in marks["bar"])
+    assert kinds == [
+        ("harness", 1, "unavailable"),
+        ("harness", 2, "success"),
+        ("transport", 1, "rate_limited"),
+        ("transport", 2, "success"),
+    ]
+    bar = next(layer for layer, _ in _layers(app) if layer["mark"]["type"] == "bar")
+    scale = bar["encoding"]["color"]["scale"]
+    colours = dict(zip(scale["domain"], scale["range"], strict=True))
+    assert colours["rate_limited"] != colours["unavailable"]  # one colour per kind
+    assert len(set(colours.values())) == len(colours)
+    assert marks["deadline"] == [{"deadline_ms": 1000.0, "label": "deadline"}]
+    label = marks["deadline_label"][0]["layer"]
+    # the label sits above the plot, not over a bar
+    assert (label["encoding"]["y"], label["mark"]["baseline"]) == ({"value": 0}, "bottom")
+    # both the harness attempt and its send succeeded after the deadline
+    assert sorted((m["layer"], m["end_ms"]) for m in marks["late"]) == [
+        ("harness", 1350.0),
+        ("transport", 1350.0),
+    ]
+
+
+def test_timeline_tooltips_read_as_text(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    bar = next(layer for layer, _ in _layers(app) if layer["mark"]["type"] == "bar")
+    titles = [t["title"] for t in bar["encoding"]["tooltip"]]
+    assert titles == [t for _, t in _charts.TIMELINE_TOOLTIP]
+    assert {"backoff", "Retry-After", "HTTP status", "deadline left", "cost"} <= set(titles)
+    rows = {(b["layer"], b["attempt_ordinal"]): b for b in _timeline(app)["bar"]}
+    send = rows[("transport", 1)]
+    assert {k: send[k] for k, _ in _charts.TIMELINE_TOOLTIP} == {
+        "what": "transport #1 on primary",
+        "outcome_text": "rate_limited",
+        "http_text": "429",
+        "start_text": "0.0 ms",
+        "duration_text": "600 ms",
+        "backoff_text": "–",
+        "retry_after_text": "–",
+        "deadline_left_text": "1,000 ms",
+        "cost_text": "$0.001",
+        "decision_text": "–",
+    }
+    assert all(b[k] is not None for b in rows.values() for k, _ in _charts.TIMELINE_TOOLTIP)
+
+
+def test_a_fallback_attempt_is_marked(app: AppTest) -> None:
+    follow(app, "request", {"id": "widening"})
+    marks = _timeline(app)
+    assert [(m["attempt_ordinal"], m["route_id"]) for m in marks["fallback"]] == [
+        (2, "ext'); SELECT * FROM read_csv('/etc/passwd'); --")
+    ]
+
+
+def _tree(at: AppTest) -> list[dict[str, Any]]:
+    ((_, rows),) = _layers(at, 1)
+    return rows
+
+
+def test_span_tree_shows_every_span_beneath_the_request(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    assert app.subheader[1].value == "Span tree: 6 span(s)"
+    assert [r["row"] for r in _tree(app)] == [
+        "▾ logical_request chat",
+        "│ ▾ harness #1 · attempt primary",
+        "│ │ · transport #1 · attempt primary",
+        "│ ▾ harness #2 · attempt primary",
+        "│ │ ▾ transport #2 · attempt primary",
+        "│ │ │ · chat gpt-test",  # a span no retryscope call made, beneath the send
+    ]
+    genai = _tree(app)[-1]
+    assert (genai["depth"], genai["kind"]) == (3, "span unset")
+    details = dict(app.table[0].value["Value"])
+    assert details["Role"] == "logical_request"  # the root's, until a span is clicked
+    assert details["Status"] == "ERROR — stop_deadline"
+    select_chart(app, "tree:deadline", {"pick": [{"span_id": genai["span_id"]}]})
+    details = dict(app.table[0].value["Value"])
+    assert details["GenAI model"] == "gpt-test → gpt-test-2026-09"
+    assert details["Tokens in / out"] == "120 / 48"
+    assert details["GenAI provider"] == "openai"
+    assert app.query_params["span"] == genai["span_id"]  # this view can be shared
+
+
+def test_a_span_link_opens_its_details_with_the_error_redacted(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    send = next(r for r in _tree(app) if r["row"].endswith("transport #1 · attempt primary"))
+    follow(app, "request", {"id": "deadline", "span": send["span_id"]})
+    details = dict(app.table[0].value["Value"])
+    assert details["HTTP"] == "429"
+    assert details["Outcome"] == "retryable / rate_limited"
+    assert details["Route"] == "primary"
+    assert details["Deadline left at dispatch"] == "1,000 ms"
+    assert details["Cost"] == "$0.001 (estimate)"
+    events = app.dataframe[0].value.to_dict("records")
+    assert [e["Event"] for e in events] == ["exception"]
+    shown = events[0]["Attributes"]
+    assert "exception.type: RateLimitError" in shown
+    assert "hunter2" not in shown
+    assert "sk-live-abcdef123456" not in shown
+    assert "https://REDACTED@api.example/v1?api_key=REDACTED" in shown
+    assert LEAKY_ERROR not in shown
+
+
+def test_span_tree_collapses(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    toggle = next(b for b in app.button if b.label.startswith("Collapse its"))
+    assert toggle.label == "Collapse its 2 child span(s)"
+    toggle.click().run()
+    assert [r["row"] for r in _tree(app)] == ["▸ logical_request chat"]
+    next(b for b in app.button if b.label == "Expand all").click().run()
+    assert len(_tree(app)) == 6
+    next(b for b in app.button if b.label == "Collapse attempts").click().run()
+    assert [r["row"] for r in _tree(app)] == [
+        "▾ logical_request chat",
+        "│ ▸ harness #1 · attempt primary",
+        "│ ▸ harness #2 · attempt primary",
+    ]
+
+
+def test_findings_and_the_compact_attempts_table(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    findings = table(app, 0)
+    assert list(findings["rule_id"]) == ["deadline_exhausted", "doomed_dispatch", "late_success"]
+    assert "late ms: 350.0" in findings["evidence_text"].iloc[2]
+    attempts = table(app, 1)
+    assert list(attempts.columns[:10]) == [
+        "layer",
+        "attempt_ordinal",
+        "route_id",
+        "kind",
+        "http_status_code",
+        "duration_ms",
+        "cost_micros",
+        "backoff_delay_ms",
+        "retry_after_ms",
+        "deadline_remaining_ms",
+    ]
+    assert list(attempts["cost_micros"]) == ["–", "$0.001", "–", "$0.0025"]
+    assert "None" not in attempts.to_string()
+    assert metrics(app)["Cost"] == "$0.0035"
 
 
 def test_search_by_trace_id_and_idempotency_digest(app: AppTest, ui_data: Path) -> None:
@@ -96,12 +283,6 @@ def test_hostile_search_text_is_data(app: AppTest, hostile: str) -> None:
     assert "No logical request, trace or idempotency digest matches" in app.warning[0].value
     type_text(app, "request_search", "deadline")
     assert metrics(app)["Terminal"] == "stop_deadline"
-    marks = _timeline(app)
-    assert marks["deadline"] == [{"deadline_ms": 1000.0, "label": "deadline"}]
-    assert [(b["start_ms"], b["outcome"]) for b in marks["bar"]] == [
-        (0.0, "retryable"),
-        (950.0, "success"),
-    ]
 
 
 def test_trace_link_uses_the_url_template(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,9 +297,16 @@ def test_trace_link_uses_the_url_template(ui_data: Path, monkeypatch: pytest.Mon
 
 
 def test_without_a_template_the_trace_id_is_shown(app: AppTest, ui_data: Path) -> None:
-    app.query_params["id"] = "ok1"
-    open_page(app, "request")
+    follow(app, "request", {"id": "ok1"})
     assert not app.get("link_button")
     trace = _ids(ui_data)["trace"]
     assert any(TRACE_URL_ENV in c.value for c in app.caption)
     assert not any(trace in c.value for c in app.caption)  # ok1 has its own trace
+
+
+def test_the_timeline_sends_only_what_it_draws(app: AppTest) -> None:
+    follow(app, "request", {"id": "nested"})
+    _, data = charts(app)[0]
+    bars: pa.Table = next(t for t in data.values() if "lane" in t.column_names)
+    assert "trace_id" not in bars.column_names
+    assert "request_terminal" not in bars.column_names

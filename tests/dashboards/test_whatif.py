@@ -52,7 +52,7 @@ def whatif(app: AppTest) -> AppTest:
 def test_as_recorded_the_replay_changes_nothing(whatif: AppTest) -> None:
     assert _figures(whatif) == {
         "Attempts (est.)": "15",  # retry-owner attempts: nested counts its 3 harness attempts
-        "Cost, micros (est.)": "0",
+        "Cost (est.)": "$0.002",  # ok1's (deadline's cost is its sends', below the owner)
         "Successes (est.)": "9",
         "Success rate (est.)": "100.0%",
         "Deadline misses (est.)": "1",
@@ -66,46 +66,37 @@ def test_fewer_attempts_cuts_every_retry_and_lists_the_requests(whatif: AppTest)
     _set(whatif, "number_input", "whatif_max_attempts", 1)
     assert _figures(whatif) == {
         "Attempts (est.)": "9",
-        "Cost, micros (est.)": "0",
+        "Cost (est.)": "$0.002",
         "Successes (est.)": "4",
         "Success rate (est.)": "44.4%",
         "Deadline misses (est.)": "0",  # `deadline` now stops before its deadline
     }
     deltas = {m.label: m.delta for m in whatif.metric}
     assert deltas["Attempts (est.)"] == "-6 vs 15 recorded"
-    assert deltas["Success rate (est.)"] == "-55.6% vs 100.0% recorded"
+    assert deltas["Success rate (est.)"] == "-55.6 pp vs 100.0% recorded"  # points, not %
     assert _comparison(whatif) == {
-        ("attempts", "recorded"): 15,
-        ("attempts", "replayed (low)"): 9,
-        ("attempts", "replayed (high)"): 9,
-        ("cost_micros", "recorded"): 0,
-        ("cost_micros", "replayed (low)"): 0,
-        ("cost_micros", "replayed (high)"): 0,
-        ("successes", "recorded"): 9,
-        ("successes", "replayed (low)"): 4,
-        ("successes", "replayed (high)"): 4,
-        ("deadline_misses", "recorded"): 1,
-        ("deadline_misses", "replayed (low)"): 0,
-        ("deadline_misses", "replayed (high)"): 0,
+        ("Attempts", "recorded"): 15,
+        ("Attempts", "replayed (low)"): 9,
+        ("Attempts", "replayed (high)"): 9,
+        ("Cost (USD)", "recorded"): 0.002,  # in dollars, not micro-units
+        ("Cost (USD)", "replayed (low)"): 0.002,
+        ("Cost (USD)", "replayed (high)"): 0.002,
+        ("Successes", "recorded"): 9,
+        ("Successes", "replayed (low)"): 4,
+        ("Successes", "replayed (high)"): 4,
+        ("Deadline misses", "recorded"): 1,
+        ("Deadline misses", "replayed (low)"): 0,
+        ("Deadline misses", "replayed (high)"): 0,
     }
     summary, affected = _tables(whatif)
-    assert dict(zip(summary["metric"], summary["replayed_low"], strict=True))["attempts"] == 9
+    figures = {r["Figure"]: r for r in summary.to_dict("records")}
+    assert figures["Attempts"]["Replayed (low)"] == "9"
+    assert figures["Success rate"]["Recorded"] == "100.0%"  # a rate in %, not 1.0
+    assert figures["Cost"]["Recorded"] == "$0.002"
     assert whatif.subheader[1].value == "Most affected requests: 5"
-    assert affected[["logical_request_id", "attempts_saved", "cut_by", "open"]].to_dict("records")[
-        :2
-    ] == [
-        {
-            "logical_request_id": "nested",
-            "attempts_saved": 2,
-            "cut_by": "attempts",
-            "open": "request?id=nested",
-        },
-        {
-            "logical_request_id": "deadline",
-            "attempts_saved": 1,
-            "cut_by": "attempts",
-            "open": "request?id=deadline",
-        },
+    assert affected[["logical_request_id", "attempts_saved", "cut_by"]].to_dict("records")[:2] == [
+        {"logical_request_id": "nested", "attempts_saved": 2, "cut_by": "attempts"},
+        {"logical_request_id": "deadline", "attempts_saved": 1, "cut_by": "attempts"},
     ]
     assert set(affected["replayed_status"]) == {"failed"}
 
@@ -198,26 +189,26 @@ def test_more_attempts_than_recorded_shows_the_unknown_range(policy_app: AppTest
     _set(policy_app, "number_input", "whatif_max_attempts", 4)
     assert _figures(policy_app) == {
         "Attempts (est.)": "10 – 11",  # e: one more attempt at least, two at most
-        "Cost, micros (est.)": "750,000",
+        "Cost (est.)": "$0.75",
         "Successes (est.)": "3 – 4",
         "Success rate (est.)": "75% – 100%",
         "Deadline misses (est.)": "0 – 1",
     }
     assert "1 request(s) would be retried beyond what was recorded" in policy_app.warning[0].value
     summary, affected, _ = _tables(policy_app)
-    attempts = summary[summary["metric"] == "attempts"].to_dict("records")
+    attempts = summary[summary["Figure"] == "Attempts"].to_dict("records")
     assert attempts == [
-        {"metric": "attempts", "recorded": 9.0, "replayed_low": 10.0, "replayed_high": 11.0}
+        {"Figure": "Attempts", "Recorded": "9", "Replayed (low)": "10", "Replayed (high)": "11"}
     ]
     assert affected[["logical_request_id", "replayed_status"]].to_dict("records") == [
         {"logical_request_id": e, "replayed_status": "unknown"}
     ]
     _set(policy_app, "toggle", "whatif_fallback", False)
     shown = _figures(policy_app)
-    assert (shown["Cost, micros (est.)"], shown["Attempts (est.)"]) == ("500,000", "9 – 10")
+    assert (shown["Cost (est.)"], shown["Attempts (est.)"]) == ("$0.50", "9 – 10")
     _, affected, _ = _tables(policy_app)
     assert list(affected["logical_request_id"]) == [a, e]
-    assert list(affected["cost_saved_micros"]) == [250_000, 0]
+    assert list(affected["cost_saved_micros"]) == ["$0.25", "$0.00"]
 
 
 def test_policy_drift_panel_lists_the_drifting_request(policy_app: AppTest) -> None:
@@ -236,7 +227,6 @@ def test_policy_drift_panel_lists_the_drifting_request(policy_app: AppTest) -> N
             "planned": '"private-primary"',
         }
     ]
-    assert list(drift["open"]) == [f"request?id={d}"]
     policy_app.session_state["drift_table"] = {
         "selection": {"rows": [0], "columns": [], "cells": []}
     }

@@ -5,7 +5,7 @@
 -- (finding_rules, registered from retryscope.analytics._findings.RULES).
 SELECT f.rule_id, c.severity, f.logical_request_id, f.trace_id, f.span_id,
        f.time::TIMESTAMP_NS AS time, f.evidence::VARCHAR AS evidence
-FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget) f
+FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget, NULL) f
 LEFT JOIN finding_rules c ON c.rule_id = f.rule_id
 WHERE $rules IS NULL OR list_contains($rules, f.rule_id)
 ORDER BY f.time, f.rule_id, f.logical_request_id, f.span_id

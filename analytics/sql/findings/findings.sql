@@ -1,10 +1,12 @@
 -- Every violation and anomaly as rows (rule id, request, trace, span, time, evidence):
--- gap_ms/min_requests cluster synchronized retries, window_ms/budget judge the retry budget.
+-- gap_ms/min_requests cluster synchronized retries, window_ms/budget judge the retry budget;
+-- `only_request` (a logical request id, or NULL for all) keeps one request's rows,
+-- selected before any window so a drill-down does not evaluate the whole scope.
 -- Created by retryscope.analytics._findings before it reads finding_list.sql (the rows) or
 -- findings_counts.sql (rows per rule: DuckDB then prunes the evidence JSON). Each rule's
 -- severity and meaning are in its catalog, retryscope.analytics._findings.RULES: this emits
 -- only rule ids.
-CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS TABLE
+CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, only_request) AS TABLE
     SELECT 'not_before_ignored' AS rule_id,
            logical_request_id, trace_id, span_id, start_time AS time,
            json_object('layer', layer, 'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
@@ -13,6 +15,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'retry_after_ms', retry_after_ms) AS evidence
     FROM attempt_facts
     WHERE not_before IS NOT NULL AND start_time < not_before
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'retry_after_non_retryable',
@@ -22,6 +25,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'previous_kind', prev_kind, 'previous_decision', prev_decision)
     FROM attempt_facts
     WHERE group_position > 1 AND prev_outcome = 'non_retryable'
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'unreconciled_retry_after_indeterminate',
@@ -31,6 +35,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'previous_kind', a.prev_kind, 'is_fallback', a.is_fallback)
     FROM attempt_facts a
     WHERE a.group_position > 1 AND a.prev_outcome = 'indeterminate'
+      AND (only_request IS NULL OR a.logical_request_id = only_request)
       AND NOT EXISTS (
           SELECT 1 FROM reconciliations c
           WHERE c.logical_request_id = a.logical_request_id AND c.result IS NOT NULL
@@ -46,6 +51,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
     FROM requests r
     JOIN idempotency_conflicts k  -- model_checks.sql
       ON k.idempotency_digest = r.idempotency_digest
+    WHERE only_request IS NULL OR r.logical_request_id = only_request
 
     UNION ALL
     SELECT 'attempt_after_terminal',
@@ -56,8 +62,9 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                            THEN (epoch_ns(start_time) - epoch_ns(request_ended_at)) / 1000000.0
                        END)
     FROM attempt_facts
-    WHERE (has_request_span AND start_time > request_ended_at)
-       OR (group_position > 1 AND NOT is_hedge AND prev_decision IN ('complete', 'stop'))
+    WHERE ((has_request_span AND start_time > request_ended_at)
+           OR (group_position > 1 AND NOT is_hedge AND prev_decision IN ('complete', 'stop')))
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'missing_ordinals',
@@ -65,13 +72,15 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
            json_object('layer', layer, 'ordinals', ordinals)
     FROM ordinal_gaps  -- model_checks.sql
     WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'missing_terminal',
            logical_request_id, trace_id, NULL, started_at,
            json_object('has_request_span', has_request_span)
     FROM requests
-    WHERE NOT has_request_span OR terminal IS NULL
+    WHERE (NOT has_request_span OR terminal IS NULL)
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'telemetry_gap',
@@ -80,6 +89,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'window_end', end_time)
     FROM spans
     WHERE span_role = 'telemetry_gap'
+      AND (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
@@ -93,6 +103,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
     FROM span_anomalies
     WHERE (logical_request_id IS NULL
            OR logical_request_id IN (SELECT logical_request_id FROM requests))
+      AND (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
@@ -104,6 +115,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'attempt_ordinal', attempt_ordinal, 'previous_ordinal', previous_ordinal)
     FROM ordinal_anomalies
     WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'nested_retry_owners',
@@ -112,7 +124,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'retry_owner', r.retry_owner)
     FROM request_nesting n
     JOIN requests r ON r.logical_request_id = n.logical_request_id
-    WHERE n.retried_layer_count >= 2
+    WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR n.logical_request_id = only_request)
 
     UNION ALL
     SELECT 'opaque_retry_ownership',
@@ -121,39 +133,82 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'lower_max_retries', lower_max_retries)
     FROM attempt_facts
     WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
+      AND (only_request IS NULL OR logical_request_id = only_request)
 
+    -- The request-level rules below fire once per request, when its request_facts row
+    -- says so (the definitions the fallback and deadline metrics count), on the
+    -- outermost attempt that shows it: a harness attempt and the transport send beneath
+    -- it are one answer, not two.
     UNION ALL
     SELECT 'fallback_boundary_widening',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'route_data_boundary', route_data_boundary,
-                       'allowed_boundary', allowed_boundary, 'is_fallback', is_fallback)
-    FROM attempt_facts
-    WHERE accepted AND NOT boundary_allowed
+           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
+           json_object('route_id', a.route_id, 'route_data_boundary', a.route_data_boundary,
+                       'allowed_boundary', a.allowed_boundary, 'is_fallback', a.is_fallback)
+    FROM request_facts r
+    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    WHERE r.boundary_widened AND a.accepted AND NOT a.boundary_allowed
+      AND (only_request IS NULL OR r.logical_request_id = only_request)
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
+    ) = 1
 
     UNION ALL
-    SELECT 'fallback_capability_mismatch',
+    -- incompatible: the answering fallback breaks the capability; degraded: the
+    -- capability and the data boundary hold, the behavior class differs (fallback.sql's
+    -- degraded_fallbacks). Both read the request's answering fallback attempt.
+    SELECT CASE WHEN NOT fallback_capability_bound THEN 'fallback_capability_mismatch'
+                ELSE 'degraded_fallback' END,
            logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id,
-                       'route_capability_digest', route_capability_digest,
-                       'required_capability_digest', required_capability_digest)
-    FROM attempt_facts
-    WHERE accepted AND is_fallback AND NOT capability_bound
-
-    UNION ALL
-    SELECT 'degraded_fallback',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'route_behavior_class', route_behavior_class,
-                       'required_behavior_class', required_behavior_class)
-    FROM attempt_facts
-    WHERE accepted AND is_fallback AND NOT behavior_bound
+           CASE WHEN NOT fallback_capability_bound
+                THEN json_object('route_id', route_id,
+                                 'route_capability_digest', route_capability_digest,
+                                 'required_capability_digest', required_capability_digest)
+                ELSE json_object('route_id', route_id,
+                                 'route_behavior_class', route_behavior_class,
+                                 'required_behavior_class', required_behavior_class)
+           END
+    FROM (
+        -- each answered request's outermost accepted attempt on its fallback route
+        SELECT a.*, r.fallback_capability_bound
+        FROM request_facts r
+        JOIN attempt_facts a
+          ON a.logical_request_id = r.logical_request_id
+         AND a.route_id IS NOT DISTINCT FROM r.fallback_route
+        WHERE r.fallback_success
+          AND (NOT r.fallback_capability_bound
+               OR (r.fallback_capability_bound AND r.fallback_boundary_allowed
+                   AND NOT r.fallback_behavior_bound))  -- unknown binding: neither
+          AND a.accepted AND a.is_fallback
+          AND (only_request IS NULL OR r.logical_request_id = only_request)
+        QUALIFY row_number() OVER (
+            PARTITION BY hash(a.logical_request_id)
+            ORDER BY rs_layer_rank(a.layer), a.start_time
+        ) = 1
+    )
 
     UNION ALL
     SELECT 'late_success',
-           logical_request_id, trace_id, span_id, end_time,
-           json_object('route_id', route_id, 'layer', layer,
-                       'late_ms', (epoch_ns(end_time) - epoch_ns(request_deadline)) / 1000000.0)
-    FROM attempt_facts
-    WHERE outcome = 'success' AND rs_late(end_time, request_deadline)
+           a.logical_request_id, a.trace_id, a.span_id, a.end_time,
+           json_object('route_id', a.route_id, 'layer', a.layer,
+                       'late_ms',
+                       (epoch_ns(a.end_time) - epoch_ns(a.request_deadline)) / 1000000.0)
+    FROM request_facts r
+    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    WHERE r.late_success AND a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)
+      AND (only_request IS NULL OR r.logical_request_id = only_request)
+    QUALIFY row_number() OVER (
+        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.end_time
+    ) = 1
+
+    UNION ALL
+    SELECT 'deadline_exhausted',
+           logical_request_id, trace_id, NULL, started_at,
+           json_object('deadline_ms', rs_ms(deadline) - rs_ms(started_at),
+                       'duration_ms', logical_ms,
+                       'attempts', physical_attempts,
+                       'receiver_attempts', receiver_attempts)
+    FROM request_facts
+    WHERE terminal = 'stop_deadline' AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'doomed_dispatch',
@@ -163,14 +218,14 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'route_p50_ms', l.p50_ms)
     FROM attempt_facts a
     JOIN route_latency l ON l.route_id IS NOT DISTINCT FROM a.route_id AND l.layer = a.layer
-    WHERE a.deadline_remaining_ms < l.p50_ms
+    WHERE a.deadline_remaining_ms < l.p50_ms AND (only_request IS NULL OR a.logical_request_id = only_request)
 
     UNION ALL
     SELECT 'breaker_open_dispatch',
            logical_request_id, trace_id, span_id, start_time,
            json_object('route_id', route_id, 'layer', layer, 'breaker_state', breaker_state)
     FROM attempt_facts
-    WHERE breaker_state = 'open'
+    WHERE breaker_state = 'open' AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'synchronized_retries',
@@ -183,6 +238,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
         FROM memo_retry_clusters  -- retry_clusters(gap_ms, min_requests), computed once
     ) s
     JOIN requests r ON r.logical_request_id = s.logical_request_id
+    WHERE only_request IS NULL OR s.logical_request_id = only_request
 
     UNION ALL
     SELECT 'retry_budget_exceeded',
@@ -190,7 +246,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
            json_object('attempts', attempts, 'retries', retries,
                        'retry_fraction', retry_fraction, 'budget', budget::DOUBLE)
     FROM load_windows(window_ms, budget)
-    WHERE over_budget
+    WHERE over_budget AND only_request IS NULL  -- a window, not a request's
 
     UNION ALL
     -- the control-plane evaluator runs per request only where policy side files exist
@@ -200,4 +256,5 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget) AS
                        'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
                        'observed', observed, 'planned', planned,
                        'policy_digest', policy_digest, 'message', message)
-    FROM policy_drift_rows();
+    FROM policy_drift_rows()
+    WHERE only_request IS NULL OR logical_request_id = only_request;

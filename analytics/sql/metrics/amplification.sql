@@ -1,4 +1,5 @@
--- Amplification per slice: logical requests, attempts by kind, both figures, nesting.
+-- Amplification per slice: logical requests, attempts by kind, both figures, attempts per
+-- request, excess attempts, nesting.
 -- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
 -- the narrowest table that has its counts ($dim selects the branch; the others are
 -- folded away): request_facts for slices of whole requests, request_layers per layer,
@@ -11,7 +12,9 @@
 -- request whose attempt embeds, uploads and chats once each reads 1.0; its operations are
 -- the most distinct operations any attempt of it made). Hidden attempts are the receiver
 -- attempts beyond one per operation per attempt of the outermost layer (harness when
--- there is one): what the retry owner never saw.
+-- there is one): what the retry owner never saw. Excess attempts are the repeats: sends
+-- beyond one per distinct operation, or per layer the attempts beyond the first of their
+-- retry group (that layer's retries).
 WITH per AS (
     SELECT
         rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
@@ -20,12 +23,13 @@ WITH per AS (
         harness_attempts AS harness,
         top_level_attempts AS top_level,
         receiver_attempts AS receiver,
-        operations
+        operations,
+        greatest(0, receiver_attempts - operations) AS excess
     FROM request_facts
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
     SELECT layer, h, attempts, CASE WHEN layer = 'harness' THEN attempts ELSE 0 END,
-           top_level, receiver, coalesce(receiver_operations, 0)
+           top_level, receiver, coalesce(receiver_operations, 0), repeats
     FROM request_layers
     WHERE $dim = 'layer'
     UNION ALL
@@ -37,12 +41,14 @@ WITH per AS (
         count(span_id) FILTER (WHERE layer = 'harness'),
         count(span_id) FILTER (WHERE parent_layer IS NULL),
         count(span_id) FILTER (WHERE is_leaf),
-        coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0)
+        coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
+        greatest(0, count(span_id) FILTER (WHERE is_leaf)
+                    - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
     FROM attempt_facts
     WHERE $dim IN ('route', 'route_release')
     GROUP BY 1, 2
     UNION ALL
-    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0, 0
+    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0, 0, 0
     FROM request_facts
     WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
 ),
@@ -59,6 +65,10 @@ SELECT
     sum(p.operations)::BIGINT AS operations,
     rs_ratio(sum(p.receiver), count(*)) AS sends_per_request,
     rs_ratio(sum(p.receiver), sum(p.operations)) AS amplification_ratio,
+    -- per layer: that layer's attempts per request reaching it (a harness makes attempts
+    -- the receiver never sees as such); elsewhere every attempt at every layer
+    rs_ratio(sum(p.attempts), count(*)) AS attempts_per_request,
+    sum(p.excess)::BIGINT AS excess_attempts,
     sum(greatest(0, p.receiver - p.operations
                     * CASE WHEN p.harness > 0 THEN p.harness ELSE p.top_level END))::BIGINT
         AS hidden_attempts,

@@ -197,6 +197,8 @@ SELECT
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
     count(span_id) FILTER (WHERE is_leaf) AS receiver,
     max(group_size) AS max_n,
+    -- its retries (and hedges): attempts beyond the first of their retry group
+    count(span_id) FILTER (WHERE group_position > 1) AS repeats,
     -- the layer whose retries these are when the sends name one (an SDK's, a router's)
     any_value(retry_layer) AS retry_layer,
     -- distinct operations among its receiver attempts: operation ordinals run 1..k under

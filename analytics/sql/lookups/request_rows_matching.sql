@@ -1,0 +1,17 @@
+-- The rows of memo_request_rows (request_rows_memo.sql) a Requests explorer query selects
+-- (NULL: any), shared by the page (request_list.sql) and its count (request_list_count.sql).
+CREATE OR REPLACE MACRO request_rows_matching(
+    terminal, rule, layer, min_receiver_attempts, retried, fallback, deadline_missed, nested,
+    wasted, violations
+) AS TABLE
+SELECT * FROM memo_request_rows
+WHERE (terminal IS NULL OR memo_request_rows.terminal = terminal)
+  AND (rule IS NULL OR list_contains(rules, rule))
+  AND (layer IS NULL OR list_contains(retried_layers, layer))
+  AND (min_receiver_attempts IS NULL OR receiver_attempts >= min_receiver_attempts)
+  AND (retried IS NULL OR (excess_attempts > 0) = retried)
+  AND (fallback IS NULL OR has_fallback = fallback)
+  AND (deadline_missed IS NULL OR memo_request_rows.deadline_missed = deadline_missed)
+  AND (nested IS NULL OR memo_request_rows.nested = nested)
+  AND (wasted IS NULL OR (coalesce(wasted_micros, 0) > 0) = wasted)
+  AND (violations IS NULL OR (memo_request_rows.violations > 0) = violations);

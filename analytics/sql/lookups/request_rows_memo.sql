@@ -1,0 +1,88 @@
+-- The Requests explorer's rows of the current scope: one per in-scope logical request with
+-- the figures its request_facts row holds (the model's: what the metrics count), its route
+-- path (the routes of its outermost attempts, in the order first tried), its cost and its
+-- findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget as in
+-- finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
+-- retryscope.analytics._browse; request_list.sql and request_list_count.sql page it
+-- through the table macro of request_rows_matching.sql.
+-- Grouped and joined on a 64-bit hash of the id alone, as the model groups a request's
+-- attempts (request_facts.sql): carrying the id string through the groups costs more
+-- than the rest of this statement.
+CREATE OR REPLACE TEMP TABLE memo_request_rows AS
+WITH firsts AS (
+    SELECT hash(logical_request_id) AS h, route_id, min(start_time) AS first_start
+    FROM attempt_facts
+    WHERE parent_layer IS NULL AND route_id IS NOT NULL
+    GROUP BY hash(logical_request_id), route_id
+),
+-- most requests keep to one route: only those with several aggregate an ordered path
+-- (an ordered string_agg over every request costs most of this statement)
+routes_per_request AS (
+    SELECT h, count(*) AS n FROM firsts GROUP BY h
+),
+path AS (
+    SELECT f.h, f.route_id AS route_path
+    FROM firsts f
+    SEMI JOIN routes_per_request c ON c.h = f.h AND c.n = 1
+    UNION ALL
+    SELECT f.h, string_agg(f.route_id, ' → ' ORDER BY f.first_start, f.route_id)
+    FROM firsts f
+    SEMI JOIN (SELECT h FROM routes_per_request WHERE n > 1) c ON c.h = f.h
+    GROUP BY f.h
+),
+spend AS (
+    SELECT hash(logical_request_id) AS h,
+           sum(cost_micros)::BIGINT AS cost_micros,
+           coalesce(sum(cost_micros) FILTER (WHERE NOT accepted), 0)::BIGINT AS wasted_micros,
+           min(cost_currency) AS cost_currency
+    FROM attempt_facts
+    WHERE cost_reserved_micros IS NOT NULL OR cost_actual_micros IS NOT NULL
+    GROUP BY hash(logical_request_id)
+),
+found AS (
+    SELECT hash(f.logical_request_id) AS h,
+           count(*)::BIGINT AS findings,
+           count(*) FILTER (WHERE c.severity IS DISTINCT FROM 'info')::BIGINT AS violations,
+           list(DISTINCT f.rule_id ORDER BY f.rule_id) AS rules
+    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget, NULL) f
+    LEFT JOIN finding_rules c ON c.rule_id = f.rule_id
+    WHERE f.logical_request_id IS NOT NULL
+    GROUP BY hash(f.logical_request_id)
+),
+nesting AS (
+    SELECT hash(logical_request_id) AS h, retried_layers FROM request_nesting
+)
+SELECT
+    r.logical_request_id,
+    r.trace_id,
+    r.started_at,
+    r.logical_ms AS duration_ms,
+    coalesce(r.terminal, 'unknown') AS terminal,
+    r.tenant,
+    r.operation,
+    r.entry_route,
+    coalesce(p.route_path, '') AS route_path,
+    r.physical_attempts AS attempts,
+    r.receiver_attempts,
+    r.operations,
+    -- the report's figures for one request: sends beyond one per distinct operation, and
+    -- sends ÷ distinct operations (an attempt that calls three services once each: 1.0)
+    greatest(0, r.receiver_attempts - r.operations)::BIGINT AS excess_attempts,
+    rs_ratio(r.receiver_attempts, r.operations) AS amplification_ratio,
+    r.multiplication AS retry_product,
+    coalesce(n.retried_layers, []) AS retried_layers,
+    r.retried_layer_count >= 2 AS nested,
+    r.has_fallback,
+    r.deadline_missed,
+    r.late_success,
+    s.cost_micros,
+    s.wasted_micros,
+    s.cost_currency,
+    coalesce(f.findings, 0) AS findings,
+    coalesce(f.violations, 0) AS violations,
+    coalesce(f.rules, []) AS rules
+FROM request_facts r
+LEFT JOIN path p ON p.h = hash(r.logical_request_id)
+LEFT JOIN spend s ON s.h = hash(r.logical_request_id)
+LEFT JOIN found f ON f.h = hash(r.logical_request_id)
+LEFT JOIN nesting n ON n.h = hash(r.logical_request_id);

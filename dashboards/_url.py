@@ -1,0 +1,105 @@
+"""Widget state in the page URL, so every view can be shared and navigation keeps it.
+
+Each URL-bound widget is a :class:`Param`: a query parameter, the widget's session-state
+key and how its value is written and read. Before the widgets are drawn, :func:`seed`
+copies into their state the URL values that changed since this session last wrote them (a
+link followed, a URL pasted); when a page is *entered* (a new session, or another page
+opened) its absent parameters mean their defaults. After the widgets are drawn,
+:func:`publish` writes their values back (defaults left out). The navigation menu drops
+the query string when it switches pages: the filters drawn on every page are then not
+entered again but kept from the session and written back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+_SEEN = "retryscope_url_seen"
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A widget whose value lives in query parameter ``name``."""
+
+    name: str
+    key: str
+    default: Any = None
+    parse: Callable[[str], Any] = field(default=_text)
+    """URL text → widget value; ``ValueError`` names a value the widget cannot take."""
+    text: Callable[[Any], str] = field(default=_text)
+    """Widget value → URL text."""
+
+
+def new_session() -> bool:
+    """Whether this session has not written the URL yet (its first run)."""
+    return _SEEN not in st.session_state
+
+
+def _seen() -> dict[str, str | None]:
+    seen: dict[str, str | None] = st.session_state.setdefault(_SEEN, {})
+    return seen
+
+
+def seed(params: Iterable[Param], *, entered: bool) -> list[str]:
+    """Copy URL values into the state of ``params``' widgets (before they are drawn);
+    returns a message per value that could not be used (it is then ignored)."""
+    seen = _seen()
+    problems = []
+    for p in params:
+        raw = st.query_params.get(p.name)
+        if raw is None:
+            if entered:
+                st.session_state[p.key] = p.default
+                seen[p.name] = None
+            continue
+        if raw == seen.get(p.name) and p.key in st.session_state and not entered:
+            continue
+        seen[p.name] = raw
+        try:
+            st.session_state[p.key] = p.parse(raw)
+        except ValueError as exc:
+            problems.append(f"`{p.name}={raw}` in the URL: {exc}; ignored.")
+            st.session_state[p.key] = p.default
+    return problems
+
+
+def values(params: Iterable[Param]) -> dict[str, str]:
+    """The URL text of ``params``' current values, defaults left out."""
+    out = {}
+    for p in params:
+        value = st.session_state.get(p.key, p.default)
+        if value is not None and value != p.default and value != "":
+            out[p.name] = p.text(value)
+    return out
+
+
+def publish(params: Iterable[Param]) -> None:
+    """Write ``params``' current values into the URL (defaults removed) and remember them
+    as what this session last wrote."""
+    params = list(params)
+    current = values(params)
+    seen = _seen()
+    for p in params:
+        text = current.get(p.name)
+        if text is None:
+            if p.name in st.query_params:
+                del st.query_params[p.name]
+        elif st.query_params.get(p.name) != text:
+            st.query_params[p.name] = text
+        seen[p.name] = text
+
+
+def merged(*parts: Mapping[str, str]) -> dict[str, str]:
+    """Query parameters of a link: later parts override earlier ones."""
+    out: dict[str, str] = {}
+    for part in parts:
+        out.update(part)
+    return out
