@@ -118,11 +118,14 @@ class AttemptStampingProcessor(SpanProcessor):
                 _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self._open:
+        if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
-            request = self._open.pop(ctx.span_id, None) if ctx is not None else None
+            if ctx is None:
+                return
+            span_id = ctx.span_id
+            request = self._open.pop(span_id, None)
             if request is not None:
-                request.send_ended(ctx.span_id)  # type: ignore[union-attr]
+                request.send_ended(span_id)
 
     def shutdown(self) -> None:
         return None
