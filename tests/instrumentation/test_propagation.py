@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
@@ -146,7 +146,6 @@ def test_extract_rejects_bad_delivery_count() -> None:
         retryscope.extract({"retryscope": '{"v":1,"id":"x","operation":"o"}'}, delivery_count=0)
 
 
-@settings(deadline=None)  # a property, not a timing: the shared machine's load varies
 @given(
     operation=st.text(min_size=1, max_size=40),
     tenant=st.none() | st.text(max_size=40),
