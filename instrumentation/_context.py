@@ -47,7 +47,13 @@ from retryscope.instrumentation._sdk import (
     is_current_span,
     longest_string,
 )
-from retryscope.instrumentation._sends import Ordinals, SendEvidence, SendLedger, SendPlace
+from retryscope.instrumentation._sends import (
+    NO_EVIDENCE,
+    Ordinals,
+    SendEvidence,
+    SendLedger,
+    SendPlace,
+)
 from retryscope.vocabulary import (
     BreakerState,
     Decision,
@@ -104,7 +110,6 @@ _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
 _SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
 _SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
-_NO_EVIDENCE: Final = SendEvidence()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +129,11 @@ class Scope:
 _SiblingKey = tuple[str, int, str]
 """(parent layer, parent ordinal, layer); ("", 0, layer) at the top of the request."""
 
-_TransportBase = tuple[dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey]
+_TransportBase = tuple[
+    dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey, ParentKey
+]
 """What every transport send under one parent shares: attributes, their longest string,
-route key and sibling key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+route key, sibling key and parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
 
 
 def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
@@ -165,18 +172,18 @@ class Stamps:
         self.transport = transport
 
 
-def _place_attributes(place: SendPlace) -> dict[str, AttributeValue]:
-    attrs: dict[str, AttributeValue] = {_K_OPERATION: place.operation}
+def _add_place_attributes(attrs: dict[str, AttributeValue], place: SendPlace) -> None:
+    """Add a send's operation (and the layer that retried it) to ``attrs``."""
+    attrs[_K_OPERATION] = place.operation
     if place.retry_layer is not None:
         attrs[_K_RETRY_LAYER] = place.retry_layer.value
-    return attrs
 
 
-def _current_span_id() -> int | None:
-    """Span id of the current span (None when there is none): the direct parent of a span
-    started now."""
-    ctx = trace.get_current_span().get_span_context()
-    return ctx.span_id if ctx.is_valid else None
+def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
+    """Span id of the current span of ``ctx`` (default: the current context), None when
+    there is none: the direct parent of a span started in ``ctx``."""
+    parent = trace.get_current_span(ctx).get_span_context()
+    return parent.span_id if parent.is_valid else None
 
 
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
@@ -812,7 +819,7 @@ class LogicalRequest:
         owner = otel_context.get_value(_SCOPE_KEY)
         parent = owner if type(owner) is Attempt and owner.request is self else None
         parent_key = parent.key if parent is not None else None
-        parent_span_id = _current_span_id()
+        parent_span_id = _span_id_in()
         sibling_key = _sibling_key(parent, _TRANSPORT)
         self._lock.acquire()
         try:
@@ -826,7 +833,7 @@ class LogicalRequest:
         extra: dict[str, AttributeValue] = dict(pending) if pending else {}
         if attributes:
             extra.update(bound_attributes(attributes, self.max_string_bytes))
-        extra.update(_place_attributes(place))
+        _add_place_attributes(extra, place)
         return Attempt(
             self,
             ordinal=ordinal,
@@ -931,9 +938,11 @@ class LogicalRequest:
     def transport_attempt_values(
         self,
         parent: Attempt | None,
+        evidence: SendEvidence = NO_EVIDENCE,
+        *,
         span: Span | None = None,
-        parent_span_id: int | None = None,
-        evidence: SendEvidence | None = None,
+        span_id: int = 0,
+        parent_context: otel_context.Context | None = None,
         call_layer: Layer | None = None,
     ) -> tuple[dict[str, AttributeValue], int | None]:
         """Attributes that make a foreign span a send (a transport attempt) of this request,
@@ -943,28 +952,31 @@ class LogicalRequest:
         httpx, -requests, …) and known SDK call spans started inside an attempt: the span
         gets the next transport ordinal, its parent attempt, its operation and, when it
         repeats an earlier send of that operation, ``http.request.resend_count``
-        (:class:`~._sends.SendLedger`). With ``span`` it is registered as open, so a send
-        starting beneath it turns it into a call (``call_layer``: whose retries those sends
-        are). The part that is the same for every send under ``parent`` is built once per
-        parent; each send adds only its ordinals.
+        (:class:`~._sends.SendLedger`). With ``span`` (and its ``span_id``) it is registered
+        as open, so a send starting beneath it turns it into a call (``call_layer``: whose
+        retries those sends are); ``parent_context`` is the context it started in. The part
+        that is the same for every send under ``parent`` is built once per parent; each
+        send adds only its ordinals.
         """
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
-        base, longest, route_key, sibling_key = cached
-        parent_key = parent.key if parent is not None else None
+        base, longest, route_key, sibling_key, parent_key = cached
+        sends = self._sends
+        # Only an open send can make this one part of a call: with none open, its parent
+        # span is not looked up. (A parent span registered as open was registered before
+        # this span started, so an unlocked read sees it.)
+        parent_span_id = _span_id_in(parent_context) if sends.has_open() else None
         self._lock.acquire()
         try:
-            place = self._sends.place(parent_key, parent_span_id, evidence or _NO_EVIDENCE)
+            place = sends.place(parent_key, parent_span_id, evidence)
             ordinals: Ordinals = place.handover or self._allocate_locked(
                 _TRANSPORT_VALUE, route_key, sibling_key
             )
             if span is not None:
-                self._sends.opened(
-                    span.get_span_context().span_id, span, parent_key, place, ordinals, call_layer
-                )
-            not_before = self._sends.take_not_before() if self._sends.not_before else None
+                sends.opened(span_id, span, parent_key, place, ordinals, call_layer)
+            not_before = sends.take_not_before() if sends.not_before else None
         finally:
             self._lock.release()
         ordinal, route_ordinal, sibling = ordinals
@@ -973,7 +985,7 @@ class LogicalRequest:
         attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
             attrs[_K_SIBLING] = sibling
-        attrs.update(_place_attributes(place))
+        _add_place_attributes(attrs, place)
         if place.resend_count:
             attrs[_K_RESEND] = place.resend_count
         if not_before is not None:
@@ -1007,6 +1019,7 @@ class LogicalRequest:
             longest_string(attrs),
             (Layer.TRANSPORT.value, route),
             _sibling_key(parent, Layer.TRANSPORT),
+            parent.key if parent is not None else None,
         )
 
     def ordinals(self) -> dict[Layer, int]:

@@ -35,7 +35,7 @@ from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanKind, get_current_span
+from opentelemetry.trace import SpanKind
 
 from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, LogicalRequest
 from retryscope.instrumentation._privacy import (
@@ -51,12 +51,6 @@ _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
 _get_current: Final = otel_context.get_current
-
-
-def _span_id(ctx: otel_context.Context) -> int | None:
-    """Id of the parent span in ``ctx`` (None: no valid parent)."""
-    parent = get_current_span(ctx).get_span_context()
-    return parent.span_id if parent.is_valid else None
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -101,12 +95,18 @@ class AttemptStampingProcessor(SpanProcessor):
                 )
                 if send is not None:
                     evidence, call_layer, extra = send
+                    span_id = span.get_span_context().span_id
                     values, longest = stamps.request.transport_attempt_values(
-                        stamps.parent, span, _span_id(ctx), evidence, call_layer
+                        stamps.parent,
+                        evidence,
+                        span=span,
+                        span_id=span_id,
+                        parent_context=ctx,
+                        call_layer=call_layer,
                     )
                     if extra:
                         values.update(extra)
-                    self._open[span.get_span_context().span_id] = stamps.request
+                    self._open[span_id] = stamps.request
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -118,11 +118,14 @@ class AttemptStampingProcessor(SpanProcessor):
                 _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self._open:
+        if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
-            request = self._open.pop(ctx.span_id, None) if ctx is not None else None
+            if ctx is None:
+                return
+            span_id = ctx.span_id
+            request = self._open.pop(span_id, None)
             if request is not None:
-                request.send_ended(ctx.span_id)  # type: ignore[union-attr]
+                request.send_ended(span_id)
 
     def shutdown(self) -> None:
         return None

@@ -20,6 +20,7 @@ one send: the best the data shows.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from opentelemetry.sdk.trace import Span
@@ -39,34 +40,42 @@ CALL_SCOPES: Final[tuple[tuple[str, str], ...]] = (
 )
 """Instrumentation scope name prefixes of client call spans, and the library they name."""
 
+_CALL_PREFIXES: Final = tuple(prefix for prefix, _ in CALL_SCOPES)
 _HTTP_METHOD: Final = v.HTTP_METHOD.key
 _OLD_HTTP_METHOD: Final = "http.method"
 _GEN_AI_OPERATION: Final = v.GEN_AI_OPERATION.key
+_GENAI: Final = "genai"
 _FIRST_TRY: Final = SendEvidence(retry_count=0)  # every SDK call is a new operation
+_CALL_ATTRIBUTES: Final[Mapping[str, Mapping[str, AttributeValue]]] = {
+    library: {v.CALL_LIBRARY_KEY: library} for library in {_GENAI, *(lib for _, lib in CALL_SCOPES)}
+}
+"""The attributes a call span of each library gets (plain dicts, never mutated)."""
 
-SendClass = tuple[SendEvidence, Layer | None, dict[str, AttributeValue] | None]
+SendClass = tuple[SendEvidence, Layer | None, Mapping[str, AttributeValue] | None]
+Lookup = Callable[[str], object] | None
+"""The ``get`` of a span's attributes (None: the span has no attribute mapping)."""
 
 
-def call_library(span: Span, attributes: object) -> str | None:
+def _call_library(span: Span, get: Lookup) -> str | None:
     """The client library whose call span this is, or None for any other span."""
     scope = span.instrumentation_scope
     name = scope.name if scope is not None else ""
-    for prefix, library in CALL_SCOPES:
-        if name.startswith(prefix):
-            return library
-    get = getattr(attributes, "get", None)
+    if name.startswith(_CALL_PREFIXES):  # one check for the spans of every other scope
+        for prefix, library in CALL_SCOPES:
+            if name.startswith(prefix):
+                return library
     if get is not None and get(_GEN_AI_OPERATION) is not None:
-        return "genai"
+        return _GENAI
     return None
 
 
 def classify_send(span: Span, attributes: object) -> SendClass | None:
     """``(evidence, call layer, extra attributes)`` when the CLIENT span ``span`` is taken
     for a send (an HTTP client span, or a known call span), else None."""
-    library = call_library(span, attributes)
+    get: Lookup = getattr(attributes, "get", None)
+    library = _call_library(span, get)
     if library is not None:
-        return _FIRST_TRY, Layer.SDK, {v.CALL_LIBRARY_KEY: library}
-    get = getattr(attributes, "get", None)
+        return _FIRST_TRY, Layer.SDK, _CALL_ATTRIBUTES[library]
     if get is None:
         return None
     method = get(_HTTP_METHOD) or get(_OLD_HTTP_METHOD)

@@ -30,7 +30,7 @@ the request's lock held.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from opentelemetry.trace import Span
 
@@ -98,17 +98,18 @@ class _Open:
         self.call = False
 
 
-@dataclass(frozen=True, slots=True)
-class SendPlace:
+class SendPlace(NamedTuple):
     """Where a new send belongs: its operation under its parent, the number of earlier
     sends of that operation, the layer that retried (resends only), and the ordinals it
-    takes over from a span that became a call (None: allocate new ones)."""
+    takes over from a span that became a call (None: allocate new ones). An immutable
+    tuple: built for every send, it costs less than a frozen dataclass."""
 
     operation: int
     resend_count: int
     retry_layer: Layer | None
     handover: Ordinals | None
-    _op: _Operation
+    entry: _Operation
+    """The ledger's record of the operation (for the ledger only)."""
 
 
 class SendLedger:
@@ -131,7 +132,9 @@ class SendLedger:
         enclosing = self._open.get(parent_span_id) if parent_span_id is not None else None
         if enclosing is not None:
             return self._place_in_call(enclosing, parent_key, evidence)
-        ops = self._operations.setdefault(parent_key, [])
+        ops = self._operations.get(parent_key)
+        if ops is None:
+            ops = self._operations[parent_key] = []
         op = _match(ops, evidence)
         if op is None:
             op = _Operation(len(ops) + 1, evidence.digest, evidence.call_key)
@@ -174,13 +177,14 @@ class SendLedger:
         """Register an open send that may still turn out to be a call when a send starts
         beneath it (``ordinals``: what its first send then takes over; ``call_layer``: the
         layer whose retries its sends would be)."""
-        self._open[span_id] = _Open(span, parent_key, place._op, ordinals, call_layer)
+        self._open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
 
     def closed(self, span_id: int) -> None:
         self._open.pop(span_id, None)
 
-    def is_open(self, span_id: int) -> bool:
-        return span_id in self._open
+    def has_open(self) -> bool:
+        """Whether any send is open (only then can a new send be part of a call)."""
+        return bool(self._open)
 
     def note_retry_after(self, at_ns: int, delay_ms: int) -> None:
         """A send received a Retry-After at ``at_ns``: no attempt should start before."""

@@ -33,7 +33,14 @@ from retryscope.instrumentation._sdk import (
     longest_string,
     public_paths,
 )
-from retryscope.vocabulary import ATTEMPT_ORDINAL, LAYER, ROUTE_ID, SPAN_ROLE
+from retryscope.vocabulary import (
+    ATTEMPT_ORDINAL,
+    HTTP_RESEND_COUNT,
+    LAYER,
+    OPERATION_ORDINAL,
+    ROUTE_ID,
+    SPAN_ROLE,
+)
 
 plain_values = st.one_of(st.text(max_size=6), st.integers(), st.booleans())
 
@@ -183,3 +190,45 @@ def test_ordinals_are_keyed_by_layer_and_continue_after_prior_attempts() -> None
         assert req.ordinals() == {Layer.HARNESS: 2, Layer.TRANSPORT: 1}
         assert all(type(layer) is Layer for layer in req.ordinals())
     provider.shutdown()
+
+
+def test_a_send_inside_an_open_send_makes_it_a_call_and_takes_its_ordinals() -> None:
+    """The processor looks up a send's parent span only while some send is open: a send
+    started inside one still turns it into a call, and sends after it closed do not."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("third.party")
+    http = {"http.request.method": "POST", "url.full": "https://llm.example/v1/chat"}
+    other = {"http.request.method": "POST", "url.full": "https://llm.example/v1/embed"}
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("primary"):
+            with tracer.start_as_current_span("call", kind=SpanKind.CLIENT, attributes=http):
+                for _ in range(2):
+                    with tracer.start_as_current_span(
+                        "inner", kind=SpanKind.CLIENT, attributes=http
+                    ):
+                        pass
+            with tracer.start_as_current_span("after", kind=SpanKind.CLIENT, attributes=other):
+                with tracer.start_as_current_span("internal"):
+                    pass
+    provider.shutdown()
+    spans = {
+        (s.name, s.context.span_id): dict(s.attributes or {}) for s in exporter.get_finished_spans()
+    }
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for (name, _), attrs in spans.items():
+        by_name.setdefault(name, []).append(attrs)
+    (call,) = by_name["call"]
+    inner = by_name["inner"]
+    (after,) = by_name["after"]
+    assert call[SPAN_ROLE.key] == "call"
+    assert [a[SPAN_ROLE.key] for a in inner] == ["attempt", "attempt"]
+    # the first send takes over the call's ordinal: transport ordinals 1, 2, 3 without a gap
+    assert [a[ATTEMPT_ORDINAL.key] for a in inner] == [call[ATTEMPT_ORDINAL.key], 2]
+    assert [a.get(HTTP_RESEND_COUNT.key) for a in inner] == [None, 1]  # the call's retry
+    assert after[SPAN_ROLE.key] == "attempt"  # no send open around it: not part of a call
+    assert after[ATTEMPT_ORDINAL.key] == 3
+    assert after[OPERATION_ORDINAL.key] == 2
+    assert after.get(HTTP_RESEND_COUNT.key) is None
