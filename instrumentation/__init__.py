@@ -2,7 +2,8 @@
 
 Optional integrations live in their own modules and need their extra installed:
 ``retryscope.instrumentation.integrations.httpx`` (``[httpx]``), ``.tenacity`` (``[tenacity]``),
-``.stamina`` (``[stamina]``).
+``.stamina`` (``[stamina]``). Live metrics: :class:`AttemptMetricsProcessor`
+(``retryscope.instrumentation.metrics``; a Prometheus scrape needs ``[prometheus]``).
 """
 
 from retryscope.instrumentation._context import (
@@ -22,9 +23,11 @@ from retryscope.instrumentation._streaming import astream, stream
 from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcessor
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._exporter import ParquetSpanExporter
+from retryscope.instrumentation.metrics import AttemptMetricsProcessor, MetricsConfig
 
 __all__ = [
     "Attempt",
+    "AttemptMetricsProcessor",
     "AttemptStampingProcessor",
     "AttributeHook",
     "CarrierError",
@@ -33,6 +36,7 @@ __all__ = [
     "GapCountingBatchSpanProcessor",
     "LogicalRequest",
     "LowerLayerConfig",
+    "MetricsConfig",
     "ParquetSpanExporter",
     "Partitioning",
     "Price",
