@@ -24,13 +24,14 @@ analytics' scenarios and the demo with both and requires the same figures.
 from __future__ import annotations
 
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
@@ -38,6 +39,8 @@ from retryscope.instrumentation._sdk import finished_attributes
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
 
+_SEND_ORDER: Final = operator.attrgetter("start", "span_id")
+"""The order the receiver saw sends in (``all_receiver_traffic``)."""
 _LAYER_RANK: Final = {layer.value: rank for rank, layer in enumerate(Layer)}
 _UNKNOWN_LAYER_RANK: Final = len(_LAYER_RANK)
 _BOUNDARY_RANK: Final = {b.value: rank for b, rank in BOUNDARY_RANK.items()}
@@ -46,7 +49,6 @@ _COMPLETE: Final = Decision.COMPLETE.value
 _CANCELLED: Final = HedgeResult.CANCELLED.value
 _COMPLETE_TERMINAL: Final = Terminal.COMPLETE.value
 _STOP_DEADLINE: Final = Terminal.STOP_DEADLINE.value
-_HTTP_METHODS: Final = (v.HTTP_METHOD.key, *v.HTTP_METHOD.aliases)
 _HTTP_STATUSES: Final = (v.HTTP_STATUS_CODE.key, *v.HTTP_STATUS_CODE.aliases)
 
 
@@ -58,10 +60,6 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-def _bool(value: object) -> bool | None:
-    return value if type(value) is bool else None
-
-
 def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
     for key in keys:
         value = attrs.get(key)
@@ -70,15 +68,83 @@ def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
     return None
 
 
-@dataclass(slots=True)
+_FIELDS: Final = (
+    # numbers and flags first: their types are checked (see _typed)
+    ("ordinal", v.ATTEMPT_ORDINAL.key, int),
+    ("parent_ordinal", v.PARENT_ATTEMPT_ORDINAL.key, int),
+    ("is_fallback", v.FALLBACK.key, bool),
+    ("backoff_ms", v.BACKOFF_DELAY_MS.key, int),
+    ("retry_after_ms", v.RETRY_AFTER_MS.key, int),
+    ("not_before", v.NOT_BEFORE.key, int),
+    ("deadline", v.DEADLINE.key, int),
+    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
+    ("reserved", v.COST_RESERVED.key, int),
+    ("actual", v.COST_ACTUAL.key, int),
+    ("estimated", v.COST_ESTIMATED.key, bool),
+    ("hedge_ordinal", v.HEDGE_ORDINAL.key, int),
+    # strings: another type is only ever compared with strings or bounded as a value
+    ("layer", v.LAYER.key, str),
+    ("parent_layer", v.PARENT_LAYER.key, str),
+    ("route", v.ROUTE_ID.key, str),
+    ("route_boundary", v.ROUTE_DATA_BOUNDARY.key, str),
+    ("route_capability", v.ROUTE_CAPABILITY_DIGEST.key, str),
+    ("route_behavior", v.ROUTE_BEHAVIOR_CLASS.key, str),
+    ("currency", v.COST_CURRENCY.key, str),
+    ("outcome", v.OUTCOME.key, str),
+    ("kind", v.OUTCOME_KIND.key, str),
+    ("decision", v.DECISION.key, str),
+    ("retry_owner", v.RETRY_OWNER.key, str),
+    ("hedge_result", v.HEDGE_RESULT.key, str),
+    ("tenant", v.TENANT.key, str),
+    ("operation", v.OPERATION.key, str),
+    ("http_method", v.HTTP_METHOD.key, str),
+    ("old_http_method", v.HTTP_METHOD.aliases[0], str),  # older HTTP semantic conventions
+)
+"""(row field, span attribute key, its type) of every attribute an attempt row reads: a
+value of another type (``bool`` for an ``int`` too) reads as absent."""
+_KEYS: Final = tuple(key for _, key, _ in _FIELDS)
+_CHECKED: Final = sum(1 for _, _, kind in _FIELDS if kind is not str)
+_TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
+_NONE: Final = type(None)
+_signatures: set[tuple[type, ...]] = set()
+"""Type signatures of the checked values already found to be of their fields' types."""
+_MAX_SIGNATURES: Final = 4096
+
+
+def _typed(values: list[Any]) -> list[Any]:
+    """``values`` (of :data:`_KEYS`) with every number or flag not of its field's type (a
+    ``bool`` for an ``int`` too) made None, as the Parquet columns hold them. Signatures that
+    pass are remembered, so the check is usually one set lookup."""
+    signature = tuple(map(type, values[:_CHECKED]))
+    if signature in _signatures:
+        return values
+    clean = [
+        value if kind is _NONE or kind is expected else None
+        for value, kind, expected in zip(values, signature, _TYPES, strict=False)
+    ]
+    if clean == values[:_CHECKED]:
+        if len(_signatures) < _MAX_SIGNATURES:
+            _signatures.add(signature)
+        return values
+    return clean + values[_CHECKED:]
+
+
 class AttemptRow:
     """One finished attempt span, as the model's ``attempt_rows`` holds it, and the facts
-    :func:`request_facts` derives for it."""
+    :func:`request_facts` derives for it (build it with :func:`attempt_row`)."""
 
-    span_id: int
-    parent_span_id: int | None
-    start: int
-    end: int
+    __slots__ = (
+        *(name for name, _, _ in _FIELDS),
+        "accepted",
+        "end",
+        "leaf",
+        "parent_span_id",
+        "resend",
+        "retry",
+        "context",
+        "span_id",
+        "start",
+    )
     layer: str | None
     ordinal: int | None
     parent_layer: str | None
@@ -102,20 +168,70 @@ class AttemptRow:
     decision: str | None
     retry_owner: str | None
     hedge_ordinal: int | None
-    hedge_cancelled: bool
-    span: ReadableSpan = field(repr=False)
-    # derived by request_facts
-    retry: bool = False
+    hedge_result: str | None
+    tenant: str | None
+    operation: str | None
+    http_method: str | None
+    old_http_method: str | None
+    context: SpanContext | None
+    """The span's context (exemplars of the samples it records point at it)."""
+    span_id: int
+    parent_span_id: int | None
+    start: int
+    end: int
+    retry: bool
     """A retry after a failure in its group (what retry effectiveness counts)."""
-    leaf: bool = True
+    leaf: bool
     """No attempt beneath it: the receiver saw it."""
-    resend: bool = False
+    resend: bool
     """A send the receiver saw after the request's first one."""
-    accepted: bool = False
+    accepted: bool
+
+    def __init__(self, held: Finished, values: Sequence[Any]) -> None:
+        (
+            self.ordinal,
+            self.parent_ordinal,
+            self.is_fallback,
+            self.backoff_ms,
+            self.retry_after_ms,
+            self.not_before,
+            self.deadline,
+            self.remaining_ms,
+            self.reserved,
+            self.actual,
+            self.estimated,
+            self.hedge_ordinal,
+            self.layer,
+            self.parent_layer,
+            self.route,
+            self.route_boundary,
+            self.route_capability,
+            self.route_behavior,
+            self.currency,
+            self.outcome,
+            self.kind,
+            self.decision,
+            self.retry_owner,
+            self.hedge_result,
+            self.tenant,
+            self.operation,
+            self.http_method,
+            self.old_http_method,
+        ) = values
+        _, context, parent, self.start, self.end, _ = held
+        self.context = context
+        self.span_id = context.span_id if context is not None else 0
+        self.parent_span_id = parent.span_id if parent is not None else None
+        self.retry = self.resend = self.accepted = False
+        self.leaf = True
 
     @property
     def duration_ms(self) -> float:
         return (self.end - self.start) / 1e6
+
+    @property
+    def hedge_cancelled(self) -> bool:
+        return self.hedge_result == _CANCELLED
 
     @property
     def cost_micros(self) -> int | None:
@@ -131,58 +247,46 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-def attempt_row(span: ReadableSpan) -> AttemptRow:
-    """The row of a finished span whose role is ``attempt``."""
-    attrs = finished_attributes(span) or {}
-    outcome, kind = _str(attrs.get(v.OUTCOME.key)), _str(attrs.get(v.OUTCOME_KIND.key))
-    if _first(attrs, _HTTP_METHODS) is not None:
-        http_outcome, http_kind = _http_outcome(span, attrs)
-        if outcome is None:
-            outcome = http_outcome
-            if kind is None:
-                kind = http_kind
-    parent = span.parent
-    context = span.context
+Finished = tuple[Mapping[str, Any], SpanContext | None, SpanContext | None, int, int, Status]
+"""What is kept of a finished attempt span until its request ends: its attributes (as
+:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), context, parent,
+start and end time, status. Not the span: a request's spans are then freed as they end."""
+
+
+def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
+    """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
     start = span.start_time or 0
-    return AttemptRow(
-        span_id=context.span_id if context is not None else 0,
-        parent_span_id=parent.span_id if parent is not None else None,
-        start=start,
-        end=span.end_time or start,
-        layer=_str(attrs.get(v.LAYER.key)),
-        ordinal=_int(attrs.get(v.ATTEMPT_ORDINAL.key)),
-        parent_layer=_str(attrs.get(v.PARENT_LAYER.key)),
-        parent_ordinal=_int(attrs.get(v.PARENT_ATTEMPT_ORDINAL.key)),
-        route=_str(attrs.get(v.ROUTE_ID.key)),
-        is_fallback=_bool(attrs.get(v.FALLBACK.key)),
-        route_boundary=_str(attrs.get(v.ROUTE_DATA_BOUNDARY.key)),
-        route_capability=_str(attrs.get(v.ROUTE_CAPABILITY_DIGEST.key)),
-        route_behavior=_str(attrs.get(v.ROUTE_BEHAVIOR_CLASS.key)),
-        backoff_ms=_int(attrs.get(v.BACKOFF_DELAY_MS.key)),
-        retry_after_ms=_int(attrs.get(v.RETRY_AFTER_MS.key)),
-        not_before=_int(attrs.get(v.NOT_BEFORE.key)),
-        deadline=_int(attrs.get(v.DEADLINE.key)),
-        remaining_ms=_int(attrs.get(v.DEADLINE_REMAINING_MS.key)),
-        reserved=_int(attrs.get(v.COST_RESERVED.key)),
-        actual=_int(attrs.get(v.COST_ACTUAL.key)),
-        currency=_str(attrs.get(v.COST_CURRENCY.key)),
-        estimated=_bool(attrs.get(v.COST_ESTIMATED.key)),
-        outcome=outcome,
-        kind=kind,
-        decision=_str(attrs.get(v.DECISION.key)),
-        retry_owner=_str(attrs.get(v.RETRY_OWNER.key)),
-        hedge_ordinal=_int(attrs.get(v.HEDGE_ORDINAL.key)),
-        hedge_cancelled=attrs.get(v.HEDGE_RESULT.key) == _CANCELLED,
-        span=span,
+    return (
+        finished_attributes(span) or {} if attrs is None else attrs,
+        span.context,
+        span.parent,
+        start,
+        span.end_time or start,
+        span.status,
     )
 
 
-def _http_outcome(span: ReadableSpan, attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def attempt_row(held: Finished) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt``."""
+    attrs = held[0]
+    row = AttemptRow(held, _typed(list(map(attrs.get, _KEYS))))
+    if row.http_method is not None or row.old_http_method is not None:
+        http_outcome, http_kind = _http_outcome(held[5], attrs)
+        if row.outcome is None:
+            row.outcome = http_outcome
+            if row.kind is None:
+                row.kind = http_kind
+    return row
+
+
+def _http_outcome(
+    status_of_span: Status, attrs: Mapping[str, Any]
+) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = _int(_first(attrs, _HTTP_STATUSES))
     idempotent = attrs.get(v.IDEMPOTENCY_DIGEST.key) is not None
     if status is None:
-        if span.status.status_code is StatusCode.ERROR:
+        if status_of_span.status_code is StatusCode.ERROR:
             return NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value
         return None, None
     kind = classify_status(status, idempotent=idempotent)
@@ -256,6 +360,11 @@ def _nest(rows: Sequence[AttemptRow]) -> None:
                 row.parent_layer, row.parent_ordinal = parent.layer, parent.ordinal
 
 
+def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
+    """Order within a retry group: by ordinal (absent last), then start."""
+    return (row.ordinal is None, row.ordinal or 0, row.start)
+
+
 def _group(rows: Sequence[AttemptRow]) -> int | None:
     """Mark retries and leaves; the nested-retry product (two or more layers retried)."""
     groups: defaultdict[tuple[str | None, str | None, int | None], list[AttemptRow]]
@@ -267,7 +376,8 @@ def _group(rows: Sequence[AttemptRow]) -> int | None:
             parents.add((row.parent_layer, row.parent_ordinal))
     largest: dict[str | None, int] = {}
     for (layer, _, _), group in groups.items():
-        group.sort(key=lambda r: (r.ordinal is None, r.ordinal or 0, r.start))
+        if len(group) > 1:
+            group.sort(key=_group_order)
         previous: AttemptRow | None = None
         for row in group:
             row.leaf = (row.layer, row.ordinal) not in parents
@@ -286,7 +396,9 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     request itself ended here."""
     _nest(rows)
     nested_product = _group(rows)
-    leaves = sorted((r for r in rows if r.leaf), key=lambda r: (r.start, r.span_id))
+    leaves = [r for r in rows if r.leaf]
+    if len(leaves) > 1:
+        leaves.sort(key=_SEND_ORDER)
     for row in leaves[1:]:
         row.resend = True
     attrs = (finished_attributes(request) or {}) if request is not None else {}
@@ -296,16 +408,16 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
         row.accepted = (
             row.outcome == _SUCCESS
             and (row.decision is None or row.decision == _COMPLETE)
-            and not row.hedge_cancelled
+            and row.hedge_result != _CANCELLED
             and request_complete
         )
     if request is None:
-        first = (finished_attributes(rows[0].span) or {}) if rows else {}
+        first = rows[0] if rows else None
         return RequestFacts(
             tuple(rows),
             has_request_span=False,
-            tenant=_str(first.get(v.TENANT.key)),
-            operation=_str(first.get(v.OPERATION.key)),
+            tenant=first.tenant if first is not None else None,
+            operation=first.operation if first is not None else None,
         )
     deadline = _int(attrs.get(v.DEADLINE.key))
     return RequestFacts(
@@ -335,7 +447,11 @@ def _fallback_facts(rows: Sequence[AttemptRow], attrs: Mapping[str, Any]) -> dic
     allowed = _str(attrs.get(v.MAX_DATA_BOUNDARY.key))
     if allowed is None and entry is not None:
         allowed = entry.route_boundary
-    widened = [r for r in rows if r.accepted and _within(r.route_boundary, allowed) is False]
+    widened = (
+        [r for r in rows if r.accepted and _within(r.route_boundary, allowed) is False]
+        if allowed in _BOUNDARY_RANK
+        else []  # no boundary to widen beyond
+    )
     facts: dict[str, Any] = {"widened_by": min(widened, key=_layer_rank) if widened else None}
     fallbacks = [r for r in rows if r.is_fallback]
     if not fallbacks:

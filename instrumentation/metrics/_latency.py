@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Iterable
 
 
 class RollingMedian:
@@ -25,12 +26,15 @@ class RollingMedian:
         self._order: deque[float] = deque()
         self._sorted: list[float] = []
 
-    def add(self, value: float) -> None:
-        if len(self._order) == self._size:
-            oldest = self._order.popleft()
-            del self._sorted[bisect.bisect_left(self._sorted, oldest)]
-        self._order.append(value)
-        bisect.insort(self._sorted, value)
+    def extend(self, values: Iterable[float]) -> None:
+        """Add ``values`` in order (the oldest drop out past ``size``)."""
+        order, ordered, size = self._order, self._sorted, self._size
+        insort, position = bisect.insort, bisect.bisect_left
+        for value in values:
+            if len(order) == size:
+                del ordered[position(ordered, order.popleft())]
+            order.append(value)
+            insort(ordered, value)
 
     def median(self) -> float | None:
         values = self._sorted

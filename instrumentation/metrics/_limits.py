@@ -21,15 +21,18 @@ MAX_VALUE_LENGTH: Final = 256
 class Enumerated:
     """A dimension whose values are an enum's: any other value is :data:`OVERFLOW`."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_table",)
 
     def __init__(self, values: Iterable[enum.Enum | str]) -> None:
-        self._values = frozenset(v.value if isinstance(v, enum.Enum) else v for v in values)
+        self._table: dict[object, str | None] = {
+            value: value for value in (v.value if isinstance(v, enum.Enum) else v for v in values)
+        }
+        self._table[None] = None
 
     def __call__(self, value: object) -> str | None:
-        if value is None:
-            return None
-        return value if type(value) is str and value in self._values else OVERFLOW
+        if type(value) is str or value is None:
+            return self._table.get(value, OVERFLOW)
+        return OVERFLOW
 
 
 class Capped:

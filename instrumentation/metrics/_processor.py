@@ -25,12 +25,13 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Final
+from typing import Final, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
@@ -39,8 +40,10 @@ from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import (
     AttemptRow,
+    Finished,
     RequestFacts,
     attempt_row,
+    finished,
     request_facts,
 )
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
@@ -57,6 +60,18 @@ METER_NAME: Final = "retryscope"
 
 Values = tuple[AttributeValue | None, ...]
 """An instrument's attribute values in the order of its keys (None: not set)."""
+_Sample = tuple[Instrument, int, Values, SpanContext | None]
+"""A histogram value to record: instrument, value, attribute values, exemplar span."""
+
+
+def _ignore(span: ReadableSpan) -> None:
+    """``on_end`` of a disabled processor."""
+
+
+class _Add(Protocol):
+    """Adds ``amount`` to an instrument's series (see ``AttemptMetricsProcessor._record``)."""
+
+    def __call__(self, inst: Instrument, values: Values, amount: int = 1) -> None: ...
 
 
 @dataclass(slots=True)
@@ -112,7 +127,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         than ``max_open_requests`` were."""
         self._enabled = self.config.enabled
         self._lock = threading.Lock()
-        self._open: dict[str, list[ReadableSpan]] = {}
+        self._open: dict[str, list[Finished]] = {}
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
         self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
@@ -124,6 +139,7 @@ class AttemptMetricsProcessor(SpanProcessor):
             for inst in i.INSTRUMENTS
         }
         if not self._enabled:
+            self.on_end = _ignore  # type: ignore[method-assign]
             return
         from retryscope import __version__
 
@@ -150,8 +166,6 @@ class AttemptMetricsProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        if not self._enabled:
-            return
         try:
             attrs = finished_attributes(span)
             role = attrs.get(_ROLE) if attrs else None
@@ -161,7 +175,17 @@ class AttemptMetricsProcessor(SpanProcessor):
             if type(request_id) is not str:
                 return
             if role == _ATTEMPT:
-                self._hold(request_id, span)
+                kept = finished(span, attrs)
+                lock = self._lock
+                lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
+                try:
+                    held = self._open.get(request_id)
+                    if held is not None:
+                        held.append(kept)
+                        return
+                finally:
+                    lock.release()
+                self._hold_first(request_id, kept)
             elif role == _REQUEST:
                 self._end(request_id, span)
             elif role == _CONTINUATION:
@@ -176,15 +200,17 @@ class AttemptMetricsProcessor(SpanProcessor):
         return True
 
     # -- holding attempts until their request ends -------------------------------------
-    def _hold(self, request_id: str, span: ReadableSpan) -> None:
-        evicted: list[ReadableSpan] | None = None
+    def _hold_first(self, request_id: str, attempt: Finished) -> None:
+        """Hold the first attempt of a request; past ``max_open_requests`` open ones,
+        record the oldest as it stands."""
+        evicted: list[Finished] | None = None
         with self._lock:
             held = self._open.get(request_id)
             if held is None:
                 if len(self._open) >= self.config.max_open_requests:
                     evicted = self._open.pop(next(iter(self._open)))
                 held = self._open[request_id] = []
-            held.append(span)
+            held.append(attempt)
         if evicted is not None:
             self.evicted += 1
             self._record(evicted, None)
@@ -195,22 +221,24 @@ class AttemptMetricsProcessor(SpanProcessor):
         self._record(held, request)
 
     # -- recording -----------------------------------------------------------------------
-    def _record(self, spans: Sequence[ReadableSpan], request: ReadableSpan | None) -> None:
+    def _record(self, attempts: list[Finished], request: ReadableSpan | None) -> None:
         """Record one request's facts (``request`` None: its attempts only)."""
-        facts = request_facts([attempt_row(s) for s in spans], request)
-        counts: list[tuple[Instrument, Values, int]] = []
-        samples: list[tuple[Instrument, int, Values, ReadableSpan]] = []
+        facts = request_facts(list(map(attempt_row, attempts)), request)
+        samples: list[_Sample] = []
         with self._lock:
             extra = self._optional_values(facts)
-            self._attempt_figures(facts, extra, counts, samples)
-            if request is not None:
-                self._request_figures(facts, request, extra, counts, samples)
-            for inst, values, amount in counts:
-                series = self._totals[inst.name]
-                key = values + extra
+            totals = self._totals
+
+            def add(inst: Instrument, values: Values, amount: int = 1) -> None:
+                series = totals[inst.name]
+                key = values + extra if extra else values
                 series[key] = series.get(key, 0) + amount
-        for inst, value, values, span in samples:
-            context = trace.set_span_in_context(trace.NonRecordingSpan(span.context))
+
+            self._attempt_figures(facts.attempts, add, samples)
+            if request is not None:
+                self._request_figures(facts, request, add, samples)
+        for inst, value, values, span_context in samples:
+            context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
             attrs = self._attributes(inst.name, values + extra)
             self._histograms[inst.name].record(value, attrs, context=context)
 
@@ -222,71 +250,84 @@ class AttemptMetricsProcessor(SpanProcessor):
         )
 
     def _attempt_figures(
-        self,
-        facts: RequestFacts,
-        extra: Values,
-        counts: list[tuple[Instrument, Values, int]],
-        samples: list[tuple[Instrument, int, Values, ReadableSpan]],
+        self, rows: Sequence[AttemptRow], add: _Add, samples: list[_Sample]
     ) -> None:
-        """Each attempt's counts and samples; the latency windows, then doomed dispatches."""
+        """The attempts' counts (summed per distinct attribute set, each set bounded once)
+        and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
-        placed: list[tuple[AttemptRow, tuple[str | None, str | None]]] = []
-        for row in facts.attempts:
-            layer, route = d.layer(row.layer), d.route(row.route)
-            owner = d.owner(row.retry_owner)
-            outcome, kind = d.outcome(row.outcome), d.kind(row.kind)
-            counts.append((i.ATTEMPTS, (layer, route, outcome, kind, owner, row.retry), 1))
+        attempts: dict[tuple[object, ...], int] = {}
+        sends: dict[tuple[object, ...], int] = {}
+        durations: dict[tuple[str | None, str | None], list[float]] = {}
+        places: dict[tuple[str | None, str | None], tuple[str | None, str | None]] = {}
+        for row in rows:
+            raw = (row.layer, row.route)
+            key = (*raw, row.outcome, row.kind, row.retry_owner, row.retry)
+            attempts[key] = attempts.get(key, 0) + 1
             if row.leaf:
-                counts.append((i.SENDS, (layer, route, owner, row.resend), 1))
-            cost = row.cost_micros
-            if cost is not None:
-                wasted, estimate = not row.accepted, row.cost_is_estimate
-                counts.append((i.COST, (d.currency(row.currency), route, wasted, estimate), cost))
-            if row.violates_not_before:
-                counts.append((i.NOT_BEFORE_VIOLATIONS, (layer, route), 1))
+                key = (*raw, row.retry_owner, row.resend)
+                sends[key] = sends.get(key, 0) + 1
+            values = durations.get(raw)
+            if values is None:
+                values = durations[raw] = []
+                places[raw] = (d.layer(row.layer), d.route(row.route))
+            values.append((row.end - row.start) / 1e6)
+            if row.actual is not None or row.reserved is not None:
+                figure = (d.currency(row.currency), places[raw][1], not row.accepted)
+                add(i.COST, (*figure, row.cost_is_estimate), row.cost_micros or 0)
+            if row.not_before is not None and row.start < row.not_before:
+                add(i.NOT_BEFORE_VIOLATIONS, places[raw])
             if row.backoff_ms is not None:
-                samples.append((i.BACKOFF_DELAY, row.backoff_ms, (layer, route), row.span))
+                samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
             if row.retry_after_ms is not None:
-                samples.append((i.RETRY_AFTER, row.retry_after_ms, (layer, route), row.span))
-            window = self._latency.get((route, layer))
+                samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
+        for (layer, route, outcome, kind, owner, retry), n in attempts.items():
+            figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
+            add(i.ATTEMPTS, (*figure, retry), n)
+        for (layer, route, owner, resend), n in sends.items():
+            add(i.SENDS, (*places[layer, route], d.owner(owner), resend), n)
+        medians: dict[tuple[str | None, str | None], float | None] = {}
+        for raw, values in durations.items():
+            place = places[raw]
+            window = self._latency.get(place)
             if window is None:
-                window = self._latency[route, layer] = RollingMedian(self.config.latency_window)
-            window.add(row.duration_ms)
-            placed.append((row, (layer, route)))
-        for row, (layer, route) in placed:
+                window = self._latency[place] = RollingMedian(self.config.latency_window)
+            window.extend(values)
+        for raw in durations:
+            medians[raw] = self._latency[places[raw]].median()
+        for row in rows:
             if row.remaining_ms is not None:
-                median = self._latency[route, layer].median()
+                median = medians[row.layer, row.route]
                 if median is not None and row.remaining_ms < median:
-                    counts.append((i.DOOMED_DISPATCHES, (layer, route), 1))
+                    add(i.DOOMED_DISPATCHES, places[row.layer, row.route])
 
     def _request_figures(
         self,
         facts: RequestFacts,
         request: ReadableSpan,
-        extra: Values,
-        counts: list[tuple[Instrument, Values, int]],
-        samples: list[tuple[Instrument, int, Values, ReadableSpan]],
+        add: _Add,
+        samples: list[_Sample],
     ) -> None:
-        """The figures of a request whose span ended here."""
+        """The figures of a request whose span ended here. Holds the lock."""
         d = self._dim
         terminal, owner = d.terminal(facts.terminal), d.owner(facts.retry_owner)
-        counts.append((i.LOGICAL_REQUESTS, (terminal, owner), 1))
-        samples.append((i.ATTEMPTS_PER_REQUEST, facts.receiver, (terminal, owner), request))
+        add(i.LOGICAL_REQUESTS, (terminal, owner))
+        context = request.context
+        samples.append((i.ATTEMPTS_PER_REQUEST, facts.receiver, (terminal, owner), context))
         if facts.nested_product is not None:
-            samples.append((i.NESTED_RETRY_PRODUCT, facts.nested_product, (owner,), request))
+            samples.append((i.NESTED_RETRY_PRODUCT, facts.nested_product, (owner,), context))
         if facts.deadline_exhausted:
-            counts.append((i.DEADLINE_EXHAUSTED, (owner,), 1))
+            add(i.DEADLINE_EXHAUSTED, (owner,))
         if facts.late_success:
-            counts.append((i.LATE_SUCCESSES, (owner,), 1))
+            add(i.LATE_SUCCESSES, (owner,))
         fb = facts.fallback
         if fb is not None:
             quality = fb.quality.value if fb.quality is not None else None
             routes = (d.route(fb.from_route), d.route(fb.to_route))
-            counts.append((i.FALLBACKS, (*routes, fb.success, quality), 1))
+            add(i.FALLBACKS, (*routes, fb.success, quality))
         widened = facts.widened_by
         if widened is not None:
             where = (d.route(widened.route), d.boundary(widened.route_boundary))
-            counts.append((i.BOUNDARY_WIDENED, where, 1))
+            add(i.BOUNDARY_WIDENED, where)
 
     def _attributes(self, name: str, values: Values) -> dict[str, AttributeValue]:
         """The attribute mapping of one series (kept: series are few and recur)."""
