@@ -238,7 +238,11 @@ class AttemptMetricsProcessor(SpanProcessor):
             if request is not None:
                 self._request_figures(facts, request, add, samples)
         for inst, value, values, span_context in samples:
-            context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+            context = (
+                trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+                if span_context is not None
+                else None
+            )
             attrs = self._attributes(inst.name, values + extra)
             self._histograms[inst.name].record(value, attrs, context=context)
 
@@ -255,36 +259,37 @@ class AttemptMetricsProcessor(SpanProcessor):
         """The attempts' counts (summed per distinct attribute set, each set bounded once)
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
-        attempts: dict[tuple[object, ...], int] = {}
-        sends: dict[tuple[object, ...], int] = {}
-        durations: dict[tuple[str | None, str | None], list[float]] = {}
-        places: dict[tuple[str | None, str | None], tuple[str | None, str | None]] = {}
+        Raw = tuple[str | None, str | None]
+        attempts: dict[tuple[Raw, str | None, str | None, str | None, bool], int] = {}
+        sends: dict[tuple[Raw, str | None, bool], int] = {}
+        durations: dict[Raw, list[float]] = {}
+        places: dict[Raw, tuple[str | None, str | None]] = {}
         for row in rows:
             raw = (row.layer, row.route)
-            key = (*raw, row.outcome, row.kind, row.retry_owner, row.retry)
-            attempts[key] = attempts.get(key, 0) + 1
+            tried = (raw, row.outcome, row.kind, row.retry_owner, row.retry)
+            attempts[tried] = attempts.get(tried, 0) + 1
             if row.leaf:
-                key = (*raw, row.retry_owner, row.resend)
-                sends[key] = sends.get(key, 0) + 1
+                sent = (raw, row.retry_owner, row.resend)
+                sends[sent] = sends.get(sent, 0) + 1
             values = durations.get(raw)
             if values is None:
                 values = durations[raw] = []
                 places[raw] = (d.layer(row.layer), d.route(row.route))
             values.append((row.end - row.start) / 1e6)
             if row.actual is not None or row.reserved is not None:
-                figure = (d.currency(row.currency), places[raw][1], not row.accepted)
-                add(i.COST, (*figure, row.cost_is_estimate), row.cost_micros or 0)
+                spent = (d.currency(row.currency), places[raw][1], not row.accepted)
+                add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
             if row.not_before is not None and row.start < row.not_before:
                 add(i.NOT_BEFORE_VIOLATIONS, places[raw])
             if row.backoff_ms is not None:
                 samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
             if row.retry_after_ms is not None:
                 samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
-        for (layer, route, outcome, kind, owner, retry), n in attempts.items():
-            figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
+        for (raw, outcome, kind, owner, retry), n in attempts.items():
+            figure = (*places[raw], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)
-        for (layer, route, owner, resend), n in sends.items():
-            add(i.SENDS, (*places[layer, route], d.owner(owner), resend), n)
+        for (raw, owner, resend), n in sends.items():
+            add(i.SENDS, (*places[raw], d.owner(owner), resend), n)
         medians: dict[tuple[str | None, str | None], float | None] = {}
         for raw, values in durations.items():
             place = places[raw]
