@@ -121,7 +121,8 @@ def test_the_dashboard_is_laid_out_on_one_datasource() -> None:
     assert len(ids) == len(set(ids))
     for panel in dash["panels"]:
         grid = panel["gridPos"]
-        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert grid["x"] >= 0, panel["title"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
         for target in panel.get("targets", []):
             assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     cells = {
