@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from retryscope.analytics import connect
+from retryscope.cli import build_parser
 from retryscope.demo._run import generate
 from tests.metrics.support import Metered, differences, live_figures, report_figures
 from tests.recorder import Recorder
@@ -24,6 +25,8 @@ from tests.test_analytics_fallback import _fixture as _fallbacks
 from tests.test_analytics_load import _hedged, _storm
 from tests.test_analytics_randomized import _generate
 from tests.test_analytics_violations import _early_retry
+
+DEMO_REQUESTS = build_parser().parse_args(["demo"]).requests
 
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "nested retries and HTTP sends": _nested,
@@ -53,9 +56,10 @@ def test_live_figures_equal_the_report(tmp_path: Path, scenario: str) -> None:
 
 
 def test_live_figures_equal_the_report_on_the_demo_traffic(tmp_path: Path) -> None:
+    """``retryscope demo``'s traffic (its default 300 requests over the five scenarios)."""
     out = tmp_path / "demo"
     metered = Metered.on_meter_provider()
-    generate(out, 250, seed=7, progress=False, meter_provider=metered.meter_provider)
+    generate(out, DEMO_REQUESTS, seed=7, progress=False, meter_provider=metered.meter_provider)
     con, _ = connect(out)
     live = live_figures(metered.points())
     report = report_figures(con)
