@@ -44,7 +44,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from bench.harness import Result, Target, interleave, micros
+from bench.harness import Result, Target, Timings, interleave, micros
 from bench.settings import Settings
 from retryscope import AttemptStampingProcessor, LogicalRequest, current_scope, logical_request
 from retryscope.instrumentation import AttemptMetricsProcessor, MetricsConfig
@@ -217,6 +217,25 @@ def _attempt_attributes(
     return dict(spans[0].attributes or {})
 
 
+def _versus(
+    title: str,
+    timings: Timings,
+    cases: tuple[str, str],
+    per: int,
+    target: Target | None = None,
+) -> Result:
+    """``cases`` = (case, baseline) side by side: the ratio, and each per item as on / off."""
+    case, baseline = cases
+    return Result(
+        "hot path",
+        title,
+        timings.ratio(case, baseline),
+        "×",
+        target,
+        {"off": micros(timings.median(baseline), per), "on": micros(timings.median(case), per)},
+    )
+
+
 def run(settings: Settings) -> list[Result]:
     n = settings.scaled(20_000, 300)
     rounds = settings.rounds
@@ -354,38 +373,22 @@ def run(settings: Settings) -> list[Result]:
                 "attempt": micros(attempts.median("context"), attempts_n),
             },
         ),
-        Result(
-            name,
+        _versus(
             "stamped third-party span: metrics on / off",
-            spans.ratio("stamped metrics", "stamped"),
-            "×",
+            spans,
+            ("stamped metrics", "stamped"),
+            n,
             Target(at_most=1.10, text="≤ 1.10×"),
-            {
-                "off": micros(t_stamped, n),
-                "on": micros(spans.median("stamped metrics"), n),
-            },
         ),
-        Result(
-            name,
+        _versus(
             "context-API attempt: metrics on / off",
-            attempts.ratio("context metrics", "context"),
-            "×",
+            attempts,
+            ("context metrics", "context"),
+            attempts_n,
             Target(at_most=1.10, text="≤ 1.10×"),
-            {
-                "off": micros(attempts.median("context"), attempts_n),
-                "on": micros(attempts.median("context metrics"), attempts_n),
-            },
         ),
-        Result(
-            name,
-            "logical request of 2 attempts: metrics on / off",
-            requests.ratio("on", "off"),
-            "×",
-            None,
-            {
-                "off": micros(requests.median("off"), requests_n),
-                "on": micros(requests.median("on"), requests_n),
-            },
+        _versus(
+            "logical request of 2 attempts: metrics on / off", requests, ("on", "off"), requests_n
         ),
         Result(
             name,
