@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
@@ -141,9 +141,8 @@ class AttemptRow:
         "parent_span_id",
         "resend",
         "retry",
+        "context",
         "span_id",
-        "trace_flags",
-        "trace_id",
         "start",
     )
     layer: str | None
@@ -174,9 +173,9 @@ class AttemptRow:
     operation: str | None
     http_method: str | None
     old_http_method: str | None
-    trace_id: int
+    context: SpanContext | None
+    """The span's context (exemplars of the samples it records point at it)."""
     span_id: int
-    trace_flags: int
     parent_span_id: int | None
     start: int
     end: int
@@ -219,15 +218,12 @@ class AttemptRow:
             self.http_method,
             self.old_http_method,
         ) = values
-        _, self.trace_id, self.span_id, self.parent_span_id, self.trace_flags = held[:5]
-        self.start, self.end = held[5], held[6]
+        _, context, parent, self.start, self.end, _ = held
+        self.context = context
+        self.span_id = context.span_id if context is not None else 0
+        self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
-
-    @property
-    def context(self) -> SpanContext:
-        """The span's context (exemplars of the samples it records point at it)."""
-        return SpanContext(self.trace_id, self.span_id, False, TraceFlags(self.trace_flags))
 
     @property
     def duration_ms(self) -> float:
@@ -251,27 +247,22 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-Finished = tuple[Mapping[str, Any], int, int, int | None, int, int, int, bool]
+Finished = tuple[Mapping[str, Any], SpanContext | None, SpanContext | None, int, int, Status]
 """What is kept of a finished attempt span until its request ends: its attributes (as
-:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), trace id, span
-id, parent span id, trace flags, start and end time, and whether its status is an error.
-Plain values, not the span: the span is freed as it ends, and a request's held attempts
-cost the garbage collector nothing to scan."""
+:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), context, parent,
+start and end time, status. Not the span: a request's spans are then freed as they end."""
 
 
 def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
     """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
     start = span.start_time or 0
-    context, parent = span.context, span.parent
     return (
         finished_attributes(span) or {} if attrs is None else attrs,
-        context.trace_id if context is not None else 0,
-        context.span_id if context is not None else 0,
-        parent.span_id if parent is not None else None,
-        context.trace_flags if context is not None else 0,
+        span.context,
+        span.parent,
         start,
         span.end_time or start,
-        span.status.status_code is StatusCode.ERROR,
+        span.status,
     )
 
 
@@ -280,7 +271,7 @@ def attempt_row(held: Finished) -> AttemptRow:
     attrs = held[0]
     row = AttemptRow(held, _typed(list(map(attrs.get, _KEYS))))
     if row.http_method is not None or row.old_http_method is not None:
-        http_outcome, http_kind = _http_outcome(held[7], attrs)
+        http_outcome, http_kind = _http_outcome(held[5], attrs)
         if row.outcome is None:
             row.outcome = http_outcome
             if row.kind is None:
@@ -288,12 +279,14 @@ def attempt_row(held: Finished) -> AttemptRow:
     return row
 
 
-def _http_outcome(error: bool, attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _http_outcome(
+    status_of_span: Status, attrs: Mapping[str, Any]
+) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = _int(_first(attrs, _HTTP_STATUSES))
     idempotent = attrs.get(v.IDEMPOTENCY_DIGEST.key) is not None
     if status is None:
-        if error:
+        if status_of_span.status_code is StatusCode.ERROR:
             return NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value
         return None, None
     kind = classify_status(status, idempotent=idempotent)
