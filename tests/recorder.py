@@ -89,14 +89,21 @@ class Recorder:
 
     @contextmanager
     def http_span(
-        self, clock: Clock, status: int | None, *, ms: float = 50.0, error: bool = False
+        self,
+        clock: Clock,
+        status: int | None,
+        *,
+        ms: float = 50.0,
+        error: bool = False,
+        url: str = "http://127.0.0.1/v1",
     ) -> Iterator[trace.Span]:
         """An HTTP client span as opentelemetry-instrumentation-httpx makes it (no retryscope
-        role; the stamping processor adds the logical request)."""
+        role; the stamping processor adds the logical request). Sends to the same ``url``
+        repeat one request; another ``url`` is a distinct call."""
         span = self.tracer.start_span(
             "POST",
             kind=trace.SpanKind.CLIENT,
-            attributes={"http.request.method": "POST", "url.full": "http://127.0.0.1/v1"},
+            attributes={"http.request.method": "POST", "url.full": url},
             start_time=clock(),
         )
         with trace.use_span(span, end_on_exit=False):

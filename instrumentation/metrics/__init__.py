@@ -1,9 +1,10 @@
 """Live metrics beside the audit data: OpenTelemetry instruments derived from the spans.
 
 :class:`AttemptMetricsProcessor` is a span processor that records the instruments of
-:data:`INSTRUMENTS` (attempts, sends and resends, attempts per logical request and the
-nested-retry product, backoff and Retry-After, ``not_before`` violations, cost and wasted
-cost, deadline exhaustion, late successes, doomed dispatches, fallbacks, boundary widening)
+:data:`INSTRUMENTS` (attempts, sends and resends, distinct operations, attempts per logical
+request and the nested-retry product, backoff and Retry-After, ``not_before`` violations,
+cost and wasted cost, deadline exhaustion, late successes, doomed dispatches, fallbacks,
+boundary widening)
 through the global or a given ``MeterProvider``, by the audit model's definitions: on the
 same traffic they equal the Parquet report's figures. :class:`MetricsConfig` holds its
 settings (``RETRYSCOPE_METRICS*``); the ``retryscope`` configurator installs it.

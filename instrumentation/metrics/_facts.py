@@ -9,11 +9,15 @@ analytics' scenarios and the demo with both and requires the same figures.
   a transport attempt, the one its status gives (``STATUS_RULES``, as
   ``model_attempts.sql``); an attempt without a parent attempt gets the one its parent
   span is (``model_attempts.sql``, step 2).
-* Retry groups are a request's attempts of one layer under one enclosing attempt, ordered
-  by ordinal then start; a retry is a later attempt of its group (not a hedge) after one
-  that did not succeed (``model_requests.sql``, ``retry_effectiveness.sql``).
-* The receiver saw the attempts with no attempt beneath them; all but the first (by
-  start, then span id) are resends (``all_receiver_traffic``).
+* Retry groups are a request's attempts of one layer under one enclosing attempt and, for
+  sends, of one operation (distinct calls are not retries of one another), ordered by
+  ordinal then start; a retry is a later attempt of its group (not a hedge) after one that
+  did not succeed (``model_requests.sql``, ``retry_effectiveness.sql``).
+* The receiver saw the attempts with no attempt beneath them; of each operation's (an
+  attempt that is no send: operation 1) all but the first (by start, then span id) are
+  resends (``all_receiver_traffic``). The request's distinct operations are the largest
+  operation ordinal among them (``all_request_nesting.operations``): retry amplification
+  divides sends by them.
 * Nesting: each layer's largest retry group (hedges left out); the product over the layers
   where it exceeds one (``all_request_nesting``).
 * Accepted: a success, decision complete (or none), not a cancelled hedge, in a request
@@ -82,6 +86,7 @@ _FIELDS: Final = (
     ("actual", v.COST_ACTUAL.key, int),
     ("estimated", v.COST_ESTIMATED.key, bool),
     ("hedge_ordinal", v.HEDGE_ORDINAL.key, int),
+    ("operation_ordinal", v.OPERATION_ORDINAL.key, int),
     # strings: another type is only ever compared with strings or bounded as a value
     ("layer", v.LAYER.key, str),
     ("parent_layer", v.PARENT_LAYER.key, str),
@@ -168,6 +173,8 @@ class AttemptRow:
     decision: str | None
     retry_owner: str | None
     hedge_ordinal: int | None
+    operation_ordinal: int | None
+    """On a send: its operation under its parent attempt (1, 2, ...)."""
     hedge_result: str | None
     tenant: str | None
     operation: str | None
@@ -201,6 +208,7 @@ class AttemptRow:
             self.actual,
             self.estimated,
             self.hedge_ordinal,
+            self.operation_ordinal,
             self.layer,
             self.parent_layer,
             self.route,
@@ -317,6 +325,8 @@ class RequestFacts:
     terminal: str | None = None
     retry_owner: str | None = None
     receiver: int = 0
+    operations: int = 0
+    """Distinct operations: the largest operation ordinal among the receiver's sends."""
     nested_product: int | None = None
     """The product of the retried layers' largest groups when two or more layers retried."""
     fallback: Fallback | None = None
@@ -367,15 +377,16 @@ def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
 
 def _group(rows: Sequence[AttemptRow]) -> int | None:
     """Mark retries and leaves; the nested-retry product (two or more layers retried)."""
-    groups: defaultdict[tuple[str | None, str | None, int | None], list[AttemptRow]]
-    groups = defaultdict(list)
+    groups: defaultdict[tuple[str | None, str | None, int | None, int | None], list[AttemptRow]] = (
+        defaultdict(list)
+    )
     parents = set()
     for row in rows:
-        groups[row.layer, row.parent_layer, row.parent_ordinal].append(row)
+        groups[row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal].append(row)
         if row.parent_layer is not None:
             parents.add((row.parent_layer, row.parent_ordinal))
     largest: dict[str | None, int] = {}
-    for (layer, _, _), group in groups.items():
+    for (layer, _, _, _), group in groups.items():
         if len(group) > 1:
             group.sort(key=_group_order)
         previous: AttemptRow | None = None
@@ -391,16 +402,27 @@ def _group(rows: Sequence[AttemptRow]) -> int | None:
     return math.prod(retried) if len(retried) >= 2 else None
 
 
+def _mark_resends(leaves: list[AttemptRow]) -> int:
+    """Mark every send after its operation's first as a resend; the distinct operations."""
+    if len(leaves) > 1:
+        leaves.sort(key=_SEND_ORDER)
+    seen: set[int] = set()
+    for row in leaves:
+        operation = 1 if row.operation_ordinal is None else row.operation_ordinal
+        if operation in seen:
+            row.resend = True
+        else:
+            seen.add(operation)
+    return max(seen, default=0)
+
+
 def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> RequestFacts:
     """The facts of one request: its attempt rows (this process's) and its span, when the
     request itself ended here."""
     _nest(rows)
     nested_product = _group(rows)
     leaves = [r for r in rows if r.leaf]
-    if len(leaves) > 1:
-        leaves.sort(key=_SEND_ORDER)
-    for row in leaves[1:]:
-        row.resend = True
+    operations = _mark_resends(leaves)
     attrs = (finished_attributes(request) or {}) if request is not None else {}
     terminal = _str(attrs.get(v.TERMINAL.key))
     request_complete = terminal is None or terminal == _COMPLETE_TERMINAL
@@ -428,6 +450,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
         terminal=terminal,
         retry_owner=_str(attrs.get(v.RETRY_OWNER.key)),
         receiver=len(leaves),
+        operations=operations,
         nested_product=nested_product,
         **_fallback_facts(rows, attrs),
         late_success=any(

@@ -137,14 +137,24 @@ SENDS: Final = Instrument(
     "`receiver_attempts`; by layer `amplification.by_layer[].receiver_attempts`, by route "
     "`routes[].receiver_attempts`; resends: the retries of the load windows",
 )
+OPERATIONS: Final = Instrument(
+    "retryscope.operations",
+    Kind.COUNTER,
+    "{operation}",
+    "Distinct operations of the logical requests ended: per request, the most distinct "
+    "operations (client calls, or distinct requests) any one attempt made. Sends per "
+    "operation is retry amplification (1.0: no retry at any layer, however many calls).",
+    (TERMINAL, RETRY_OWNER),
+    "`operations`; `receiver_attempts` (`retryscope.sends`) ÷ it: `amplification_ratio`",
+)
 ATTEMPTS_PER_REQUEST: Final = Instrument(
     "retryscope.logical_request.attempts",
     Kind.HISTOGRAM,
     "{attempt}",
-    "Physical attempts the receiver saw per logical request, recorded when it ends: the "
-    "amplification distribution.",
+    "Physical attempts the receiver saw per logical request (sends per request), recorded "
+    "when it ends: their distribution.",
     (TERMINAL, RETRY_OWNER),
-    "count `logical_requests`, sum `receiver_attempts`, max "
+    "count `logical_requests`, sum `receiver_attempts`, sum ÷ count `sends_per_request`, max "
     "`amplification.max_attempts_per_request`, p99 `amplification.p99_attempts_per_request`",
     ATTEMPTS_PER_REQUEST_BUCKETS,
 )
@@ -242,6 +252,7 @@ INSTRUMENTS: Final[tuple[Instrument, ...]] = (
     LOGICAL_REQUESTS,
     ATTEMPTS,
     SENDS,
+    OPERATIONS,
     ATTEMPTS_PER_REQUEST,
     NESTED_RETRY_PRODUCT,
     BACKOFF_DELAY,

@@ -316,6 +316,8 @@ class AttemptMetricsProcessor(SpanProcessor):
         d = self._dim
         terminal, owner = d.terminal(facts.terminal), d.owner(facts.retry_owner)
         add(i.LOGICAL_REQUESTS, (terminal, owner))
+        if facts.operations:
+            add(i.OPERATIONS, (terminal, owner), facts.operations)
         context = request.context
         samples.append((i.ATTEMPTS_PER_REQUEST, facts.receiver, (terminal, owner), context))
         if facts.nested_product is not None:

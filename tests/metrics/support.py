@@ -104,6 +104,11 @@ def _quantile_disc(points: list[HistogramDataPoint], q: float) -> int:
     return int(values[max(0, math.ceil(len(values) * q) - 1)])
 
 
+def _ratio(n: int, d: int) -> float:
+    """``rs_ratio``: n / d, 0.0 without a denominator."""
+    return n / d if d > 0 else 0.0
+
+
 def _histogram(points: list[HistogramDataPoint]) -> tuple[int, int, int]:
     """(count, sum, max) over every series."""
     count = sum(p.count for p in points)
@@ -121,6 +126,7 @@ def live_figures(points: Mapping[str, list[Any]]) -> Figures:
     cost = points.get(i.COST.name, [])
     fallbacks = points.get(i.FALLBACKS.name, [])
     count, total, top = _histogram(per_request)
+    operations = _sum(points.get(i.OPERATIONS.name, []))
     nested, _, max_product = _histogram(product)
     backoff = _histogram(points.get(i.BACKOFF_DELAY.name, []))
     hint = _histogram(points.get(i.RETRY_AFTER.name, []))
@@ -136,6 +142,10 @@ def live_figures(points: Mapping[str, list[Any]]) -> Figures:
         "receiver_by_layer": _by(sends, i.LAYER),
         "receiver_by_route": _by(sends, i.ROUTE),
         "resends": _sum(sends, **{i.RESEND: True}),
+        "operations": operations,
+        "sends_per_request": _ratio(_sum(sends), _sum(requests)),
+        "amplification_ratio": _ratio(_sum(sends), operations),
+        "histogram_sends_per_request": _ratio(total, count),
         "histogram_requests": count,
         "histogram_attempts": total,
         "max_attempts_per_request": top,
@@ -207,6 +217,10 @@ def report_figures(con: duckdb.DuckDBPyConnection) -> Figures:
             if r["receiver_attempts"]
         },
         "resends": resends,
+        "operations": report["operations"],
+        "sends_per_request": report["sends_per_request"],
+        "amplification_ratio": report["amplification_ratio"],
+        "histogram_sends_per_request": report["sends_per_request"],
         "histogram_requests": report["logical_requests"],
         "histogram_attempts": report["receiver_attempts"],
         "max_attempts_per_request": amp["max_attempts_per_request"],

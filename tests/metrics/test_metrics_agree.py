@@ -17,7 +17,7 @@ from retryscope.analytics import connect
 from retryscope.cli import build_parser
 from retryscope.demo._run import generate
 from tests.metrics.support import Metered, differences, live_figures, report_figures
-from tests.recorder import Recorder
+from tests.recorder import MS, T0, Clock, Recorder
 from tests.test_analytics_amplification import _nested
 from tests.test_analytics_cost_effectiveness import _costs, _effectiveness_fixture
 from tests.test_analytics_deadline import _fixture as _deadlines
@@ -27,9 +27,41 @@ from tests.test_analytics_randomized import _generate
 from tests.test_analytics_violations import _early_retry
 
 DEMO_REQUESTS = build_parser().parse_args(["demo"]).requests
+CALL_A, CALL_B, CALL_C = (f"http://127.0.0.1/v1/{name}" for name in ("embed", "chat", "rank"))
+
+
+def _distinct_calls(rec: Recorder) -> None:
+    """d1: one harness attempt making three distinct calls, the first and the last resent
+    once; d2: a harness attempt whose call fails, then its retry making that call and
+    another; d3: a call fails, then a distinct call succeeds (no retry of it)."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="d1") as req, req.attempt("primary"):
+        for url, status in ((CALL_A, 503), (CALL_A, 200), (CALL_B, 200), (CALL_C, 429)):
+            with rec.http_span(clock, status, url=url):
+                pass
+        with rec.http_span(clock, 200, url=CALL_C):
+            pass
+    clock = Clock(T0 + 60_000 * MS)
+    with rec.request(clock, logical_request_id="d2") as req:
+        with req.attempt("primary") as first:
+            with rec.http_span(clock, 503, url=CALL_A):
+                pass
+            first.set_outcome("unavailable")
+        clock.advance_ms(100)
+        with req.attempt("primary"):
+            for url in (CALL_A, CALL_B):
+                with rec.http_span(clock, 200, url=url):
+                    pass
+    clock = Clock(T0 + 2 * 60_000 * MS)
+    with rec.request(clock, logical_request_id="d3") as req, req.attempt("secondary"):
+        for url, status in ((CALL_A, 503), (CALL_B, 200)):
+            with rec.http_span(clock, status, url=url):
+                pass
+
 
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "nested retries and HTTP sends": _nested,
+    "distinct calls and their resends": _distinct_calls,
     "deadlines": _deadlines,
     "fallbacks": _fallbacks,
     "costs": _costs,
@@ -40,6 +72,22 @@ SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "randomized, seed 1": lambda rec: _generate(rec, 300, 1),
     "randomized, seed 2": lambda rec: _generate(rec, 300, 2),
 }
+
+
+def test_distinct_calls_are_operations_not_retries(tmp_path: Path) -> None:
+    """Sends per distinct operation: 10 sends of 7 operations, 3 of them resends; a distinct
+    call after a failed one is no retry."""
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _distinct_calls(recorder)
+    live = live_figures(metered.points())
+    assert (live["receiver_attempts"], live["operations"], live["resends"]) == (10, 7, 3)
+    assert live["amplification_ratio"] == 10 / 7
+    assert live["sends_per_request"] == 10 / 3
+    # retries: d1's resends of the embed and rank calls and d2's second harness attempt (its
+    # sends start a group of their own under it); d3's chat call follows a failure, no retry
+    assert live["retries"] == 3
+    assert list(differences(live, report_figures(recorder.connect()))) == []
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
