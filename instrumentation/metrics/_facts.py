@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
@@ -108,11 +108,6 @@ _FIELDS: Final = (
 """(row field, span attribute key, its type) of every attribute an attempt row reads: a
 value of another type (``bool`` for an ``int`` too) reads as absent."""
 _KEYS: Final = tuple(key for _, key, _ in _FIELDS)
-_INDEX: Final = {name: n for n, (name, _, _) in enumerate(_FIELDS)}
-_OUTCOME: Final = _INDEX["outcome"]
-_KIND: Final = _INDEX["kind"]
-_METHOD: Final = _INDEX["http_method"]
-_OLD_METHOD: Final = _INDEX["old_http_method"]
 _CHECKED: Final = sum(1 for _, _, kind in _FIELDS if kind is not str)
 _TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
 _NONE: Final = type(None)
@@ -141,7 +136,7 @@ def _typed(values: list[Any]) -> list[Any]:
 
 class AttemptRow:
     """One finished attempt span, as the model's ``attempt_rows`` holds it, and the facts
-    :func:`request_facts` derives for it (built from what :func:`finished` keeps)."""
+    :func:`request_facts` derives for it (build it with :func:`attempt_row`)."""
 
     __slots__ = (
         *(name for name, _, _ in _FIELDS),
@@ -151,10 +146,9 @@ class AttemptRow:
         "parent_span_id",
         "resend",
         "retry",
+        "context",
         "span_id",
         "start",
-        "trace_flags",
-        "trace_id",
     )
     layer: str | None
     ordinal: int | None
@@ -186,10 +180,10 @@ class AttemptRow:
     operation: str | None
     http_method: str | None
     old_http_method: str | None
+    context: SpanContext | None
+    """The span's context (exemplars of the samples it records point at it)."""
     span_id: int
     parent_span_id: int | None
-    trace_id: int
-    trace_flags: int
     start: int
     end: int
     retry: bool
@@ -200,7 +194,7 @@ class AttemptRow:
     """A send the receiver saw after the request's first one."""
     accepted: bool
 
-    def __init__(self, held: Finished) -> None:
+    def __init__(self, held: Finished, values: Sequence[Any]) -> None:
         (
             self.ordinal,
             self.parent_ordinal,
@@ -231,20 +225,13 @@ class AttemptRow:
             self.operation,
             self.http_method,
             self.old_http_method,
-            self.span_id,
-            self.parent_span_id,
-            self.trace_id,
-            self.trace_flags,
-            self.start,
-            self.end,
-        ) = held
+        ) = values
+        _, context, parent, self.start, self.end, _ = held
+        self.context = context
+        self.span_id = context.span_id if context is not None else 0
+        self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
-
-    @property
-    def context(self) -> SpanContext:
-        """The span's context (exemplars of the samples it records point at it)."""
-        return SpanContext(self.trace_id, self.span_id, False, TraceFlags(self.trace_flags))
 
     @property
     def duration_ms(self) -> float:
@@ -268,36 +255,36 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-Finished = tuple[Any, ...]
-"""What is kept of a finished attempt span until its request ends: the values of
-:data:`_KEYS` (typed, the outcome of an HTTP send resolved from its status), then its span
-id, parent span id, trace id, trace flags, start and end time. Plain values only, not the
-span or its attributes: a request's spans are freed as they end, and the garbage collector
-stops tracking a tuple of plain values."""
+Finished = tuple[Mapping[str, Any], SpanContext | None, SpanContext | None, int, int, Status]
+"""What is kept of a finished attempt span until its request ends: its attributes (as
+:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), context, parent,
+start and end time, status. Not the span: a request's spans are then freed as they end."""
 
 
 def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
-    """What :data:`Finished` keeps of the attempt span ``span`` (``attrs``: its attributes,
-    when read)."""
-    if attrs is None:
-        attrs = finished_attributes(span) or {}
-    values = _typed(list(map(attrs.get, _KEYS)))
-    if values[_OUTCOME] is None and (
-        values[_METHOD] is not None or values[_OLD_METHOD] is not None
-    ):
-        values[_OUTCOME], kind = _http_outcome(span.status, attrs)
-        if values[_KIND] is None:
-            values[_KIND] = kind
-    context, parent = span.context, span.parent
+    """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
     start = span.start_time or 0
-    if context is None:
-        values += (0, None, 0, 0)
-    else:
-        values += (context.span_id, None, context.trace_id, int(context.trace_flags))
-    if parent is not None:
-        values[-3] = parent.span_id
-    values += (start, span.end_time or start)
-    return tuple(values)
+    return (
+        finished_attributes(span) or {} if attrs is None else attrs,
+        span.context,
+        span.parent,
+        start,
+        span.end_time or start,
+        span.status,
+    )
+
+
+def attempt_row(held: Finished) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt``."""
+    attrs = held[0]
+    row = AttemptRow(held, _typed(list(map(attrs.get, _KEYS))))
+    if row.http_method is not None or row.old_http_method is not None:
+        http_outcome, http_kind = _http_outcome(held[5], attrs)
+        if row.outcome is None:
+            row.outcome = http_outcome
+            if row.kind is None:
+                row.kind = http_kind
+    return row
 
 
 def _http_outcome(

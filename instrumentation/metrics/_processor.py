@@ -42,6 +42,7 @@ from retryscope.instrumentation.metrics._facts import (
     AttemptRow,
     Finished,
     RequestFacts,
+    attempt_row,
     finished,
     request_facts,
 )
@@ -222,7 +223,7 @@ class AttemptMetricsProcessor(SpanProcessor):
     # -- recording -----------------------------------------------------------------------
     def _record(self, attempts: list[Finished], request: ReadableSpan | None) -> None:
         """Record one request's facts (``request`` None: its attempts only)."""
-        facts = request_facts(list(map(AttemptRow, attempts)), request)
+        facts = request_facts(list(map(attempt_row, attempts)), request)
         samples: list[_Sample] = []
         with self._lock:
             extra = self._optional_values(facts)
