@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps clean
+.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps prometheus-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
-unit: $(STAMP) browser-deps
+unit: $(STAMP) browser-deps prometheus-deps
 	$(BIN)/python -m pytest $(ARGS)
 
 # The pipeline tests (stamping processor, batch processor, exporter, Parquet, report) again
@@ -55,6 +55,16 @@ browser-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	      || echo "chromium could not be installed: browser tests will be skipped"; \
 	  else echo "chromium not found and cannot install it: browser tests will be skipped"; fi; }
+
+# promtool for the alert rules' checks (tests/metrics/test_dashboards.py): Debian's prometheus
+# package ships it (where an init system starts services, the package's server starts too).
+prometheus-deps:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends prometheus >/dev/null) \
+	      || echo "prometheus could not be installed: the promtool rule checks will be skipped"; \
+	  else echo "promtool not found and cannot install it: the promtool rule checks will be skipped"; fi; }
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)

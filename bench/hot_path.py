@@ -15,6 +15,12 @@ provider with the stamping processor: 100 attempts per logical request against 1
 spans per parent span, so the request's own span is amortised and the request keeps a
 bounded list of attempts, as in production.
 
+Both also run with ``AttemptMetricsProcessor`` beside the stamping processor, recording into
+a MeterProvider with a reader (metrics on vs off, interleaved in the same rounds), and so
+does a small logical request (two harness attempts, a retry after a rate limit, with
+backoff, cost and a deadline), where the request-end recording is not amortised over 100
+attempts.
+
 The stamped and attempt cases also run on the public OpenTelemetry API only
 (``retryscope.instrumentation._sdk.public_paths``, what ``RETRYSCOPE_SDK_PUBLIC_ONLY=1``
 or an SDK with other internals gives), interleaved with the rest, so the fast paths'
@@ -30,16 +36,20 @@ from collections.abc import Callable, Iterator, Mapping
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from bench.harness import Result, Target, interleave, micros
+from bench.harness import Result, Target, Timings, interleave, micros
 from bench.settings import Settings
 from retryscope import AttemptStampingProcessor, LogicalRequest, current_scope, logical_request
+from retryscope.instrumentation import AttemptMetricsProcessor, MetricsConfig
 from retryscope.instrumentation._sdk import public_paths
+from retryscope.instrumentation.metrics._instruments import ATTEMPTS
 from retryscope.vocabulary import ATTEMPT_ORDINAL, IDEMPOTENCY_DIGEST, LOGICAL_REQUEST_ID
 
 THIRD_PARTY_ATTRIBUTES: Mapping[str, AttributeValue] = {
@@ -102,6 +112,51 @@ def _third_party_spans(tracer: Tracer, n: int) -> None:
             pass
 
 
+def _metered(reader: InMemoryMetricReader | None = None) -> TracerProvider:
+    """A provider with the stamping processor and the metrics processor, recording into a
+    MeterProvider with a reader (as an application exporting metrics has)."""
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    meters = MeterProvider(metric_readers=[reader or InMemoryMetricReader()])
+    provider.add_span_processor(
+        AttemptMetricsProcessor(meter_provider=meters, config=MetricsConfig())
+    )
+    return provider
+
+
+def _small_request(provider: TracerProvider) -> None:
+    """A logical request as most are: a rate-limited attempt, a backoff, a success."""
+    with _request(provider) as req:
+        with req.attempt("private-primary", route_release=RELEASE) as first:
+            first.set_cost(reserved=2_000, actual=150)
+            first.set_outcome("rate_limited", http_status=429)
+            first.set_decision("retry")
+        with req.attempt("private-primary", route_release=RELEASE) as second:
+            second.set_backoff(delay_ms=200, retry_after_ms=200)
+            second.set_cost(reserved=2_000, actual=1_350)
+            second.set_outcome("success")
+            second.set_decision("complete")
+
+
+def _check_metrics() -> None:
+    """The metered provider really records: a small request counts its two attempts."""
+    reader = InMemoryMetricReader()
+    provider = _metered(reader)
+    _small_request(provider)
+    data = reader.get_metrics_data()
+    attempts = [
+        point.value
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == ATTEMPTS.name
+        for point in metric.data.data_points
+    ]
+    if sum(attempts) != 2:
+        raise RuntimeError(f"the metrics processor counted {attempts} attempts, not 2")
+    provider.shutdown()
+
+
 def _stamp_values(provider: TracerProvider) -> dict[str, str]:
     """The values the stamping processor puts on a span, as strings (Baggage holds strings)."""
     with _request_scope(provider):
@@ -162,6 +217,25 @@ def _attempt_attributes(
     return dict(spans[0].attributes or {})
 
 
+def _versus(
+    title: str,
+    timings: Timings,
+    cases: tuple[str, str],
+    per: int,
+    target: Target | None = None,
+) -> Result:
+    """``cases`` = (case, baseline) side by side: the ratio, and each per item as on / off."""
+    case, baseline = cases
+    return Result(
+        "hot path",
+        title,
+        timings.ratio(case, baseline),
+        "×",
+        target,
+        {"off": micros(timings.median(baseline), per), "on": micros(timings.median(case), per)},
+    )
+
+
 def run(settings: Settings) -> list[Result]:
     n = settings.scaled(20_000, 300)
     rounds = settings.rounds
@@ -171,8 +245,10 @@ def run(settings: Settings) -> list[Result]:
     stamping.add_span_processor(AttemptStampingProcessor())
     bagging = TracerProvider()
     bagging.add_span_processor(BaggageSpanProcessor(ALLOW_ALL_BAGGAGE_KEYS))
+    metering = _metered()
     stamp = _stamp_values(TracerProvider())
     _check_stamping(stamp)
+    _check_metrics()
 
     def case_plain() -> None:
         tracer = plain.get_tracer("bench.thirdparty")
@@ -187,6 +263,10 @@ def run(settings: Settings) -> list[Result]:
         with public_paths():
             case_stamped()
 
+    def case_stamped_metrics() -> None:
+        with _request_scope(metering):
+            _third_party_spans(metering.get_tracer("bench.thirdparty"), n)
+
     def case_baggage() -> None:
         tracer = bagging.get_tracer("bench.thirdparty")
         with tracer.start_as_current_span("parent"), _baggage_scope(stamp):
@@ -197,6 +277,7 @@ def run(settings: Settings) -> list[Result]:
             "plain": case_plain,
             "stamped": case_stamped,
             "stamped public": case_stamped_public,
+            "stamped metrics": case_stamped_metrics,
             "baggage": case_baggage,
         },
         rounds=rounds,
@@ -230,13 +311,34 @@ def run(settings: Settings) -> list[Result]:
         with public_paths():
             case_context_attempt()
 
+    def case_context_attempt_metrics() -> None:
+        for _ in range(attempts_n // PER_REQUEST):
+            with _request(metering) as req:
+                for _ in range(PER_REQUEST):
+                    with req.attempt("private-primary", route_release=RELEASE):
+                        pass
+
     attempts = interleave(
         {
             "plain": case_plain_attempt,
             "context": case_context_attempt,
             "context public": case_context_attempt_public,
+            "context metrics": case_context_attempt_metrics,
         },
         rounds=rounds,
+    )
+
+    requests_n = settings.scaled(4_000, 100)
+
+    def small_requests(provider: TracerProvider) -> Callable[[], None]:
+        def case() -> None:
+            for _ in range(requests_n):
+                _small_request(provider)
+
+        return case
+
+    requests = interleave(
+        {"off": small_requests(stamping), "on": small_requests(metering)}, rounds=rounds
     )
     name = "hot path"
     return [
@@ -270,6 +372,23 @@ def run(settings: Settings) -> list[Result]:
                 "plain": micros(attempts.median("plain"), attempts_n),
                 "attempt": micros(attempts.median("context"), attempts_n),
             },
+        ),
+        _versus(
+            "stamped third-party span: metrics on / off",
+            spans,
+            ("stamped metrics", "stamped"),
+            n,
+            Target(at_most=1.10, text="≤ 1.10×"),
+        ),
+        _versus(
+            "context-API attempt: metrics on / off",
+            attempts,
+            ("context metrics", "context"),
+            attempts_n,
+            Target(at_most=1.10, text="≤ 1.10×"),
+        ),
+        _versus(
+            "logical request of 2 attempts: metrics on / off", requests, ("on", "off"), requests_n
         ),
         Result(
             name,

@@ -4,7 +4,9 @@ Optional integrations live in their own modules and need their extra installed:
 ``retryscope.instrumentation.integrations.httpx`` (``[httpx]``), ``.httpx2`` (``[httpx2]``),
 ``.urllib3`` (``[urllib3]``), ``.litellm`` (``[litellm]``), ``.tenacity`` (``[tenacity]``),
 ``.stamina`` (``[stamina]``); :class:`RetryscopeInstrumentor` enables every one whose library
-is installed.
+is installed. Live metrics:
+:class:`AttemptMetricsProcessor` (``retryscope.instrumentation.metrics``; a Prometheus scrape
+needs ``[prometheus]``).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ from retryscope.instrumentation._streaming import astream, stream
 from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcessor
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._exporter import ParquetSpanExporter
+from retryscope.instrumentation.metrics import AttemptMetricsProcessor, MetricsConfig
 
 if TYPE_CHECKING:
     from retryscope.instrumentation._instrumentor import RetryscopeInstrumentor
@@ -46,6 +49,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Attempt",
+    "AttemptMetricsProcessor",
     "AttemptStampingProcessor",
     "AttributeHook",
     "CarrierError",
@@ -54,6 +58,7 @@ __all__ = [
     "GapCountingBatchSpanProcessor",
     "LogicalRequest",
     "LowerLayerConfig",
+    "MetricsConfig",
     "ParquetSpanExporter",
     "Partitioning",
     "Price",

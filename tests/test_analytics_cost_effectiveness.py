@@ -12,13 +12,18 @@ from retryscope.analytics import (
 from tests.recorder import MS, T0, Clock, Recorder
 
 
-def test_cost_totals_accepted_wasted_estimated(recorder: Recorder) -> None:
+def _costs(recorder: Recorder) -> None:
+    """Three attempts: an estimated cost, a wasted one, an accepted one."""
     clock = Clock(T0)
     with recorder.request(clock, logical_request_id="c1") as req:
         # timeout: usage unknown, the 1000 reservation stands (estimated)
         recorder.attempt(req, "p", outcome="timeout_before_response", reserved=1000)
         recorder.attempt(req, "p", outcome="rate_limited", reserved=1000, actual=200)
         recorder.attempt(req, "p", outcome="success", reserved=1000, actual=700)
+
+
+def test_cost_totals_accepted_wasted_estimated(recorder: Recorder) -> None:
+    _costs(recorder)
     con = recorder.connect()
     assert cost(con).to_pylist() == [
         {

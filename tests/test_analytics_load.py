@@ -96,7 +96,9 @@ def test_retry_budget_windows(recorder: Recorder) -> None:
     assert findings(con, rule="retry_budget_exceeded", thresholds=relaxed).num_rows == 0
 
 
-def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
+def _hedged(recorder: Recorder) -> None:
+    """A cancelled hedge beside a completed attempt, a dispatch on an open breaker, an
+    attempt whose SDK may retry on its own."""
     clock = Clock(T0)
     with recorder.request(clock, logical_request_id="hedged") as req:
         sibling = contextvars.copy_context()  # the hedge runs beside, not inside, attempt 1
@@ -118,6 +120,10 @@ def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
         recorder.attempt(req, "sick", attributes={v.BREAKER_STATE.key: "open"})
     with recorder.request(clock, logical_request_id="opaque") as req:
         recorder.attempt(req, attributes={v.LOWER_MAX_RETRIES.key: 2})
+
+
+def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
+    _hedged(recorder)
     con = recorder.connect()
     assert hedging(con).to_pylist() == [
         {

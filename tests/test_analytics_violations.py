@@ -19,13 +19,18 @@ def _rows(recorder: Recorder, rule: str) -> list[tuple[str | None, str, dict[str
     ]
 
 
-def test_not_before_ignored(recorder: Recorder) -> None:
+def _early_retry(recorder: Recorder) -> None:
+    """A retry that went 200 ms before its not_before."""
     clock = Clock(T0)
     with recorder.request(clock, logical_request_id="nb") as req:
         recorder.attempt(req, outcome="rate_limited", gap_ms=50)
         with req.attempt("primary") as a:  # Retry-After said 250 ms; it went after 50
             a.set_backoff(delay_ms=50, retry_after_ms=250, not_before=clock.now + 200 * MS)
             clock.advance_ms(10)
+
+
+def test_not_before_ignored(recorder: Recorder) -> None:
+    _early_retry(recorder)
     assert _rows(recorder, "not_before_ignored") == [
         (
             "nb",

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
+
+from retryscope.instrumentation._settings import meta as _meta
+from retryscope.instrumentation._settings import positive_float as _positive_float
+from retryscope.instrumentation._settings import positive_int as _positive_int
+from retryscope.instrumentation._settings import read_env, write_env
 
 ENV_PREFIX: Final = "RETRYSCOPE_PARQUET_"
 
@@ -28,20 +33,6 @@ class Partitioning(enum.StrEnum):
     NONE = "none"  # files directly under the root
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a positive integer")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError("must be a positive number")
-    return value
-
-
 def _mode(text: str) -> int:
     value = int(text, 8)
     if not 0 <= value <= 0o777:
@@ -51,18 +42,6 @@ def _mode(text: str) -> int:
 
 def _octal(value: Any) -> str:
     return f"{value:o}"
-
-
-def _plain(value: Any) -> str:
-    return str(value.value if isinstance(value, enum.Enum) else value)
-
-
-def _meta(
-    doc: str, parse: Callable[[str], Any], text: Callable[[Any], str] = _plain
-) -> dict[str, Any]:
-    """A setting's metadata: its meaning (``doc``), how its variable is read (``parse``)
-    and how a value is written as variable text (``text``)."""
-    return {"doc": doc, "parse": parse, "text": text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,21 +134,9 @@ class ExportConfig:
         A malformed value raises ``ValueError`` naming the variable and the problem.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            name = cls.variable(f.name)
-            text = env.get(name, "").strip()
-            if not text:
-                continue
-            try:
-                values[f.name] = f.metadata["parse"](text)
-            except ValueError as exc:
-                raise ValueError(f"{name}={text!r}: {exc}") from None
-        return cls(**values)
+        return cls(**read_env(cls, env, cls.variable))
 
     def to_env(self) -> dict[str, str]:
         """Every setting as the variable text :meth:`from_env` reads back to this
         configuration (for a child process, or to write an environment file)."""
-        return {
-            self.variable(f.name): f.metadata["text"](getattr(self, f.name)) for f in fields(self)
-        }
+        return write_env(self, self.variable)

@@ -15,6 +15,7 @@ import random
 import sys
 from pathlib import Path
 
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -31,7 +32,11 @@ from retryscope.demo._scenarios import (
     prompt_text,
     run_one,
 )
-from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+from retryscope.instrumentation import (
+    AttemptMetricsProcessor,
+    AttemptStampingProcessor,
+    ParquetSpanExporter,
+)
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
 
@@ -81,15 +86,24 @@ def prepare_out_dir(out: Path) -> None:
 
 
 def generate(
-    out: Path, requests: int, seed: int, *, scenario: str = "all", progress: bool = True
+    out: Path,
+    requests: int,
+    seed: int,
+    *,
+    scenario: str = "all",
+    progress: bool = True,
+    meter_provider: MeterProvider | None = None,
 ) -> ParquetSpanExporter:
-    """Simulate ``requests`` logical requests of ``scenario`` into Parquet under ``out``."""
+    """Simulate ``requests`` logical requests of ``scenario`` into Parquet under ``out``;
+    with ``meter_provider``, the live metrics of the same traffic are recorded there."""
     counts = split(requests, scenario)
     prepare_out_dir(out)
     rng = random.Random(seed)
     exporter = ParquetSpanExporter(out)
     provider = TracerProvider(resource=Resource.create({"service.name": "retryscope-demo"}))
     provider.add_span_processor(AttemptStampingProcessor())
+    if meter_provider is not None:
+        provider.add_span_processor(AttemptMetricsProcessor(meter_provider=meter_provider))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     done, total = 0, sum(counts.values())
     step = max(1, total // 20)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from retryscope.reference import _cli, _export_config, _findings, _report, _schema
+from retryscope.reference import _cli, _export_config, _findings, _metrics, _report, _schema
 from retryscope.reference._markdown import REGENERATE
 
 
@@ -29,6 +29,7 @@ PAGES: Final[tuple[Page, ...]] = (
     Page("report.md", _report.render),
     Page("cli.md", _cli.render),
     Page("export-config.md", _export_config.render),
+    Page("metrics.md", _metrics.render),
 )
 
 __all__ = ["PAGES", "REGENERATE", "Page", "ReferenceMismatch", "render_all", "stale_pages"]

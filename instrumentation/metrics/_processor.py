@@ -1,0 +1,372 @@
+"""``AttemptMetricsProcessor``: live metrics from the spans retryscope stamps.
+
+A span processor beside the stamping one. It reads the retryscope attributes of finished
+spans, so the live figures come from the same facts as the audit data set: a finished
+attempt span is held (one dict lookup and a list append on its ``on_end``) until its
+logical request's span ends; then the request's facts are computed
+(:func:`~._facts.request_facts`, the model's definitions) and recorded. Every other span
+costs one attribute lookup.
+
+Counters are kept as cumulative totals here and reported through observable counters when
+a reader collects (a few dict increments per request instead of one SDK measurement per
+figure); the distributions are the SDK's histograms, recorded in the context of the
+request (or attempt) span, so exemplars carry its trace and span id. Attribute values are
+bounded (:mod:`._limits`). A continuation's attempts, and those of a request still open
+when more than ``max_open_requests`` are, are recorded without the request-level figures.
+
+It never raises into the application: failures are counted in
+:attr:`AttemptMetricsProcessor.errors` and logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Final, Protocol
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext
+from opentelemetry.util.types import AttributeValue
+
+from retryscope import vocabulary as v
+from retryscope.instrumentation._sdk import finished_attributes
+from retryscope.instrumentation.metrics import _instruments as i
+from retryscope.instrumentation.metrics._config import MetricsConfig
+from retryscope.instrumentation.metrics._facts import (
+    AttemptRow,
+    Finished,
+    RequestFacts,
+    attempt_row,
+    finished,
+    request_facts,
+)
+from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
+from retryscope.instrumentation.metrics._latency import RollingMedian
+from retryscope.instrumentation.metrics._limits import Capped, Enumerated
+
+_log = logging.getLogger(__name__)
+_ROLE: Final = v.SPAN_ROLE.key
+_ID: Final = v.LOGICAL_REQUEST_ID.key
+_ATTEMPT: Final = v.SpanRole.ATTEMPT.value
+_REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
+_CONTINUATION: Final = v.SpanRole.CONTINUATION.value
+METER_NAME: Final = "retryscope"
+
+Values = tuple[AttributeValue | None, ...]
+"""An instrument's attribute values in the order of its keys (None: not set)."""
+_Sample = tuple[Instrument, int, Values, SpanContext | None]
+"""A histogram value to record: instrument, value, attribute values, exemplar span."""
+
+
+def _ignore(span: ReadableSpan) -> None:
+    """``on_end`` of a disabled processor."""
+
+
+class _Add(Protocol):
+    """Adds ``amount`` to an instrument's series (see ``AttemptMetricsProcessor._record``)."""
+
+    def __call__(self, inst: Instrument, values: Values, amount: int = 1) -> None: ...
+
+
+@dataclass(slots=True)
+class _Dimensions:
+    """The bounded value of each attribute the instruments carry."""
+
+    layer: Enumerated
+    outcome: Enumerated
+    kind: Enumerated
+    owner: Enumerated
+    terminal: Enumerated
+    boundary: Enumerated
+    route: Capped
+    currency: Capped
+    tenant: Capped
+    operation: Capped
+
+    @classmethod
+    def bounded(cls, limit: int) -> _Dimensions:
+        return cls(
+            Enumerated(v.Layer),
+            Enumerated(v.Outcome),
+            Enumerated(v.OutcomeKind),
+            Enumerated(v.RetryOwner),
+            Enumerated(v.Terminal),
+            Enumerated(v.DataBoundary),
+            Capped(limit),
+            Capped(limit),
+            Capped(limit),
+            Capped(limit),
+        )
+
+
+class AttemptMetricsProcessor(SpanProcessor):
+    """Records the instruments of :data:`~._instruments.INSTRUMENTS` from finished spans.
+
+    ``meter_provider`` defaults to the global one (instruments made before the SDK sets it
+    are bound when it does); ``config`` defaults to :meth:`MetricsConfig.from_env`. With
+    ``config.enabled`` False it creates no instrument and records nothing.
+    """
+
+    def __init__(
+        self,
+        *,
+        meter_provider: MeterProvider | None = None,
+        config: MetricsConfig | None = None,
+    ) -> None:
+        self.config = config if config is not None else MetricsConfig.from_env()
+        self.errors = 0
+        """Spans or collections whose recording failed (contained, logged once)."""
+        self.evicted = 0
+        """Requests recorded without their request-level figures: still open when more
+        than ``max_open_requests`` were."""
+        self._enabled = self.config.enabled
+        self._lock = threading.Lock()
+        self._open: dict[str, list[Finished]] = {}
+        self._totals: dict[str, dict[Values, int]] = {}
+        self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
+        self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
+        self._histograms: dict[str, Histogram] = {}
+        self._dim = _Dimensions.bounded(self.config.max_values)
+        self._optional = tuple(d for d in Dimension if d in self.config.dimensions)
+        self._keys = {
+            inst.name: inst.attributes + tuple(d.key for d in self._optional)
+            for inst in i.INSTRUMENTS
+        }
+        if not self._enabled:
+            self.on_end = _ignore  # type: ignore[method-assign]
+            return
+        from retryscope import __version__
+
+        meter = metrics.get_meter(METER_NAME, __version__, meter_provider=meter_provider)
+        for inst in i.INSTRUMENTS:
+            if inst.kind is Kind.COUNTER:
+                self._totals[inst.name] = {}
+                meter.create_observable_counter(
+                    inst.name,
+                    callbacks=[partial(self._observe, inst.name)],
+                    unit=inst.unit,
+                    description=inst.description,
+                )
+            else:
+                self._histograms[inst.name] = meter.create_histogram(
+                    inst.name,
+                    unit=inst.unit,
+                    description=inst.description,
+                    explicit_bucket_boundaries_advisory=list(inst.buckets),
+                )
+
+    # -- SpanProcessor -----------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            attrs = finished_attributes(span)
+            role = attrs.get(_ROLE) if attrs else None
+            if role is None or attrs is None:
+                return
+            request_id = attrs.get(_ID)
+            if type(request_id) is not str:
+                return
+            if role == _ATTEMPT:
+                kept = finished(span, attrs)
+                lock = self._lock
+                lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
+                try:
+                    held = self._open.get(request_id)
+                    if held is not None:
+                        held.append(kept)
+                        return
+                finally:
+                    lock.release()
+                self._hold_first(request_id, kept)
+            elif role == _REQUEST:
+                self._end(request_id, span)
+            elif role == _CONTINUATION:
+                self._end(request_id, None)
+        except Exception:  # never break the instrumented application
+            self._failed("recording a span's metrics")
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    # -- holding attempts until their request ends -------------------------------------
+    def _hold_first(self, request_id: str, attempt: Finished) -> None:
+        """Hold the first attempt of a request; past ``max_open_requests`` open ones,
+        record the oldest as it stands."""
+        evicted: list[Finished] | None = None
+        with self._lock:
+            held = self._open.get(request_id)
+            if held is None:
+                if len(self._open) >= self.config.max_open_requests:
+                    evicted = self._open.pop(next(iter(self._open)))
+                held = self._open[request_id] = []
+            held.append(attempt)
+        if evicted is not None:
+            self.evicted += 1
+            self._record(evicted, None)
+
+    def _end(self, request_id: str, request: ReadableSpan | None) -> None:
+        with self._lock:
+            held = self._open.pop(request_id, [])
+        self._record(held, request)
+
+    # -- recording -----------------------------------------------------------------------
+    def _record(self, attempts: list[Finished], request: ReadableSpan | None) -> None:
+        """Record one request's facts (``request`` None: its attempts only)."""
+        facts = request_facts(list(map(attempt_row, attempts)), request)
+        samples: list[_Sample] = []
+        with self._lock:
+            extra = self._optional_values(facts)
+            totals = self._totals
+
+            def add(inst: Instrument, values: Values, amount: int = 1) -> None:
+                series = totals[inst.name]
+                key = values + extra if extra else values
+                series[key] = series.get(key, 0) + amount
+
+            self._attempt_figures(facts.attempts, add, samples)
+            if request is not None:
+                self._request_figures(facts, request, add, samples)
+        for inst, value, values, span_context in samples:
+            context = (
+                trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+                if span_context is not None
+                else None
+            )
+            attrs = self._attributes(inst.name, values + extra)
+            self._histograms[inst.name].record(value, attrs, context=context)
+
+    def _optional_values(self, facts: RequestFacts) -> Values:
+        d = self._dim
+        return tuple(
+            d.tenant(facts.tenant) if o is Dimension.TENANT else d.operation(facts.operation)
+            for o in self._optional
+        )
+
+    def _attempt_figures(
+        self, rows: Sequence[AttemptRow], add: _Add, samples: list[_Sample]
+    ) -> None:
+        """The attempts' counts (summed per distinct attribute set, each set bounded once)
+        and samples, the latency windows, then doomed dispatches. Holds the lock."""
+        d = self._dim
+        Raw = tuple[str | None, str | None]
+        attempts: dict[tuple[Raw, str | None, str | None, str | None, bool], int] = {}
+        sends: dict[tuple[Raw, str | None, bool], int] = {}
+        durations: dict[Raw, list[float]] = {}
+        places: dict[Raw, tuple[str | None, str | None]] = {}
+        for row in rows:
+            raw = (row.layer, row.route)
+            tried = (raw, row.outcome, row.kind, row.retry_owner, row.retry)
+            attempts[tried] = attempts.get(tried, 0) + 1
+            if row.leaf:
+                sent = (raw, row.retry_owner, row.resend)
+                sends[sent] = sends.get(sent, 0) + 1
+            values = durations.get(raw)
+            if values is None:
+                values = durations[raw] = []
+                places[raw] = (d.layer(row.layer), d.route(row.route))
+            values.append((row.end - row.start) / 1e6)
+            if row.actual is not None or row.reserved is not None:
+                spent = (d.currency(row.currency), places[raw][1], not row.accepted)
+                add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
+            if row.not_before is not None and row.start < row.not_before:
+                add(i.NOT_BEFORE_VIOLATIONS, places[raw])
+            if row.backoff_ms is not None:
+                samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
+            if row.retry_after_ms is not None:
+                samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
+        for (raw, outcome, kind, owner, retry), n in attempts.items():
+            figure = (*places[raw], d.outcome(outcome), d.kind(kind), d.owner(owner))
+            add(i.ATTEMPTS, (*figure, retry), n)
+        for (raw, owner, resend), n in sends.items():
+            add(i.SENDS, (*places[raw], d.owner(owner), resend), n)
+        medians: dict[tuple[str | None, str | None], float | None] = {}
+        for raw, values in durations.items():
+            place = places[raw]
+            window = self._latency.get(place)
+            if window is None:
+                window = self._latency[place] = RollingMedian(self.config.latency_window)
+            window.extend(values)
+        for raw in durations:
+            medians[raw] = self._latency[places[raw]].median()
+        for row in rows:
+            if row.remaining_ms is not None:
+                median = medians[row.layer, row.route]
+                if median is not None and row.remaining_ms < median:
+                    add(i.DOOMED_DISPATCHES, places[row.layer, row.route])
+
+    def _request_figures(
+        self,
+        facts: RequestFacts,
+        request: ReadableSpan,
+        add: _Add,
+        samples: list[_Sample],
+    ) -> None:
+        """The figures of a request whose span ended here. Holds the lock."""
+        d = self._dim
+        terminal, owner = d.terminal(facts.terminal), d.owner(facts.retry_owner)
+        add(i.LOGICAL_REQUESTS, (terminal, owner))
+        if facts.operations:
+            add(i.OPERATIONS, (terminal, owner), facts.operations)
+        context = request.context
+        samples.append((i.ATTEMPTS_PER_REQUEST, facts.receiver, (terminal, owner), context))
+        if facts.nested_product is not None:
+            samples.append((i.NESTED_RETRY_PRODUCT, facts.nested_product, (owner,), context))
+        if facts.deadline_exhausted:
+            add(i.DEADLINE_EXHAUSTED, (owner,))
+        if facts.late_success:
+            add(i.LATE_SUCCESSES, (owner,))
+        fb = facts.fallback
+        if fb is not None:
+            quality = fb.quality.value if fb.quality is not None else None
+            routes = (d.route(fb.from_route), d.route(fb.to_route))
+            add(i.FALLBACKS, (*routes, fb.success, quality))
+        widened = facts.widened_by
+        if widened is not None:
+            where = (d.route(widened.route), d.boundary(widened.route_boundary))
+            add(i.BOUNDARY_WIDENED, where)
+
+    def _attributes(self, name: str, values: Values) -> dict[str, AttributeValue]:
+        """The attribute mapping of one series (kept: series are few and recur)."""
+        key = (name, values)
+        attrs = self._series.get(key)
+        if attrs is None:
+            attrs = {
+                k: val for k, val in zip(self._keys[name], values, strict=True) if val is not None
+            }
+            self._series[key] = attrs
+        return attrs
+
+    def _observe(self, name: str, options: CallbackOptions) -> Iterable[Observation]:
+        """The cumulative totals of counter ``name``, for a reader's collection."""
+        try:
+            with self._lock:
+                series = list(self._totals[name].items())
+            return [Observation(total, self._attributes(name, values)) for values, total in series]
+        except Exception:  # a reader's collection must not fail on retryscope
+            self._failed("reporting a counter")
+            return []
+
+    def _failed(self, what: str) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            _log.exception("retryscope: %s failed (further failures counted)", what)
+
+    def open_requests(self) -> int:
+        """Requests whose attempts are held until their span ends."""
+        with self._lock:
+            return len(self._open)
+
+    def attribute_keys(self, instrument: Instrument) -> tuple[str, ...]:
+        """The attribute keys ``instrument`` carries under this configuration."""
+        return self._keys[instrument.name]

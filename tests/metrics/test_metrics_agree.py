@@ -1,0 +1,126 @@
+"""The live instruments equal the Parquet report on the same traffic.
+
+Each scenario of the analytics tests, and the demo's traffic, runs once through a real
+TracerProvider with the stamping processor, the Parquet exporter and the metrics processor
+recording into a real MeterProvider; the figures an in-memory reader collects must be the
+report's, exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from retryscope.analytics import connect
+from retryscope.cli import build_parser
+from retryscope.demo._run import generate
+from tests.metrics.support import Metered, differences, live_figures, report_figures
+from tests.recorder import MS, T0, Clock, Recorder
+from tests.test_analytics_amplification import _nested
+from tests.test_analytics_cost_effectiveness import _costs, _effectiveness_fixture
+from tests.test_analytics_deadline import _fixture as _deadlines
+from tests.test_analytics_fallback import _fixture as _fallbacks
+from tests.test_analytics_load import _hedged, _storm
+from tests.test_analytics_randomized import _generate
+from tests.test_analytics_violations import _early_retry
+
+DEMO_REQUESTS = build_parser().parse_args(["demo"]).requests
+CALL_A, CALL_B, CALL_C = (f"http://127.0.0.1/v1/{name}" for name in ("embed", "chat", "rank"))
+
+
+def _distinct_calls(rec: Recorder) -> None:
+    """d1: one harness attempt making three distinct calls, the first and the last resent
+    once; d2: a harness attempt whose call fails, then its retry making that call and
+    another; d3: a call fails, then a distinct call succeeds (no retry of it)."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="d1") as req, req.attempt("primary"):
+        for url, status in ((CALL_A, 503), (CALL_A, 200), (CALL_B, 200), (CALL_C, 429)):
+            with rec.http_span(clock, status, url=url):
+                pass
+        with rec.http_span(clock, 200, url=CALL_C):
+            pass
+    clock = Clock(T0 + 60_000 * MS)
+    with rec.request(clock, logical_request_id="d2") as req:
+        with req.attempt("primary") as first:
+            with rec.http_span(clock, 503, url=CALL_A):
+                pass
+            first.set_outcome("unavailable")
+        clock.advance_ms(100)
+        with req.attempt("primary"):
+            for url in (CALL_A, CALL_B):
+                with rec.http_span(clock, 200, url=url):
+                    pass
+    clock = Clock(T0 + 2 * 60_000 * MS)
+    with rec.request(clock, logical_request_id="d3") as req, req.attempt("secondary"):
+        for url, status in ((CALL_A, 503), (CALL_B, 200)):
+            with rec.http_span(clock, status, url=url):
+                pass
+
+
+SCENARIOS: dict[str, Callable[[Recorder], object]] = {
+    "nested retries and HTTP sends": _nested,
+    "distinct calls and their resends": _distinct_calls,
+    "deadlines": _deadlines,
+    "fallbacks": _fallbacks,
+    "costs": _costs,
+    "retry effectiveness": _effectiveness_fixture,
+    "synchronized retries": _storm,
+    "hedges, breakers, opaque ownership": _hedged,
+    "a retry before its not_before": _early_retry,
+    "randomized, seed 1": lambda rec: _generate(rec, 300, 1),
+    "randomized, seed 2": lambda rec: _generate(rec, 300, 2),
+}
+
+
+def test_distinct_calls_are_operations_not_retries(tmp_path: Path) -> None:
+    """Sends per distinct operation: 10 sends of 7 operations, 3 of them resends; a distinct
+    call after a failed one is no retry."""
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _distinct_calls(recorder)
+    live = live_figures(metered.points())
+    assert (live["receiver_attempts"], live["operations"], live["resends"]) == (10, 7, 3)
+    assert live["amplification_ratio"] == 10 / 7
+    assert live["sends_per_request"] == 10 / 3
+    # retries: d1's resends of the embed and rank calls and d2's second harness attempt (its
+    # sends start a group of their own under it); d3's chat call follows a failure, no retry
+    assert live["retries"] == 3
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_live_figures_equal_the_report(tmp_path: Path, scenario: str) -> None:
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    SCENARIOS[scenario](recorder)
+    live = live_figures(metered.points())
+    report = report_figures(recorder.connect())
+    assert list(differences(live, report)) == []
+    assert metered.processor.errors == 0
+    assert metered.processor.open_requests() == 0
+    assert live["logical_requests"] > 0
+
+
+def test_live_figures_equal_the_report_on_the_demo_traffic(tmp_path: Path) -> None:
+    """``retryscope demo``'s traffic (its default 300 requests over the five scenarios)."""
+    out = tmp_path / "demo"
+    metered = Metered.on_meter_provider()
+    generate(out, DEMO_REQUESTS, seed=7, progress=False, meter_provider=metered.meter_provider)
+    con, _ = connect(out)
+    live = live_figures(metered.points())
+    report = report_figures(con)
+    assert list(differences(live, report)) == []
+    # the demo shows every kind of figure
+    for name in (
+        "resends",
+        "nested_retry_requests",
+        "requests_with_fallback",
+        "boundary_widened_requests",
+        "deadline_exhausted",
+        "late_successes",
+        "doomed_dispatches",
+        "backoff_delay",
+    ):
+        assert live[name], name

@@ -1,0 +1,275 @@
+"""The metrics processor at its boundaries: bounded values, optional dimensions, exemplars,
+the switch, contained failures, requests it cannot finish, continuations, threads, and
+its settings. Real TracerProvider and MeterProvider throughout."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+
+import retryscope
+from retryscope import vocabulary as v
+from retryscope.instrumentation import (
+    AttemptMetricsProcessor,
+    AttemptStampingProcessor,
+    MetricsConfig,
+    logical_request,
+)
+from retryscope.instrumentation.metrics import OVERFLOW, Dimension
+from retryscope.instrumentation.metrics import _facts as facts
+from retryscope.instrumentation.metrics import _instruments as i
+from retryscope.instrumentation.metrics._latency import RollingMedian
+from retryscope.instrumentation.metrics._limits import MAX_VALUE_LENGTH, Capped, Enumerated
+from tests.metrics.support import Metered, live_figures
+from tests.recorder import T0, Clock
+
+
+def _provider(config: MetricsConfig | None = None) -> tuple[TracerProvider, Metered]:
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    return provider, Metered.on(provider, config)
+
+
+def _one(provider: TracerProvider, route: str = "primary", **request: object) -> None:
+    with (
+        logical_request(operation="chat", tracer_provider=provider, **request) as req,  # type: ignore[arg-type]
+        req.attempt(route) as attempt,
+    ):
+        attempt.set_outcome("success")
+
+
+def _series(metered: Metered, inst: i.Instrument) -> list[dict[str, object]]:
+    return [dict(p.attributes or {}) for p in metered.points().get(inst.name, [])]
+
+
+def test_routes_past_the_cap_and_long_or_foreign_values_are_other() -> None:
+    provider, metered = _provider(MetricsConfig(max_values=2))
+    for route in ("a", "b", "c", "a", "x" * (MAX_VALUE_LENGTH + 1)):
+        _one(provider, route)
+    with logical_request(operation="chat", tracer_provider=provider, retry_owner=None) as req:
+        with req.attempt("a", attributes={v.RETRY_OWNER.key: "whoever"}):
+            pass
+    assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"a": 3, "b": 1, OVERFLOW: 2}
+    assert _counted(metered, i.ATTEMPTS, i.RETRY_OWNER) == {"harness": 5, OVERFLOW: 1}
+
+
+def _counted(metered: Metered, inst: i.Instrument, key: str) -> dict[object, int]:
+    """Counts of ``inst`` by the value of attribute ``key``."""
+    out: dict[object, int] = {}
+    for point in metered.points().get(inst.name, []):
+        value = (point.attributes or {}).get(key)
+        out[value] = out.get(value, 0) + int(point.value)
+    return out
+
+
+def test_tenant_and_operation_only_when_configured() -> None:
+    plain, without = _provider()
+    _one(plain, tenant="acme")
+    assert all(i.TENANT not in s for s in _series(without, i.ATTEMPTS))
+    sliced, with_both = _provider(MetricsConfig(dimensions=frozenset(Dimension)))
+    _one(sliced, tenant="acme")
+    for inst in (i.ATTEMPTS, i.LOGICAL_REQUESTS, i.ATTEMPTS_PER_REQUEST):
+        (series,) = _series(with_both, inst)
+        assert series[i.TENANT] == "acme"
+        assert series[i.OPERATION] == "chat"
+
+
+def test_histograms_carry_the_request_trace_as_exemplar() -> None:
+    provider, metered = _provider()
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("p") as a:
+            a.set_outcome("rate_limited")
+        with req.attempt("p") as a:
+            a.set_backoff(delay_ms=100)
+            a.set_outcome("success")
+        retry_span = a.span.get_span_context().span_id
+        trace_id = req.span.get_span_context().trace_id
+        request_span = req.span.get_span_context().span_id
+    points = metered.points()  # one collection: exemplars belong to the interval collected
+    (point,) = points[i.ATTEMPTS_PER_REQUEST.name]
+    (exemplar,) = point.exemplars
+    assert (exemplar.trace_id, exemplar.span_id, exemplar.value) == (trace_id, request_span, 2)
+    (backoff,) = points[i.BACKOFF_DELAY.name]
+    assert backoff.exemplars[0].trace_id == trace_id
+    assert backoff.exemplars[0].span_id == retry_span  # the retry's own span
+
+
+def test_switched_off_it_creates_and_records_nothing() -> None:
+    provider, metered = _provider(MetricsConfig(enabled=False))
+    _one(provider)
+    assert metered.points() == {}
+    assert metered.processor is not None
+    assert metered.processor.open_requests() == 0
+
+
+def test_a_failure_is_contained_counted_and_the_application_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, metered = _provider()
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("retryscope.instrumentation.metrics._processor.request_facts", broken)
+    _one(provider)
+    _one(provider)
+    assert metered.processor is not None
+    assert metered.processor.errors == 2
+    assert sum("further failures counted" in r.message for r in caplog.records) == 1
+    monkeypatch.undo()
+    _one(provider)
+    assert live_figures(metered.points())["logical_requests"] == 1
+
+
+def test_odd_attribute_types_read_as_absent() -> None:
+    provider, metered = _provider()
+    odd = {
+        v.BACKOFF_DELAY_MS.key: "200",
+        v.COST_ACTUAL.key: True,
+        v.HEDGE_ORDINAL.key: 1.5,
+        v.FALLBACK.key: "yes",
+    }
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("p", attributes=odd) as a:
+            a.set_outcome("success")
+    live = live_figures(metered.points())
+    assert metered.processor is not None
+    assert metered.processor.errors == 0
+    assert (live["physical_attempts"], live["backoff_delay"], live["cost_total"]) == (
+        1,
+        (0, 0),
+        {},
+    )
+    assert live["requests_with_fallback"] == 0
+
+
+def test_requests_past_the_open_limit_keep_their_attempt_counts() -> None:
+    provider, metered = _provider(MetricsConfig(max_open_requests=2))
+    opened = [logical_request(operation="chat", tracer_provider=provider) for _ in range(3)]
+    for req in opened:
+        req.__enter__()
+        with req.attempt("p") as a:
+            a.set_outcome("success")
+    assert metered.processor is not None
+    assert (metered.processor.evicted, metered.processor.open_requests()) == (1, 2)
+    for req in reversed(opened):
+        req.__exit__(None, None, None)
+    live = live_figures(metered.points())
+    assert live["physical_attempts"] == 3
+    assert live["logical_requests"] == 3  # each request span still ends and is counted
+    assert live["histogram_attempts"] == 2  # the evicted one's attempt left its request
+
+
+def test_a_continuation_records_its_attempts_without_a_second_request() -> None:
+    provider, metered = _provider()
+    carrier: dict[str, str] = {}
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("p", layer="queue") as a:
+            retryscope.inject(carrier)
+            a.set_outcome("success")
+    with (
+        retryscope.extract(carrier, tracer_provider=provider) as continued,
+        continued.attempt("p") as b,
+    ):
+        b.set_outcome("success")
+    live = live_figures(metered.points())
+    assert (live["logical_requests"], live["physical_attempts"]) == (1, 2)
+
+
+def test_concurrent_requests_are_all_counted() -> None:
+    provider, metered = _provider()
+
+    def work() -> None:
+        for _ in range(50):
+            _one(provider)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    live = live_figures(metered.points())
+    assert (live["logical_requests"], live["physical_attempts"]) == (200, 200)
+
+
+def test_settings_read_back_and_bad_ones_are_named() -> None:
+    config = MetricsConfig(enabled=False, dimensions=frozenset({Dimension.TENANT}), max_values=7)
+    assert MetricsConfig.from_env(config.to_env()) == config
+    assert MetricsConfig.from_env(MetricsConfig().to_env()) == MetricsConfig()
+    assert MetricsConfig.from_env({"RETRYSCOPE_METRICS": "OFF"}).enabled is False
+    assert MetricsConfig.from_env({"RETRYSCOPE_METRICS_DIMENSIONS": "none"}).dimensions == set()
+    with pytest.raises(ValueError, match="RETRYSCOPE_METRICS='maybe'"):
+        MetricsConfig.from_env({"RETRYSCOPE_METRICS": "maybe"})
+    with pytest.raises(ValueError, match="RETRYSCOPE_METRICS_DIMENSIONS='route'"):
+        MetricsConfig.from_env({"RETRYSCOPE_METRICS_DIMENSIONS": "route"})
+    with pytest.raises(ValueError, match="RETRYSCOPE_METRICS_MAX_VALUES='0'"):
+        MetricsConfig.from_env({"RETRYSCOPE_METRICS_MAX_VALUES": "0"})
+    with pytest.raises(ValueError, match="latency_window"):
+        MetricsConfig(latency_window=0)
+
+
+def test_value_bounds() -> None:
+    kinds = Enumerated(v.OutcomeKind)
+    assert kinds("rate_limited") == "rate_limited"
+    assert (kinds("nope"), kinds(3), kinds(None)) == (OVERFLOW, OVERFLOW, None)
+    cap = Capped(1)
+    assert (cap("a"), cap("b"), cap("a"), cap(None), cap(7)) == ("a", OVERFLOW, "a", None, OVERFLOW)
+
+
+@settings(deadline=None)  # each example runs a DuckDB query: no per-example time limit
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=60), st.integers(1, 20))
+def test_rolling_median_is_duckdbs_median_of_the_window(values: list[int], size: int) -> None:
+    window = RollingMedian(size)
+    window.extend(float(x) for x in values)
+    recent = values[-size:]
+    assert window.median() == statistics.median(recent)
+    (expected,) = duckdb.execute(
+        "SELECT quantile_cont(x, 0.5) FROM unnest($v::DOUBLE[]) t(x)", {"v": recent}
+    ).fetchone() or (None,)
+    assert window.median() == pytest.approx(expected)
+
+
+def test_a_retry_follows_a_failure_in_its_group_and_a_hedge_is_none() -> None:
+    provider, metered = _provider()
+    clock = Clock(T0)
+    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+        for outcome in ("success", "unavailable", "success"):
+            with req.attempt("p") as a:
+                a.set_outcome(outcome)
+        with req.attempt("p") as a:
+            a.set_outcome("unavailable")
+        with req.attempt("p", hedge_ordinal=1) as hedge:
+            hedge.set_outcome("success")
+    retries = {
+        (s[i.OUTCOME], s[i.RETRY]): n
+        for s, n in (
+            (dict(p.attributes or {}), int(p.value)) for p in metered.points()[i.ATTEMPTS.name]
+        )
+    }
+    # 2 follows a success: no retry; 3 follows a failure: a retry; 4 follows a success; the
+    # hedge follows a failure but is no retry
+    assert retries == {("success", False): 2, ("retryable", False): 2, ("success", True): 1}
+
+
+def test_signatures_of_checked_types_are_remembered_only_when_clean() -> None:
+    clean = [1, None, True] + [None] * (len(facts._KEYS) - 3)
+    assert facts._typed(list(clean)) == clean
+    dirty = ["1", None, "yes"] + [None] * (len(facts._KEYS) - 3)
+    assert facts._typed(list(dirty))[:3] == [None, None, None]
+    assert tuple(map(type, dirty[: facts._CHECKED])) not in facts._signatures
+
+
+def test_processor_writes_nothing_onto_spans(tmp_path: Path) -> None:
+    provider, metered = _provider()
+    assert isinstance(metered.processor, AttemptMetricsProcessor)
+    assert metered.processor.force_flush() is True
+    metered.processor.shutdown()
+    _one(provider)  # a shut-down processor still records: shutdown holds nothing to flush
+    assert live_figures(metered.points())["logical_requests"] == 1
