@@ -196,24 +196,33 @@ def whatif_command(
 
 
 def model_command(path: str, engine: Engine) -> int:
-    """Build the data set's model into ``engine.model_cache`` unless the cached one is up to date
-    (run after ingest, e.g. from cron, so interactive analyses find it ready)."""
+    """Bring the data set's model in ``engine.model_cache`` up to date: build the time
+    partitions that are new or changed since the last build (run after ingest, e.g. from
+    cron, so interactive analyses find it ready)."""
     from retryscope.analytics.model._build import ensure_model
-    from retryscope.analytics.model._cache import configured
+    from retryscope.analytics.model._cache import model_directory
 
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
     with _open(path, engine) as con:
-        cache = configured(con)
+        ((cache, root),) = con.execute(
+            "SELECT getvariable('rs_model_cache'), getvariable('rs_root')"
+        ).fetchall()
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
         ensure_model(con)
-        ((reused, partitions),) = con.execute(
-            "SELECT getvariable('rs_model_reused'), getvariable('rs_model_partitions')"
-        ).fetchall()
-    if not cache.path.is_file():
+        ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    directory = model_directory(str(root), str(cache))
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
         return 1  # the warning said why it could not be written
-    state = "up to date" if reused else "built"
-    how = f", in {partitions} request partitions" if not reused and (partitions or 1) > 1 else ""
-    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB{how})")
+    size = sum(p.stat().st_size for p in directory.rglob("*.parquet"))
+    built, parts = int(stats["built"]), int(stats["partitions"])
+    state = "up to date" if not built else "built" if built == parts else "updated"
+    how = f"{built} of {parts} time partitions built" if built else f"{parts} time partitions"
+    if built and int(stats["request_partitions"]) > 1:
+        how += f", the largest in {stats['request_partitions']} request partitions"
+    if int(stats["straddlers"]):
+        how += f", {stats['straddlers']:,} requests across partitions"
+    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})")
     return 0
