@@ -9,6 +9,8 @@ report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpf
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -27,6 +29,7 @@ from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model._progress import ProgressCallback, set_progress
+from retryscope.analytics.model._store import Modes, make_dirs
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
@@ -231,7 +234,30 @@ def connect(
     cache = None if model_cache is None or dataset.is_remote else os.fspath(model_cache)
     con.execute("SET VARIABLE rs_model_cache = ?", [cache])
     set_progress(con, progress)
+    if not dataset.is_remote:
+        _private_temp_directory(con, Modes.of(dataset.root))
     return con, dataset
+
+
+def _private_temp_directory(con: duckdb.DuckDBPyConnection, modes: Modes) -> None:
+    """Create ``con``'s temporary directory (where DuckDB spills, derived data) with the
+    data set's directory mode, unless it exists; removed at exit when left empty."""
+    ((setting,),) = con.execute("SELECT current_setting('temp_directory')").fetchall()
+    if not setting:
+        return
+    directory = Path(str(setting))
+    if directory.is_dir():
+        return
+    try:
+        make_dirs(directory, modes.directory)
+    except OSError:
+        return  # DuckDB names the problem if it ever needs to spill
+    atexit.register(_remove_if_empty, directory)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _read_parquet(union: bool, *, filename: bool = False) -> str:

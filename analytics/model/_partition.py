@@ -79,7 +79,6 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(load(name))
     con.execute(load(scripts.UNFILTERED_SCOPE))  # the scope's views over these tables
     scope_facts.build_request_facts(con, "all")
-    con.execute("DROP TABLE span_copies")
 
 
 def _has_unmarked_http_spans(con: duckdb.DuckDBPyConnection) -> bool:
