@@ -48,7 +48,7 @@ def _split(data: Path) -> tuple[pa.Table, Path]:
 
 
 @pytest.mark.parametrize(
-    "column, to, cast",
+    ("column", "to", "cast"),
     [
         ("attempt_ordinal", pa.int64(), True),
         ("start_time", pa.timestamp("us"), True),
@@ -83,7 +83,7 @@ def test_a_lossless_type_is_cast(data: Path, column: str, to: pa.DataType, cast:
 
 
 @pytest.mark.parametrize(
-    "column, to",
+    ("column", "to"),
     [("attempt_ordinal", pa.string()), ("start_time", pa.string()), ("is_fallback", pa.int8())],
 )
 def test_a_lossy_type_is_named_and_skipped(
