@@ -113,9 +113,10 @@ FROM (
 WHERE e.name = 'retryscope.reconciliation';
 
 
--- Each attempt's place in its retry group (same request, layer and enclosing attempt,
+-- Each attempt's place in its retry group (same request, layer, enclosing attempt and, for
+-- sends, operation: distinct calls inside one attempt are not retries of one another),
 -- ordered by ordinal, start time and span id, so the order never depends on how the rows
--- were read): position, the previous attempt's outcome, and the group's attempts that are
+-- were read: position, the previous attempt's outcome, and the group's attempts that are
 -- not hedges (request nesting multiplies these). Filters select whole requests, so this
 -- (and everything per attempt below) does not depend on them.
 -- Almost every group numbers its attempts 1, 2, ... (any run of consecutive ordinals):
@@ -124,7 +125,7 @@ WHERE e.name = 'retryscope.reconciliation';
 -- partitions costs several times the join).
 CREATE OR REPLACE TEMP TABLE attempt_groups AS
 SELECT
-    hash(h, layer, parent_layer, parent_attempt_ordinal) AS k,
+    hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
     min(attempt_ordinal) AS first_ordinal,
     count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS group_size,
     count(attempt_ordinal) = count(*)
@@ -146,10 +147,10 @@ SELECT
     lag(end_time) OVER g AS prev_end,
     lag(route_id) OVER g AS prev_route_id
 FROM attempt_rows
-WHERE hash(h, layer, parent_layer, parent_attempt_ordinal) IN (
+WHERE hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) IN (
     SELECT k FROM attempt_groups WHERE NOT consecutive)
 WINDOW g AS (
-    PARTITION BY hash(h, layer, parent_layer, parent_attempt_ordinal)
+    PARTITION BY hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal)
     ORDER BY attempt_ordinal, start_time, span_id
 );
 
@@ -157,7 +158,8 @@ WINDOW g AS (
 -- beneath it, so the receiver saw it), cost, acceptance, and its request's own fields.
 CREATE OR REPLACE TEMP TABLE all_attempt_facts AS
 WITH w AS NOT MATERIALIZED (
-    SELECT *, rowid AS aid, hash(h, layer, parent_layer, parent_attempt_ordinal) AS k
+    SELECT *, rowid AS aid,
+           hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k
     FROM attempt_rows
 ),
 children AS (
@@ -223,6 +225,12 @@ WITH counts AS (
         count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
         count(span_id) FILTER (WHERE is_leaf) AS receiver,
         max(group_size) AS max_n,
+        -- the layer whose retries these are when the sends name one (an SDK's, a router's)
+        any_value(retry_layer) AS retry_layer,
+        -- distinct operations among its receiver attempts: operation ordinals run 1..k
+        -- under each parent attempt, so the largest is the count (an attempt that is no
+        -- send: 1)
+        max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf) AS receiver_operations,
         -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64
         -- as bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with
         -- these
@@ -239,14 +247,16 @@ FROM counts c
 JOIN request_base r ON r.h = c.h;
 
 -- Per request: how many layers retried and the attempt multiplication they produce
--- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
+-- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
+-- distinct operations (the most any attempt of it made: what amplification divides by).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
 WITH nesting AS (
     SELECT
         h,
         count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
-        coalesce(list(layer ORDER BY rs_layer_rank(layer)) FILTER (WHERE max_n > 1), [])
-            AS retried_layers,
+        coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
+                 FILTER (WHERE max_n > 1), []) AS retried_layers,
+        coalesce(max(receiver_operations), 0) AS operations,
         coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
             AS multiplication
     FROM all_request_layers
@@ -256,12 +266,14 @@ SELECT n.h, r.logical_request_id, n.* EXCLUDE (h)
 FROM nesting n
 JOIN request_base r ON r.h = n.h;
 
--- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)
--- or repeat (a retry, hedge or resend the receiver saw on top of it).
+-- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
+-- of its operation) or repeat (a retry, hedge or resend the receiver saw on top of it).
 CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
 SELECT
     h, logical_request_id, start_time, route_id, outcome, prev_kind,
     route_release, request_tenant, request_operation, layer,
-    row_number() OVER (PARTITION BY h ORDER BY start_time, span_id) > 1 AS is_repeat
+    row_number() OVER (
+        PARTITION BY hash(h, coalesce(operation_ordinal, 1))
+        ORDER BY start_time, span_id) > 1 AS is_repeat
 FROM all_attempt_facts
 WHERE is_leaf;
