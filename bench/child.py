@@ -4,13 +4,14 @@
 connection with a memory limit and a spill directory, or with a model cache);
 ``pandas PATH`` computes the same headline figures with pandas; ``one-pass PATH`` runs the
 one-pass baseline (``bench/one_pass.py``). Each prints one JSON
-object: seconds, peak RSS, figures.
+object: seconds, peak RSS, CPU seconds, figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from typing import Any
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out = run_pandas(args.path)
     out["peak_rss_bytes"] = peak_rss_bytes()
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's, since the start
+    out["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     json.dump(out, sys.stdout, default=str)
     return 0
 
