@@ -18,6 +18,7 @@ from retryscope.analytics._findings import findings
 from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
+from retryscope.analytics.model._progress import TerminalProgress, set_progress
 
 REQUEST_COLUMNS = (
     "layer",
@@ -53,13 +54,15 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
     """The data set's connection, set up as ``engine`` says; afterwards, a warning for
     every file that was skipped (unreadable when listed, or undecodable when the command
     first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
-    limit."""
+    limit. A model build that runs for more than a second shows its progress on stderr
+    when that is a terminal."""
     with _memory_named(engine):
         con, dataset = connect(
             path,
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
+        set_progress(con, TerminalProgress())
         try:
             yield con
         finally:
@@ -198,24 +201,33 @@ def whatif_command(
 
 
 def model_command(path: str, engine: Engine) -> int:
-    """Build the data set's model into ``engine.model_cache`` unless the cached one is up to date
-    (run after ingest, e.g. from cron, so interactive analyses find it ready)."""
+    """Bring the data set's model in ``engine.model_cache`` up to date: build the time
+    partitions that are new or changed since the last build (run after ingest, e.g. from
+    cron, so interactive analyses find it ready)."""
     from retryscope.analytics.model._build import ensure_model
-    from retryscope.analytics.model._cache import configured
+    from retryscope.analytics.model._cache import model_directory
 
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
     with _open(path, engine) as con:
-        cache = configured(con)
+        ((cache, root),) = con.execute(
+            "SELECT getvariable('rs_model_cache'), getvariable('rs_root')"
+        ).fetchall()
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
         ensure_model(con)
-        ((reused, partitions),) = con.execute(
-            "SELECT getvariable('rs_model_reused'), getvariable('rs_model_partitions')"
-        ).fetchall()
-    if not cache.path.is_file():
+        ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    directory = model_directory(str(root), str(cache))
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
         return 1  # the warning said why it could not be written
-    state = "up to date" if reused else "built"
-    how = f", in {partitions} request partitions" if not reused and (partitions or 1) > 1 else ""
-    print(f"{state}: {cache.path} ({cache.path.stat().st_size / 2**20:,.1f} MiB{how})")
+    size = sum(p.stat().st_size for p in directory.rglob("*.parquet"))
+    built, parts = int(stats["built"]), int(stats["partitions"])
+    state = "up to date" if not built else "built" if built == parts else "updated"
+    how = f"{built} of {parts} time partitions built" if built else f"{parts} time partitions"
+    if built and int(stats["request_partitions"]) > 1:
+        how += f", the largest in {stats['request_partitions']} request partitions"
+    if int(stats["straddlers"]):
+        how += f", {stats['straddlers']:,} requests across partitions"
+    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})")
     return 0

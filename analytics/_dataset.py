@@ -2,14 +2,18 @@
 
 Only complete files are read: writers create ``.<name>.inprogress`` files and rename them
 when done, and hidden files are never listed. Every file's footer is checked before DuckDB
-sees it, so one corrupt or truncated file is named and skipped instead of failing the whole
+sees it, so one corrupt or truncated file, or one whose column types cannot be read as the
+span schema's (``_file_schema.py``), is named and skipped instead of failing the whole
 report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpfs``).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +25,11 @@ import pyarrow.parquet as pq
 
 from retryscope._environment import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
+from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import sql_string
-from retryscope.analytics.model._cache import model_cache as model_cache_of
+from retryscope.analytics.model._progress import ProgressCallback, set_progress
+from retryscope.analytics.model._store import Modes, make_dirs
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
 
@@ -56,6 +62,10 @@ class DataSet:
     rows: int | None = None
     """Span rows in ``files``, from their footers (None for an object-store data set, whose
     footers are not read up front)."""
+    file_rows: tuple[int, ...] = field(default=())
+    """Span rows of each file of ``files`` (empty for an object-store data set)."""
+    casts: frozenset[str] = frozenset()
+    """Columns some file stores in another type than the span schema's, read cast to it."""
 
     @property
     def is_remote(self) -> bool:
@@ -98,37 +108,46 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
     files: list[str] = []
+    file_rows: list[int] = []
     skipped: list[SkippedFile] = []
     first: pq.ParquetSchema | None = None
     first_columns: dict[str, int] = {}
+    first_types = FileTypes()
     same_schema = True
+    casts: set[str] = set()
     lookup: list[LookupRowGroup] = []
-    rows = 0
     with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
         footers = list(pool.map(_read_footer, candidates))
     for candidate, meta in zip(candidates, footers, strict=True):
         if isinstance(meta, Exception):  # corrupt, truncated, zero-byte, unreadable, foreign
             skipped.append(SkippedFile(candidate, f"{type(meta).__name__}: {meta}"))
             continue
-        files.append(candidate)
         # the Parquet schemas DuckDB reads (column names, types, nesting) are identical
-        if first is None:
-            first, first_columns = meta.schema, lookup_columns(meta.schema, LOOKUP_COLUMNS)
-            columns = first_columns
-        elif meta.schema.equals(first):
-            columns = first_columns
+        if first is not None and meta.schema.equals(first) and not first_types.casts:
+            columns, types = first_columns, first_types  # the schema's own types
         else:
-            same_schema = False
             columns = lookup_columns(meta.schema, LOOKUP_COLUMNS)
+            types = file_types(meta)  # statistics may decide: not shared with other files
+            if first is None and types.problem is None:
+                first, first_columns, first_types = meta.schema, columns, types
+            elif first is not None:
+                same_schema = False
+        if types.problem is not None:
+            skipped.append(SkippedFile(candidate, f"ColumnTypeError: {types.problem}"))
+            continue
+        casts |= types.casts
+        files.append(candidate)
+        file_rows.append(meta.num_rows)
         lookup += lookup_row_groups(candidate, meta, columns)
-        rows += meta.num_rows
     return DataSet(
         text,
         tuple(files),
         tuple(skipped),
-        same_schema=bool(files) and same_schema,
+        same_schema=bool(files) and same_schema and not casts,
         lookup=tuple(lookup),
-        rows=rows,
+        rows=sum(file_rows),
+        file_rows=tuple(file_rows),
+        casts=frozenset(casts),
     )
 
 
@@ -172,15 +191,17 @@ def connect(
     *,
     con: duckdb.DuckDBPyConnection | None = None,
     model_cache: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
     """A DuckDB connection (``con``, or :func:`new_connection`) with views ``spans``,
     ``attempts``, ``logical_requests`` and the analytics macros. Nothing is read yet: the
-    analytics tables of ``sql/base.sql`` and ``sql/scope.sql`` (``physical_attempts``,
-    ``requests``, ``attempt_facts``, ...) are built when a query first needs them.
+    audit model (:mod:`retryscope.analytics.model`: ``physical_attempts``, ``requests``,
+    ``attempt_facts``, ...) is built when a query first needs it.
 
-    With ``model_cache`` (a directory), the tables of ``base.sql`` are read from the data
-    set's cached model when it is up to date, and built into it when it is not
-    (``model_cache.py``).
+    With ``model_cache`` (a directory), the model is kept there per time partition of the
+    data set: a later connection reads the partitions that did not change and builds only
+    the new or changed ones. ``progress`` receives the progress of a model build
+    (:class:`~retryscope.analytics.model.Progress`).
 
     An empty data set still gets the views (over an empty table of the current schema), so
     every query works and returns zero rows.
@@ -194,7 +215,8 @@ def connect(
         "CREATE OR REPLACE TABLE _retryscope_empty AS SELECT * FROM _retryscope_empty_arrow"
     )
     con.unregister("_retryscope_empty_arrow")
-    _create_spans_view(con, dataset.files, union=not dataset.same_schema)
+    con.execute("SET VARIABLE rs_casts = ?", [sorted(dataset.casts)])
+    _create_spans_view(con, dataset.files, dataset.file_rows or None, union=not dataset.same_schema)
     _create_lookup_index(con, dataset.lookup)
     con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_skipped (path VARCHAR, reason VARCHAR)")
     con.execute(VIEWS_SQL)
@@ -208,12 +230,34 @@ def connect(
     con.execute("SET VARIABLE rs_model_built = false")
     con.execute("SET VARIABLE rs_scope_key = NULL")
     con.execute("SET VARIABLE rs_span_rows = ?", [dataset.rows])
-    cache = model_cache_of(dataset.root, dataset.files, model_cache) if model_cache else None
-    con.execute(
-        "SET VARIABLE rs_model_cache = ?",
-        [None if cache is None else [str(cache.path), cache.fingerprint]],
-    )
+    con.execute("SET VARIABLE rs_root = ?", [dataset.root])
+    cache = None if model_cache is None or dataset.is_remote else os.fspath(model_cache)
+    con.execute("SET VARIABLE rs_model_cache = ?", [cache])
+    set_progress(con, progress)
+    if not dataset.is_remote:
+        _private_temp_directory(con, Modes.of(dataset.root))
     return con, dataset
+
+
+def _private_temp_directory(con: duckdb.DuckDBPyConnection, modes: Modes) -> None:
+    """Create ``con``'s temporary directory (where DuckDB spills, derived data) with the
+    data set's directory mode, unless it exists; removed at exit when left empty."""
+    ((setting,),) = con.execute("SELECT current_setting('temp_directory')").fetchall()
+    if not setting:
+        return
+    directory = Path(str(setting))
+    if directory.is_dir():
+        return
+    try:
+        make_dirs(directory, modes.directory)
+    except OSError:
+        return  # DuckDB names the problem if it ever needs to spill
+    atexit.register(_remove_if_empty, directory)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _read_parquet(union: bool, *, filename: bool = False) -> str:
@@ -226,21 +270,39 @@ def _read_parquet(union: bool, *, filename: bool = False) -> str:
 
 
 def _create_spans_view(
-    con: duckdb.DuckDBPyConnection, files: tuple[str, ...] | list[str], *, union: bool
+    con: duckdb.DuckDBPyConnection,
+    files: tuple[str, ...] | list[str],
+    rows: tuple[int, ...] | list[int] | None = None,
+    *,
+    union: bool,
 ) -> None:
-    """The view ``spans`` over ``files`` and, for drill-downs (``requests.py``), the file list
-    ``_retryscope_files`` and two table macros over any subset of it: ``spans_in(files)``
-    (exactly what ``spans`` reads) and ``span_ids_in(files)`` (only the lookup columns and
-    each row's file). All live in the main schema, so cursors see them too."""
+    """The view ``spans`` over ``files`` and the file list ``_retryscope_files`` (path,
+    span rows), and two table macros over any subset of it: ``spans_in(files)`` (exactly
+    what ``spans`` reads: the model builds each time partition from it, drill-downs one
+    request) and ``span_ids_in(files)`` (only the lookup columns and each row's file).
+    Columns some file stores in another type are read cast to the span schema's
+    (``rs_casts``). All live in the main schema, so cursors see them too."""
     con.execute(
-        "CREATE OR REPLACE TABLE _retryscope_files AS SELECT unnest($files::VARCHAR[]) AS path",
-        {"files": list(files)},
+        "CREATE OR REPLACE TABLE _retryscope_files AS "
+        "SELECT unnest($files::VARCHAR[]) AS path, unnest($rows::BIGINT[]) AS rows",
+        {"files": list(files), "rows": list(rows) if rows is not None else [None] * len(files)},
+    )
+    ((casts,),) = con.execute("SELECT getvariable('rs_casts')").fetchall()
+    types = {
+        str(name): str(kind)
+        for name, kind, *_ in con.execute("DESCRIBE _retryscope_empty").fetchall()
+        if name in (casts or ())
+    }
+    replace = (
+        " REPLACE (" + ", ".join(f'CAST("{c}" AS {types[c]}) AS "{c}"' for c in types) + ")"
+        if types
+        else ""
     )
     con.execute(
-        "CREATE OR REPLACE MACRO spans_in(files) AS TABLE "
+        f"CREATE OR REPLACE MACRO spans_in(files) AS TABLE SELECT *{replace} FROM ("
         f"SELECT * FROM {_read_parquet(union)} "
         # every column of the current schema exists, even if older files lack it
-        "UNION ALL BY NAME SELECT * FROM _retryscope_empty"
+        "UNION ALL BY NAME SELECT * FROM _retryscope_empty)"
     )
     con.execute(
         "CREATE OR REPLACE MACRO span_ids_in(files) AS TABLE "
@@ -289,12 +351,18 @@ def _create_lookup_index(
     con.unregister("_retryscope_row_groups_arrow")
 
 
-def drop_undecodable_files(con: duckdb.DuckDBPyConnection) -> bool:
-    """After a query failed: find the files whose footer is intact but whose pages DuckDB
-    cannot decode (a bit flip, a torn write by a foreign tool), record them as skipped and
-    point ``spans`` at the rest. Returns False when no file is to blame. Only this failure
-    path reads every file; opening a data set stays free of reads."""
+def drop_undecodable_files(
+    con: duckdb.DuckDBPyConnection, among: Sequence[str] | None = None
+) -> bool:
+    """After a query failed: find the files (of those ``among``, else all) whose footer is
+    intact but whose pages DuckDB cannot decode (a bit flip, a torn write by a foreign
+    tool), record them as skipped and point ``spans`` at the rest. Returns False when no
+    file is to blame. Only this failure path reads whole files; opening a data set stays
+    free of reads."""
     files = [str(f) for (f,) in con.execute("SELECT path FROM _retryscope_files").fetchall()]
+    if among is not None:
+        wanted = set(among)
+        files = [f for f in files if f in wanted]
     bad: dict[str, str] = {}
     probe = duckdb.connect(":memory:")
     try:
@@ -313,11 +381,15 @@ def drop_undecodable_files(con: duckdb.DuckDBPyConnection) -> bool:
 
 def skip_files(con: duckdb.DuckDBPyConnection, bad: dict[str, str]) -> None:
     """Record ``bad`` (path: why) as skipped and point ``spans`` at the other files."""
-    files = [str(f) for (f,) in con.execute("SELECT path FROM _retryscope_files").fetchall()]
+    kept = [
+        (str(f), n)
+        for f, n in con.execute("SELECT path, rows FROM _retryscope_files").fetchall()
+        if f not in bad
+    ]
     con.executemany(
         "INSERT INTO _retryscope_skipped VALUES (?, ?)", [[f, r] for f, r in bad.items()]
     )
-    _create_spans_view(con, [f for f in files if f not in bad], union=True)
+    _create_spans_view(con, [f for f, _ in kept], [n for _, n in kept], union=True)
 
 
 def skipped_files(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> tuple[SkippedFile, ...]:

@@ -106,7 +106,7 @@ def apply(
         if copied and copied[0][0]:
             con.execute(load("scope_release"))  # the filtered copies are read no more
         con.execute(load("scope_unfiltered"))
-        scope_facts.use_all(con)
+        scope_facts.point(con, "all")
     else:
         con.execute(load("scope_filtered"))
         scope_facts.build(con, "scoped")

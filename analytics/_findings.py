@@ -100,6 +100,14 @@ RULES: tuple[Rule, ...] = (
         "as unreliable until then.",
     ),
     Rule(
+        "duplicate_span",
+        W,
+        "A span (trace id, span id) arrived more than once: at-least-once delivery, a file "
+        "ingested twice, two sources holding the same spans. The figures count it once.",
+        "Deduplicate at the source: one Collector path per span, each file ingested once; "
+        "the evidence gives the number of copies.",
+    ),
+    Rule(
         "nested_retry_owners",
         W,
         "Two or more layers retried within one request: their attempts multiply "

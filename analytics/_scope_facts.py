@@ -1,8 +1,14 @@
-"""The per-route and per-request tables the analyses of a scope read, ``route_latency`` and
-``request_facts`` (``sql/route_latency.sql``, ``sql/request_facts.sql``), each a view onto
-one of two stored copies: ``all_*`` over every request, built with the model (and cached
-with it: an unfiltered analysis then starts without building them), or ``scoped_*`` over
-the requests the filters select, built by :func:`~retryscope.analytics._filters.apply`."""
+"""The per-request and per-route tables the analyses of a scope read: ``request_facts``
+(``sql/scope/request_facts.sql`` with the doomed dispatches of
+``sql/scope/doomed_dispatches.sql``) and ``route_latency`` (``sql/scope/route_latency.sql``),
+each a view onto one of two stored copies: ``all_*`` over every request, part of the
+model (an unfiltered analysis then starts without building them), or ``scoped_*`` over
+the requests the filters select, built by :func:`~retryscope.analytics._filters.apply`.
+
+The doomed dispatches compare each attempt with its route's median latency over the
+whole scope, so the model builds ``all_request_facts`` with its per-request tables (per
+time partition) and ``all_route_latency`` and ``all_doomed_dispatches`` over all of them.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +20,56 @@ from retryscope.analytics._queries import load
 
 Copy = Literal["all", "scoped"]
 _COPIES: Final = ("all", "scoped")
-TABLES: Final = ("route_latency", "request_facts")
-"""Built in this order: request_facts reads route_latency."""
+REQUEST_FACTS: Final = "request_facts"
+"""Per request, from its own attempts only: built with the model's per-request tables."""
+ACROSS_REQUESTS: Final = ("route_latency", "doomed_dispatches")
+"""Built in this order over the scope's requests: the doomed dispatches read the latency."""
+SOURCES: Final = (REQUEST_FACTS, *ACROSS_REQUESTS)
 
 
-def build(con: duckdb.DuckDBPyConnection, copy: Copy, *, temporary: bool = True) -> None:
-    """Build the ``copy`` tables from the scope's views (``requests``, ``attempt_facts``,
-    ``request_nesting``) and point the views at them (persistent tables in the default
-    database when not ``temporary``: the model built into its cache file)."""
+def build_request_facts(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+    """``{copy}_request_facts`` from the scope's views (``requests``, ``attempt_facts``,
+    ``request_nesting``), a temp table."""
+    _create(con, copy, REQUEST_FACTS)
+
+
+def build_across_requests(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+    """``{copy}_route_latency`` and ``{copy}_doomed_dispatches`` from the scope's views
+    (temp tables), and the views ``route_latency`` and ``request_facts`` onto the copy."""
+    latency, doomed = ACROSS_REQUESTS
+    _create(con, copy, latency)
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {_name(copy, latency)}"
+    )
+    _create(con, copy, doomed)
+    point(con, copy)
+
+
+def build(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+    """Every table of ``copy`` from the scope's views, and the views onto them."""
+    build_request_facts(con, copy)
+    build_across_requests(con, copy)
+
+
+def point(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
+    """Point the views ``route_latency`` and ``request_facts`` at the tables of ``copy``
+    (the request facts with their doomed dispatches, 0 when none)."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {_name(copy, 'route_latency')}"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW request_facts AS "
+        "SELECT f.*, coalesce(d.doomed_dispatches, 0)::BIGINT AS doomed_dispatches "
+        f"FROM {_name(copy, REQUEST_FACTS)} f "
+        f"LEFT JOIN {_name(copy, 'doomed_dispatches')} d ON d.h = f.h"
+    )
+
+
+def _create(con: duckdb.DuckDBPyConnection, copy: Copy, table: str) -> None:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_name(copy, table)} AS\n{load(table)}")
+
+
+def _name(copy: Copy, table: str) -> str:
     if copy not in _COPIES:  # the only names ever formatted into this SQL
         raise ValueError(f"unknown copy {copy!r}")
-    for table in TABLES:
-        create = "CREATE OR REPLACE TEMP TABLE" if temporary else "CREATE OR REPLACE TABLE"
-        con.execute(f"{create} {copy}_{table} AS\n{load(table)}")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {copy}_{table}")
-
-
-def use_all(con: duckdb.DuckDBPyConnection) -> None:
-    """Point the views at the model's copies (the unfiltered scope)."""
-    for table in TABLES:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM all_{table}")
+    return f"{copy}_{table}"

@@ -58,7 +58,7 @@ from retryscope.analytics._dataset import (
     new_connection,
     skipped_files,
 )
-from retryscope.analytics.model._build import ensure_model
+from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._cache import CACHE_ENV
 from retryscope.analytics.replay._policy_drift import (
     POLICY_DIR,
@@ -108,8 +108,9 @@ class Store:
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
-    """Only the data set's files stay readable; nothing can be written outside memory."""
-    con.execute("SET allowed_paths = ?", [list(dataset.files)])
+    """Only the data set's files (and its cached model's) stay readable; nothing can be
+    written outside memory."""
+    con.execute("SET allowed_paths = ?", [[*dataset.files, *model_paths(con)]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

@@ -1,6 +1,7 @@
-"""The audit model cached between connections: reused only while the data set, the model's
-SQL and the versions are unchanged; stale, damaged or unwritable caches never change an
-answer; the files a build skipped stay named; drill-downs are unaffected."""
+"""The audit model cached between connections per time partition: a partition is reused
+only while its files, the model's SQL and the versions are unchanged; stale, damaged or
+unwritable caches never change an answer; the files a build skipped stay named;
+drill-downs are unaffected."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 from retryscope.analytics import (
+    DataSet,
     Filters,
     build_report,
     connect,
@@ -20,8 +23,8 @@ from retryscope.analytics import (
     request_detail,
     skipped_files,
 )
-from retryscope.analytics._dataset import discover
-from retryscope.analytics.model._cache import MODEL_TABLES, configured, model_cache
+from retryscope.analytics.model import MODEL_TABLES, model_directory
+from retryscope.analytics.model._cache import UNIT_FILES, model_fingerprint
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
@@ -30,23 +33,21 @@ from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
 
 
-def _attached(con: duckdb.DuckDBPyConnection) -> bool:
-    rows = con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'rs_model'")
-    return bool(rows.fetchall()[0][0])
+def model_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """What the model build on ``con`` did: time partitions built now and in all."""
+    ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    return dict(stats)
 
 
-def _reused(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``con`` attached a cached model (rather than building one)."""
-    return bool(con.execute("SELECT getvariable('rs_model_reused')").fetchall()[0][0])
-
-
-def _report(root: Path, cache: Path | None, filters: Filters | None = None) -> tuple[str, bool]:
-    """The report on ``root`` as JSON, and whether it came from a cached model."""
+def _report(root: Path, cache: Path | None, filters: Filters | None = None) -> tuple[str, int]:
+    """The report on ``root`` as JSON, and how many time partitions were built for it."""
     con, _ = connect(root, model_cache=cache)
     text = json.dumps(build_report(con, filters), sort_keys=True, default=str)
-    # a model built into the cache is attached from it, like a reused one
-    assert _attached(con) is (cache is not None and any(cache.glob("model-*.duckdb")))
-    return text, _reused(con)
+    return text, model_stats(con)["built"]
+
+
+def _units(cache: Path, root: Path) -> list[Path]:
+    return sorted((model_directory(str(root), cache) / "units").iterdir())
 
 
 @pytest.fixture
@@ -60,51 +61,66 @@ def data(tmp_path: Path) -> Path:
 def test_an_unchanged_data_set_reuses_the_saved_model(data: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     reference, _ = _report(data, None)
-    first, attached = _report(data, cache)
-    assert (first, attached) == (reference, False)  # built into the cache
-    (saved,) = cache.glob("model-*.duckdb")
-    assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary file left
-    with duckdb.connect(str(saved), read_only=True) as stored:
-        rows = stored.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-    tables = {name for (name,) in rows}
-    assert tables == {*MODEL_TABLES, "model_info"}  # every table the model's scripts leave
-    second, attached = _report(data, cache)
-    assert (second, attached) == (reference, True)
+    first, built = _report(data, cache)
+    assert (first, built) == (reference, 1)  # one time partition, built into the cache
+    directory = model_directory(str(data), cache)
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "across",
+        "lock",
+        "manifest.json",
+        "units",
+    ]
+    (unit,) = _units(cache, data)
+    assert {p.stem for p in unit.glob("*.parquet")} == set(UNIT_FILES)
+    second, built = _report(data, cache)
+    assert (second, built) == (reference, 0)
     # filters scope the cached model like a built one
     tenant = Filters(tenant="a")
-    assert _report(data, cache, tenant) == (_report(data, None, tenant)[0], True)
+    assert _report(data, cache, tenant) == (_report(data, None, tenant)[0], 0)
     con, _ = connect(data, model_cache=cache)
     assert findings(con).equals(findings(connect(data)[0]))
+    names = {name for (name,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    assert set(MODEL_TABLES) <= names
 
 
-def test_a_changed_data_set_rebuilds_and_replaces_the_model(data: Path, tmp_path: Path) -> None:
+def test_a_new_file_rebuilds_only_its_partition(data: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     before, _ = _report(data, cache)
-    old = model_cache(str(data), discover(data).files, cache)
-    exporter = ParquetSpanExporter(data)  # one more file arrives
+    (old,) = _units(cache, data)
+    exporter = ParquetSpanExporter(data)  # one more file arrives (in the same hour)
     exporter.export(make_spans(6))
     exporter.shutdown()
-    new = model_cache(str(data), discover(data).files, cache)
-    assert old is not None
-    assert new is not None
-    assert (new.path, new.fingerprint != old.fingerprint) == (old.path, True)
-    after, attached = _report(data, cache)
-    assert (after, attached) == (_report(data, None)[0], False)
+    after, built = _report(data, cache)
+    assert (after, built) == (_report(data, None)[0], 1)
     assert after != before
-    assert _report(data, cache) == (after, True)
+    assert old not in _units(cache, data) or len(_units(cache, data)) == 2
+    assert _report(data, cache) == (after, 0)
 
 
-def test_a_damaged_cache_is_named_and_rebuilt(
-    data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_new_model_version_rebuilds_everything(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from retryscope.analytics.model import _build
+
     cache = tmp_path / "cache"
     reference, _ = _report(data, cache)
-    (saved,) = cache.glob("model-*.duckdb")
-    saved.write_bytes(b"not a duckdb file" * 100)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
-        assert _report(data, cache) == (reference, False)
-    assert f"model cache {saved} is unreadable" in caplog.text
-    assert _report(data, cache) == (reference, True)  # replaced by a good one
+    monkeypatch.setattr(_build, "model_fingerprint", lambda: "another model")
+    assert _report(data, cache) == (reference, 1)
+    assert len(_units(cache, data)) == 1  # the other model's folders are removed
+    assert _report(data, cache) == (reference, 0)
+    assert model_fingerprint() != "another model"
+
+
+def test_a_damaged_cache_is_rebuilt(data: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    reference, _ = _report(data, cache)
+    directory = model_directory(str(data), cache)
+    (directory / "manifest.json").write_text("not json")
+    assert _report(data, cache) == (reference, 0)  # the partition itself is intact
+    (unit,) = _units(cache, data)
+    (unit / "all_attempt_facts.parquet").write_bytes(b"not a parquet file" * 100)
+    assert _report(data, cache) == (reference, 1)  # its footer does not read: built again
+    assert _report(data, cache) == (reference, 0)
 
 
 def test_a_cache_that_cannot_be_written_changes_nothing(
@@ -112,50 +128,50 @@ def test_a_cache_that_cannot_be_written_changes_nothing(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
-        assert _report(data, blocker / "cache") == (_report(data, None)[0], False)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
+        assert _report(data, blocker / "cache") == (_report(data, None)[0], 1)
     assert "not written" in caplog.text
 
 
-def test_a_build_that_stops_leaves_no_file_and_changes_no_answer(
+def test_a_build_that_stops_leaves_no_half_model(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A build into the cache that fails for another reason than the data (here a full
-    disk, raised once the tables are written) is named and the model built in memory; one
-    interrupted (Ctrl-C) leaves nothing behind either. Both later build the cache."""
-    from retryscope.analytics.model import _build as model_build
+    disk, once the partition's tables are written) is named and the model built in
+    memory; one interrupted (Ctrl-C) writes no manifest either. Both leave only hidden
+    staging folders, removed by the next build."""
+    from retryscope.analytics.model import _build
 
     reference, _ = _report(data, None)
     cache = tmp_path / "cache"
-    build = model_build._build_persistent
+    directory = model_directory(str(data), cache)
+    write = _build._write_across
 
-    def disk_full(con: duckdb.DuckDBPyConnection) -> None:
-        build(con)
+    def disk_full(*args: Any) -> int:
+        write(*args)
         raise duckdb.IOException("could not write block: No space left on device")
 
-    def interrupted(con: duckdb.DuckDBPyConnection) -> None:
-        build(con)
+    def interrupted(*args: Any) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(model_build, "_build_persistent", disk_full)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
+    monkeypatch.setattr(_build, "_write_across", disk_full)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
         con, _ = connect(data, model_cache=cache)
         text = json.dumps(build_report(con), sort_keys=True, default=str)
-    assert (text, _attached(con)) == (reference, False)
+    assert text == reference
     assert "not written (IOException: could not write block: No space left" in caplog.text
-    assert list(cache.iterdir()) == []
-    monkeypatch.setattr(model_build, "_build_persistent", interrupted)
+    assert not (directory / "manifest.json").exists()
+    monkeypatch.setattr(_build, "_write_across", interrupted)
     con, _ = connect(data, model_cache=cache)
     with pytest.raises(KeyboardInterrupt):
         build_report(con)
-    assert list(cache.iterdir()) == []
-    databases = con.execute("SELECT database_name FROM duckdb_databases() WHERE NOT internal")
-    assert sorted(name for (name,) in databases.fetchall()) == ["memory"]
+    assert not (directory / "manifest.json").exists()
     where = con.execute("SELECT current_database(), current_setting('search_path')")
     assert where.fetchall() == [("memory", "")]  # names resolve as before the build
-    monkeypatch.setattr(model_build, "_build_persistent", build)
-    assert _report(data, cache) == (reference, False)  # on the same data: built, then
-    assert _report(data, cache) == (reference, True)  # reused
+    monkeypatch.setattr(_build, "_write_across", write)
+    assert _report(data, cache) == (reference, 0)  # the partition written before is reused
+    assert [p.name for p in directory.iterdir() if p.name.startswith(".")] == []
+    assert _report(data, cache) == (reference, 0)
 
 
 def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> None:
@@ -164,14 +180,12 @@ def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> Non
     victim = visible_files(root)[0]
     pages = garbled_copy(victim)
     cache = tmp_path / "cache"
-    for expect_attached in (False, True):
+    for expect_built in (1, 0):
         con, dataset = connect(root, model_cache=cache)
         report = build_report(con)
-        assert _attached(con)  # built into the cache, then reused
-        assert _reused(con) is expect_attached
+        assert model_stats(con)["built"] == expect_built
         assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
         assert report["logical_requests"] == 120
-        # findings read the files directly: the skipped file is not read again
         assert findings(con).num_rows == findings(connect(data)[0]).num_rows
 
 
@@ -179,14 +193,14 @@ def test_drill_downs_and_object_stores_do_not_use_the_cache(data: Path, tmp_path
     cache = tmp_path / "cache"
     _report(data, cache)
     con, _ = connect(data, model_cache=cache)
-    assert configured(con) is not None
-    assert configured(con.cursor()) is None  # a drill-down builds its request's own model
     ident = con.execute("SELECT min(logical_request_id) FROM spans").fetchall()[0][0]
     summary, attempts = request_detail(con, ident)
     plain, plain_attempts = request_detail(connect(data)[0], ident)
     assert (summary.equals(plain), attempts.equals(plain_attempts)) == (True, True)
-    assert not _attached(con)
-    assert model_cache("s3://bucket/audit", ("s3://bucket/audit/**/*.parquet",), cache) is None
+    # a drill-down builds its request's own model on a cursor, not the data set's
+    assert con.execute("SELECT getvariable('rs_model_built')").fetchall() == [(False,)]
+    remote, _ = connect(DataSet("s3://bucket/audit", ()), model_cache=cache)
+    assert remote.execute("SELECT getvariable('rs_model_cache')").fetchall() == [(None,)]
 
 
 def test_cli_model_cache_flag_and_environment(
@@ -197,7 +211,7 @@ def test_cli_model_cache_flag_and_environment(
     plain = capsys.readouterr().out
     assert main(["report", str(data), "--format", "json", "--model-cache", str(cache)]) == 0
     assert capsys.readouterr().out == plain
-    assert len(list(cache.glob("model-*.duckdb"))) == 1
+    assert len(_units(cache, data)) == 1
     monkeypatch.setenv("RETRYSCOPE_MODEL_CACHE", str(cache))
     assert main(["report", str(data), "--format", "json"]) == 0
     assert capsys.readouterr().out == plain
@@ -223,7 +237,7 @@ def test_cli_memory_limit_spills_instead_of_changing_answers(
     starved = tmp_path / "starved"
     assert main([*limited[:-1], "1MB", "--model-cache", str(starved)]) == 2
     assert "the analysis needs more memory than 1MB allows" in capsys.readouterr().err
-    assert not starved.exists() or not any(starved.iterdir())
+    assert not list(starved.glob("*/manifest.json"))
     monkeypatch.setenv("RETRYSCOPE_MEMORY_LIMIT", "a lot")
     assert main(["findings", str(data)]) == 2
     err = capsys.readouterr().err
@@ -239,12 +253,14 @@ def test_model_command_builds_once_then_finds_it_up_to_date(
 ) -> None:
     monkeypatch.delenv("RETRYSCOPE_MODEL_CACHE", raising=False)
     cache = tmp_path / "cache"
+    directory = model_directory(str(data), cache)
     assert main(["model", str(data), "--model-cache", str(cache)]) == 0
-    (saved,) = cache.glob("model-*.duckdb")
-    assert capsys.readouterr().out.startswith(f"built: {saved} (")
+    out = capsys.readouterr().out
+    assert out.startswith(f"built: {directory} (")
+    assert "1 of 1 time partitions built" in out
     assert main(["model", str(data), "--model-cache", str(cache)]) == 0
-    assert capsys.readouterr().out.startswith(f"up to date: {saved} (")
-    assert _report(data, cache) == (_report(data, None)[0], True)
+    assert capsys.readouterr().out.startswith(f"up to date: {directory} (")
+    assert _report(data, cache) == (_report(data, None)[0], 0)
     assert main(["model", str(data)]) == 2  # no cache directory named
     assert "give --model-cache DIR" in capsys.readouterr().err
 
@@ -252,7 +268,7 @@ def test_model_command_builds_once_then_finds_it_up_to_date(
 def test_a_connection_reused_for_another_data_set_switches_models(
     data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Built in memory for one data set, attached from the cache for the next, built again
+    """Built in memory for one data set, read from the cache for the next, built again
     for a third: each report is that data set's, with no warning."""
     other = Recorder(tmp_path / "other")
     _generate(other, 40, seed=9)
@@ -260,12 +276,11 @@ def test_a_connection_reused_for_another_data_set_switches_models(
     cache = tmp_path / "cache"
     _report(other.directory, cache)  # other's model is now cached
     con, _ = connect(data)
-    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._cache"):
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
         assert build_report(con)["logical_requests"] == 120
         connect(other.directory, con=con, model_cache=cache)
         assert build_report(con)["logical_requests"] == 40
-        assert _reused(con)
+        assert model_stats(con)["built"] == 0
         connect(data, con=con)
         assert build_report(con)["logical_requests"] == 120
-        assert not _attached(con)
     assert caplog.text == ""

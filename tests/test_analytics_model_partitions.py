@@ -1,6 +1,6 @@
-"""The model built in request partitions (large data sets under a memory limit) holds
-exactly the rows of the model built in one pass, whatever the number of partitions; the
-number follows from the span count and the memory limit or from the environment."""
+"""A time partition built in request partitions (large for the memory limit) holds exactly
+the rows of the one built in one pass, whatever the number of partitions; the number
+follows from the span count and the memory limit or from the environment."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import Filters, build_report, connect, findings, skipped_files
+from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _partitions as mp
-from retryscope.analytics.model._cache import MODEL_TABLES
+from retryscope.analytics.model._partition import PER_REQUEST_TABLES
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
+from tests.model_support import model_differences, model_rows
 from tests.recorder import Recorder
 from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
@@ -30,39 +31,14 @@ from tests.test_analytics_randomized import _generate
 LOGGER = "retryscope.analytics.model._build"
 
 
-def _cached(root: Path, cache: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
-    """A connection whose model was built into ``cache`` (fresh), and its report."""
-    con, _ = connect(root, model_cache=cache)
-    text = json.dumps(build_report(con), sort_keys=True, default=str)
-    return con, text
-
-
-def _model_file(cache: Path) -> Path:
-    (path,) = cache.glob("model-*.duckdb")
-    return path
-
-
-def _differences(one: Path, other: Path) -> dict[str, int]:
-    """Per model table, the rows of one file missing from the other (as multisets, both
-    ways): empty when the two models hold the same rows."""
-    con = duckdb.connect()
-    con.execute("ATTACH ? AS a (READ_ONLY)", [str(one)])
-    con.execute("ATTACH ? AS b (READ_ONLY)", [str(other)])
-    missing = {}
-    for table in MODEL_TABLES:
-        ((n,),) = con.execute(
-            f"SELECT (SELECT count(*) FROM (FROM a.{table} EXCEPT ALL FROM b.{table}))"
-            f" + (SELECT count(*) FROM (FROM b.{table} EXCEPT ALL FROM a.{table}))"
-        ).fetchall()
-        if n:
-            missing[table] = n
-    return missing
+def _message(partitions: int) -> str:
+    return f"in {partitions} request partitions"
 
 
 def _pass_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """Temp tables of a partition's pass still on ``con``."""
+    """Temp tables of a partition's build still on ``con``."""
     temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-    passes = {*mp.PER_REQUEST_TABLES, "attempt_rows", "attempt_groups"}
+    passes = {*PER_REQUEST_TABLES, "attempt_rows", "attempt_groups", "span_copies"}
     return {name for (name,) in temps} & passes
 
 
@@ -83,21 +59,21 @@ def randomized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
     randomized: list[Path],
     partitions: int,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    for i, root in enumerate(randomized):
+    for root in randomized:
         monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
-        whole = tmp_path / f"whole{i}"
-        _, one_pass = _cached(root, whole)
-        one_pass_findings = findings(connect(root)[0]).sort_by("logical_request_id")
+        whole, _ = connect(root)
+        one_pass = json.dumps(build_report(whole), sort_keys=True, default=str)
+        one_pass_findings = findings(whole).sort_by("logical_request_id")
         monkeypatch.setenv(mp.PARTITIONS_ENV, str(partitions))
-        split = tmp_path / f"split{i}"
         with caplog.at_level(logging.INFO, logger=LOGGER):
-            con, text = _cached(root, split)
-        assert f"building the model in {partitions} request partitions" in caplog.text
-        assert _differences(_model_file(whole), _model_file(split)) == {}
+            con, _ = connect(root)
+            text = json.dumps(build_report(con), sort_keys=True, default=str)
+        assert _message(partitions) in caplog.text
+        assert model_differences(whole, con) == {}
+        assert model_rows(con)["all_attempt_facts"] > 0
         assert text == one_pass
         assert findings(con).sort_by("logical_request_id").equals(one_pass_findings)
         # nothing of the passes is left on the connection
@@ -108,34 +84,35 @@ def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
 def test_a_partitioned_build_that_stops_leaves_nothing(
     randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ctrl-C in the second pass: no file, no shadow view of ``spans``, no temp tables;
-    the connection's next build is complete."""
+    """Ctrl-C in the second pass: no manifest, no shadow view of ``spans``, no temp
+    tables; the connection's next build is complete."""
     from retryscope.analytics.model import _build as model_build
 
     root = randomized[0]
     reference = json.dumps(build_report(connect(root)[0]), sort_keys=True, default=str)
     passes = []
-    per_request = model_build._build_per_request
+    build = model_build.build_tables
 
     def interrupted(con: duckdb.DuckDBPyConnection) -> None:
-        passes.append(con.execute("SELECT count(*) FROM spans").fetchall()[0][0])
-        per_request(con)
+        passes.append(con.execute("SELECT count(*) FROM unit_spans").fetchall()[0][0])
+        build(con)
         if len(passes) == 2:
             raise KeyboardInterrupt
 
     monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
-    monkeypatch.setattr(model_build, "_build_per_request", interrupted)
+    monkeypatch.setattr(model_build, "build_tables", interrupted)
     cache = tmp_path / "cache"
     con, _ = connect(root, model_cache=cache)
     with pytest.raises(KeyboardInterrupt):
         build_report(con)
-    assert list(cache.iterdir()) == []
+    assert list(cache.glob("*/manifest.json")) == []
+    assert list(cache.glob("*/units/*")) == []
     assert _pass_tables(con) == set()
     views = con.execute("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal")
     assert "spans" not in {name for (name,) in views.fetchall()}
     total = con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
     assert all(0 < seen < total for seen in passes)  # each pass saw its share
-    monkeypatch.setattr(model_build, "_build_per_request", per_request)
+    monkeypatch.setattr(model_build, "build_tables", build)
     con, _ = connect(root, model_cache=cache)
     assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
 
@@ -163,46 +140,19 @@ def test_the_memory_limit_chooses_the_partitions(
         args = ["report", root, "--format", "json", "--memory-limit", "1GB"]
         assert main([*args, "--model-cache", str(tmp_path / "limited")]) == 0
     assert capsys.readouterr().out == plain
-    assert f"building the model in {expected} request partitions" in caplog.text
+    assert _message(expected) in caplog.text
     assert expected > 1
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOGGER):  # no cache: the same partitions
         assert main(["report", root, "--format", "json", "--memory-limit", "1GB"]) == 0
     assert capsys.readouterr().out == plain
-    assert f"building the model in {expected} request partitions" in caplog.text
+    assert _message(expected) in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOGGER):
         args = ["report", root, "--format", "json", "--memory-limit", "1TB"]
         assert main([*args, "--model-cache", str(tmp_path / "roomy")]) == 0
     assert capsys.readouterr().out == plain
     assert "request partitions" not in caplog.text
-
-
-def test_without_a_cache_partitions_are_built_in_a_file_that_is_gone_once_attached(
-    randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No model cache: a partitioned build goes to a file in DuckDB's temporary directory
-    (created if missing), which is removed as soon as it is attached; every analysis on
-    the connection reads it, and filters still work."""
-    root = randomized[1]
-    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
-    plain, _ = connect(root)
-    reference = json.dumps(build_report(plain), sort_keys=True, default=str)
-    spill = tmp_path / "spill" / "duckdb"
-    monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
-    con, _ = connect(root, con=new_connection(temp_directory=spill))
-    assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
-    databases = con.execute("SELECT database_name, path FROM duckdb_databases()").fetchall()
-    (model_path,) = [path for name, path in databases if name == "rs_model"]
-    assert Path(model_path).parent == spill
-    assert Path(model_path).name.startswith("retryscope-model-")
-    assert not Path(model_path).exists()  # removed from the directory, still open
-    assert [p.name for p in spill.iterdir() if p.name.startswith("retryscope-model")] == []
-    tenant = Filters(tenant="a")
-    assert json.dumps(build_report(con, tenant), sort_keys=True, default=str) == json.dumps(
-        build_report(plain, tenant), sort_keys=True, default=str
-    )
-    assert findings(con).num_rows == findings(plain).num_rows
 
 
 @pytest.mark.parametrize("cached", [True, False])
@@ -242,11 +192,10 @@ def test_a_bad_partition_count_is_named(
         assert not cache.exists() or list(cache.iterdir()) == []
     monkeypatch.setenv(mp.PARTITIONS_ENV, "4")
     assert main(["model", str(randomized[0]), "--model-cache", str(cache)]) == 0
-    assert capsys.readouterr().out.endswith(" MiB, in 4 request partitions)\n")
+    out = capsys.readouterr().out
+    assert out.endswith(" built, the largest in 4 request partitions)\n")
     assert main(["model", str(randomized[0]), "--model-cache", str(cache)]) == 0
-    assert capsys.readouterr().out.endswith(" MiB)\n")  # up to date: not built now
-    with pytest.raises(ValueError, match="at least 1"):
-        mp.build(duckdb.connect(), 0, lambda con: None)
+    assert capsys.readouterr().out.endswith(" MiB, 1 time partitions)\n")  # not built now
 
 
 def _attempt(
@@ -329,13 +278,13 @@ def test_the_span_count_comes_from_the_footers(
     monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
     con, dataset = connect(randomized[0])
     assert dataset.rows == con.execute("SELECT count(*) FROM spans").fetchall()[0][0] > 0
+    assert sum(dataset.file_rows) == dataset.rows
     monkeypatch.setattr(mp, "SPAN_ROWS_PER_GIB", 1)
-    assert mp.configured_partitions(con) > 1
+    assert mp.configured_partitions(con, dataset.rows) > 1
     unknown = new_connection(memory_limit="64MB")
-    unknown.execute("SET VARIABLE rs_span_rows = NULL")
-    assert mp.configured_partitions(unknown) == 1
+    assert mp.configured_partitions(unknown, None) == 1
     monkeypatch.setenv(mp.PARTITIONS_ENV, "6")
-    assert mp.configured_partitions(unknown) == 6
+    assert mp.configured_partitions(unknown, None) == 6
 
 
 def test_an_unknown_memory_limit_rendering_means_one_partition() -> None:

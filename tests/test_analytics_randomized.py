@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,11 +47,12 @@ class Ledger:
     retry_successes: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
-def _generate(rec: Recorder, n: int, seed: int) -> Ledger:
+def _generate(rec: Recorder, n: int, seed: int, *, starts: Sequence[int] | None = None) -> Ledger:
+    """``n`` requests starting 37 ms apart from T0 (or at ``starts``, ns)."""
     rng = random.Random(seed)
     led = Ledger()
     for i in range(n):
-        clock = Clock(T0 + i * 37 * MS)
+        clock = Clock(T0 + i * 37 * MS if starts is None else starts[i])
         h = rng.randint(1, 3)
         succeeds = rng.random() < 0.8
         led.requests += 1

@@ -1,7 +1,27 @@
 """The audit model: the per-request tables every metric and finding reads, built once per
-data set (in request partitions when it is large for the memory limit) and kept in a model
-cache file so later runs attach it instead of building it again."""
+data set per time partition (in request partitions when one is large for the memory
+limit), kept in a model cache directory so later runs build only new or changed
+partitions, and :func:`build_partition`, the engine-neutral step an engine running the
+build in its own tasks calls (Arrow spans of whole requests in, per-request tables out)."""
 
-from retryscope.analytics.model._cache import MODEL_TABLES, ModelCache, model_cache
+from retryscope.analytics.model._cache import model_directory
+from retryscope.analytics.model._partition import (
+    ACROSS_REQUESTS_TABLES,
+    MODEL_TABLES,
+    PER_REQUEST_TABLES,
+    build_across_requests,
+    build_partition,
+)
+from retryscope.analytics.model._progress import Progress, ProgressCallback, TerminalProgress
 
-__all__ = ["MODEL_TABLES", "ModelCache", "model_cache"]
+__all__ = [
+    "ACROSS_REQUESTS_TABLES",
+    "MODEL_TABLES",
+    "PER_REQUEST_TABLES",
+    "Progress",
+    "ProgressCallback",
+    "TerminalProgress",
+    "build_across_requests",
+    "build_partition",
+    "model_directory",
+]

@@ -1,165 +1,438 @@
-"""Build the audit model over ``spans`` (or attach it from the model cache), once per
-connection: in one pass, or in request partitions when the data set is large for the memory
-limit, into the cache file, a scratch file, or memory. The scripts and their order are in
-:mod:`._scripts`."""
+"""Build the audit model over ``spans``, once per connection, when a query first needs it:
+per time partition (:mod:`._time_partitions`), each in memory and in request partitions
+when it is large for the memory limit (:mod:`._partitions`); then the requests found in
+more than one partition again from all their spans; then the tables across requests.
+With a model cache (:mod:`._cache`) only the partitions that are new or changed since the
+last build are built, and the rest is read from the cache; without one the model lives in
+an in-memory database (:mod:`._store`). The scripts and their order: :mod:`._scripts`."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
-from functools import partial
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
 
 import duckdb
 
-from retryscope.analytics import _scope_facts as scope_facts
-from retryscope.analytics._queries import load
-from retryscope.analytics.model import _cache as model_cache
-from retryscope.analytics.model import _partitions as model_partitions
+from retryscope.analytics._queries import load, sql_string
+from retryscope.analytics.model import _partitions as request_partitions
 from retryscope.analytics.model import _scripts as scripts
-from retryscope.analytics.model._cache import ModelCache
-from retryscope.analytics.model._scripts import model_script
+from retryscope.analytics.model._cache import (
+    RECONCILED,
+    STRADDLERS,
+    DirectoryStore,
+    Manifest,
+    model_directory,
+    model_fingerprint,
+)
+from retryscope.analytics.model._partition import (
+    ACROSS_REQUESTS_TABLES,
+    PER_REQUEST_TABLES,
+    SOURCE,
+    build_across_requests,
+    build_tables,
+    drop_tables,
+)
+from retryscope.analytics.model._progress import (
+    STAGE_ACROSS,
+    STAGE_DONE,
+    STAGE_PARTITIONS,
+    STAGE_STRADDLING,
+    Tracker,
+    callback_of,
+)
+from retryscope.analytics.model._store import KEYS, MemoryStore, Modes, drop_views
+from retryscope.analytics.model._time_partitions import TimePartition, time_partitions
 
 _log = logging.getLogger(__name__)
 
 
+class Keeper(Protocol):
+    """Where one time partition's tables go: :meth:`keep` receives the temp tables a
+    cursor built for each of its request partitions (by index), :meth:`finish` is called
+    once all are kept (a partition whose build stopped is never finished)."""
+
+    def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None: ...
+
+    def finish(self, cur: duckdb.DuckDBPyConnection) -> None: ...
+
+
 def ensure_model(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) -> None:
-    """Build the filter-independent tables of the audit model (:mod:`._scripts`) over
-    ``spans`` the first time a query on ``con`` needs them (``connect`` builds nothing, so
-    opening a data set and looking up one request stay cheap), or attach them from the
-    model cache ``connect`` was given, when it is up to date (and save them there after a
-    build). Over the whole data set the model also holds the unfiltered scope's
-    ``all_route_latency`` and ``all_request_facts``; a drill-down
-    (``whole_data_set=False``) needs neither."""
+    """Build the audit model over ``spans`` the first time a query on ``con`` needs it
+    (``connect`` builds nothing, so opening a data set and looking up one request stay
+    cheap), updating the model cache ``connect`` was given and reading the rest from it.
+    A drill-down (``whole_data_set=False``, on a cursor whose ``spans`` is a table of one
+    request's rows) builds only that request's per-request tables."""
     # one round trip: a drill-down runs this on a fresh cursor every time
-    ((built, cache_setting, attached),) = con.execute(
+    ((built, cache, root),) = con.execute(
         "SELECT getvariable('rs_model_built'), getvariable('rs_model_cache'),"
-        " getvariable('rs_model_attached')"
+        " getvariable('rs_root')"
     ).fetchall()
     if built:
         return
-
-    cache = model_cache.from_setting(cache_setting)
-    if cache is not None and model_cache.attach(con, cache):
-        con.execute("SET VARIABLE rs_model_built = true")
-        return
-    if attached:
-        model_cache.release(con)  # a model attached earlier on con (another data set's)
-    if whole_data_set and cache is not None:
-        written = _build_into_cache(con, cache)
-    elif whole_data_set:
-        written = _build_into_scratch_file(con)
-    else:  # a drill-down's model is one request's: never cached
-        written = False
-    if not written:
-        _build_guarded(con, whole_data_set=whole_data_set, temporary=True)
+    if whole_data_set:
+        _build_data_set(con, str(root or ""), None if cache is None else str(cache))
+    else:
+        con.execute(f"ALTER TABLE temp.main.spans RENAME TO {SOURCE}")
+        build_tables(con)
     con.execute("SET VARIABLE rs_model_built = true")
 
 
-def _build_into_scratch_file(con: duckdb.DuckDBPyConnection) -> bool:
-    """Without a model cache, a data set large for the memory limit is still built in
-    request partitions, into a file of its own in DuckDB's temporary directory (removed
-    once attached: the open file stays readable until the connection closes). False when
-    one pass will do (the model is then built in memory, spilling if it must) or the file
-    could not be written."""
-
-    partitions = model_partitions.configured_partitions(con)
-    if partitions == 1:
-        return False
-    scratch = model_cache.scratch_file(con)
-    written = _build_into_cache(con, scratch, partitions)
-    if written:
-        model_cache.forget(scratch)
-    return written
-
-
-def _build_into_cache(
-    con: duckdb.DuckDBPyConnection, cache: ModelCache, partitions: int | None = None
-) -> bool:
-    """Build the whole data set's model straight into its cache file (see
-    :func:`~retryscope.analytics.model._cache.build_into`), in ``partitions`` request
-    partitions when given, again over the files that decode when one does not; False when
-    the file was not written (the model is then built in memory)."""
-
-    build = (
-        _build_persistent
-        if partitions is None
-        else partial(_build_persistent, partitions=partitions)
-    )
-    while True:
+def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None) -> None:
+    request_partitions.configured_partitions(con, 0)  # a bad setting is named before any work
+    drop_views(con)  # a model an earlier data set left on con
+    con.execute("SET VARIABLE rs_model_paths = []")
+    tracker = Tracker(callback_of(con))
+    if cache is not None:
+        store = DirectoryStore(model_directory(root, cache), Modes.of(root))
         try:
-            return model_cache.build_into(con, cache, build)
-        except duckdb.Error as exc:
-            if _dropped_undecodable_files(con, exc):
-                continue
-            if isinstance(exc, duckdb.OutOfMemoryException):
-                raise  # in memory it would need more still
-            model_cache.not_written(cache, exc)  # not the data: e.g. the disk is full
-            return False
+            with store.locked():
+                built = _update_directory(con, store, root, tracker)
+        except (OSError, duckdb.IOException, duckdb.PermissionException) as exc:
+            _warn(f"model cache {store.directory} not written ({type(exc).__name__}: {exc})")
+            drop_views(con)
+        else:
+            store.point_views(con)
+            con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
+            _finish(con, tracker, built, len(store.units), store.straddlers)
+            return
+    memory = MemoryStore(con)
+    parts = _time_partitions(con, root)
+    built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
+    straddlers = 0
+    if len(parts) > 1:
+        straddlers = _reconcile(con, memory.keys(), parts, tracker, _replace_in_memory(memory))
+    _build_across(con, memory, tracker, memory.keep_across)
+    memory.point_views(con)
+    _finish(con, tracker, built, len(parts), straddlers)
 
 
-def _build_persistent(con: duckdb.DuckDBPyConnection, partitions: int | None = None) -> None:
-    """The whole data set's model into the cache file: in one pass, or in request
-    partitions (``partitions``, else as many as the data set needs for the memory limit;
-    see :mod:`~retryscope.analytics.model._partitions`)."""
-
-    if partitions is None:
-        partitions = model_partitions.configured_partitions(con)
-    con.execute("SET VARIABLE rs_model_partitions = ?", [partitions])
-    if partitions == 1:
-        _build_model(con, whole_data_set=True, temporary=False)
-        return
-    _log.info("building the model in %d request partitions", partitions)
-    model_partitions.build(con, partitions, _build_per_request)
-    _build_whole_data_set(con, temporary=False)
+def model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The files the model's views on ``con`` read (a cached model's Parquet files; none
+    for a model in memory): what a connection locked down to the data set's files must
+    still be allowed to read."""
+    ((paths,),) = con.execute("SELECT getvariable('rs_model_paths')").fetchall()
+    return [str(p) for p in paths or ()]
 
 
-def _build_per_request(con: duckdb.DuckDBPyConnection) -> None:
-    _build_requests(con, whole_data_set=True, temporary=True)
-
-
-def _build_guarded(
-    con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool
+def _finish(
+    con: duckdb.DuckDBPyConnection, tracker: Tracker, built: list[int], parts: int, straddlers: int
 ) -> None:
-    """:func:`_build_model`, again over the files that decode when one does not."""
-    try:
-        _build_model(con, whole_data_set=whole_data_set, temporary=temporary)
-    except duckdb.Error as exc:
-        if not _dropped_undecodable_files(con, exc):
-            raise
-        _build_model(con, whole_data_set=whole_data_set, temporary=temporary)
+    """Record what the build did (``retryscope model`` prints it): time partitions built
+    now and in all, the most request partitions one took, requests across partitions."""
+    con.execute(
+        "SET VARIABLE rs_model_stats = ?",
+        [
+            {
+                "built": len(built),
+                "partitions": parts,
+                "request_partitions": max(built, default=1),
+                "straddlers": straddlers,
+            }
+        ],
+    )
+    tracker.report(STAGE_DONE, parts, parts)
 
 
-def _dropped_undecodable_files(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> bool:
-    """Whether the build's failure ``exc`` came from data files that do not decode, now
-    skipped (reading every file to find them is pointless when DuckDB ran out of memory)."""
+class _InMemory:
+    """Keeps a partition's request partitions on its cursor (``kept_<table>``) and moves
+    them to the memory store once all are built."""
+
+    def __init__(self, memory: MemoryStore, part: TimePartition) -> None:
+        self._memory, self._part = memory, part
+        self._tables: Sequence[str] = ()
+
+    def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None:
+        self._tables = tables
+        for table in tables:
+            if index == 0:
+                cur.execute(f"ALTER TABLE temp.main.{table} RENAME TO kept_{table}")
+            else:
+                cur.execute(f"INSERT INTO temp.main.kept_{table} SELECT * FROM temp.main.{table}")
+                cur.execute(f"DROP TABLE temp.main.{table}")
+
+    def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
+        for table in self._tables:
+            cur.execute(f"ALTER TABLE temp.main.kept_{table} RENAME TO {table}")
+        self._memory.keep(cur, self._tables, self._part.key)
+
+
+def _replace_in_memory(
+    memory: MemoryStore,
+) -> Callable[[duckdb.DuckDBPyConnection, str, int], None]:
+    def replace(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int) -> None:
+        if n:
+            memory.replace_requests(cur, straddlers)
+
+    return replace
+
+
+def _time_partitions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[TimePartition, ...]:
+    """The time partitions of the files ``spans`` reads now (one empty partition for a
+    data set without files, so every table exists)."""
+    rows = con.execute("SELECT path, rows FROM _retryscope_files").fetchall()
+    parts = time_partitions(root, [str(p) for p, _ in rows], [n for _, n in rows])
+    return parts or (TimePartition("", (), 0),)
+
+
+def _build_partitions(
+    con: duckdb.DuckDBPyConnection,
+    parts: Sequence[TimePartition],
+    tracker: Tracker,
+    keeper: Callable[[TimePartition], Keeper],
+) -> list[int]:
+    """Build each of ``parts`` on a cursor of ``con`` (its temp objects are its own) and
+    hand its tables to ``keeper(part)``; returns the request partitions each took."""
+    total = sum(p.rows for p in parts)
+    done = 0
+    taken = []
+    for k, part in enumerate(parts):
+        tracker.report(
+            STAGE_PARTITIONS,
+            k,
+            len(parts),
+            weight_done=done,
+            weight_total=total,
+            detail=part.key,
+        )
+        taken.append(_build_partition(con, part, keeper(part)))
+        done += part.rows
+    if parts:
+        tracker.report(STAGE_PARTITIONS, len(parts), len(parts), weight_done=1, weight_total=1)
+    return taken
+
+
+def _build_partition(con: duckdb.DuckDBPyConnection, part: TimePartition, keeper: Keeper) -> int:
+    """The per-request tables (and request keys) of one time partition, in as many
+    request partitions as its rows need under the memory limit, each handed to
+    ``keeper``. A file whose pages do not decode is named, skipped, and the partition
+    built again from the others. Returns the number of request partitions."""
     from retryscope.analytics._dataset import drop_undecodable_files
 
-    return not isinstance(exc, duckdb.OutOfMemoryException) and drop_undecodable_files(con)
+    files = list(part.files)
+    while True:
+        cur = con.cursor()
+        try:
+            k = request_partitions.configured_partitions(con, part.rows)
+            if k > 1:
+                _log.info("building time partition %r in %d request partitions", part.key, k)
+            for i in range(k):
+                where = (
+                    f" WHERE coalesce(rs_request_key(logical_request_id), 0) % {k} = {i}"
+                    if k > 1
+                    else ""
+                )
+                cur.execute(f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS {_spans_of(files)}{where}")
+                build_tables(cur)
+                cur.execute(load(scripts.REQUEST_KEYS))
+                keeper.keep(cur, (*PER_REQUEST_TABLES, KEYS), i)
+                drop_tables(cur)
+            keeper.finish(cur)
+            return k
+        except duckdb.Error as exc:
+            if isinstance(exc, duckdb.OutOfMemoryException) or not drop_undecodable_files(
+                con, files
+            ):
+                raise
+            skipped = {p for (p,) in con.execute("SELECT path FROM _retryscope_skipped").fetchall()}
+            files = [f for f in files if f not in skipped]
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                drop_tables(cur)
+                cur.execute(f"DROP VIEW IF EXISTS temp.main.{SOURCE}")
+            cur.close()
 
 
-def _build_model(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool) -> None:
-    """The model's per-request tables; over the whole data set also the telemetry checks
-    and the unfiltered scope's per-request facts. Every statement that reads ``spans`` runs
-    here, where an undecodable file is caught."""
-    _build_requests(con, whole_data_set=whole_data_set, temporary=temporary)
-    if whole_data_set:
-        _build_whole_data_set(con, temporary=temporary)
+def _spans_of(files: Sequence[str]) -> str:
+    """The rows of ``files`` as ``spans`` reads them."""
+    if not files:
+        return "SELECT * FROM _retryscope_empty"
+    return "SELECT * FROM spans_in([" + ", ".join(sql_string(f) for f in files) + "])"
 
 
-def _build_requests(
-    con: duckdb.DuckDBPyConnection, *, whole_data_set: bool, temporary: bool
+def _reconcile(
+    con: duckdb.DuckDBPyConnection,
+    keys: str | None,
+    parts: Sequence[TimePartition],
+    tracker: Tracker,
+    replace: Callable[[duckdb.DuckDBPyConnection, str, int], None],
+) -> int:
+    """Find the requests with spans in more than one of ``parts`` (``keys``: the
+    partitions' request keys) and build their per-request tables again from all their
+    spans; ``replace(cursor, straddlers, n)`` puts them in place of the partitions' rows
+    of those ``n`` requests. Returns ``n``."""
+    if keys is None:
+        return 0
+    cur = con.cursor()
+    try:
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE {STRADDLERS} AS "
+            f"SELECT h FROM {keys} GROUP BY h HAVING count(*) > 1"
+        )
+        ((n,),) = cur.execute(f"SELECT count(*) FROM {STRADDLERS}").fetchall()
+        if n:
+            tracker.report(STAGE_STRADDLING, 0, 1, detail=f"{n} requests")
+            involved = {
+                str(p)
+                for (p,) in cur.execute(
+                    f"SELECT DISTINCT part FROM {keys} SEMI JOIN {STRADDLERS} USING (h)"
+                ).fetchall()
+            }
+            files = [f for p in parts if p.key in involved for f in p.files]
+            skipped = {p for (p,) in con.execute("SELECT path FROM _retryscope_skipped").fetchall()}
+            cur.execute(
+                f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS "
+                f"{_spans_of([f for f in files if f not in skipped])} "
+                f"WHERE rs_request_key(logical_request_id) IN (SELECT h FROM {STRADDLERS})"
+            )
+            build_tables(cur)
+            _log.info("%d requests straddle time partitions: built again from all their spans", n)
+        replace(cur, f"temp.main.{STRADDLERS}", int(n))
+        return int(n)
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            drop_tables(cur)
+        cur.close()
+
+
+def _build_across(
+    con: duckdb.DuckDBPyConnection,
+    store: MemoryStore | DirectoryStore,
+    tracker: Tracker,
+    keep: Callable[[duckdb.DuckDBPyConnection], None],
 ) -> None:
-    """The model's three per-request scripts (a drill-down's request without unmarked HTTP
-    client spans skips the classification of HTTP sends: nothing to classify)."""
-    for name in scripts.PER_REQUEST:
-        if name == scripts.HTTP_ATTEMPTS and not (
-            whole_data_set or con.execute(load("unmarked_http_spans")).fetchall()[0][0]
-        ):
-            continue
-        con.execute(model_script(name, temporary=temporary))
+    """The tables across requests, over every per-request table of ``store``, handed to
+    ``keep`` (on the cursor that built them)."""
+    tracker.report(STAGE_ACROSS, 0, 1)
+    cur = con.cursor()
+    try:
+        store.point_views(cur, PER_REQUEST_TABLES)
+        build_across_requests(cur)
+        keep(cur)
+    finally:
+        cur.close()
 
 
-def _build_whole_data_set(con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
-    """The telemetry checks and the unfiltered scope's tables, over the finished model."""
-    for name in scripts.WHOLE_DATA_SET:
-        con.execute(model_script(name, temporary=temporary))
-    scope_facts.build(con, "all", temporary=temporary)
+# -- a model cache directory --------------------------------------------------------------
+def _update_directory(
+    con: duckdb.DuckDBPyConnection, store: DirectoryStore, root: str, tracker: Tracker
+) -> list[int]:
+    """Bring ``store`` up to date with the data set: build the time partitions it lacks
+    (returning the request partitions each took), then, when the set of partitions
+    changed, the requests across partitions and the tables across requests; write the
+    manifest."""
+    from retryscope.analytics._dataset import skip_files
+
+    model = model_fingerprint()
+    previous = store.read_manifest(model)
+    parts = _time_partitions(con, root)
+    fingerprints = {p.key: p.fingerprint(model) for p in parts}
+    for part in parts:  # what builds of the reused partitions skipped, later reads skip too
+        skipped = _read_skipped(store, fingerprints[part.key])
+        if skipped and store.unit_is_whole(fingerprints[part.key]):
+            skip_files(con, skipped)
+    todo = [p for p in parts if not store.unit_is_whole(fingerprints[p.key])]
+    built = _build_partitions(
+        con, todo, tracker, lambda part: _InDirectory(con, store, part, fingerprints[part.key])
+    )
+    store.units = [fingerprints[p.key] for p in parts]
+    across = hashlib.sha256(json.dumps([model, sorted(fingerprints.items())]).encode()).hexdigest()[
+        :32
+    ]
+    if (
+        previous is not None
+        and previous.across == across
+        and store.across_is_whole(across, previous.straddlers)
+    ):
+        straddlers = previous.straddlers
+    else:
+        straddlers = _write_across(con, store, parts, across, tracker)
+    manifest = Manifest(model, fingerprints, across, straddlers)
+    if manifest != previous:
+        store.write_manifest(manifest)
+    store.use(manifest)
+    return built
+
+
+class _InDirectory:
+    """Writes one time partition's tables into a staged folder of the cache, moved into
+    place once every request partition is written."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        store: DirectoryStore,
+        part: TimePartition,
+        fingerprint: str,
+    ) -> None:
+        self._con, self._store, self._part, self._fingerprint = con, store, part, fingerprint
+        self._staged: Path | None = None
+
+    def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None:
+        if index == 0 or self._staged is None:
+            self._staged = self._store.stage("unit")
+        suffix = "" if index == 0 else f"-{index}"
+        for table in tables:
+            relation = f"temp.main.{table}"
+            if table == KEYS:
+                relation = f"(SELECT h, {sql_string(self._part.key)} AS part FROM {relation})"
+            self._store.copy(cur, relation, self._staged / f"{table}{suffix}.parquet")
+
+    def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
+        assert self._staged is not None
+        skipped = self._con.execute(
+            "SELECT path, reason FROM _retryscope_skipped WHERE path IN ?",
+            [list(self._part.files)],
+        ).fetchall()
+        path = self._staged / "skipped.json"
+        path.write_text(json.dumps(skipped), encoding="utf-8")
+        path.chmod(self._store.modes.file)
+        self._store.commit(self._staged, "units", self._fingerprint)
+
+
+def _read_skipped(store: DirectoryStore, fingerprint: str) -> dict[str, str]:
+    path = store.directory / "units" / fingerprint / "skipped.json"
+    try:
+        return {str(p): str(r) for p, r in json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _write_across(
+    con: duckdb.DuckDBPyConnection,
+    store: DirectoryStore,
+    parts: Sequence[TimePartition],
+    fingerprint: str,
+    tracker: Tracker,
+) -> int:
+    """Write the requests across partitions and the tables across requests to a new
+    folder ``across/<fingerprint>``; returns how many requests straddle partitions."""
+    staged = store.stage("across")
+    store.across, store.straddlers = staged, 0
+
+    def keep_reconciled(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int) -> None:
+        store.copy(cur, straddlers, staged / f"{STRADDLERS}.parquet")
+        if n:
+            for table in PER_REQUEST_TABLES:
+                store.copy(cur, f"temp.main.{table}", staged / f"{RECONCILED}{table}.parquet")
+
+    straddlers = _reconcile(con, store.keys(), parts, tracker, keep_reconciled)
+    if store.keys() is None:  # no partition: an empty set of requests across them
+        store.copy(con, "(SELECT NULL::UBIGINT AS h WHERE false)", staged / f"{STRADDLERS}.parquet")
+    store.straddlers = straddlers
+
+    def keep_across(cur: duckdb.DuckDBPyConnection) -> None:
+        for table in ACROSS_REQUESTS_TABLES:
+            store.copy(cur, f"temp.main.{table}", staged / f"{table}.parquet")
+
+    _build_across(con, store, tracker, keep_across)
+    store.commit(staged, "across", fingerprint)
+    return straddlers
+
+
+def _warn(message: str) -> None:
+    _log.warning(message)

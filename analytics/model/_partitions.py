@@ -1,17 +1,13 @@
-"""The audit model built one request partition at a time, when the data set is large for
-the connection's memory limit.
+"""A time partition of the model built in request partitions, when it is large for the
+connection's memory limit.
 
-Every per-request table of the model (``base_attempts.sql``, ``base_http_attempts.sql``,
-``base.sql``) depends only on the spans of one logical request, so the model of the whole
-data set is the union of the models of disjoint sets of requests. Built in one pass, its
-wide joins and windows over every attempt hold far more than a small memory limit allows:
-at 100 M attempts DuckDB ran out of memory at 1 GB after spilling 39 GB, and at 4 GB it
-filled a 64 GB disk. Built in ``k`` partitions (requests by ``hash(logical_request_id) % k``,
-each in memory and appended to the model's file), each pass stays small; the price is that
-every pass scans the data files again.
-
-The telemetry checks and the unfiltered scope's tables are built afterwards, over the
-finished tables (they read the whole model, and ``span_anomalies`` every span).
+Every per-request table of the model (:mod:`._partition`) depends only on the spans of
+one logical request, so a partition's tables are the union of the tables of disjoint sets
+of its requests. Built in one pass, the wide joins and windows over every attempt of a
+large partition (a day, or a whole unpartitioned data set) hold far more than a small
+memory limit allows; built in ``k`` request partitions (``hash(logical_request_id) % k``,
+each in memory), each pass stays small, and the price is that every pass scans the
+partition's files again.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
 from typing import Final
 
 import duckdb
@@ -30,22 +25,9 @@ whole data set (a positive integer); unset, it follows from the data set's size 
 memory limit (:func:`partitions_for`)."""
 
 SPAN_ROWS_PER_GIB: Final = 5_000_000
-"""Span rows one partition may hold per GiB of the memory limit. Measured on 2 cores: the
-model of 13.9 M span rows (10 M attempts) peaks at 5.8 GiB built without spilling, and a
-single pass over them needs about 1.5 GB spilling; 100 M attempts at a 2 GB limit (16
-partitions of 8.7 M span rows) built in 41 min at 2.7 GiB peak RSS."""
-
-PER_REQUEST_TABLES: Final = (
-    "request_base",
-    "reconciliations",
-    "all_attempt_facts",
-    "all_request_layers",
-    "all_request_nesting",
-    "all_receiver_traffic",
-)
-"""The tables the three per-request scripts leave behind, in the order they are built."""
-
-_INTERMEDIATE_TABLES: Final = ("attempt_groups", "attempt_rows")
+"""Span rows one request partition may hold per GiB of the memory limit. Measured on 2
+cores: the model of 13.9 M span rows (10 M attempts) peaked at 5.8 GiB built in one pass
+without spilling, and a single pass over them needed about 1.5 GB spilling."""
 _UNITS: Final = {
     "bytes": 1,
     "KiB": 2**10,
@@ -80,12 +62,12 @@ def memory_limit_bytes(setting: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def configured_partitions(con: duckdb.DuckDBPyConnection) -> int:
-    """The number of partitions for a build of the whole data set ``spans`` on ``con``:
-    :data:`PARTITIONS_ENV` when set, else from the span count of the data set's footers
-    (recorded by :func:`~retryscope.analytics._dataset.connect`; no data is read) and the
-    connection's memory limit; one when the count is unknown (an object-store data set).
-    A bad :data:`PARTITIONS_ENV` is a ValueError that names it."""
+def configured_partitions(con: duckdb.DuckDBPyConnection, span_rows: int | None) -> int:
+    """The number of request partitions for a build over ``span_rows`` span rows on
+    ``con``: :data:`PARTITIONS_ENV` when set, else from the row count (from the files'
+    footers; no data is read) and the connection's memory limit; one when the count is
+    unknown (an object-store data set). A bad :data:`PARTITIONS_ENV` is a ValueError that
+    names it."""
     fixed = os.environ.get(PARTITIONS_ENV, "").strip()
     if fixed:
         try:
@@ -95,72 +77,7 @@ def configured_partitions(con: duckdb.DuckDBPyConnection) -> int:
         if partitions < 1:
             raise ValueError(f"{PARTITIONS_ENV}={fixed!r} is not a positive integer")
         return partitions
-    ((span_rows, setting),) = con.execute(
-        "SELECT getvariable('rs_span_rows'), current_setting('memory_limit')"
-    ).fetchall()
     if span_rows is None:
         return 1
+    ((setting,),) = con.execute("SELECT current_setting('memory_limit')").fetchall()
     return partitions_for(int(span_rows), memory_limit_bytes(str(setting)))
-
-
-def build(
-    con: duckdb.DuckDBPyConnection,
-    partitions: int,
-    per_request: Callable[[duckdb.DuckDBPyConnection], None],
-) -> None:
-    """Build :data:`PER_REQUEST_TABLES` as persistent tables of ``con``'s default database
-    (the model's file) in ``partitions`` passes. Each pass shadows ``spans`` with a temp
-    view of one partition's requests, runs ``per_request`` (the scripts, creating temp
-    tables) and appends its tables to the file. Whatever stops a pass, the shadow view and
-    the pass's temp tables are dropped again."""
-    if partitions < 1:
-        raise ValueError(f"partitions must be at least 1, not {partitions}")
-    target, source = _target_and_spans(con)
-    try:
-        for part in range(partitions):
-            con.execute(
-                "CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM "
-                f"{source} WHERE hash(logical_request_id) % {int(partitions)} = {int(part)}"
-            )
-            per_request(con)
-            for table in PER_REQUEST_TABLES:
-                if part == 0:
-                    con.execute(
-                        f'CREATE TABLE "{target}".main.{table} AS SELECT * FROM temp.main.{table}'
-                    )
-                else:
-                    con.execute(
-                        f'INSERT INTO "{target}".main.{table} SELECT * FROM temp.main.{table}'
-                    )
-                con.execute(f"DROP TABLE temp.main.{table}")
-    finally:
-        _drop_temporaries(con)
-
-
-def _target_and_spans(con: duckdb.DuckDBPyConnection) -> tuple[str, str]:
-    """The default database (where the tables go) and the qualified name of the view
-    ``spans`` that unqualified names reach first (the data set's, not yet shadowed)."""
-    ((target, search_path),) = con.execute(
-        "SELECT current_database(), current_setting('search_path')"
-    ).fetchall()
-    homes = {
-        f"{db}.{schema}": f'"{db}"."{schema}".spans'
-        for db, schema in con.execute(
-            "SELECT database_name, schema_name FROM duckdb_views()"
-            " WHERE view_name = 'spans' AND NOT temporary"
-        ).fetchall()
-    }
-    order = [p.strip() for p in str(search_path).split(",") if p.strip()]
-    order += [f"{target}.main", "memory.main"]
-    for entry in order:
-        if entry in homes:
-            return str(target), homes[entry]
-    raise ValueError("no view `spans` to build the model from")
-
-
-def _drop_temporaries(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the shadow view and any temp table a pass left (a stopped one leaves some)."""
-    con.execute("DROP VIEW IF EXISTS temp.main.spans")
-    con.execute("DROP VIEW IF EXISTS temp.main.physical_attempts")
-    for table in (*PER_REQUEST_TABLES, *_INTERMEDIATE_TABLES):
-        con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")

@@ -85,15 +85,15 @@ def test_model_cache_serves_the_same_figures(
     ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With $RETRYSCOPE_MODEL_CACHE the first start saves the built model and the next one
-    (the data set opened anew) attaches it instead of rebuilding; same figures."""
+    (the data set opened anew) reads it instead of rebuilding; same figures."""
     data, cache = tmp_path / "spans", tmp_path / "cache"
     shutil.copytree(ui_data, data)
     assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
-    (saved,) = cache.glob("model-*.duckdb")
-    written = saved.stat().st_mtime_ns
+    (manifest,) = cache.glob("model-*/manifest.json")
+    written = manifest.stat().st_mtime_ns
     st.cache_resource.clear()  # as a restarted server: the data set is opened again
     assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
-    assert saved.stat().st_mtime_ns == written  # attached, not rebuilt and saved again
+    assert manifest.stat().st_mtime_ns == written  # read, not rebuilt and saved again
 
 
 def test_memory_limit_from_the_environment(
@@ -118,9 +118,8 @@ def test_memory_limit_from_the_environment(
 def test_a_model_built_in_partitions_serves_the_same_figures(
     ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without a cache, a model built in request partitions lives in a temporary file that
-    is gone from its directory once attached; the app's connection keeps reading it across
-    reruns."""
+    """Without a cache, a model built in request partitions serves the same figures, and
+    the app's connection keeps reading it across reruns."""
     data = tmp_path / "spans"
     shutil.copytree(ui_data, data)
     monkeypatch.setenv(PARTITIONS_ENV, "3")

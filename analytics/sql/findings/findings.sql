@@ -71,7 +71,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            logical_request_id, trace_id, NULL, start_time,
            json_object('layer', layer, 'ordinals', ordinals)
     FROM ordinal_gaps  -- model_checks.sql
-    WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
+    WHERE h IN (SELECT h FROM requests)
       AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
@@ -87,10 +87,20 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            logical_request_id, trace_id, span_id, start_time,
            json_object('dropped_spans', gap_dropped_spans, 'reason', gap_reason,
                        'window_end', end_time)
-    FROM spans
-    WHERE span_role = 'telemetry_gap'
-      AND (only_request IS NULL OR logical_request_id = only_request)
+    FROM telemetry_gaps  -- model_checks.sql
+    WHERE (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
+      AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
+
+    UNION ALL
+    -- Spans that arrived more than once, counted once by the model (model_checks.sql).
+    SELECT 'duplicate_span',
+           logical_request_id, trace_id, span_id, start_time,
+           json_object('copies', copies, 'name', name, 'span_role', span_role)
+    FROM duplicate_spans
+    WHERE (h IS NULL OR h IN (SELECT h FROM requests))
+      AND (only_request IS NULL OR logical_request_id = only_request)
+      AND (getvariable('rs_since') IS NULL OR start_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
@@ -101,8 +111,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            json_object('problem', problem, 'name', name,
                        'duration_ms', (epoch_ns(end_time) - epoch_ns(start_time)) / 1000000.0)
     FROM span_anomalies
-    WHERE (logical_request_id IS NULL
-           OR logical_request_id IN (SELECT logical_request_id FROM requests))
+    WHERE (h IS NULL OR h IN (SELECT h FROM requests))
       AND (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
@@ -114,7 +123,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            json_object('problem', 'ordinals_out_of_order', 'layer', layer,
                        'attempt_ordinal', attempt_ordinal, 'previous_ordinal', previous_ordinal)
     FROM ordinal_anomalies
-    WHERE logical_request_id IN (SELECT logical_request_id FROM requests)
+    WHERE h IN (SELECT h FROM requests)
       AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL

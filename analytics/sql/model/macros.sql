@@ -9,6 +9,10 @@ CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
 -- A success completing at or after the deadline loses to it (the control plane's rule).
 CREATE OR REPLACE MACRO rs_late(end_time, deadline) AS end_time >= deadline;
 
+-- The key the model groups and joins a logical request on: a 64-bit hash of its id (far
+-- cheaper than the string), NULL for a span of no request.
+CREATE OR REPLACE MACRO rs_request_key(id) AS CASE WHEN id IS NOT NULL THEN hash(id) END;
+
 -- rs_layer_rank, rs_boundary_rank (from the vocabulary), rs_http_outcome and
 -- rs_http_outcome_kind (from the recorder's HTTP status table) are rendered by
 -- retryscope.analytics._macros.

@@ -1,15 +1,20 @@
--- The first of the model's three scripts (retryscope.analytics.model._build.ensure_model runs
--- base_attempts.sql, base_http_attempts.sql when there may be unmarked HTTP client spans,
--- then base.sql), computed once per connection when a query first needs them, over
--- whatever `spans` names: the whole data set, or one request's rows for a drill-down.
--- Temp tables: DuckDB plans a deep view chain slowly, and every report query would
--- recompute it.
+-- The first of the model's per-request scripts (the order is kept in
+-- retryscope.analytics.model._scripts), over whatever `spans` names: one time partition of
+-- the data set, the requests straddling partitions, the whole data set, or one request's
+-- rows for a drill-down. Temp tables: DuckDB plans a deep view chain slowly, and every
+-- report query would recompute it.
+--
+-- Every table of the model carries `h`, a 64-bit hash of the logical request id: requests
+-- are grouped and joined on it (far cheaper than on the id string), and the model of a
+-- set of partitions replaces the rows of a request by h.
 
 -- Every physical attempt, built in three steps over one table `attempt_rows` (scanning
 -- the Parquet files once; joins between span sets run on the in-memory rows):
--- 1. spans marked as attempts;
+-- 1. spans marked as attempts (the request's tenant, operation and digests are
+--    request_base's: per attempt they would only cost memory);
 CREATE OR REPLACE TEMP TABLE attempt_rows AS
 SELECT
+    rs_request_key(logical_request_id) AS h,
     logical_request_id, trace_id, span_id, parent_span_id,
     start_time, end_time, duration_ms,
     layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
@@ -24,7 +29,6 @@ SELECT
         THEN rs_http_outcome_kind(http_status_code, status_code, idempotency_digest IS NOT NULL)
         END) AS outcome_kind,
     decision, retry_owner,
-    tenant, operation, idempotency_digest, logical_request_digest,
     http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
     breaker_state, lower_max_retries,
     -- a send's operation under its parent attempt and the layer whose retry made a resend
@@ -40,7 +44,7 @@ WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;
 -- parent_attempt_ordinal, so this usually matches nothing. Only an attempt of the same
 -- logical request encloses it: nesting is counted within one request (a sub-request's
 -- attempts beneath another request's attempt are that sub-request's own top level), and
--- the model can then be built one request partition at a time;
+-- the model can then be built for any set of whole requests;
 UPDATE attempt_rows AS c
 SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal
 FROM (
@@ -48,7 +52,7 @@ FROM (
            any_value(p.attempt_ordinal) AS parent_attempt_ordinal
     FROM attempt_rows c
     JOIN attempt_rows p
-      ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+      ON p.h = c.h AND p.span_id = c.parent_span_id AND p.trace_id = c.trace_id
      AND p.logical_request_id = c.logical_request_id
     WHERE c.parent_layer IS NULL AND c.parent_span_id IS NOT NULL
     GROUP BY c.rowid

@@ -1,12 +1,14 @@
--- Telemetry and key checks of the whole data set, built with the model (and cached with
--- it): each depends on one span, on one request's own attempts or on the whole data set,
--- and filters select whole requests, so findings.sql only selects the in-scope rows of
--- these (usually empty) tables instead of scanning every span and attempt again.
+-- Telemetry checks, built with the model's per-request tables (and cached with them): each
+-- depends on one span or on one request's own spans, so they are built for any set of
+-- whole requests like the rest (the checks across requests are model_global.sql's).
+-- Filters select whole requests, so findings.sql only selects the in-scope rows of these
+-- (usually empty) tables instead of scanning every span and attempt again.
 
 -- Spans no correct writer produces: malformed ids, time running backwards (any span but a
 -- telemetry gap record, also those of no logical request: a foreign writer's).
 CREATE OR REPLACE TEMP TABLE span_anomalies AS
-SELECT logical_request_id, trace_id, span_id, name, start_time, end_time, problem
+SELECT rs_request_key(logical_request_id) AS h,
+       logical_request_id, trace_id, span_id, name, start_time, end_time, problem
 FROM (
     SELECT logical_request_id, trace_id, span_id, name, start_time, end_time,
            CASE
@@ -21,21 +23,43 @@ FROM (
 )
 WHERE problem IS NOT NULL;
 
+-- The exporter's records of spans it lost (a time window and how many).
+CREATE OR REPLACE TEMP TABLE telemetry_gaps AS
+SELECT rs_request_key(logical_request_id) AS h,
+       logical_request_id, trace_id, span_id, start_time, end_time,
+       gap_dropped_spans, gap_reason
+FROM spans
+WHERE span_role = 'telemetry_gap';
+
+-- Spans that arrived more than once (span_copies.sql): the model counts one copy of each.
+CREATE OR REPLACE TEMP TABLE duplicate_spans AS
+SELECT any_value(rs_request_key(s.logical_request_id)) AS h,
+       any_value(s.logical_request_id) AS logical_request_id,
+       any_value(s.trace_id) AS trace_id,
+       any_value(s.span_id) AS span_id,
+       any_value(s.name) AS name,
+       any_value(s.span_role) AS span_role,
+       min(s.start_time) AS start_time,
+       any_value(c.copies) AS copies
+FROM unit_spans s
+JOIN span_copies c ON c.sk = hash(s.trace_id, s.span_id)
+GROUP BY c.sk;
+
 -- Ordinals are handed out in dispatch order, so a later attempt of a layer with a smaller
 -- ordinal means skewed clocks or a writer that numbers attempts wrongly. Only layers with
 -- two attempts or more can show it (a third of the attempts sort less).
 CREATE OR REPLACE TEMP TABLE ordinal_anomalies AS
-SELECT logical_request_id, trace_id, span_id, start_time, layer, attempt_ordinal,
+SELECT h, logical_request_id, trace_id, span_id, start_time, layer, attempt_ordinal,
        previous_ordinal
 FROM (
-    SELECT a.logical_request_id, a.trace_id, a.span_id, a.start_time, a.layer,
+    SELECT a.h, a.logical_request_id, a.trace_id, a.span_id, a.start_time, a.layer,
            a.attempt_ordinal,
            lag(a.attempt_ordinal) OVER (
-               PARTITION BY hash(a.logical_request_id, a.layer)
-               ORDER BY a.start_time, a.attempt_ordinal) AS previous_ordinal
+               PARTITION BY hash(a.h, a.layer)
+               ORDER BY a.start_time, a.attempt_ordinal, a.span_id) AS previous_ordinal
     FROM all_attempt_facts a
     SEMI JOIN (SELECT h, layer FROM all_request_layers WHERE attempts >= 2) m
-      ON m.h = hash(a.logical_request_id) AND m.layer = a.layer
+      ON m.h = a.h AND m.layer = a.layer
 )
 WHERE previous_ordinal > attempt_ordinal;
 
@@ -54,23 +78,15 @@ WITH candidates AS (
       AND (min_ordinal <> 1 OR max_ordinal <> ordinals_1_to_64)
 )
 SELECT
+    a.h,
     any_value(a.logical_request_id) AS logical_request_id,
     any_value(a.trace_id) AS trace_id,
     min(a.start_time) AS start_time,
     a.layer,
     list(a.attempt_ordinal ORDER BY a.attempt_ordinal) AS ordinals
 FROM all_attempt_facts a
-SEMI JOIN candidates c ON c.h = hash(a.logical_request_id) AND c.layer = a.layer
+SEMI JOIN candidates c ON c.h = a.h AND c.layer = a.layer
 WHERE NOT a.classified_from_http
-GROUP BY hash(a.logical_request_id), a.layer
+GROUP BY a.h, a.layer
 HAVING min(a.attempt_ordinal) <> 1
     OR max(a.attempt_ordinal) <> count(DISTINCT a.attempt_ordinal);
-
--- Idempotency digests shared by requests with different request digests (one key reused
--- for different work), whichever requests are in scope.
-CREATE OR REPLACE TEMP TABLE idempotency_conflicts AS
-SELECT idempotency_digest, count(DISTINCT logical_request_digest) AS digests
-FROM request_base
-WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL
-GROUP BY idempotency_digest
-HAVING count(DISTINCT logical_request_digest) > 1;

@@ -1,6 +1,6 @@
--- The model's second script (after base_attempts.sql). A drill-down skips it when its
--- request has no HTTP client span without a role (sql/unmarked_http_spans.sql): planning
--- it is the costliest of a lookup's statements (≈ 9 ms).
+-- The model's second per-request script (after model_attempts.sql), run only when `spans`
+-- has HTTP client spans without a role (unmarked_http_spans.sql): planning it is the
+-- costliest of a drill-down's statements (≈ 9 ms), and its scan costs a partition's build.
 
 -- 3. HTTP client spans that an HTTP instrumentation made inside an attempt without
 -- marking them, classified as transport attempts beneath their innermost enclosing
@@ -16,7 +16,7 @@ http AS (
                 AS http_method,
             coalesce(http_status_code, TRY_CAST(attributes['http.status_code'] AS INTEGER))
                 AS http_status_code
-        )
+        ), rs_request_key(logical_request_id) AS h
         FROM spans
         WHERE span_role IS NULL AND kind = 'CLIENT' AND logical_request_id IS NOT NULL
     )
@@ -35,9 +35,9 @@ candidates AS (
     JOIN (
         SELECT *
         FROM attempt_rows
-        WHERE logical_request_id IN (SELECT logical_request_id FROM http)
+        WHERE h IN (SELECT h FROM http)
     ) a
-      ON a.logical_request_id = h.logical_request_id
+      ON a.h = h.h AND a.logical_request_id = h.logical_request_id
      AND a.attempt_ordinal = h.attempt_ordinal
      AND a.route_id IS NOT DISTINCT FROM h.route_id
      AND (a.span_id = h.parent_span_id
@@ -60,11 +60,11 @@ enclosing AS (
     GROUP BY http_trace_id, http_span_id
 )
 SELECT
-    h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id,
+    h.h, h.logical_request_id, h.trace_id, h.span_id, h.parent_span_id,
     h.start_time, h.end_time, h.duration_ms,
     'transport' AS layer,
     (row_number() OVER (
-        PARTITION BY h.logical_request_id ORDER BY h.start_time, h.span_id))::INTEGER
+        PARTITION BY h.h ORDER BY h.start_time, h.span_id))::INTEGER
         AS attempt_ordinal,
     e.parent_layer, e.parent_attempt_ordinal,
     h.route_id, e.route_release, e.route_priority, e.is_fallback,
@@ -77,7 +77,6 @@ SELECT
     rs_http_outcome_kind(h.http_status_code, h.status_code, h.idempotency_digest IS NOT NULL)
         AS outcome_kind,
     h.decision, coalesce(h.retry_owner, e.retry_owner) AS retry_owner,
-    h.tenant, h.operation, h.idempotency_digest, h.logical_request_digest,
     h.http_status_code, h.hedge_ordinal, h.hedge_result = 'cancelled' AS hedge_cancelled,
     h.breaker_state,
     h.lower_max_retries,

@@ -8,25 +8,24 @@ WHERE (getvariable('rs_since') IS NULL OR started_at >= getvariable('rs_since'))
   AND (getvariable('rs_until') IS NULL OR started_at < getvariable('rs_until'))
   AND (getvariable('rs_tenant') IS NULL OR tenant = getvariable('rs_tenant'))
   AND (getvariable('rs_operation') IS NULL OR operation = getvariable('rs_operation'))
-  AND (getvariable('rs_route') IS NULL OR logical_request_id IN (
-        SELECT logical_request_id FROM all_attempt_facts
-        WHERE route_id = getvariable('rs_route')));
+  AND (getvariable('rs_route') IS NULL OR h IN (
+        SELECT h FROM all_attempt_facts WHERE route_id = getvariable('rs_route')));
 
 CREATE OR REPLACE TEMP TABLE scoped_attempt_facts AS
 SELECT * FROM all_attempt_facts
-WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
+WHERE h IN (SELECT h FROM scoped_requests);
 
 CREATE OR REPLACE TEMP TABLE scoped_request_nesting AS
 SELECT * FROM all_request_nesting
-WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
+WHERE h IN (SELECT h FROM scoped_requests);
 
 CREATE OR REPLACE TEMP TABLE scoped_request_layers AS
 SELECT * FROM all_request_layers
-WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
+WHERE h IN (SELECT h FROM scoped_requests);
 
 CREATE OR REPLACE TEMP TABLE scoped_receiver_traffic AS
 SELECT * FROM all_receiver_traffic
-WHERE logical_request_id IN (SELECT logical_request_id FROM scoped_requests);
+WHERE h IN (SELECT h FROM scoped_requests);
 
 -- The logical requests in scope of the current filters.
 CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM scoped_requests;

@@ -7,3 +7,4 @@ DROP TABLE IF EXISTS scoped_request_layers;
 DROP TABLE IF EXISTS scoped_receiver_traffic;
 DROP TABLE IF EXISTS scoped_route_latency;
 DROP TABLE IF EXISTS scoped_request_facts;
+DROP TABLE IF EXISTS scoped_doomed_dispatches;

@@ -1,0 +1,147 @@
+"""The model's per-request tables of one set of whole logical requests: the step every
+model build repeats (per time partition, per request partition, over the requests that
+straddle partitions, or over a drill-down's request), and the engine-neutral function an
+engine running the build in its own tasks calls (:func:`build_partition`).
+
+Every table depends only on the spans of one logical request (or of one span), so the
+model of a data set is the union of the tables of disjoint sets of its requests, and a
+request is found in them by ``h`` (``rs_request_key``, a 64-bit hash of its id). The
+tables across requests (:data:`ACROSS_REQUESTS_TABLES`) are built afterwards over that
+union (:func:`build_across_requests`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import duckdb
+import pyarrow as pa
+
+from retryscope.analytics import _scope_facts as scope_facts
+from retryscope.analytics._macros import install_macros
+from retryscope.analytics._queries import load
+from retryscope.analytics.model import _scripts as scripts
+from retryscope.schema import SPAN_SCHEMA
+
+PER_REQUEST_TABLES: Final = (
+    "request_base",
+    "reconciliations",
+    "all_attempt_facts",
+    "all_request_layers",
+    "all_request_nesting",
+    "all_receiver_traffic",
+    "all_request_facts",
+    "span_anomalies",
+    "telemetry_gaps",
+    "duplicate_spans",
+    "ordinal_anomalies",
+    "ordinal_gaps",
+)
+"""The tables :func:`build_tables` leaves, each with the request key ``h`` (NULL on the
+rows of spans of no request: a foreign writer's spans, telemetry gap records)."""
+
+ACROSS_REQUESTS_TABLES: Final = (
+    "idempotency_conflicts",
+    "all_route_latency",
+    "all_doomed_dispatches",
+)
+"""The tables :func:`build_across_requests` leaves: each reads every request."""
+
+MODEL_TABLES: Final = (*PER_REQUEST_TABLES, *ACROSS_REQUESTS_TABLES)
+"""Every table of the audit model (``physical_attempts`` is a view of one of them)."""
+
+SOURCE: Final = "unit_spans"
+"""The relation :func:`build_tables` reads: the spans of the requests to build."""
+
+_SCRATCH: Final = (
+    "span_copies",
+    "attempt_rows",
+    "attempt_groups",
+    "attempt_places",
+    "request_entries",
+)
+_VIEWS: Final = (
+    "spans",
+    "requests",
+    "attempt_facts",
+    "request_nesting",
+    "request_layers",
+    "receiver_traffic",
+)
+
+
+def build_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Build :data:`PER_REQUEST_TABLES` as temp tables of ``con`` from the spans its
+    relation :data:`SOURCE` holds (which must hold every span of each request it holds
+    any of). A temp view ``spans`` over it shadows the data set's: with one copy of each
+    span that arrived more than once, and the scripts of :mod:`._scripts` read that."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {SOURCE}")
+    con.execute(load(scripts.SPAN_COPIES))
+    if con.execute("SELECT count(*) FROM span_copies").fetchall()[0][0]:
+        con.execute(load(scripts.ONE_COPY))
+    for name in scripts.PER_REQUEST:
+        if name == scripts.HTTP_ATTEMPTS and not _has_unmarked_http_spans(con):
+            continue
+        con.execute(load(name))
+    con.execute(load(scripts.UNFILTERED_SCOPE))  # the scope's views over these tables
+    scope_facts.build_request_facts(con, "all")
+
+
+def _has_unmarked_http_spans(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute(load(scripts.UNMARKED_HTTP)).fetchall()[0][0])
+
+
+def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop what :func:`build_tables` left on ``con`` (also after it stopped halfway)."""
+    for view in _VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
+    for table in (*PER_REQUEST_TABLES, *_SCRATCH):
+        con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
+
+
+def build_across_requests(con: duckdb.DuckDBPyConnection) -> None:
+    """Build :data:`ACROSS_REQUESTS_TABLES` as temp tables of ``con`` from views named as
+    :data:`PER_REQUEST_TABLES` over every request of the data set."""
+    con.execute(load(scripts.GLOBAL))
+    con.execute(load(scripts.UNFILTERED_SCOPE))
+    scope_facts.build_across_requests(con, "all")
+
+
+def new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the analytics' macros, for one build."""
+    config: dict[str, str | bool | int | float | list[str]] = {"preserve_insertion_order": False}
+    if threads:
+        config["threads"] = threads
+    con = duckdb.connect(":memory:", config=config)
+    install_macros(con)
+    return con
+
+
+def build_partition(
+    spans: pa.Table | pa.RecordBatchReader, *, threads: int | None = None
+) -> dict[str, pa.Table]:
+    """The model's per-request tables of ``spans`` (rows of
+    :data:`retryscope.schema.SPAN_SCHEMA`, a missing column read as NULL), as Arrow
+    tables by name (:data:`PER_REQUEST_TABLES`).
+
+    ``spans`` must hold every span of each logical request it holds any of (e.g. one
+    partition of the data set by a hash of ``logical_request_id``); the union of the
+    results over disjoint sets of requests is the model's per-request tables of all of
+    them, whatever engine ran each (:func:`build_across_requests` then builds the rest).
+    Runs in a DuckDB connection of its own (``threads`` threads, default one per core)
+    and keeps no state."""
+    con = new_connection(threads)
+    try:
+        con.register("rs_partition_spans", spans)
+        con.register("rs_partition_schema", SPAN_SCHEMA.empty_table())
+        con.execute(
+            f"CREATE TEMP VIEW {SOURCE} AS SELECT * FROM rs_partition_spans "
+            "UNION ALL BY NAME SELECT * FROM rs_partition_schema"
+        )
+        build_tables(con)
+        return {
+            table: con.sql(f"SELECT * FROM temp.main.{table}").to_arrow_table()
+            for table in PER_REQUEST_TABLES
+        }
+    finally:
+        con.close()

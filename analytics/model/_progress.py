@@ -1,0 +1,122 @@
+"""Progress of long work (a model build): what stage, how far, how long so far and how
+long still, reported to a callback a caller registers for a connection (the UI shows it;
+the CLI prints it on a terminal with :class:`TerminalProgress`, and nothing when stderr is
+not a terminal)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TextIO
+
+import duckdb
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One step of long work: ``done`` of ``total`` units of ``stage`` finished after
+    ``elapsed_s`` seconds; ``remaining_s`` is the estimate of the rest (None before the
+    first unit is done). ``detail`` names the unit being worked on."""
+
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+    remaining_s: float | None = None
+    detail: str = ""
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+STAGE_PARTITIONS: Final = "building time partitions"
+STAGE_STRADDLING: Final = "rebuilding requests that straddle partitions"
+STAGE_ACROSS: Final = "building the tables across requests"
+STAGE_DONE: Final = "model ready"
+
+_callbacks: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, ProgressCallback] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def set_progress(con: duckdb.DuckDBPyConnection, callback: ProgressCallback | None) -> None:
+    """Report the progress of long work on ``con`` (a model build) to ``callback``."""
+    if callback is None:
+        _callbacks.pop(con, None)
+    else:
+        _callbacks[con] = callback
+
+
+def callback_of(con: duckdb.DuckDBPyConnection) -> ProgressCallback | None:
+    return _callbacks.get(con)
+
+
+class Tracker:
+    """Reports one piece of work, weighted by rows, to a callback (or to nothing)."""
+
+    def __init__(self, callback: ProgressCallback | None) -> None:
+        self._callback = callback
+        self._began = time.monotonic()
+
+    def report(
+        self,
+        stage: str,
+        done: int,
+        total: int,
+        *,
+        weight_done: float = 0.0,
+        weight_total: float = 0.0,
+        detail: str = "",
+    ) -> None:
+        """``done`` of ``total`` units of ``stage``; the estimate extrapolates the weights
+        (rows) done so far to those left."""
+        if self._callback is None:
+            return
+        elapsed = time.monotonic() - self._began
+        remaining = None
+        if weight_done > 0 and weight_total >= weight_done:
+            remaining = elapsed * (weight_total - weight_done) / weight_done
+        try:
+            self._callback(Progress(stage, done, total, elapsed, remaining, detail))
+        except Exception:  # a broken display never stops the analysis
+            self._callback = None
+
+
+class TerminalProgress:
+    """A :data:`ProgressCallback` printing one updating line on ``stream`` (stderr) when
+    it is a terminal, once work has run ``after_s`` seconds; silent otherwise."""
+
+    def __init__(self, stream: TextIO | None = None, *, after_s: float = 1.0) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._after_s = after_s
+        self._shown = False
+        isatty = getattr(self._stream, "isatty", None)
+        self.enabled = bool(isatty and isatty())
+
+    def __call__(self, p: Progress) -> None:
+        if not self.enabled:
+            return
+        if not self._shown and (p.elapsed_s < self._after_s or p.stage == STAGE_DONE):
+            return  # quick work shows nothing
+        estimate = "" if p.remaining_s is None else f", about {_duration(p.remaining_s)} left"
+        line = (
+            f"{p.stage}: {p.done} of {p.total} ({p.fraction:.0%}), "
+            f"{_duration(p.elapsed_s)} elapsed{estimate}"
+        )
+        end = "\n" if p.stage == STAGE_DONE else ""
+        self._stream.write("\r\x1b[2K" + line + end)
+        self._stream.flush()
+        self._shown = p.stage != STAGE_DONE
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"

@@ -1,0 +1,167 @@
+"""Where a built model's tables live, and the views that name them on a connection.
+
+The per-request tables of every time partition (:mod:`._partition`) are kept apart, so a
+new or changed partition adds or replaces only its own rows. A request with spans in two
+partitions (one running across the hour, or whose spans arrived later) is built again
+from all its spans, and those rows take the place of its rows of each partition. The
+tables across requests are built over the result.
+
+Two stores hold them: :class:`MemoryStore`, an in-memory database (a connection without
+a model cache), and :class:`~retryscope.analytics.model._cache.DirectoryStore`, a model
+cache directory of Parquet files kept between runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import duckdb
+
+from retryscope.analytics._queries import sql_string
+from retryscope.analytics.model._partition import (
+    ACROSS_REQUESTS_TABLES,
+    MODEL_TABLES,
+    PER_REQUEST_TABLES,
+)
+
+KEYS: Final = "request_keys"
+"""Per time partition: the requests it holds spans of (``h``) and the partition (``part``)."""
+ALIAS: Final = "rs_model"
+"""The attached database of a :class:`MemoryStore`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Modes:
+    """The permissions of what the model writes: the data set's own (its directory's
+    mode for directories, its files' mode for files), whatever the process umask; the
+    owner always keeps access."""
+
+    directory: int = 0o700
+    file: int = 0o600
+
+    @classmethod
+    def of(cls, root: str) -> Modes:
+        path = Path(root)
+        try:
+            home = path if path.is_dir() else path.parent
+            directory = home.stat().st_mode & 0o777
+            first = next(_data_files(path), None)
+            file = first.stat().st_mode & 0o666 if first else directory & 0o666
+        except OSError:
+            return cls()
+        return cls(directory | 0o700, file | 0o600)
+
+
+def _data_files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+        return
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                yield Path(dirpath) / name
+
+
+def make_dirs(path: Path, mode: int) -> None:
+    """``path`` and its missing parents, each created with exactly ``mode``."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir()
+            os.chmod(directory, mode)
+
+
+class Store:
+    """What every store does: name the model's tables on a connection."""
+
+    def relation(self, table: str) -> str:
+        """SQL naming every row of the model table ``table``."""
+        raise NotImplementedError
+
+    def point_views(
+        self, con: duckdb.DuckDBPyConnection, tables: Sequence[str] = MODEL_TABLES
+    ) -> None:
+        """Temp views on ``con`` named as the model's ``tables``, onto this store (a
+        cursor building the tables across requests names only the per-request ones)."""
+        for table in tables:
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {self.relation(table)}"
+            )
+        if "all_attempt_facts" in tables:
+            con.execute(
+                "CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts"
+            )
+
+
+def drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop the model's views on ``con``, and tables a model built earlier left there."""
+    names = [*MODEL_TABLES, "physical_attempts"]
+    for kind, catalog, column in (
+        ("VIEW", "duckdb_views()", "view_name"),
+        ("TABLE", "duckdb_tables()", "table_name"),
+    ):
+        found = con.execute(
+            f"SELECT {column} FROM {catalog} WHERE temporary AND {column} IN ?", [names]
+        ).fetchall()
+        for (name,) in found:
+            con.execute(f"DROP {kind} temp.main.{name}")
+    con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+
+
+class MemoryStore(Store):
+    """The model in an in-memory database attached to the connection as ``rs_model``
+    (compressed: a 10 M-attempt model takes ≈ 1 GiB; beyond the memory limit DuckDB
+    moves its blocks to the temporary directory)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+        con.execute(f"ATTACH ':memory:' AS {ALIAS} (COMPRESS)")
+        self._created: set[str] = set()
+
+    def relation(self, table: str) -> str:
+        return f"{ALIAS}.main.{table}"
+
+    def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], part: str = "") -> None:
+        """Move the temp ``tables`` of ``cur`` here (``request_keys`` with the partition's
+        key ``part``)."""
+        for table in tables:
+            source = f"temp.main.{table}"
+            if table == KEYS:
+                source = f"(SELECT h, {sql_string(part)} AS part FROM temp.main.{table})"
+            if table in self._created:
+                cur.execute(f"INSERT INTO {ALIAS}.main.{table} BY NAME SELECT * FROM {source}")
+            else:
+                cur.execute(f"CREATE TABLE {ALIAS}.main.{table} AS SELECT * FROM {source}")
+                self._created.add(table)
+            cur.execute(f"DROP TABLE temp.main.{table}")
+
+    def keys(self) -> str | None:
+        """The partitions' request keys, or None when no partition kept them."""
+        return self.relation(KEYS) if KEYS in self._created else None
+
+    def replace_requests(self, cur: duckdb.DuckDBPyConnection, straddlers: str) -> None:
+        """Replace the rows of the requests in the relation ``straddlers`` (of ``h``) by
+        the temp per-request tables of ``cur`` (built from all their spans)."""
+        for table in PER_REQUEST_TABLES:
+            cur.execute(
+                f"DELETE FROM {self.relation(table)} WHERE h IN (SELECT h FROM {straddlers})"
+            )
+        self.keep(cur, PER_REQUEST_TABLES)
+
+    def keep_across(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Keep the tables across requests ``cur`` built (replacing earlier ones)."""
+        for table in ACROSS_REQUESTS_TABLES:
+            self._created.discard(table)
+            cur.execute(f"DROP TABLE IF EXISTS {self.relation(table)}")
+        self.keep(cur, ACROSS_REQUESTS_TABLES)

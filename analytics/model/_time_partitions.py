@@ -1,0 +1,56 @@
+"""The time partitions of a data set: its files grouped by directory (the exporter's and
+ingest's Hive partitions ``date=YYYY-MM-DD/hour=HH/``), the unit the model is built and
+kept in. A new hour of data is a new partition, so only it is built; a partition whose
+files changed (a later ingest, a file rewritten) is built again; the others are reused.
+
+A request usually lives in one partition (its spans start within the hour); one running
+across an hour boundary, or whose spans arrive later, has spans in two, and its tables
+are built again from all of them (:mod:`._build`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TimePartition:
+    """The files of one directory of the data set (``key``: the directory relative to
+    the data set's root, ``""`` for the root itself) and their span rows."""
+
+    key: str
+    files: tuple[str, ...]
+    rows: int
+
+    def fingerprint(self, model: str) -> str:
+        """What a partition's model depends on: the model's own fingerprint and each
+        file's path, size and modification time (stat only, no reads)."""
+        digest = hashlib.sha256(f"{model}\0{self.key}\0".encode())
+        for f in self.files:
+            st = os.stat(f)
+            digest.update(f"{os.path.basename(f)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        return digest.hexdigest()[:32]
+
+
+def time_partitions(
+    root: str, files: Sequence[str], rows: Sequence[int | None]
+) -> tuple[TimePartition, ...]:
+    """``files`` (of the data set at ``root``, with their span ``rows``) by directory, in
+    path order; one partition for a data set that is a single file or a glob."""
+    if "://" in root or os.path.isfile(root):
+        return (TimePartition("", tuple(files), sum(r or 0 for r in rows)),) if files else ()
+    groups: dict[str, tuple[list[str], list[int]]] = {}
+    base = os.path.abspath(root)
+    for f, n in zip(files, rows, strict=True):
+        key = os.path.relpath(os.path.dirname(os.path.abspath(f)), base)
+        key = "" if key == "." else key.replace(os.sep, "/")
+        paths, counts = groups.setdefault(key, ([], []))
+        paths.append(f)
+        counts.append(n or 0)
+    return tuple(
+        TimePartition(key, tuple(paths), sum(counts))
+        for key, (paths, counts) in sorted(groups.items(), key=lambda kv: kv[0].split("/"))
+    )
