@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 
@@ -51,6 +50,10 @@ class _Delivered(SpanExporter):
     def __init__(self, exporter: SpanExporter) -> None:
         self.exporter = exporter
         self.count = 0
+        self._lock = threading.Lock()
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -87,19 +90,11 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         self._settles = not count_queue_evictions(self, self._on_evict)
         self._handed = 0  # (settled path) sampled spans handed on
         self._closed = False
-        if not self._settles:
-            return
-        # An instance attribute, so the evictions path keeps the SDK's own on_end (no extra
-        # call per span).
-        self.on_end = self._on_end_counted  # type: ignore[method-assign]
-        if hasattr(os, "register_at_fork"):
-            forget = weakref.WeakMethod(self._forget_inherited)
-
-            def after_in_child() -> None:
-                if (method := forget()) is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=after_in_child)
+        reset_in_child(self._after_fork)
+        if self._settles:
+            # An instance attribute, so the evictions path keeps the SDK's own on_end (no
+            # extra call per span).
+            self.on_end = self._on_end_counted  # type: ignore[method-assign]
 
     @property
     def span_exporter(self) -> SpanExporter:
@@ -142,10 +137,11 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         if lost > 0:
             self._record(lost)
 
-    def _forget_inherited(self) -> None:
-        """In a forked child: the queue the SDK empties there held the parent's spans."""
-        with self._count_lock:
-            self._handed = self._delivered.count + self.dropped_spans
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held it at the fork);
+        and the queue the SDK empties there held the parent's spans, which are not lost."""
+        self._count_lock = threading.Lock()
+        self._handed = self._delivered.count + self.dropped_spans
 
     def _on_evict(self, count: int) -> None:
         with self._count_lock:

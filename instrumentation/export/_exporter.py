@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk import (
     bounded_items,
     context_ids,
@@ -336,15 +337,7 @@ class ParquetSpanExporter(SpanExporter):
         # while the span queue overflows
         SpanColumns().to_table()
         self._ager_pid = 0
-        if hasattr(os, "register_at_fork"):
-            ref = weakref.ref(self)
-
-            def _after_fork_in_child() -> None:
-                exporter = ref()
-                if exporter is not None:
-                    exporter._reset_after_fork()
-
-            os.register_at_fork(after_in_child=_after_fork_in_child)
+        reset_in_child(self._reset_after_fork)
 
     # -- SpanExporter ------------------------------------------------------------------------
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -581,13 +574,17 @@ class ParquetSpanExporter(SpanExporter):
                 self._write_pending(deadline=None)
 
     def _reset_after_fork(self) -> None:
-        """In a forked child: the parent writes what it buffered; start afresh."""
+        """In a forked child: a new writer. The parent writes what it buffered and counted;
+        the child starts with fresh locks, no buffer, its own file names and no helper
+        thread (started again on its first export)."""
         self._lock = threading.Lock()
         self._clear_pending()
         self.gaps = GapLedger()
         self._namer = FileNamer("spans")
         self._wake = threading.Event()
         self._ager = None
+        self.dropped_spans = 0
+        self.files_written.clear()
 
 
 def _age_loop(ref: weakref.ref[ParquetSpanExporter]) -> None:
