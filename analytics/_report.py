@@ -143,6 +143,7 @@ def build_report(
     clusters = metrics.synchronized_retries(con, filters=f, thresholds=thresholds)
     counts = finding_counts(con, filters=f, thresholds=thresholds)
     fractions = load.column("retry_fraction").to_pylist()
+    digests = _numbers(arrow(con, "digest_keys").to_pylist()[0], ())
 
     return {
         "report_version": REPORT_VERSION,
@@ -204,6 +205,7 @@ def build_report(
             ),
         },
         "hedging": _numbers(_one(metrics.hedging(con, filters=f)), _FLOATS),
+        "digests": digests,
         "violations": counts,
         "findings": sum(counts.values()),
     }
@@ -333,12 +335,29 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
             ],
         ),
         ("terminals", [(t, f"{n:,}") for t, n in r["terminals"].items()]),
+        ("digests", _digest_rows(r["digests"])),
         (
             f"findings ({r['findings']:,})",
             [(rule, f"{n:,}") for rule, n in r["violations"].items() if n],
         ),
     ]
     return sections
+
+
+def _digest_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """Whether the data set's digests resist guessing (keyed) and join (one key)."""
+    rows = [("keyed requests", f"{d['keyed_requests']:,} under {d['key_ids']:,} key(s)")]
+    if d["unkeyed_requests"]:
+        rows.append(
+            (
+                "UNKEYED requests",
+                f"{d['unkeyed_requests']:,}: SHA-256 digests without a deployment key; "
+                "a guessable idempotency key can be recovered (set RETRYSCOPE_DIGEST_KEY)",
+            )
+        )
+    if d["key_ids"] > 1:
+        rows.append(("digests do not join", "requests digested under different keys"))
+    return rows
 
 
 def format_text(report: dict[str, Any]) -> str:

@@ -28,8 +28,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from retryscope import AttemptStampingProcessor, OutcomeKind, ParquetSpanExporter
 from retryscope.instrumentation import (
     GapCountingBatchSpanProcessor,
-    idempotency_digest,
-    request_digest,
+    idempotency_sha256,
+    request_sha256,
 )
 from retryscope.instrumentation.control import (
     AttemptFailed,
@@ -73,8 +73,8 @@ def route(route_id: str, priority: int, boundary: DataBoundary, tries: int) -> F
 def policy(now_ms: int) -> RetryPolicy:
     return RetryPolicy(
         retry_owner=RetryOwner.HARNESS,
-        logical_request_sha256=request_digest(PAYLOAD),
-        idempotency_key_sha256=idempotency_digest(TENANT, OPERATION, KEY),
+        logical_request_sha256=request_sha256(PAYLOAD),
+        idempotency_key_sha256=idempotency_sha256(TENANT, OPERATION, KEY),
         capability_contract_sha256=CAPABILITY,
         behavior_class_sha256=BEHAVIOR,
         max_data_boundary=DataBoundary.EXTERNAL_PROVIDER,  # the fallback may leave the VPC

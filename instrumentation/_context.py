@@ -31,7 +31,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import classify_exception, error_type
-from retryscope.instrumentation._digests import idempotency_digest, request_digest
+from retryscope.instrumentation._digests import digest_key_id, idempotency_digest, request_digest
 from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
@@ -553,6 +553,7 @@ class LogicalRequest:
         parent_context: otel_context.Context | None = None,
         ordinal_base: Mapping[Layer, int] | None = None,
         digests: tuple[str | None, str | None] | None = None,
+        carried_key_id: str | None = None,
     ) -> None:
         self.tracer = tracer
         self.role = role
@@ -571,8 +572,12 @@ class LogicalRequest:
             else None
         )
         self.request_digest = request_digest(request) if request is not None else None
+        self.digest_key_id = digest_key_id()
         if digests is not None:  # a continuation carries the digests, never the raw values
             self.idempotency_digest, self.request_digest = digests
+            self.digest_key_id = carried_key_id
+        if self.idempotency_digest is None and self.request_digest is None:
+            self.digest_key_id = None
         self.policy_digest = policy_digest
         self.terminal: Terminal | None = None
         self.attempts: list[Attempt] = []
@@ -616,6 +621,8 @@ class LogicalRequest:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         if self.deadline is not None:
             attrs[v.DEADLINE.key] = self.deadline
+        if self.digest_key_id is not None:
+            attrs[v.DIGEST_KEY_ID_KEY] = self.digest_key_id
         self._span = span = self.tracer.start_span(
             f"{self.role.value} {self.operation}",
             context=self._parent_context,

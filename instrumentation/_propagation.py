@@ -14,11 +14,11 @@ service, the caller puts it into a message carrier explicitly::
             handle(msg)
 
 The ``retryscope`` field holds the logical request id, operation, tenant, the idempotency
-and request digests (never raw keys or payloads), the policy digest, the absolute deadline
-(never reset), the retry owner and the attempts made so far per layer. A delivery's attempts
-join the same logical request with the next ordinal of their layer (a redelivery of the same
-carrier is numbered by ``delivery_count``). The continuation's own span has role
-``continuation`` so the logical request is still counted once.
+and request digests (never raw keys or payloads) and their key's id, the policy digest, the
+absolute deadline (never reset), the retry owner and the attempts made so far per layer. A
+delivery's attempts join the same logical request with the next ordinal of their layer (a
+redelivery of the same carrier is numbered by ``delivery_count``). The continuation's own
+span has role ``continuation`` so the logical request is still counted once.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def inject(
         "tenant": req.tenant,
         "idempotency_digest": req.idempotency_digest,
         "request_digest": req.request_digest,
+        "digest_key_id": req.digest_key_id,
         "policy_digest": req.policy_digest,
         "deadline": req.deadline,
         "retry_owner": req.retry_owner.value if req.retry_owner is not None else None,
@@ -105,7 +106,14 @@ def _decode(carrier: Mapping[str, str]) -> dict[str, Any]:
             raise CarrierError(f"retryscope field: unknown layer {layer!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise CarrierError(f"retryscope field: ordinal of {layer!r} must be an int >= 0")
-    for key in ("tenant", "idempotency_digest", "request_digest", "policy_digest", "retry_owner"):
+    for key in (
+        "tenant",
+        "idempotency_digest",
+        "request_digest",
+        "digest_key_id",
+        "policy_digest",
+        "retry_owner",
+    ):
         _optional_str(body, key)
     return body
 
@@ -149,4 +157,5 @@ def extract(
         parent_context=parent,
         ordinal_base=base,
         digests=(body.get("idempotency_digest"), body.get("request_digest")),
+        carried_key_id=body.get("digest_key_id"),
     )

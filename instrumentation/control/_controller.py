@@ -32,7 +32,7 @@ from opentelemetry import trace
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import classify_exception, error_type
 from retryscope.instrumentation._context import Attempt, Clock, LogicalRequest, logical_request
-from retryscope.instrumentation._digests import idempotency_digest, request_digest
+from retryscope.instrumentation._digests import idempotency_sha256, request_sha256
 from retryscope.instrumentation.control._evaluator import (
     IdempotencyDrift,
     ObservedAttempt,
@@ -156,9 +156,9 @@ class RetryController:
         return self.clock() // _NS_PER_MS
 
     def _bind(self, request: Any, idempotency_key: str, operation: str, tenant: str | None) -> None:
-        if request_digest(request) != self.policy.logical_request_sha256:
+        if request_sha256(request) != self.policy.logical_request_sha256:
             raise RequestDrift("request", "digest differs from the policy's logical request")
-        if idempotency_digest(tenant or "", operation, idempotency_key) != (
+        if idempotency_sha256(tenant or "", operation, idempotency_key) != (
             self.policy.idempotency_key_sha256
         ):
             raise IdempotencyDrift("idempotency_key", "digest differs from the policy's key")

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from retryscope.instrumentation._digests import (
     canonical_json,
-    idempotency_digest,
-    request_digest,
+    idempotency_sha256,
+    request_sha256,
     sha256_hex,
 )
 from retryscope.instrumentation.control._evaluator import AttemptRejected, ObservedAttempt, evaluate
@@ -51,8 +51,8 @@ TENANT: Final = "tenant-lab"
 OPERATION: Final = "classify_incident"
 IDEMPOTENCY_KEY: Final = "INC-4711/1"
 REQUEST_PAYLOAD: Final = {"operation": OPERATION, "ticket": "INC-4711"}
-REQUEST: Final = request_digest(REQUEST_PAYLOAD)
-IDEMPOTENCY: Final = idempotency_digest(TENANT, OPERATION, IDEMPOTENCY_KEY)
+REQUEST: Final = request_sha256(REQUEST_PAYLOAD)
+IDEMPOTENCY: Final = idempotency_sha256(TENANT, OPERATION, IDEMPOTENCY_KEY)
 PRIMARY: Final = FallbackRoute(
     route_id="private-primary",
     route_release_sha256=_label("release:private-primary/model-a/2026-10-01"),

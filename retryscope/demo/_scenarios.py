@@ -37,7 +37,7 @@ from retryscope import vocabulary as v
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
-from retryscope.instrumentation._digests import idempotency_digest, request_digest, sha256_hex
+from retryscope.instrumentation._digests import idempotency_sha256, request_sha256, sha256_hex
 from retryscope.instrumentation.control._controller import CallResult, Dispatch, RetryController
 from retryscope.instrumentation.control._lab import BEHAVIOR as LAB_BEHAVIOR
 from retryscope.instrumentation.control._lab import CAPABILITY as LAB_CAPABILITY
@@ -170,8 +170,8 @@ def _identity(scenario: str, index: int, number: int, rng: random.Random) -> Ide
 def _policy(ident: Identity, deadline_ns: int, **changes: Any) -> RetryPolicy:
     """The lab's reference policy bound to this request, with the demo's routes and budgets."""
     values: dict[str, Any] = {
-        "logical_request_sha256": request_digest(ident.payload),
-        "idempotency_key_sha256": idempotency_digest(ident.tenant, OPERATION, ident.key),
+        "logical_request_sha256": request_sha256(ident.payload),
+        "idempotency_key_sha256": idempotency_sha256(ident.tenant, OPERATION, ident.key),
         "max_retry_after_ms": 5_000,
         "max_total_cost_micros": 100_000,
         "deadline_ms": deadline_ns // _MS,
