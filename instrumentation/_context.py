@@ -35,6 +35,7 @@ from retryscope.instrumentation._digests import digest_key_id, idempotency_diges
 from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
+from retryscope.instrumentation._redaction import record_exception
 from retryscope.instrumentation._sdk import (
     add_clean_attributes,
     context_with,
@@ -299,7 +300,7 @@ class Attempt:
         if span is None:
             span = self.span  # raises: not open
         if exc is not None:
-            span.record_exception(exc)
+            record_exception(span, exc)
             if self.kind is None and self.outcome is None:
                 self.set_outcome(classify_exception(exc), error=error_type(exc))
             else:
@@ -654,7 +655,7 @@ class LogicalRequest:
         span = self.span
         end = self.clock()
         if exc is not None:
-            span.record_exception(exc)
+            record_exception(span, exc)
             span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
         # Only the terminal: attempt counts and retried layers are the analytics' to compute
         # over every process's spans (a consumer elsewhere adds attempts to this request).

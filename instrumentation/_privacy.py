@@ -6,6 +6,8 @@ string values longer than a configurable number of UTF-8 bytes (default 4 KiB) a
 character boundary and the key is listed under ``retryscope.truncated_keys``, so a reader
 knows the value is partial. An :data:`AttributeHook` lets the application add attributes or
 redact ones other libraries set (a returned ``None`` replaces the value with ``[redacted]``).
+Secrets in URLs, captured headers and exception text are redacted by pattern
+(:mod:`retryscope.instrumentation._redaction`).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import classify_exception, error_type
 from retryscope.instrumentation._context import Attempt, Clock, LogicalRequest, logical_request
 from retryscope.instrumentation._digests import idempotency_sha256, request_sha256
+from retryscope.instrumentation._redaction import record_exception
 from retryscope.instrumentation.control._evaluator import (
     IdempotencyDrift,
     ObservedAttempt,
@@ -397,10 +398,10 @@ class RetryController:
         try:
             raw = call(dispatch)
         except AttemptFailed as exc:
-            att.span.record_exception(exc)
+            record_exception(att.span, exc)
             return exc.result
         except Exception as exc:  # any escape is an observation, classified conservatively
-            att.span.record_exception(exc)
+            record_exception(att.span, exc)
             # what the call already observed on the attempt (e.g. the streaming wrapper's
             # stream_interrupted_after_output) outranks a guess from the exception's type
             kind = att.kind if att.kind is not None else classify_exception(exc)

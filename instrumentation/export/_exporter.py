@@ -43,6 +43,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from retryscope.instrumentation._fork import reset_in_child
+from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import (
     bounded_items,
     context_ids,
@@ -184,6 +185,7 @@ def _append_spans(
                 list(regroup(shapes)),
             )
             dropped = list(regroup(dropped)) if dropped is not None else None
+    attributes = list(redact_rows(attributes, shapes))
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
@@ -209,7 +211,8 @@ def _append_spans(
         scope_name=scope_names,
         scope_version=scope_versions,
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in span_events
+            [(e.name, e.timestamp, redact_event(e.name, e.attributes)) for e in one] if one else ()
+            for one in span_events
         ]
         if any(span_events)
         else [()] * len(span_events),

@@ -10,7 +10,9 @@ transport attempt (layer ``transport``, its own ordinal, its parent attempt, the
 the enclosing attempt) with ``http.request.resend_count`` from the second send under the
 same parent on, so retries an SDK makes internally appear one by one under the harness
 attempt that caused them. Outside a logical request it is a plain HTTP client span. The
-span records method, ``url.full`` with credentials and secret query values redacted, server
+span records method, ``url.full`` with credentials and secret parameter values redacted
+(:mod:`retryscope.instrumentation._redaction`: any key naming a token, key, secret, password,
+signature or auth, after ``&`` or ``;``), server
 address and port, the response status with its outcome kind, and the Retry-After (or
 ``retry-after-ms``) header as received (bounded) and parsed; the parsed hint is also
 announced to the next send under the same parent as its ``retry_after_ms``. Statuses,
@@ -27,7 +29,6 @@ import logging
 import time
 from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 from opentelemetry import trace
@@ -42,6 +43,7 @@ from retryscope.instrumentation._http_classify import (
     classify_status,
     parse_retry_after,
 )
+from retryscope.instrumentation._redaction import record_exception, redact_url
 from retryscope.vocabulary import Layer, OutcomeKind
 
 _log = logging.getLogger(__name__)
@@ -50,48 +52,6 @@ RETRY_AFTER_MAX_CHARS: Final = 64
 """Longest Retry-After value kept or parsed; longer values are untrusted noise."""
 RETRY_AFTER_MAX_MS: Final = 24 * 3600 * 1000
 """Parsed hints are clamped to one day."""
-URL_MAX_CHARS: Final = 2048
-
-SECRET_QUERY_KEYS: Final = frozenset(
-    {
-        "access_token",
-        "api-key",
-        "api_key",
-        "apikey",
-        "auth",
-        "awsaccesskeyid",
-        "client_secret",
-        "code",
-        "key",
-        "password",
-        "secret",
-        "sig",
-        "signature",
-        "token",
-        "x-amz-credential",
-        "x-amz-security-token",
-        "x-amz-signature",
-        "x-goog-credential",
-        "x-goog-signature",
-    }
-)
-"""Query parameters whose values are replaced by ``REDACTED`` in ``url.full``."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials and with secret query values redacted (OTel semconv)."""
-    parts = urlsplit(url[: URL_MAX_CHARS * 2])
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "REDACTED:REDACTED@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "REDACTED" if k.lower() in SECRET_QUERY_KEYS else val) for k, val in pairs],
-            safe="/:",
-        )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))[:URL_MAX_CHARS]
 
 
 def _retry_after_ms_header(value: str | None) -> int | None:
@@ -238,7 +198,7 @@ class _Send:
                     span.set_attribute(v.ERROR_TYPE.key, str(response.status_code))
                     span.set_status(Status(StatusCode.ERROR))
             elif exc is not None:
-                span.record_exception(exc)
+                record_exception(span, exc)
                 span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
                 span.set_status(Status(StatusCode.ERROR))
             span.end()
