@@ -14,6 +14,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope.instrumentation._containment import contained
 from retryscope.vocabulary import Layer
 
 
@@ -77,6 +78,7 @@ def _httpx_transport_retries(transport: Any) -> int | None:
     return None
 
 
+@contained("describe_client")
 def describe_client(client: object, *, layer: Layer | str = Layer.SDK) -> LowerLayerConfig | None:
     """The retry configuration ``client`` exposes, or None when it exposes none.
 

@@ -13,7 +13,8 @@ is an ordinary failure of the attempt (classified as usual)::
 The wrapper records the time to the first event (ms from the attempt's start), the events
 and bytes delivered (bytes for ``bytes`` chunks, characters for ``str``) and the terminal
 state: completed, failed_before_output, interrupted_after_output, or abandoned (the caller
-stopped iterating early).
+stopped iterating early). Recording never disturbs the stream: the source's items and
+exceptions reach the caller unchanged, whatever fails in the recording (contained).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import error_type
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._context import Attempt
 from retryscope.vocabulary import OutcomeKind, StreamState
 
@@ -39,6 +41,7 @@ class _Progress:
         self.size = 0
         self.first_ns: int | None = None
 
+    @contained("stream")
     def delivered(self, item: object) -> None:
         if self.first_ns is None:
             self.first_ns = self.attempt.request.clock()
@@ -46,6 +49,7 @@ class _Progress:
         if isinstance(item, bytes | bytearray | memoryview | str):
             self.size += len(item)
 
+    @contained("stream")
     def finish(self, state: StreamState, exc: BaseException | None = None) -> None:
         attrs: dict[str, AttributeValue] = {
             v.STREAM_EVENTS.key: self.events,

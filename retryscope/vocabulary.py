@@ -593,6 +593,12 @@ CAUSED_BY_KEY: Final = "retryscope.retry.caused_by"
 DIGEST_KEY_ID_KEY: Final = "retryscope.digest.key_id"
 """On a logical request (or continuation) span with digests: id of the deployment key they
 are HMAC-SHA-256 under (absent: unkeyed SHA-256, recoverable for guessable keys)."""
+CONTAINED_ERRORS_KEY: Final = "retryscope.contained_errors"
+"""Entry points (e.g. ``Attempt.set_cost``) whose call on this request or attempt failed
+and was contained: the values they were given are missing or neutral here."""
+INVALID_KEYS_KEY: Final = "retryscope.invalid_keys"
+"""Attribute keys given to retryscope whose values could not be recorded (not an attribute
+value, and not convertible to one)."""
 TRUNCATED_KEYS_KEY: Final = "retryscope.truncated_keys"
 """Keys whose string values were cut to the configured bound."""
 REDACTED: Final = "[redacted]"

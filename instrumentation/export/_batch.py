@@ -30,11 +30,16 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 
 _log = logging.getLogger(__name__)
+
+
+def _false(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 def _takes_timeout(method: Callable[..., Any]) -> bool:
@@ -100,6 +105,7 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
     def span_exporter(self) -> SpanExporter:
         return self._delivered.exporter
 
+    @contained("GapCountingBatchSpanProcessor.on_end")
     def _on_end_counted(self, span: ReadableSpan) -> None:
         """``on_end`` on the settled path: hand ``span`` on, then count it when the SDK's
         processor takes it (sampled, not shut down)."""
@@ -108,6 +114,7 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
             with self._count_lock:  # (after the hand-over: a settle never sees it in flight)
                 self._handed += 1
 
+    @contained("GapCountingBatchSpanProcessor.force_flush", fallback=_false)
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         handed = self._handed
         flushed = super().force_flush(timeout_millis)
@@ -115,6 +122,7 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
             self._settle(handed)
         return flushed
 
+    @contained("GapCountingBatchSpanProcessor.shutdown")
     def shutdown(self) -> None:
         if self._settles:
             self._closed = True

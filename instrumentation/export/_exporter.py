@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import (
@@ -343,6 +344,7 @@ class ParquetSpanExporter(SpanExporter):
         reset_in_child(self._reset_after_fork)
 
     # -- SpanExporter ------------------------------------------------------------------------
+    @contained("ParquetSpanExporter.export", fallback=lambda *a, **k: SpanExportResult.FAILURE)
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
@@ -351,8 +353,9 @@ class ParquetSpanExporter(SpanExporter):
             table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
-        if spans and spans[-1].resource is not None:
-            self._resource = spans[-1].resource.attributes
+        resource = getattr(spans[-1], "resource", None) if spans else None
+        if resource is not None:
+            self._resource = resource.attributes
         with self._lock:
             self._buffer(table, order)
             self._ensure_ager()
@@ -363,6 +366,7 @@ class ParquetSpanExporter(SpanExporter):
             ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
+    @contained("ParquetSpanExporter.force_flush", fallback=lambda *a, **k: False)
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
@@ -372,6 +376,7 @@ class ParquetSpanExporter(SpanExporter):
         finally:
             self._lock.release()
 
+    @contained("ParquetSpanExporter.shutdown")
     def shutdown(self, timeout_millis: float = 30000) -> None:
         deadline = time.monotonic() + timeout_millis / 1000
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
@@ -400,6 +405,7 @@ class ParquetSpanExporter(SpanExporter):
         finally:
             self._lock.release()
 
+    @contained("ParquetSpanExporter.record_gap")
     def record_gap(self, reason: GapReason, dropped: int, at_ns: int | None = None) -> None:
         """Count ``dropped`` spans lost elsewhere (e.g. a full queue); written as a gap row."""
         self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)

@@ -37,6 +37,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import error_type
+from retryscope.instrumentation._containment import note
 from retryscope.instrumentation._context import Attempt, current_scope
 from retryscope.instrumentation._http_classify import (
     classify_exception,
@@ -224,9 +225,9 @@ class _Send:
 def _start(options: _Options, request: httpx.Request) -> _Send | None:
     try:
         return _Send(options, request)
-    except Exception:  # instrumentation must never stop the request from being sent
+    except Exception as exc:  # instrumentation must never stop the request from being sent
         options.errors += 1
-        _log.exception("retryscope: opening the HTTP send span failed")
+        note("RetryscopeTransport: open a send", exc)
         return None
 
 
@@ -235,9 +236,9 @@ def _finish(send: _Send | None, response: httpx.Response | None, exc: BaseExcept
         return
     try:
         send.finish(response, exc)
-    except Exception:
+    except Exception as failed:
         send.options.errors += 1
-        _log.exception("retryscope: closing the HTTP send span failed")
+        note("RetryscopeTransport: close a send", failed)
 
 
 class _Options:
