@@ -41,6 +41,7 @@ _log = logging.getLogger(__name__)
 _IDEMPOTENCY_DOMAIN: Final = b"retryscope/idempotency-key/v1"
 _REQUEST_DOMAIN: Final = b"retryscope/logical-request/v1"
 _KEY_ID_DOMAIN: Final = b"retryscope/digest-key-id/v1"
+_SEND_DOMAIN: Final = b"retryscope/http-send/v1"
 
 DIGEST_KEY_ENV: Final = "RETRYSCOPE_DIGEST_KEY"
 DIGEST_KEY_FILE_ENV: Final = "RETRYSCOPE_DIGEST_KEY_FILE"
@@ -260,3 +261,11 @@ def request_digest(request: Any) -> str:
     message = _request_message(request)
     deployment = _state.get()
     return deployment.digest(message) if deployment is not None else sha256_hex(message)
+
+
+def send_digest(method: str, url: str, body: bytes | None) -> str:
+    """Digest of one HTTP request (method, URL and body) telling a resend of the same request
+    from a distinct call; computed in process and never written anywhere (a body digest of a
+    short prompt could be guessed)."""
+    framed = _framed(_SEND_DOMAIN, method.upper(), url)
+    return hashlib.sha256(framed + (b"\x01" + body if body is not None else b"\x00")).hexdigest()

@@ -37,6 +37,14 @@ OPTIONAL = (
     "altair",
     "pandas",
     "httpx",
+    "httpx2",
+    "urllib3",
+    "botocore",
+    "boto3",
+    "openai",
+    "anthropic",
+    "litellm",
+    "wrapt",
     "tenacity",
     "stamina",
     "requests",
@@ -318,3 +326,26 @@ def test_the_all_extra_holds_every_extra_and_dev_holds_all() -> None:
     assert everything.startswith("retryscope[")
     assert set(everything.removeprefix("retryscope[").removesuffix("]").split(",")) == named
     assert "retryscope[all]" in EXTRAS["dev"]
+
+
+def test_every_package_folder_and_its_sql_ship() -> None:
+    """Every folder of the three trees that holds Python modules or SQL is a listed package
+    (with its SQL as package data), so a wheel ships what an editable install reads."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    roots = {
+        "instrumentation": "retryscope.instrumentation",
+        "analytics": "retryscope.analytics",
+        "dashboards": "retryscope.dashboards",
+        "retryscope": "retryscope",
+    }
+    for folder, package in roots.items():
+        for d in [ROOT / folder, *(p for p in (ROOT / folder).rglob("*") if p.is_dir())]:
+            if "__pycache__" in d.parts or not (any(d.glob("*.py")) or any(d.glob("*.sql"))):
+                continue
+            name = ".".join([package, *d.relative_to(ROOT / folder).parts])
+            assert name in listed, f"{d} holds code but {name} is not in [tool.setuptools] packages"
+            if any(d.glob("*.sql")):
+                assert "*.sql" in config["package-data"].get(name, []), (
+                    f"{name}'s SQL is not shipped"
+                )

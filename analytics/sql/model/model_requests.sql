@@ -108,7 +108,8 @@ FROM (
 WHERE e.name = 'retryscope.reconciliation';
 
 
--- Each attempt's place in its retry group (same request, layer and enclosing attempt).
+-- Each attempt's place in its retry group (same request, layer, enclosing attempt and, for
+-- sends, operation: distinct calls inside one attempt are not retries of one another).
 -- Kept narrow and joined back by rowid: sorting wide rows is the expensive part of a
 -- window. Filters select whole requests, so this (and everything per attempt below) does
 -- not depend on them.
@@ -127,7 +128,8 @@ SELECT
 FROM attempt_rows
 -- one 64-bit hash as the partition key: sorting on it is far cheaper than on the id string
 WINDOW g AS (
-    PARTITION BY hash(logical_request_id, layer, parent_layer, parent_attempt_ordinal)
+    PARTITION BY hash(logical_request_id, layer, parent_layer, parent_attempt_ordinal,
+                      operation_ordinal)
     ORDER BY attempt_ordinal, start_time
 );
 
@@ -195,6 +197,11 @@ SELECT
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
     count(span_id) FILTER (WHERE is_leaf) AS receiver,
     max(group_size) AS max_n,
+    -- the layer whose retries these are when the sends name one (an SDK's, a router's)
+    any_value(retry_layer) AS retry_layer,
+    -- distinct operations among its receiver attempts: operation ordinals run 1..k under
+    -- each parent attempt, so the largest is the count (an attempt that is no send: 1)
+    max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf) AS receiver_operations,
     -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64 as
     -- bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with these
     min(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS min_ordinal,
@@ -206,25 +213,28 @@ FROM all_attempt_facts
 GROUP BY hash(logical_request_id), layer;
 
 -- Per request: how many layers retried and the attempt multiplication they produce
--- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
+-- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
+-- distinct operations (the most any attempt of it made: what amplification divides by).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
 SELECT
     any_value(logical_request_id) AS logical_request_id,
     count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
-    coalesce(list(layer ORDER BY rs_layer_rank(layer)) FILTER (WHERE max_n > 1), [])
-        AS retried_layers,
+    coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
+             FILTER (WHERE max_n > 1), []) AS retried_layers,
+    coalesce(max(receiver_operations), 0) AS operations,
     coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
         AS multiplication
 FROM all_request_layers
 GROUP BY h;
 
--- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)
--- or repeat (a retry, hedge or resend the receiver saw on top of it).
+-- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
+-- of its operation) or repeat (a retry, hedge or resend the receiver saw on top of it).
 CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
 SELECT
     logical_request_id, start_time, route_id, outcome, prev_kind,
     route_release, request_tenant, request_operation, layer,
-    row_number() OVER (PARTITION BY hash(logical_request_id) ORDER BY start_time, span_id) > 1
-        AS is_repeat
+    row_number() OVER (
+        PARTITION BY hash(logical_request_id, coalesce(operation_ordinal, 1))
+        ORDER BY start_time, span_id) > 1 AS is_repeat
 FROM all_attempt_facts
 WHERE is_leaf;
