@@ -71,6 +71,7 @@ from retryscope.instrumentation.export._gaps import (
     GapReason,
     gap_table,
 )
+from retryscope.instrumentation.export._gil import responsive
 from retryscope.instrumentation.export._segments import SegmentLog, recover
 from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
@@ -316,6 +317,7 @@ class ParquetSpanExporter(SpanExporter):
         dir_mode: int | None = None,
         durable: bool | None = None,
         fsync_s: float | None = None,
+        switch_interval_s: float | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
@@ -332,6 +334,7 @@ class ParquetSpanExporter(SpanExporter):
             dir_mode=dir_mode,
             durable=durable,
             fsync_s=fsync_s,
+            switch_interval_s=switch_interval_s,
         )
         self.directory = self.config.directory
         self.dropped_spans = 0
@@ -370,6 +373,10 @@ class ParquetSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
+        with responsive(self.config.switch_interval_s):  # no GIL convoy (see ._gil)
+            return self._export(spans)
+
+    def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         order: list[int] | None = None
         try:
             table, order = spans_by_shape(spans)
@@ -397,7 +404,8 @@ class ParquetSpanExporter(SpanExporter):
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
             return False
         try:
-            return self._write_pending(deadline=deadline)
+            with responsive(self.config.switch_interval_s):
+                return self._write_pending(deadline=deadline)
         finally:
             self._lock.release()
 
@@ -670,7 +678,8 @@ class ParquetSpanExporter(SpanExporter):
                 self._segments.sync(due_only=True)
             old = time.monotonic() - self._oldest >= self.config.rotate_age_s
             if old and not (self._failing and time.monotonic() < self._next_retry):
-                self._write_pending(deadline=None)
+                with responsive(self.config.switch_interval_s):
+                    self._write_pending(deadline=None)
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new writer. The parent writes what it buffered and counted;
