@@ -1286,12 +1286,19 @@ def _tracer(provider: trace.TracerProvider | None) -> Tracer:
     return trace.get_tracer(_TRACER_NAME, __version__, tracer_provider=provider)
 
 
-def _degraded_request(*args: Any, operation: Any = "unknown", **kwargs: Any) -> LogicalRequest:
-    """Fallback of a contained :func:`logical_request` that no single argument explains: a
-    request with only its operation (any valid tracer), so the code under it still runs and
-    its attempts are still recorded."""
+def neutral_request(
+    provider: Any = None,
+    *,
+    operation: Any = "unknown",
+    clock: Any = time.time_ns,
+    role: SpanRole = SpanRole.LOGICAL_REQUEST,
+) -> LogicalRequest:
+    """A request carrying nothing but its operation (``"unknown"`` unless a string), on the
+    tracer of ``provider`` (the global one when that fails) and ``clock`` (the system
+    clock unless callable): what a contained entry point answers when its arguments cannot
+    be used, so the code under it still runs and its attempts are still recorded."""
     try:
-        tracer = _tracer(kwargs.get("tracer_provider"))
+        tracer = _tracer(provider)
     except Exception:
         tracer = _tracer(None)
     return LogicalRequest(
@@ -1304,9 +1311,17 @@ def _degraded_request(*args: Any, operation: Any = "unknown", **kwargs: Any) -> 
         retry_owner=None,
         logical_request_id=None,
         policy_digest=None,
-        clock=time.time_ns,
+        clock=clock if callable(clock) else time.time_ns,
         attributes=None,
+        role=role,
     )
+
+
+def _degraded_request(*args: Any, operation: Any = "unknown", **kwargs: Any) -> LogicalRequest:
+    """Fallback of a contained :func:`logical_request` that no single argument explains: a
+    request with only its operation (any valid tracer), so the code under it still runs and
+    its attempts are still recorded."""
+    return neutral_request(kwargs.get("tracer_provider"), operation=operation)
 
 
 @contained("logical_request", fallback=_degraded_request, mark_result=True)

@@ -33,7 +33,12 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from retryscope.instrumentation._containment import FieldError, contained, field_value
-from retryscope.instrumentation._context import Clock, LogicalRequest, current_scope
+from retryscope.instrumentation._context import (
+    Clock,
+    LogicalRequest,
+    current_scope,
+    neutral_request,
+)
 from retryscope.vocabulary import Layer, SpanRole
 
 CARRIER_FIELD: Final = "retryscope"
@@ -134,24 +139,7 @@ def _unidentified_continuation(
     """Fallback of a contained :func:`extract` whose carrier cannot be read: a continuation
     of an unidentified request (a new id, its own trace), so the work it does is still
     recorded — and marked, through ``retryscope.contained_errors``."""
-    try:
-        tracer = trace.get_tracer("retryscope", tracer_provider=tracer_provider)
-    except Exception:
-        tracer = trace.get_tracer("retryscope")
-    return LogicalRequest(
-        tracer,
-        operation="unknown",
-        tenant=None,
-        idempotency_key=None,
-        request=None,
-        deadline=None,
-        retry_owner=None,
-        logical_request_id=None,
-        policy_digest=None,
-        clock=clock if callable(clock) else time.time_ns,
-        attributes=None,
-        role=SpanRole.CONTINUATION,
-    )
+    return neutral_request(tracer_provider, clock=clock, role=SpanRole.CONTINUATION)
 
 
 @contained("extract", fallback=_unidentified_continuation, mark_result=True)

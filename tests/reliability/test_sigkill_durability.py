@@ -113,6 +113,17 @@ def _kill_after_six_seconds(tmp_path: Path) -> tuple[Path, Path]:
     return root, ledgers
 
 
+def _recover_cli(root: Path) -> subprocess.CompletedProcess[str]:
+    """``retryscope recover ROOT`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "retryscope.cli", "recover", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def _reconcile(root: Path, ledgers: Path) -> dict[str, int]:
     data = _span_ids(root)
     accepted, ended = set(_ids(ledgers / "accepted")), _ids(ledgers / "ended")
@@ -136,13 +147,7 @@ def test_sigkill_loses_only_what_the_batch_processor_held(tmp_path: Path, how: s
     assert _span_ids(root) == []  # no file was cut in 6 s: everything is in segments
 
     if how == "cli":
-        done = subprocess.run(
-            [sys.executable, "-m", "retryscope.cli", "recover", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _recover_cli(root)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("recovered ")
     else:
@@ -205,13 +210,7 @@ def test_a_torn_segment_is_named_and_its_complete_batches_recovered(tmp_path: Pa
     headless.write_bytes(segment.read_bytes()[: ends[0] // 2])  # inside the schema
     assert discover(root).files == ()  # nothing partial is read, before or after
 
-    done = subprocess.run(
-        [sys.executable, "-m", "retryscope.cli", "recover", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _recover_cli(root)
     assert done.returncode == 0, done.stderr
     assert f"{segment}: torn last batch" in done.stderr
     assert f"{headless}: torn last batch" in done.stderr
