@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from retryscope.analytics import _metrics as metrics
+from retryscope.analytics._dataset import drop_undecodable_files
 from retryscope.analytics._filters import Dimension, Filters, apply
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
@@ -105,7 +106,27 @@ def build_report(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> dict[str, Any]:
-    """Compute the report over the views of :func:`retryscope.analytics.connect`."""
+    """Compute the report over the views of :func:`retryscope.analytics.connect`.
+
+    A file whose footer reads but whose pages do not decode is found by the first query
+    that reads the damaged column: when that query comes after the model was built, the
+    file is named and skipped, and the model and the report are made again without it."""
+    try:
+        return _report(con, filters, thresholds)
+    except duckdb.Error as exc:
+        if isinstance(exc, duckdb.OutOfMemoryException) or not drop_undecodable_files(con):
+            raise
+    # the model (and any cache it was attached from or saved to) counted the skipped file
+    con.execute(
+        "SET VARIABLE rs_model_built = false; SET VARIABLE rs_model_cache = NULL;"
+        " SET VARIABLE rs_scope_key = NULL"
+    )
+    return _report(con, filters, thresholds)
+
+
+def _report(
+    con: duckdb.DuckDBPyConnection, filters: Filters | None, thresholds: Thresholds
+) -> dict[str, Any]:
     f = filters or Filters()
     apply(con, f)
     overall = metrics.amplification(con, filters=f)
