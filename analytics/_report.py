@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from retryscope._safe_text import for_markdown, for_terminal
 from retryscope.analytics import _metrics as metrics
+from retryscope.analytics._dataset import drop_undecodable_files
 from retryscope.analytics._filters import Dimension, Filters, apply
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
@@ -107,7 +108,27 @@ def build_report(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> dict[str, Any]:
-    """Compute the report over the views of :func:`retryscope.analytics.connect`."""
+    """Compute the report over the views of :func:`retryscope.analytics.connect`.
+
+    A file whose footer reads but whose pages do not decode is found by the first query
+    that reads the damaged column: when that query comes after the model was built, the
+    file is named and skipped, and the model and the report are made again without it."""
+    try:
+        return _report(con, filters, thresholds)
+    except duckdb.Error as exc:
+        if isinstance(exc, duckdb.OutOfMemoryException) or not drop_undecodable_files(con):
+            raise
+    # the model (and any cache it was attached from or saved to) counted the skipped file
+    con.execute(
+        "SET VARIABLE rs_model_built = false; SET VARIABLE rs_model_cache = NULL;"
+        " SET VARIABLE rs_scope_key = NULL"
+    )
+    return _report(con, filters, thresholds)
+
+
+def _report(
+    con: duckdb.DuckDBPyConnection, filters: Filters | None, thresholds: Thresholds
+) -> dict[str, Any]:
     f = filters or Filters()
     apply(con, f)
     overall = metrics.amplification(con, filters=f)
@@ -147,6 +168,7 @@ def build_report(
     clusters = metrics.synchronized_retries(con, filters=f, thresholds=thresholds)
     counts = finding_counts(con, filters=f, thresholds=thresholds)
     fractions = load.column("retry_fraction").to_pylist()
+    digests = _numbers(arrow(con, "digest_keys").to_pylist()[0], ())
 
     return {
         "report_version": REPORT_VERSION,
@@ -210,6 +232,7 @@ def build_report(
             ),
         },
         "hedging": _numbers(_one(metrics.hedging(con, filters=f)), _FLOATS),
+        "digests": digests,
         "violations": counts,
         "findings": sum(counts.values()),
     }
@@ -342,12 +365,29 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
             ],
         ),
         ("terminals", [(t, f"{n:,}") for t, n in r["terminals"].items()]),
+        ("digests", _digest_rows(r["digests"])),
         (
             f"findings ({r['findings']:,})",
             [(rule, f"{n:,}") for rule, n in r["violations"].items() if n],
         ),
     ]
     return sections
+
+
+def _digest_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """Whether the data set's digests resist guessing (keyed) and join (one key)."""
+    rows = [("keyed requests", f"{d['keyed_requests']:,} under {d['key_ids']:,} key(s)")]
+    if d["unkeyed_requests"]:
+        rows.append(
+            (
+                "UNKEYED requests",
+                f"{d['unkeyed_requests']:,}: SHA-256 digests without a deployment key; "
+                "a guessable idempotency key can be recovered (set RETRYSCOPE_DIGEST_KEY)",
+            )
+        )
+    if d["key_ids"] > 1:
+        rows.append(("digests do not join", "requests digested under different keys"))
+    return rows
 
 
 def format_text(report: dict[str, Any]) -> str:

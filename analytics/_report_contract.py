@@ -351,6 +351,22 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             INT,
             "Requests whose retry owner ran over a lower layer declaring its own retries.",
         ),
+        (
+            "digests.keyed_requests",
+            INT,
+            "Request spans (whole data set) whose digests are HMAC-SHA-256 under a deployment key.",
+        ),
+        (
+            "digests.unkeyed_requests",
+            INT,
+            "Request spans (whole data set) whose digests are unkeyed SHA-256: a guessable "
+            "idempotency key can be recovered from its digest.",
+        ),
+        (
+            "digests.key_ids",
+            INT,
+            "Distinct deployment keys among them (more than 1: their digests do not join).",
+        ),
         ("violations.<rule id>", INT, "Findings per rule (every rule listed, 0 when none)."),
         ("findings", INT, "Total findings."),
     )

@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "drilldown": "one logical request's rows (target 4)",
     "ingest": "retryscope ingest vs json.loads (target 5)",
     "ui": "UI pages warm (target 6)",
+    "convoy": "the exporter beside a CPU-bound application thread (drops, export latency)",
 }
 PACKAGES = ("opentelemetry-sdk", "pyarrow", "duckdb", "pandas", "numpy", "streamlit")
 

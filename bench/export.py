@@ -8,7 +8,9 @@ ids) go through
   buffers, so the write is part of the measured work; the exporter has its production
   (default) configuration;
 * OTLP: ``encode_spans(batch).SerializeToString()`` for every batch (what the OTLP exporter
-  does before compressing and sending).
+  does before compressing and sending);
+* the same exporter with ``durable=False``: what appending each accepted batch to its crash
+  segment (``export/_segments.py``) costs, side by side.
 
 Bytes per span is the size of the Parquet file a round writes divided by its spans. The
 exporter also runs on the public OpenTelemetry API only
@@ -187,16 +189,24 @@ def run(settings: Settings) -> list[Result]:
     n = len(spans)
     workdir = Path(tempfile.mkdtemp(prefix="retryscope-bench-export-"))
     exporter = ParquetSpanExporter(workdir / "spans")
+    memory_only = ParquetSpanExporter(workdir / "memory-only", durable=False)
     written: list[int] = []
 
     def clear() -> None:
         shutil.rmtree(workdir / "spans", ignore_errors=True)
+        shutil.rmtree(workdir / "memory-only", ignore_errors=True)
+
+    def through(target: ParquetSpanExporter) -> None:
+        for batch in batches:
+            target.export(batch)
+        if not target.force_flush():
+            raise RuntimeError("ParquetSpanExporter.force_flush failed")
 
     def parquet() -> None:
-        for batch in batches:
-            exporter.export(batch)
-        if not exporter.force_flush():
-            raise RuntimeError("ParquetSpanExporter.force_flush failed")
+        through(exporter)
+
+    def parquet_memory_only() -> None:
+        through(memory_only)
 
     def parquet_public() -> None:
         with public_paths():
@@ -213,7 +223,12 @@ def run(settings: Settings) -> list[Result]:
 
     try:
         timings = interleave(
-            {"otlp": otlp, "parquet": parquet, "parquet public": parquet_public},
+            {
+                "otlp": otlp,
+                "parquet": parquet,
+                "parquet public": parquet_public,
+                "parquet memory only": parquet_memory_only,
+            },
             rounds=settings.rounds,
             setup=clear,
         )
@@ -222,6 +237,7 @@ def run(settings: Settings) -> list[Result]:
         measure_file()
     finally:
         exporter.shutdown()
+        memory_only.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
     t_otlp, t_parquet = timings.median("otlp"), timings.median("parquet")
     bytes_per_span = written[-1] / n
@@ -251,6 +267,17 @@ def run(settings: Settings) -> list[Result]:
             {
                 "fast": micros(t_parquet, n),
                 "public": micros(timings.median("parquet public"), n),
+            },
+        ),
+        Result(
+            "export",
+            "ParquetSpanExporter: durable segments / memory only (durable=False)",
+            timings.ratio("parquet", "parquet memory only"),
+            "×",
+            Target(at_most=1.25, text="≤ 1.25×"),
+            {
+                "durable": micros(t_parquet, n),
+                "memory only": micros(timings.median("parquet memory only"), n),
             },
         ),
     ]

@@ -18,7 +18,13 @@ from retryscope.instrumentation._context import (
     current_scope,
     logical_request,
 )
-from retryscope.instrumentation._digests import idempotency_digest, request_digest
+from retryscope.instrumentation._digests import (
+    digest_key_id,
+    idempotency_digest,
+    idempotency_sha256,
+    request_digest,
+    request_sha256,
+)
 from retryscope.instrumentation._lower_layer import LowerLayerConfig, describe_client
 from retryscope.instrumentation._pricing import Cost, Price, PriceTable, Usage
 from retryscope.instrumentation._privacy import AttributeHook, bound_attributes
@@ -70,10 +76,13 @@ __all__ = [
     "bound_attributes",
     "current_scope",
     "describe_client",
+    "digest_key_id",
     "extract",
     "idempotency_digest",
+    "idempotency_sha256",
     "inject",
     "logical_request",
     "request_digest",
+    "request_sha256",
     "stream",
 ]

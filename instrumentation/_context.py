@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType, TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -37,10 +37,12 @@ from retryscope.instrumentation._classify import (
     error_type,
     retry_after_attributes,
 )
-from retryscope.instrumentation._digests import idempotency_digest, request_digest
+from retryscope.instrumentation._containment import FieldError, contained, field_value, note
+from retryscope.instrumentation._digests import digest_key_id, idempotency_digest, request_digest
 from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
+from retryscope.instrumentation._redaction import record_exception
 from retryscope.instrumentation._sdk import (
     add_clean_attributes,
     context_with,
@@ -110,6 +112,9 @@ _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
 _SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
 _SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
+_INT64: Final = 2**63
+_E = TypeVar("_E")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +191,7 @@ def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
     return parent.span_id if parent.is_valid else None
 
 
+@contained("current_scope")
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
     """The scope active in ``ctx`` (default: the current context), or None."""
     owner = otel_context.get_value(_SCOPE_KEY, ctx)
@@ -199,24 +205,71 @@ def _to_unix_ns(value: int | datetime | None, field: str) -> int | None:
         return None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise ValueError(f"{field}: datetime must be timezone-aware")
-        return int(value.timestamp() * 1_000_000) * 1000
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{field}: expected unix nanoseconds (int >= 0), got {value!r}")
+            raise FieldError(field, "datetime must be timezone-aware")
+        return field_value(field, lambda: int(value.timestamp() * 1_000_000) * 1000)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT64:
+        raise FieldError(field, f"expected unix nanoseconds (int >= 0), got {value!r:.40}")
     return value
 
 
 def _require_int(value: int | None, field: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{field}: expected an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT64:
+        raise FieldError(field, f"expected an integer >= 0, got {value!r:.40}")
     return value
 
 
-def _breaker_attributes(state: BreakerState | str, generation: int) -> dict[str, AttributeValue]:
-    gen = _require_int(generation, "breaker generation")
-    return {v.BREAKER_STATE.key: BreakerState(state).value, v.BREAKER_GENERATION_KEY: gen or 0}
+def _optional_text(value: str | None, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise FieldError(field, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _text(value: str, field: str, neutral: str = "unknown") -> str:
+    if not isinstance(value, str):
+        raise FieldError(field, f"expected a string, got {type(value).__name__}", neutral)
+    return value
+
+
+def _member(enum: Callable[[Any], _E], value: Any, field: str, neutral: Any = None) -> _E:
+    """``enum(value)``, or a :class:`FieldError` for ``field``."""
+    return field_value(field, lambda: enum(value), neutral)  # type: ignore[return-value]
+
+
+def _breaker_attributes(
+    state: BreakerState | str,
+    generation: int,
+    fields: tuple[str, str] = ("breaker_state", "breaker_generation"),
+) -> dict[str, AttributeValue]:
+    gen = _require_int(generation, fields[1])
+    member = _member(BreakerState, state, fields[0])
+    return {v.BREAKER_STATE.key: member.value, v.BREAKER_GENERATION_KEY: gen or 0}
+
+
+def _now(clock: Clock) -> int:
+    """``clock()``; a clock that raises or answers anything but unix ns is contained and
+    answered by the system clock (an application's simulated clock may be broken)."""
+    try:
+        value = clock()
+    except Exception as exc:
+        note("clock", exc)
+        return time.time_ns()
+    if type(value) is not int or not 0 <= value < _INT64:
+        note("clock", FieldError("clock", f"returned {type(value).__name__}, not unix ns"))
+        return time.time_ns()
+    return value
+
+
+def _itself(self: T, *args: Any, **kwargs: Any) -> T:
+    """Fallback of a contained ``__enter__``: the object, whatever failed."""
+    return self
+
+
+def _outcome_left_unknown(self: Attempt, *args: Any, **kwargs: Any) -> None:
+    """Fallback of a contained ``set_outcome``: the outcome stays unrecorded and the attempt
+    is not taken for a success when it closes."""
+    self._outcome_unknown = True
 
 
 class Attempt:
@@ -276,11 +329,14 @@ class Attempt:
         self._sibling_key = _sibling_key(parent, layer)
         self._stamps: Stamps | None = None
         self._scope: Scope | None = None
+        self._contained: list[str] | None = None  # entry points that failed on it
+        self._outcome_unknown = False  # set_outcome failed: no implicit success at exit
 
     # -- span lifecycle ----------------------------------------------------------------------
+    @contained("Attempt.__enter__", fallback=_itself)
     def __enter__(self) -> Self:
         req = self.request
-        now = req.clock()
+        now = req.clock() if req.clock is time.time_ns else _now(req.clock)
         self.started_at = now
         attrs = req._stamp.copy()
         if self._extra:
@@ -317,6 +373,8 @@ class Attempt:
         if req.deadline is not None:
             attrs[_K_DEADLINE] = req.deadline
             attrs[_K_REMAINING] = (req.deadline - now) // _NS_PER_MS
+        if self._contained:
+            attrs[v.CONTAINED_ERRORS_KEY] = list(self._contained)
         parent_span = parent_attempt._span if parent_attempt is not None else req._span
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
@@ -335,42 +393,60 @@ class Attempt:
         self._token = otel_context.attach(context_with(parent, span, _SCOPE_KEY, self))
         return self
 
+    @contained("Attempt.__exit__")
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        span = self._span
-        if span is None:
-            span = self.span  # raises: not open
-        if exc is not None:
-            span.record_exception(exc)
-            answer = answer_of(exc)
-            if self.kind is None and self.outcome is None:
-                self.set_outcome(
-                    classify_exception(exc),
-                    error=error_type(exc),
-                    http_status=answer.status if answer is not None else None,
-                )
-            else:
-                span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
-            if answer is not None:
-                self._record_answer(answer)
-        elif self.outcome is None and self.hedge_result is not HedgeResult.CANCELLED:
-            # closed cleanly and unclassified: it worked
-            self.outcome = Outcome.SUCCESS
-            add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
-        if self.outcome is not None and self.outcome is not Outcome.SUCCESS:
-            span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
-        self.ended_at = self.request.clock()
-        self.request._attempt_closed(self)
-        token, self._token = self._token, None
+        span, token = self._span, self._token
+        self._token = None
         try:
-            if token is not None:
-                otel_context.detach(token)  # type: ignore[arg-type]
+            if span is None:  # never opened (its __enter__ failed): only the bookkeeping
+                return
+            if exc is not None:
+                record_exception(span, exc)
+                answer = answer_of(exc)
+                if self.kind is None and self.outcome is None:
+                    self.set_outcome(
+                        classify_exception(exc),
+                        error=error_type(exc),
+                        http_status=answer.status if answer is not None else None,
+                    )
+                else:
+                    span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+                if answer is not None:
+                    self._record_answer(answer)
+            elif (
+                self.outcome is None
+                and not self._outcome_unknown
+                and self.hedge_result is not HedgeResult.CANCELLED
+            ):
+                # closed cleanly and unclassified: it worked
+                self.outcome = Outcome.SUCCESS
+                add_clean_attributes(span, _SUCCESS, _SUCCESS_LONGEST)
+            if self.outcome is not None and self.outcome is not Outcome.SUCCESS:
+                span.set_status(Status(StatusCode.ERROR, self.kind.value if self.kind else None))
+        finally:  # whatever failed above: closed, detached and ended
+            self._close(span, token)
+
+    def _close(self, span: Span | None, token: object | None) -> None:
+        """The end of an attempt that always happens: its end time, its request's
+        bookkeeping, the context restored and the span ended (each even if one before
+        failed)."""
+        try:
+            clock = self.request.clock
+            self.ended_at = clock() if clock is time.time_ns else _now(clock)
+            if self.started_at is not None:  # entered: registered as open
+                self.request._attempt_closed(self)
         finally:
-            span.end(end_time=self.ended_at)
+            try:
+                if token is not None:
+                    otel_context.detach(token)  # type: ignore[arg-type]
+            finally:
+                if span is not None:
+                    span.end(end_time=self.ended_at)
 
     def _record_answer(self, answer: Answer) -> None:
         """The status and Retry-After of the response the attempt's exception carried:
@@ -425,6 +501,7 @@ class Attempt:
         return (self.layer, self.ordinal)
 
     # -- what the retry owner records -------------------------------------------------------
+    @contained("Attempt.set_backoff")
     def set_backoff(
         self,
         *,
@@ -442,6 +519,7 @@ class Attempt:
             attrs[v.NOT_BEFORE.key] = nb
         self.span.set_attributes(attrs)
 
+    @contained("Attempt.set_cost")
     def set_cost(
         self,
         *,
@@ -451,6 +529,9 @@ class Attempt:
         estimated: bool | None = None,
     ) -> None:
         """Cost in integer micro-units. Without ``actual`` the reservation stands (estimated)."""
+        currency = _text(currency, "currency", "USD")
+        if estimated is not None and not isinstance(estimated, bool):
+            raise FieldError("estimated", f"expected a bool, got {type(estimated).__name__}")
         attrs: dict[str, AttributeValue] = {v.COST_CURRENCY.key: currency}
         if (r := _require_int(reserved, "reserved")) is not None:
             attrs[v.COST_RESERVED.key] = r
@@ -459,6 +540,7 @@ class Attempt:
         attrs[v.COST_ESTIMATED.key] = (actual is None) if estimated is None else estimated
         self.span.set_attributes(attrs)
 
+    @contained("Attempt.set_outcome", fallback=_outcome_left_unknown)
     def set_outcome(
         self,
         outcome: Outcome | OutcomeKind | str,
@@ -471,7 +553,15 @@ class Attempt:
 
         ``set_outcome("success")``, ``set_outcome("retryable", "rate_limited")`` or just
         the kind, ``set_outcome("rate_limited")``; a kind must belong to the family given.
+        An invalid outcome is contained and leaves the outcome unrecorded (never an implicit
+        success); an invalid ``error`` or ``http_status`` alone is left out.
         """
+        if error is not None and type(error) is not str:
+            error = _text(error, "error")
+        if http_status is not None and not (type(http_status) is int and 0 < http_status < 1000):
+            raise FieldError(
+                "http_status", f"expected an HTTP status code, got {http_status!r:.40}"
+            )
         if kind is None and not (isinstance(outcome, str) and outcome in _OUTCOME_VALUES):
             kind = OutcomeKind(outcome)
             family = kind.family
@@ -501,15 +591,18 @@ class Attempt:
             attrs[_K_HTTP_STATUS] = http_status
         add_clean_attributes(span, attrs, longest_string(attrs))
 
+    @contained("Attempt.set_decision")
     def set_decision(self, decision: Decision | str) -> None:
         """What the retry owner decided after this attempt."""
         self.span.set_attribute(v.DECISION.key, Decision(decision).value)
 
+    @contained("Attempt.set_attributes")
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         """Any further attributes on the attempt span; strings bounded (see ``privacy``)."""
         self.span.set_attributes(bound_attributes(attributes, self.request.max_string_bytes))
 
     # -- semantic conventions and cost -------------------------------------------------------
+    @contained("Attempt.set_gen_ai")
     def set_gen_ai(
         self,
         *,
@@ -532,10 +625,12 @@ class Attempt:
                 attrs[attr.key] = value
         self.set_attributes(attrs)
 
+    @contained("Attempt.set_usage")
     def set_usage(
         self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
-    ) -> Usage:
-        """Token usage the provider reported (``gen_ai.usage.*``); kept for pricing."""
+    ) -> Usage | None:
+        """Token usage the provider reported (``gen_ai.usage.*``); kept for pricing (None:
+        invalid, contained, nothing recorded)."""
         usage = Usage(input_tokens, output_tokens, cached_input_tokens)
         self.usage = usage
         attrs: dict[str, AttributeValue] = {
@@ -547,16 +642,22 @@ class Attempt:
         self.span.set_attributes(attrs)
         return usage
 
+    @contained("Attempt.set_error_type")
     def set_error_type(self, error: str) -> None:
         """OpenTelemetry ``error.type`` (e.g. an exception class or an HTTP status)."""
         self.set_attributes({v.ERROR_TYPE.key: error})
 
-    def price(self, table: PriceTable, *, reserved: int) -> Cost:
+    @contained("Attempt.price")
+    def price(self, table: PriceTable, *, reserved: int) -> Cost | None:
         """Turn this attempt's usage into cost with ``table`` and record it.
 
         With usage unknown (never reported) or no price for the route release, the
         reservation stands as the cost and the cost is marked estimated, with the reason.
+        None: the table or reservation was invalid (contained, nothing recorded).
         """
+        _require_int(reserved, "reserved")
+        if not isinstance(table, PriceTable):
+            raise FieldError("table", f"expected a PriceTable, got {type(table).__name__}")
         cost = table.cost(self.route_release, self.usage, reserved=reserved)
         self.set_cost(
             reserved=reserved, actual=cost.micros, currency=cost.currency, estimated=cost.estimated
@@ -571,14 +672,17 @@ class Attempt:
         return cost
 
     # -- hedging, breakers, lower layers --------------------------------------------------
+    @contained("Attempt.commit_hedge")
     def commit_hedge(self) -> None:
         """This hedge (or the primary of a hedge group) won: its result is the one used."""
         self._require_hedge()
         self.hedge_result = HedgeResult.WINNER
         self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.WINNER.value)
 
+    @contained("Attempt.cancel_hedge")
     def cancel_hedge(self, *, cost_actual: int | None = None, currency: str = "USD") -> None:
         """This hedge lost and was cancelled; ``cost_actual`` is what it still incurred."""
+        _require_int(cost_actual, "cost_actual")
         self._require_hedge()
         self.hedge_result = HedgeResult.CANCELLED
         self.span.set_attribute(v.HEDGE_RESULT_KEY, HedgeResult.CANCELLED.value)
@@ -589,13 +693,31 @@ class Attempt:
         if self.hedge_ordinal is None:
             raise ValueError("not part of a hedge group: open it with hedge_ordinal=")
 
+    @contained("Attempt.set_breaker")
     def set_breaker(self, state: BreakerState | str, generation: int) -> None:
         """The route's circuit-breaker state and generation when this attempt dispatched."""
-        self.span.set_attributes(_breaker_attributes(state, generation))
+        self.span.set_attributes(_breaker_attributes(state, generation, ("state", "generation")))
 
+    @contained("Attempt.declare_lower_layer")
     def declare_lower_layer(self, config: LowerLayerConfig) -> None:
         """Retry configuration of the layer below (e.g. the SDK client's ``max_retries``)."""
         self.span.set_attributes(config.attributes())
+
+
+def _unnumbered_attempt(self: LogicalRequest, *args: Any, **kwargs: Any) -> Attempt:
+    """Fallback of a contained :meth:`LogicalRequest.attempt` that no single argument
+    explains: an attempt with ordinal 0 (no ordinal was allocated; the analytics flag it as
+    an anomaly) on route ``unknown``, so the code under it still runs."""
+    return Attempt(
+        self,
+        ordinal=0,
+        route_ordinal=0,
+        route="unknown",
+        route_release=None,
+        layer=Layer.HARNESS,
+        route_priority=0,
+        attributes=None,
+    )
 
 
 class LogicalRequest:
@@ -620,7 +742,19 @@ class LogicalRequest:
         parent_context: otel_context.Context | None = None,
         ordinal_base: Mapping[Layer, int] | None = None,
         digests: tuple[str | None, str | None] | None = None,
+        carried_key_id: str | None = None,
     ) -> None:
+        # Every argument is checked before anything else happens: an invalid one raises a
+        # FieldError naming it, and the contained logical_request() opens the request again
+        # without it (what was valid is still recorded).
+        operation = _text(operation, "operation")
+        tenant = _optional_text(tenant, "tenant")
+        logical_request_id = _optional_text(logical_request_id, "logical_request_id")
+        policy_digest = _optional_text(policy_digest, "policy_digest")
+        if not callable(clock):
+            raise FieldError("clock", "expected a callable returning unix ns", time.time_ns)
+        if type(max_string_bytes) is not int or max_string_bytes < 1:
+            raise FieldError("max_string_bytes", "expected an int >= 1", DEFAULT_MAX_STRING_BYTES)
         self.tracer = tracer
         self.role = role
         self.max_string_bytes = max_string_bytes
@@ -630,20 +764,35 @@ class LogicalRequest:
         self.tenant = tenant
         self.id = logical_request_id or uuid.uuid4().hex
         self.deadline = _to_unix_ns(deadline, "deadline")
-        self.retry_owner = RetryOwner(retry_owner) if retry_owner is not None else None
+        self.retry_owner = (
+            _member(RetryOwner, retry_owner, "retry_owner") if retry_owner is not None else None
+        )
         self._retry_owner_value = self.retry_owner.value if self.retry_owner is not None else None
         self.idempotency_digest = (
-            idempotency_digest(tenant or "", operation, idempotency_key)
+            field_value(
+                "idempotency_key",
+                lambda: idempotency_digest(tenant or "", operation, idempotency_key),
+            )
             if idempotency_key is not None
             else None
         )
-        self.request_digest = request_digest(request) if request is not None else None
+        self.request_digest = (
+            field_value("request", lambda: request_digest(request)) if request is not None else None
+        )
+        self.digest_key_id = digest_key_id()
         if digests is not None:  # a continuation carries the digests, never the raw values
             self.idempotency_digest, self.request_digest = digests
+            self.digest_key_id = carried_key_id
+        if self.idempotency_digest is None and self.request_digest is None:
+            self.digest_key_id = None
         self.policy_digest = policy_digest
         self.terminal: Terminal | None = None
         self.attempts: list[Attempt] = []
-        self._extra = dict(attributes or {})
+        self._extra: dict[str, AttributeValue] = (
+            field_value("attributes", lambda: bound_attributes(attributes or {}, max_string_bytes))
+            or {}
+        )
+        self._contained: list[str] | None = None  # entry points that failed on it
         self._lock = threading.Lock()
         # Keyed by the layer's value: a str hashes in C, a Layer member in Python.
         self._ordinals: dict[str, int] = {
@@ -676,19 +825,24 @@ class LogicalRequest:
         self._stamps = Stamps(self, stamp, self.stamp_longest, None, transport=True)
         self._scope = Scope(self.stamp, self, None, self.stamp_longest)
 
+    @contained("LogicalRequest.__enter__", fallback=_itself)
     def __enter__(self) -> Self:
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs.update(self._extra)
+        if self._contained:
+            attrs[v.CONTAINED_ERRORS_KEY] = list(self._contained)
         attrs[v.SPAN_ROLE.key] = self.role.value
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         if self.deadline is not None:
             attrs[v.DEADLINE.key] = self.deadline
+        if self.digest_key_id is not None:
+            attrs[v.DIGEST_KEY_ID_KEY] = self.digest_key_id
         self._span = span = self.tracer.start_span(
             f"{self.role.value} {self.operation}",
             context=self._parent_context,
             attributes=attrs,
-            start_time=self.clock(),
+            start_time=_now(self.clock),
         )
         parent = self._parent_context
         self._token = otel_context.attach(
@@ -706,28 +860,36 @@ class LogicalRequest:
         """What the stamping processor writes on spans started outside its attempts."""
         return self._stamps
 
+    @contained("LogicalRequest.__exit__")
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        span = self.span
-        end = self.clock()
-        if exc is not None:
-            span.record_exception(exc)
-            span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
-        # Only the terminal: attempt counts and retried layers are the analytics' to compute
-        # over every process's spans (a consumer elsewhere adds attempts to this request).
-        terminal = self.terminal or self._derived_terminal(end)
-        span.set_attribute(v.TERMINAL.key, terminal.value)
-        if terminal is not Terminal.COMPLETE:
-            span.set_status(Status(StatusCode.ERROR, terminal.value))
+        span, token = self._span, self._token
+        self._token = None
+        end: int | None = None
         try:
-            if self._token is not None:
-                otel_context.detach(self._token)  # type: ignore[arg-type]
-        finally:
-            span.end(end_time=end)
+            if span is None:  # never opened (its __enter__ failed)
+                return
+            end = _now(self.clock)
+            if exc is not None:
+                record_exception(span, exc)
+                span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+            # Only the terminal: attempt counts and retried layers are the analytics' to
+            # compute over every process's spans (a consumer elsewhere adds attempts to it).
+            terminal = self.terminal or self._derived_terminal(end)
+            span.set_attribute(v.TERMINAL.key, terminal.value)
+            if terminal is not Terminal.COMPLETE:
+                span.set_status(Status(StatusCode.ERROR, terminal.value))
+        finally:  # whatever failed above: the context restored and the span ended
+            try:
+                if token is not None:
+                    otel_context.detach(token)  # type: ignore[arg-type]
+            finally:
+                if span is not None:
+                    span.end(end_time=end)
 
     @property
     def span(self) -> Span:
@@ -735,6 +897,7 @@ class LogicalRequest:
             raise RuntimeError("logical request is not open: use it as a context manager")
         return self._span
 
+    @contained("LogicalRequest.attempt", fallback=_unnumbered_attempt, mark_result=True)
     def attempt(
         self,
         route: str,
@@ -761,7 +924,26 @@ class LogicalRequest:
         dispatch; ``lower`` declares the retry configuration of the layer below. A backoff
         announced with :meth:`schedule_backoff` in the same scope is recorded on it.
         """
-        layer = layer if type(layer) is Layer else Layer(layer)
+        # Every argument is checked before an ordinal is allocated (a contained retry
+        # without the invalid one must not skip an ordinal).
+        if type(route) is not str:
+            route = _text(route, "route")
+        layer = layer if type(layer) is Layer else _member(Layer, layer, "layer", Layer.HARNESS)
+        if type(route_priority) is not int:
+            raise FieldError("route_priority", f"expected an int, got {route_priority!r:.40}", 0)
+        if route_release is not None and type(route_release) is not str:
+            route_release = _optional_text(route_release, "route_release")
+        if name is not None and type(name) is not str:
+            name = _optional_text(name, "name")
+        given = (
+            self._given_attributes(
+                layer, attributes, hedge_ordinal, hedge_owner, breaker_state, breaker_generation
+            )
+            if attributes or hedge_ordinal is not None or breaker_state is not None
+            else None
+        )
+        if lower is not None:
+            given = {**(given or {}), **field_value("lower", lower.attributes)}  # type: ignore[dict-item]
         owner = otel_context.get_value(_SCOPE_KEY)
         parent = owner if type(owner) is Attempt and owner.request is self else None
         sibling_key = _sibling_key(parent, layer)
@@ -777,15 +959,8 @@ class LogicalRequest:
         finally:
             self._lock.release()
         extra: dict[str, AttributeValue] = dict(pending) if pending else {}
-        if attributes:
-            extra.update(bound_attributes(attributes, self.max_string_bytes))
-        if hedge_ordinal is not None:
-            _require_int(hedge_ordinal, "hedge_ordinal")
-            extra[v.HEDGE_OWNER_KEY] = Layer(hedge_owner or layer).value
-        if breaker_state is not None:
-            extra.update(_breaker_attributes(breaker_state, breaker_generation))
-        if lower is not None:
-            extra.update(lower.attributes())
+        if given:
+            extra.update(given)
         return Attempt(
             self,
             ordinal=ordinal,
@@ -800,6 +975,32 @@ class LogicalRequest:
             name=name,
             hedge_ordinal=hedge_ordinal,
         )
+
+    def _given_attributes(
+        self,
+        layer: Layer,
+        attributes: Mapping[str, AttributeValue] | None,
+        hedge_ordinal: int | None,
+        hedge_owner: Layer | str | None,
+        breaker_state: BreakerState | str | None,
+        breaker_generation: int,
+    ) -> dict[str, AttributeValue]:
+        """The attributes an attempt's arguments add (validated: FieldError names one)."""
+        extra: dict[str, AttributeValue] = {}
+        if attributes:
+            extra.update(
+                field_value(
+                    "attributes", lambda: bound_attributes(attributes, self.max_string_bytes)
+                )
+                or {}
+            )
+        if hedge_ordinal is not None:
+            _require_int(hedge_ordinal, "hedge_ordinal")
+            owner = _member(Layer, hedge_owner or layer, "hedge_owner")
+            extra[v.HEDGE_OWNER_KEY] = owner.value
+        if breaker_state is not None:
+            extra.update(_breaker_attributes(breaker_state, breaker_generation))
+        return extra
 
     def send(
         self,
@@ -850,14 +1051,18 @@ class LogicalRequest:
             in_current_span=parent_span_id is not None,
         )
 
+    @contained("LogicalRequest.note_retry_after")
     def note_retry_after(self, delay_ms: int, *, at: int | None = None) -> None:
         """A send (or an attempt's error response) carried a Retry-After of ``delay_ms``
         received at ``at`` (unix ns; default now): the next attempt at any layer records the
         earliest start it asks for as its ``not_before``, so one that starts earlier is a
         ``not_before_ignored`` finding."""
-        received = self.clock() if at is None else at
+        delay = _require_int(delay_ms, "delay_ms")
+        received = _now(self.clock) if at is None else _require_int(at, "at")
+        if delay is None or received is None or received + delay * 1_000_000 >= _INT64:
+            raise FieldError("delay_ms", f"expected a delay in ms, got {delay_ms!r:.40}")
         with self._lock:
-            self._sends.note_retry_after(received, delay_ms)
+            self._sends.note_retry_after(received, delay)
 
     def _take_not_before(self) -> int | None:
         with self._lock:
@@ -887,6 +1092,7 @@ class LogicalRequest:
         overlapping = open_now > 0 and attempt.hedge_ordinal is None
         return overlapping
 
+    @contained("LogicalRequest.schedule_backoff")
     def schedule_backoff(
         self,
         *,
@@ -902,7 +1108,12 @@ class LogicalRequest:
         """
         owner = otel_context.get_value(_SCOPE_KEY)
         parent = owner if type(owner) is Attempt and owner.request is self else None
-        attrs: dict[str, AttributeValue] = dict(attributes or {})
+        attrs: dict[str, AttributeValue] = (
+            field_value(
+                "attributes", lambda: bound_attributes(attributes or {}, self.max_string_bytes)
+            )
+            or {}
+        )
         if (d := _require_int(delay_ms, "delay_ms")) is not None:
             attrs[v.BACKOFF_DELAY_MS.key] = d
         if (r := _require_int(retry_after_ms, "retry_after_ms")) is not None:
@@ -911,6 +1122,7 @@ class LogicalRequest:
         with self._lock:
             self._pending.setdefault(key, {}).update(attrs)
 
+    @contained("LogicalRequest.record_reconciliation")
     def record_reconciliation(
         self,
         result: ReconciliationResult | str,
@@ -924,6 +1136,8 @@ class LogicalRequest:
         per reconciliation) and as the span's last reconciliation result, so the analytics
         can tell a reconciled retry from a blind one.
         """
+        if attempt is not None and not isinstance(attempt, Attempt):
+            raise FieldError("attempt", f"expected an Attempt, got {type(attempt).__name__}")
         res = ReconciliationResult(result)
         attrs: dict[str, AttributeValue] = {
             v.RECONCILIATION_RESULT.key: res.value,
@@ -932,9 +1146,10 @@ class LogicalRequest:
         if attempt is not None:
             attrs[v.RECONCILIATION_ATTEMPT_KEY] = attempt.ordinal
             attrs[v.RECONCILIATION_LAYER_KEY] = attempt.layer.value
-        self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=self.clock())
+        self.span.add_event(v.RECONCILIATION_EVENT, attrs, timestamp=_now(self.clock))
         self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
 
+    @contained("LogicalRequest.transport_attempt_values", fallback=lambda *a, **k: ({}, 0))
     def transport_attempt_values(
         self,
         parent: Attempt | None,
@@ -992,6 +1207,7 @@ class LogicalRequest:
             attrs[_K_NOT_BEFORE] = not_before
         return attrs, longest
 
+    @contained("LogicalRequest.send_ended")
     def send_ended(self, span_id: int) -> None:
         """A span registered by :meth:`transport_attempt_values` ended (no longer a parent
         that can turn into a call)."""
@@ -1022,15 +1238,18 @@ class LogicalRequest:
             parent.key if parent is not None else None,
         )
 
+    @contained("LogicalRequest.ordinals", fallback=lambda *args, **kwargs: {})
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
         with self._lock:
             return {Layer(layer): n for layer, n in self._ordinals.items()}
 
+    @contained("LogicalRequest.set_terminal")
     def set_terminal(self, terminal: Terminal | str) -> None:
         """How the request ended; otherwise derived from its last attempt when it closes."""
         self.terminal = Terminal(terminal)
 
+    @contained("LogicalRequest.remaining_ms")
     def remaining_ms(self) -> int | None:
         """Milliseconds until the deadline by this request's clock (negative when past)."""
         if self.deadline is None:
@@ -1063,15 +1282,62 @@ class LogicalRequest:
             Outcome.INDETERMINATE: Terminal.STOP_INDETERMINATE,
         }.get(last.outcome or Outcome.INDETERMINATE, Terminal.STOP_ATTEMPT_BUDGET)
 
+    @contained("LogicalRequest.count_prior_attempt")
     def count_prior_attempt(self, route: str, *, layer: Layer | str = Layer.HARNESS) -> None:
         """Count an attempt made before this process (e.g. recovered from a durable
         journal) so the ordinals of new attempts continue after it."""
         value = Layer(layer)._value_
+        hash(route)  # an unhashable route fails here, before anything is counted
         with self._lock:
             self._ordinals[value] = self._ordinals.get(value, 0) + 1
             self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
 
 
+def _tracer(provider: trace.TracerProvider | None) -> Tracer:
+    from retryscope import __version__
+
+    return trace.get_tracer(_TRACER_NAME, __version__, tracer_provider=provider)
+
+
+def neutral_request(
+    provider: Any = None,
+    *,
+    operation: Any = "unknown",
+    clock: Any = time.time_ns,
+    role: SpanRole = SpanRole.LOGICAL_REQUEST,
+) -> LogicalRequest:
+    """A request carrying nothing but its operation (``"unknown"`` unless a string), on the
+    tracer of ``provider`` (the global one when that fails) and ``clock`` (the system
+    clock unless callable): what a contained entry point answers when its arguments cannot
+    be used, so the code under it still runs and its attempts are still recorded."""
+    try:
+        tracer = _tracer(provider)
+    except Exception:
+        tracer = _tracer(None)
+    return LogicalRequest(
+        tracer,
+        operation=operation if isinstance(operation, str) else "unknown",
+        tenant=None,
+        idempotency_key=None,
+        request=None,
+        deadline=None,
+        retry_owner=None,
+        logical_request_id=None,
+        policy_digest=None,
+        clock=clock if callable(clock) else time.time_ns,
+        attributes=None,
+        role=role,
+    )
+
+
+def _degraded_request(*args: Any, operation: Any = "unknown", **kwargs: Any) -> LogicalRequest:
+    """Fallback of a contained :func:`logical_request` that no single argument explains: a
+    request with only its operation (any valid tracer), so the code under it still runs and
+    its attempts are still recorded."""
+    return neutral_request(kwargs.get("tracer_provider"), operation=operation)
+
+
+@contained("logical_request", fallback=_degraded_request, mark_result=True)
 def logical_request(
     *,
     operation: str,
@@ -1093,11 +1359,9 @@ def logical_request(
     ``deadline`` is absolute (unix ns or an aware datetime) and is never reset per attempt.
     String attributes given to its attempts are bounded to ``max_string_bytes``.
     """
-    from retryscope import __version__
-
-    tracer = trace.get_tracer(_TRACER_NAME, __version__, tracer_provider=tracer_provider)
+    tracer = field_value("tracer_provider", lambda: _tracer(tracer_provider))
     return LogicalRequest(
-        tracer,
+        tracer,  # type: ignore[arg-type]
         operation=operation,
         tenant=tenant,
         idempotency_key=idempotency_key,

@@ -15,6 +15,7 @@ from typing import Any, Final
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope.instrumentation._containment import contained
 from retryscope.vocabulary import Layer
 
 
@@ -116,6 +117,7 @@ def _botocore_retries(client: Any) -> int | None:
     return _BOTOCORE_DEFAULT_TOTAL.get(str(retries.get("mode", "standard")), 3) - 1
 
 
+@contained("describe_client")
 def describe_client(client: object, *, layer: Layer | str = Layer.SDK) -> LowerLayerConfig | None:
     """The retry configuration ``client`` exposes, or None when it exposes none.
 

@@ -6,6 +6,8 @@ string values longer than a configurable number of UTF-8 bytes (default 4 KiB) a
 character boundary and the key is listed under ``retryscope.truncated_keys``, so a reader
 knows the value is partial. An :data:`AttributeHook` lets the application add attributes or
 redact ones other libraries set (a returned ``None`` replaces the value with ``[redacted]``).
+Secrets in URLs, captured headers and exception text are redacted by pattern
+(:mod:`retryscope.instrumentation._redaction`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from typing import Final
 
 from opentelemetry.util.types import AttributeValue
 
-from retryscope.vocabulary import REDACTED, TRUNCATED_KEYS_KEY
+from retryscope.vocabulary import INVALID_KEYS_KEY, REDACTED, TRUNCATED_KEYS_KEY
 
 DEFAULT_MAX_STRING_BYTES: Final = 4096
+MAX_VALUE_DEPTH: Final = 16
+"""Deepest nesting of sequences and maps kept in an attribute value."""
+_PLAIN: Final = frozenset({str, bool, int, float, bytes})
+_INVALID: Final = object()
 
 AttributeHook = Callable[[Mapping[str, AttributeValue]], Mapping[str, AttributeValue | None]]
 """Given a span's start attributes, return attributes to add or override (None: redact)."""
@@ -31,6 +37,36 @@ def bound_str(value: str, max_bytes: int) -> tuple[str, bool]:
     if len(raw) <= max_bytes:
         return value, False
     return raw[:max_bytes].decode("utf-8", "ignore"), True
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    """Whether ``value`` is an attribute value the SDK stores without converting it: a
+    scalar, or a sequence or string-keyed map of such values (at most
+    :data:`MAX_VALUE_DEPTH` deep)."""
+    if type(value) in _PLAIN:
+        return True
+    if depth >= MAX_VALUE_DEPTH:
+        return False
+    if isinstance(value, list | tuple):
+        return all(item is None or _plain(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(
+            type(k) is str and (item is None or _plain(item, depth + 1))
+            for k, item in value.items()
+        )
+    return False
+
+
+def _usable(value: object) -> object:
+    """``value`` if the SDK stores it as it is; else its ``str()`` (what the SDK would store)
+    or :data:`_INVALID` when even that fails (a hostile or too deeply nested value)."""
+    if value is not None and _plain(value):
+        return value
+    try:
+        text = str(value)
+    except Exception:  # (RecursionError included: a cycle, a deep nest)
+        return _INVALID
+    return _INVALID if value is None else text
 
 
 def _bound_value(value: AttributeValue, max_bytes: int) -> tuple[AttributeValue, bool]:
@@ -50,18 +86,37 @@ def _bound_value(value: AttributeValue, max_bytes: int) -> tuple[AttributeValue,
 def bound_attributes(
     attributes: Mapping[str, AttributeValue], max_bytes: int = DEFAULT_MAX_STRING_BYTES
 ) -> dict[str, AttributeValue]:
-    """A copy with every string (and string list item) bounded; truncated keys are listed."""
+    """A copy with every string (and string list item) bounded; truncated keys are listed.
+
+    A value the SDK would have to convert is converted here as the SDK would (``str()``),
+    and one that cannot be converted (its ``str()`` raises, a cycle, nesting deeper than
+    :data:`MAX_VALUE_DEPTH`) or a key that is not a non-empty string is left out and listed
+    under ``retryscope.invalid_keys``: setting the attributes then never raises.
+    """
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be >= 1, got {max_bytes!r}")
     out: dict[str, AttributeValue] = {}
     truncated: list[str] = []
+    invalid: list[str] = []
     for key, value in attributes.items():
+        if type(key) is not str or not key:
+            invalid.append(f"<{type(key).__name__} key>")
+            continue
+        if type(value) not in _PLAIN:
+            usable = _usable(value)
+            if usable is _INVALID:
+                if value is not None:
+                    invalid.append(key)
+                continue
+            value = usable  # type: ignore[assignment]
         bounded, cut = _bound_value(value, max_bytes)
         out[key] = bounded
         if cut:
             truncated.append(key)
     if truncated:
         out[TRUNCATED_KEYS_KEY] = sorted(truncated)
+    if invalid:
+        out[INVALID_KEYS_KEY] = sorted(invalid)
     return out
 
 

@@ -14,11 +14,11 @@ service, the caller puts it into a message carrier explicitly::
             handle(msg)
 
 The ``retryscope`` field holds the logical request id, operation, tenant, the idempotency
-and request digests (never raw keys or payloads), the policy digest, the absolute deadline
-(never reset), the retry owner and the attempts made so far per layer. A delivery's attempts
-join the same logical request with the next ordinal of their layer (a redelivery of the same
-carrier is numbered by ``delivery_count``). The continuation's own span has role
-``continuation`` so the logical request is still counted once.
+and request digests (never raw keys or payloads) and their key's id, the policy digest, the
+absolute deadline (never reset), the retry owner and the attempts made so far per layer. A
+delivery's attempts join the same logical request with the next ordinal of their layer (a
+redelivery of the same carrier is numbered by ``delivery_count``). The continuation's own
+span has role ``continuation`` so the logical request is still counted once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from retryscope.instrumentation._context import Clock, LogicalRequest, current_scope
+from retryscope.instrumentation._containment import FieldError, contained, field_value
+from retryscope.instrumentation._context import (
+    Clock,
+    LogicalRequest,
+    current_scope,
+    neutral_request,
+)
 from retryscope.vocabulary import Layer, SpanRole
 
 CARRIER_FIELD: Final = "retryscope"
@@ -45,13 +51,17 @@ class CarrierError(ValueError):
     """A carrier's retryscope field is missing or malformed (names the problem)."""
 
 
+@contained("inject", fallback=lambda *args, **kwargs: False)
 def inject(
     carrier: MutableMapping[str, str], *, context: otel_context.Context | None = None
-) -> None:
-    """Write W3C ``traceparent`` and the ``retryscope`` field of the active logical request.
+) -> bool:
+    """Write W3C ``traceparent`` and the ``retryscope`` field of the active logical request;
+    True when written.
 
     Only the trace-context propagator is used, whatever the global propagators are, so no
-    Baggage is ever written. Raises :class:`LookupError` outside a logical request.
+    Baggage is ever written. Outside a logical request (or into a carrier that cannot take
+    it) nothing is written and False returned; the failure is contained (counted, logged
+    once).
     """
     scope = current_scope(context)
     if scope is None:
@@ -64,6 +74,7 @@ def inject(
         "tenant": req.tenant,
         "idempotency_digest": req.idempotency_digest,
         "request_digest": req.request_digest,
+        "digest_key_id": req.digest_key_id,
         "policy_digest": req.policy_digest,
         "deadline": req.deadline,
         "retry_owner": req.retry_owner.value if req.retry_owner is not None else None,
@@ -71,6 +82,7 @@ def inject(
     }
     _TRACE_CONTEXT.inject(carrier, context=context)
     carrier[CARRIER_FIELD] = json.dumps(body, separators=(",", ":"), sort_keys=True)
+    return True
 
 
 def _optional_str(body: Mapping[str, Any], key: str) -> str | None:
@@ -105,11 +117,32 @@ def _decode(carrier: Mapping[str, str]) -> dict[str, Any]:
             raise CarrierError(f"retryscope field: unknown layer {layer!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise CarrierError(f"retryscope field: ordinal of {layer!r} must be an int >= 0")
-    for key in ("tenant", "idempotency_digest", "request_digest", "policy_digest", "retry_owner"):
+    for key in (
+        "tenant",
+        "idempotency_digest",
+        "request_digest",
+        "digest_key_id",
+        "policy_digest",
+        "retry_owner",
+    ):
         _optional_str(body, key)
     return body
 
 
+def _unidentified_continuation(
+    carrier: Any = None,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    clock: Clock = time.time_ns,
+    **_: Any,
+) -> LogicalRequest:
+    """Fallback of a contained :func:`extract` whose carrier cannot be read: a continuation
+    of an unidentified request (a new id, its own trace), so the work it does is still
+    recorded — and marked, through ``retryscope.contained_errors``."""
+    return neutral_request(tracer_provider, clock=clock, role=SpanRole.CONTINUATION)
+
+
+@contained("extract", fallback=_unidentified_continuation, mark_result=True)
 def extract(
     carrier: Mapping[str, str],
     *,
@@ -121,20 +154,26 @@ def extract(
 
     ``delivery_count`` is the broker's 1-based delivery number of this message: on a
     redelivery the queue attempt gets the next ordinal even though the carrier is unchanged.
+    A carrier that cannot be read is contained (counted, logged once with the
+    :class:`CarrierError` naming the problem): the work is recorded under a continuation of
+    an unidentified request instead.
     """
     if isinstance(delivery_count, bool) or not isinstance(delivery_count, int):
-        raise CarrierError(f"delivery_count must be an int >= 1, got {delivery_count!r}")
+        raise FieldError("delivery_count", f"must be an int >= 1, got {delivery_count!r:.40}", 1)
     if delivery_count < 1:
-        raise CarrierError(f"delivery_count must be >= 1, got {delivery_count}")
+        raise FieldError("delivery_count", f"must be >= 1, got {delivery_count}", 1)
     body = _decode(carrier)
     base = {Layer(layer): n for layer, n in body.get("ordinals", {}).items()}
     base[Layer.QUEUE] = base.get(Layer.QUEUE, 0) + delivery_count - 1
     parent = _TRACE_CONTEXT.extract(carrier)
     from retryscope import __version__
 
-    tracer = trace.get_tracer("retryscope", __version__, tracer_provider=tracer_provider)
+    tracer = field_value(
+        "tracer_provider",
+        lambda: trace.get_tracer("retryscope", __version__, tracer_provider=tracer_provider),
+    )
     return LogicalRequest(
-        tracer,
+        tracer,  # type: ignore[arg-type]
         operation=body["operation"],
         tenant=body.get("tenant"),
         idempotency_key=None,
@@ -149,4 +188,5 @@ def extract(
         parent_context=parent,
         ordinal_base=base,
         digests=(body.get("idempotency_digest"), body.get("request_digest")),
+        carried_key_id=body.get("digest_key_id"),
     )

@@ -88,6 +88,8 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
+from retryscope.instrumentation._fork import reset_in_child
+
 if TYPE_CHECKING:
     from opentelemetry.sdk._configuration import _OTelSDKConfigurator as SdkConfigurator
 
@@ -482,12 +484,17 @@ def _guarded_removal(remove: Callable[[Any], Any]) -> Callable[[Any], Any]:
 class _EvictionCountingDeque(collections.deque[Any]):
     """A bounded deque whose single-item inserts, at either end, report each item they push
     out of the other; inserts and removals hold one lock, so an item is counted exactly
-    when it is lost (not when a removal frees a slot between a full check and the insert)."""
+    when it is lost (not when a removal frees a slot between a full check and the insert).
+    A forked child gets a fresh lock (another thread may have held it at the fork)."""
 
     def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
         super().__init__((), maxlen)
         self._guard = threading.Lock()
         self._on_evict = on_evict
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._guard = threading.Lock()
 
     appendleft = _counting_insert(collections.deque.appendleft)
     append = _counting_insert(collections.deque.append)

@@ -13,7 +13,8 @@ is an ordinary failure of the attempt (classified as usual)::
 The wrapper records the time to the first event (ms from the attempt's start), the events
 and bytes delivered (bytes for ``bytes`` chunks, characters for ``str``) and the terminal
 state: completed, failed_before_output, interrupted_after_output, or abandoned (the caller
-stopped iterating early).
+stopped iterating early). Recording never disturbs the stream: the source's items and
+exceptions reach the caller unchanged, whatever fails in the recording (contained).
 
 Where the caller can tell tentative output from committed output, the commit protocol
 below (:class:`CommitLog`, :class:`StreamReader`, :class:`AttemptStream`) lets a failed
@@ -33,6 +34,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import error_type
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._context import Attempt
 from retryscope.vocabulary import OutcomeKind, StreamState
 
@@ -47,6 +49,7 @@ class _Progress:
         self.size = 0
         self.first_ns: int | None = None
 
+    @contained("stream")
     def delivered(self, item: object) -> None:
         if self.first_ns is None:
             self.first_ns = self.attempt.request.clock()
@@ -54,6 +57,7 @@ class _Progress:
         if isinstance(item, bytes | bytearray | memoryview | str):
             self.size += len(item)
 
+    @contained("stream")
     def finish(self, state: StreamState, exc: BaseException | None = None) -> None:
         attrs: dict[str, AttributeValue] = {
             v.STREAM_EVENTS.key: self.events,

@@ -194,6 +194,21 @@ def _cmd_model(args: argparse.Namespace) -> int:
     return model_command(args.path, _engine(args))
 
 
+def _cmd_recover(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from retryscope.instrumentation.export import recover_segments
+
+    root = Path(args.path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no data directory at {args.path!r}")
+    found = recover_segments(root, force=args.force)
+    for problem in found.problems():
+        print(f"warning: {problem}", file=sys.stderr)
+    print(found.summary())
+    return 1 if found.failed else 0
+
+
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -290,6 +305,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_ingest_limits(p)
     p.set_defaults(func=_cmd_ingest, extra="ingest")
+
+    p = sub.add_parser(
+        "recover",
+        help="write as Parquet the spans a writer that died left in its segments (the next "
+        "exporter on the directory does it too)",
+    )
+    p.add_argument("path", help="data directory")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also take segments of writers that look alive or ran on another host (only "
+        "once they are known to be gone)",
+    )
+    p.set_defaults(func=_cmd_recover, extra=None)
 
     p = sub.add_parser(
         "model", help="build the cached audit model of a data set (unless it is up to date)"

@@ -63,13 +63,16 @@ LOGICAL_REQUEST_DIGEST = Attr(
     "retryscope.logical_request.digest",
     "logical_request_digest",
     S,
-    "SHA-256 of the canonical JSON of the request payload (the payload itself is never kept).",
+    "Digest of the canonical JSON of the request payload (the payload itself is never kept): "
+    "HMAC-SHA-256 under the deployment key, SHA-256 without one.",
 )
 IDEMPOTENCY_DIGEST = Attr(
     "retryscope.idempotency.digest",
     "idempotency_digest",
     S,
-    "Domain-separated SHA-256 over tenant, operation and idempotency key (never the raw key).",
+    "Domain-separated digest over tenant, operation and idempotency key (never the raw key): "
+    "HMAC-SHA-256 under the deployment key (its id: `retryscope.digest.key_id` on the "
+    "request span), SHA-256 without one.",
 )
 TENANT = Attr("retryscope.tenant", "tenant", S, "Tenant the request runs for.")
 OPERATION = Attr("retryscope.operation", "operation", S, "Logical operation, e.g. `chat`.")
@@ -683,6 +686,15 @@ WAITED_SO_FAR_MS_KEY: Final = "retryscope.backoff.waited_so_far_ms"
 """Total time the retry library had slept for this call before this attempt."""
 CAUSED_BY_KEY: Final = "retryscope.retry.caused_by"
 """``error.type`` of the failure that made the retry library schedule this attempt."""
+DIGEST_KEY_ID_KEY: Final = "retryscope.digest.key_id"
+"""On a logical request (or continuation) span with digests: id of the deployment key they
+are HMAC-SHA-256 under (absent: unkeyed SHA-256, recoverable for guessable keys)."""
+CONTAINED_ERRORS_KEY: Final = "retryscope.contained_errors"
+"""Entry points (e.g. ``Attempt.set_cost``) whose call on this request or attempt failed
+and was contained: the values they were given are missing or neutral here."""
+INVALID_KEYS_KEY: Final = "retryscope.invalid_keys"
+"""Attribute keys given to retryscope whose values could not be recorded (not an attribute
+value, and not convertible to one)."""
 TRUNCATED_KEYS_KEY: Final = "retryscope.truncated_keys"
 """Keys whose string values were cut to the configured bound."""
 REDACTED: Final = "[redacted]"

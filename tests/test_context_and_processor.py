@@ -13,6 +13,7 @@ from opentelemetry import trace
 from retryscope import logical_request
 from retryscope.instrumentation._digests import idempotency_digest, request_digest
 from retryscope.vocabulary import Outcome, SpanRole
+from tests.containment import contains
 
 from .conftest import Pipeline
 
@@ -177,14 +178,14 @@ def test_late_success_loses_to_the_deadline(pipeline: Pipeline, clock) -> None:
     assert (terminal, remaining) == ("stop_deadline", 100)
 
 
-def test_outcome_validation_names_the_problem(pipeline: Pipeline) -> None:
+def test_outcome_validation_names_the_problem_and_raises_nothing(pipeline: Pipeline) -> None:
     with logical_request(operation="x", tracer_provider=pipeline.provider) as req:
         with req.attempt("r") as a:
-            with pytest.raises(ValueError, match="needs a failure kind"):
+            with contains("Attempt.set_outcome", "needs a failure kind"):
                 a.set_outcome("retryable")
-            with pytest.raises(ValueError, match="is non_retryable, not retryable"):
+            with contains("Attempt.set_outcome", "is non_retryable, not retryable"):
                 a.set_outcome("retryable", "rejected")
-            with pytest.raises(ValueError, match="not_before"):
+            with contains("Attempt.set_backoff", "not_before"):
                 a.set_backoff(not_before=-5)
             a.set_outcome("invalid_output")
             assert a.outcome is Outcome.NON_RETRYABLE

@@ -42,7 +42,7 @@ from typing import Any, Final, Required, TypedDict, Unpack
 from opentelemetry import trace
 
 from retryscope.instrumentation._context import Clock
-from retryscope.instrumentation._digests import canonical_json, idempotency_digest, request_digest
+from retryscope.instrumentation._digests import canonical_json, idempotency_sha256, request_sha256
 from retryscope.instrumentation._streaming import StreamEvent
 from retryscope.instrumentation.control._calls import Dispatch, Job, RunResult
 from retryscope.instrumentation.control._capability import capability_sha256
@@ -153,8 +153,8 @@ class _Controller:
             assert timeout_ms is not None
             deadline_ms = self.clock() // _NS_PER_MS + timeout_ms
         admission = Admission(
-            logical_request_sha256=request_digest(request),
-            idempotency_key_sha256=idempotency_digest(tenant or "", operation, idempotency_key),
+            logical_request_sha256=request_sha256(request),
+            idempotency_key_sha256=idempotency_sha256(tenant or "", operation, idempotency_key),
             deadline_ms=deadline_ms,
         )
         return validate_admission(self.policy, admission)

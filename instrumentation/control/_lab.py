@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from retryscope.instrumentation._digests import (
     canonical_json,
-    idempotency_digest,
-    request_digest,
+    idempotency_sha256,
+    request_sha256,
     sha256_hex,
 )
 from retryscope.instrumentation._streaming import (
@@ -116,8 +116,8 @@ TENANT: Final = "tenant-lab"
 OPERATION: Final = "classify_incident"
 IDEMPOTENCY_KEY: Final = "INC-4711/1"
 REQUEST_PAYLOAD: Final = {"operation": OPERATION, "ticket": "INC-4711"}
-REQUEST: Final = request_digest(REQUEST_PAYLOAD)
-IDEMPOTENCY: Final = idempotency_digest(TENANT, OPERATION, IDEMPOTENCY_KEY)
+REQUEST: Final = request_sha256(REQUEST_PAYLOAD)
+IDEMPOTENCY: Final = idempotency_sha256(TENANT, OPERATION, IDEMPOTENCY_KEY)
 REQUEST_ARGUMENTS: Final[dict[str, Any]] = {
     "request": REQUEST_PAYLOAD,
     "idempotency_key": IDEMPOTENCY_KEY,
@@ -473,7 +473,7 @@ def _one_policy_many_requests() -> str:
         payload = {"operation": OPERATION, "ticket": ticket}
         key = f"{ticket}/1"
         admission = Admission(
-            request_digest(payload), idempotency_digest(TENANT, OPERATION, key), DEADLINE_MS
+            request_sha256(payload), idempotency_sha256(TENANT, OPERATION, key), DEADLINE_MS
         )
         attempts = tuple(
             replace(

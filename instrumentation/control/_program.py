@@ -29,6 +29,7 @@ from opentelemetry.util.types import AttributeValue
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import classify_exception, error_type
 from retryscope.instrumentation._context import Attempt, LogicalRequest
+from retryscope.instrumentation._redaction import record_exception
 from retryscope.instrumentation._streaming import AttemptStream, CommitLog, StreamEvent
 from retryscope.instrumentation.control._calls import (
     AttemptFailed,
@@ -606,15 +607,15 @@ class RequestRun:
                 result = yield from self._settle(att, dispatch, raw)
             except asyncio.CancelledError as exc:
                 cancel = exc
-                att.span.record_exception(exc)
+                record_exception(att.span, exc)
                 result = CallResult(
                     kind=OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE, error=error_type(exc)
                 )
             except AttemptFailed as exc:
-                att.span.record_exception(exc)
+                record_exception(att.span, exc)
                 result = exc.result
             except Exception as exc:  # any escape is an observation, classified conservatively
-                att.span.record_exception(exc)
+                record_exception(att.span, exc)
                 # what the call already observed on the attempt (e.g. the streaming wrapper's
                 # stream_interrupted_after_output) outranks a guess from the exception's type
                 kind = att.kind if att.kind is not None else classify_exception(exc)
@@ -725,7 +726,7 @@ class RequestRun:
             except AttemptFailed as exc:
                 answer = exc.result
             except Exception as exc:  # a failed poll says nothing about the job
-                att.span.record_exception(exc)
+                record_exception(att.span, exc)
                 answer = Pending()
             polls, last = polls + 1, self._now_ms()
             att.set_attributes({v.JOB_POLLS_KEY: polls})

@@ -22,20 +22,24 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from retryscope.instrumentation._containment import contained
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 
 _log = logging.getLogger(__name__)
+
+
+def _false(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 def _takes_timeout(method: Callable[..., Any]) -> bool:
@@ -51,6 +55,10 @@ class _Delivered(SpanExporter):
     def __init__(self, exporter: SpanExporter) -> None:
         self.exporter = exporter
         self.count = 0
+        self._lock = threading.Lock()
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -87,24 +95,17 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         self._settles = not count_queue_evictions(self, self._on_evict)
         self._handed = 0  # (settled path) sampled spans handed on
         self._closed = False
-        if not self._settles:
-            return
-        # An instance attribute, so the evictions path keeps the SDK's own on_end (no extra
-        # call per span).
-        self.on_end = self._on_end_counted  # type: ignore[method-assign]
-        if hasattr(os, "register_at_fork"):
-            forget = weakref.WeakMethod(self._forget_inherited)
-
-            def after_in_child() -> None:
-                if (method := forget()) is not None:
-                    method()
-
-            os.register_at_fork(after_in_child=after_in_child)
+        reset_in_child(self._after_fork)
+        if self._settles:
+            # An instance attribute, so the evictions path keeps the SDK's own on_end (no
+            # extra call per span).
+            self.on_end = self._on_end_counted  # type: ignore[method-assign]
 
     @property
     def span_exporter(self) -> SpanExporter:
         return self._delivered.exporter
 
+    @contained("GapCountingBatchSpanProcessor.on_end")
     def _on_end_counted(self, span: ReadableSpan) -> None:
         """``on_end`` on the settled path: hand ``span`` on, then count it when the SDK's
         processor takes it (sampled, not shut down)."""
@@ -113,6 +114,7 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
             with self._count_lock:  # (after the hand-over: a settle never sees it in flight)
                 self._handed += 1
 
+    @contained("GapCountingBatchSpanProcessor.force_flush", fallback=_false)
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         handed = self._handed
         flushed = super().force_flush(timeout_millis)
@@ -120,6 +122,7 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
             self._settle(handed)
         return flushed
 
+    @contained("GapCountingBatchSpanProcessor.shutdown")
     def shutdown(self) -> None:
         if self._settles:
             self._closed = True
@@ -142,10 +145,11 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         if lost > 0:
             self._record(lost)
 
-    def _forget_inherited(self) -> None:
-        """In a forked child: the queue the SDK empties there held the parent's spans."""
-        with self._count_lock:
-            self._handed = self._delivered.count + self.dropped_spans
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held it at the fork);
+        and the queue the SDK empties there held the parent's spans, which are not lost."""
+        self._count_lock = threading.Lock()
+        self._handed = self._delivered.count + self.dropped_spans
 
     def _on_evict(self, count: int) -> None:
         with self._count_lock:

@@ -42,6 +42,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from retryscope.instrumentation._containment import contained
+from retryscope.instrumentation._fork import reset_in_child
+from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import (
     bounded_items,
     context_ids,
@@ -68,6 +71,8 @@ from retryscope.instrumentation.export._gaps import (
     GapReason,
     gap_table,
 )
+from retryscope.instrumentation.export._gil import responsive
+from retryscope.instrumentation.export._segments import SegmentLog, recover
 from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
 from retryscope.vocabulary import SpanRole
@@ -183,6 +188,7 @@ def _append_spans(
                 list(regroup(shapes)),
             )
             dropped = list(regroup(dropped)) if dropped is not None else None
+    attributes = list(redact_rows(attributes, shapes))
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
@@ -208,7 +214,8 @@ def _append_spans(
         scope_name=scope_names,
         scope_version=scope_versions,
         events=[
-            [(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in span_events
+            [(e.name, e.timestamp, redact_event(e.name, e.attributes)) for e in one] if one else ()
+            for one in span_events
         ]
         if any(span_events)
         else [()] * len(span_events),
@@ -247,6 +254,19 @@ def _cut_in_arrival_order(tables: list[pa.Table], cut: int) -> list[pa.Table]:
             break
         start = end
     return out
+
+
+_GAP_ARRIVALS: Final = 1 << 62
+"""Where the arrival numbers of telemetry-gap rows start (span rows count from 0)."""
+
+
+def _span_arrivals(tables: Sequence[pa.Table]) -> np.ndarray:
+    """The arrival numbers of the span rows (not gap rows) of ``tables``."""
+    parts = [t.column(ARRIVAL).to_numpy() for t in tables if t.num_rows]
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    arrivals = np.concatenate(parts)
+    return arrivals[arrivals < _GAP_ARRIVALS]
 
 
 def _gap_rows_of(table: pa.Table) -> pa.Array:
@@ -295,6 +315,9 @@ class ParquetSpanExporter(SpanExporter):
         compression: str | None = None,
         file_mode: int | None = None,
         dir_mode: int | None = None,
+        durable: bool | None = None,
+        fsync_s: float | None = None,
+        switch_interval_s: float | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
@@ -309,6 +332,9 @@ class ParquetSpanExporter(SpanExporter):
             compression=compression,
             file_mode=file_mode,
             dir_mode=dir_mode,
+            durable=durable,
+            fsync_s=fsync_s,
+            switch_interval_s=switch_interval_s,
         )
         self.directory = self.config.directory
         self.dropped_spans = 0
@@ -318,12 +344,14 @@ class ParquetSpanExporter(SpanExporter):
         self.gaps = GapLedger()
         self._pending: list[pa.Table] = []  # span rows, each with its ARRIVAL number
         self._arrived = 0  # rows numbered so far
+        self._gap_arrived = _GAP_ARRIVALS  # gap rows are numbered apart (never in a segment)
         self._pending_rows = 0
         self._pending_bytes = 0
         self._oldest: float | None = None
         self._resource: Mapping[str, Any] | None = None
         self._lock = threading.Lock()
         self._namer = FileNamer("spans")
+        self._segments = SegmentLog(self.config, self._namer) if self.config.durable else None
         self._cleaned: set[Path] = set()  # directories rid of dead writers' temporary files
         self._shutdown = False
         self._failing = False
@@ -336,29 +364,32 @@ class ParquetSpanExporter(SpanExporter):
         # while the span queue overflows
         SpanColumns().to_table()
         self._ager_pid = 0
-        if hasattr(os, "register_at_fork"):
-            ref = weakref.ref(self)
-
-            def _after_fork_in_child() -> None:
-                exporter = ref()
-                if exporter is not None:
-                    exporter._reset_after_fork()
-
-            os.register_at_fork(after_in_child=_after_fork_in_child)
+        reset_in_child(self._reset_after_fork)
+        if self.config.durable:
+            self._recover_left_behind()
 
     # -- SpanExporter ------------------------------------------------------------------------
+    @contained("ParquetSpanExporter.export", fallback=lambda *a, **k: SpanExportResult.FAILURE)
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
+        with responsive(self.config.switch_interval_s):  # no GIL convoy (see ._gil)
+            return self._export(spans)
+
+    def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         order: list[int] | None = None
         try:
             table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
-        if spans and spans[-1].resource is not None:
-            self._resource = spans[-1].resource.attributes
+        resource = getattr(spans[-1], "resource", None) if spans else None
+        if resource is not None:
+            self._resource = resource.attributes
         with self._lock:
-            self._buffer(table, order)
+            if table.num_rows:
+                table = self._with_arrival(table, order)
+                self._log_segment(table)
+                self._buffer(table)
             self._ensure_ager()
             if not self._due():
                 return SpanExportResult.SUCCESS
@@ -367,15 +398,18 @@ class ParquetSpanExporter(SpanExporter):
             ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
+    @contained("ParquetSpanExporter.force_flush", fallback=lambda *a, **k: False)
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
             return False
         try:
-            return self._write_pending(deadline=deadline)
+            with responsive(self.config.switch_interval_s):
+                return self._write_pending(deadline=deadline)
         finally:
             self._lock.release()
 
+    @contained("ParquetSpanExporter.shutdown")
     def shutdown(self, timeout_millis: float = 30000) -> None:
         deadline = time.monotonic() + timeout_millis / 1000
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
@@ -389,21 +423,28 @@ class ParquetSpanExporter(SpanExporter):
             self._shutdown = True
             self._wake.set()
             if not self._write_pending(deadline=deadline):
-                lost = self._pending_rows
+                kept = self._segments.durable if self._segments is not None else 0
+                lost = self._pending_rows - kept
                 self.dropped_spans += lost
                 gap_lost = self.gaps.pending
                 self._clear_pending()
                 self.gaps.drain()
                 _log.error(
-                    "retryscope: shutting down with %d spans (and a gap record of %d lost spans) "
-                    "that could not be written under %s: they are lost",
+                    "retryscope: shutting down with %d spans that could not be written under "
+                    "%s: %d are kept in its segments (written by `retryscope recover` or the "
+                    "next exporter there), %d (and a gap record of %d lost spans) are lost",
+                    kept + lost,
+                    self.directory,
+                    kept,
                     lost,
                     gap_lost,
-                    self.directory,
                 )
+            if self._segments is not None:
+                self._segments.close()
         finally:
             self._lock.release()
 
+    @contained("ParquetSpanExporter.record_gap")
     def record_gap(self, reason: GapReason, dropped: int, at_ns: int | None = None) -> None:
         """Count ``dropped`` spans lost elsewhere (e.g. a full queue); written as a gap row."""
         self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)
@@ -439,16 +480,60 @@ class ParquetSpanExporter(SpanExporter):
             )
         )
 
-    def _with_arrival(self, table: pa.Table, order: Sequence[int] | None = None) -> pa.Table:
+    def _with_arrival(
+        self, table: pa.Table, order: Sequence[int] | None = None, *, gaps: bool = False
+    ) -> pa.Table:
         """``table`` with its rows' arrival numbers (:data:`ARRIVAL`): the next ones, in
-        row order or, for rows not in arrival order, by ``order`` (each row's position)."""
+        row order or, for rows not in arrival order, by ``order`` (each row's position).
+        Telemetry-gap rows (``gaps``) are numbered apart from span rows."""
         if ARRIVAL in table.column_names:
             return table
         n = table.num_rows
         positions = np.arange(n) if order is None else np.asarray(order, dtype=np.int64)
-        arrival = pa.array(positions + self._arrived, type=pa.int64())
-        self._arrived += n
+        base = self._gap_arrived if gaps else self._arrived
+        arrival = pa.array(positions + base, type=pa.int64())
+        if gaps:
+            self._gap_arrived += n
+        else:
+            self._arrived += n
         return table.append_column(ARRIVAL, arrival)
+
+    def _log_segment(self, table: pa.Table) -> None:
+        """Append the batch to its segment before it counts as accepted. When the disk
+        refuses, or while a failure episode waits to retry, the batch is kept in memory
+        only, as without segments (the episode is the files' and the segments' alike: one
+        log line, one retry schedule)."""
+        if self._segments is None:
+            return
+        if self._failing and time.monotonic() < self._next_retry:
+            self._segments.skip(table)
+            return
+        try:
+            self._segments.append(table)
+        except (OSError, pa.ArrowException) as exc:
+            self._disk_failed(exc)
+
+    def _done(self, tables: Sequence[pa.Table], keep: pa.Table | None = None) -> None:
+        """The span rows of ``tables`` but those of ``keep`` are in Parquet or counted lost:
+        their segments may go."""
+        if self._segments is None or not tables:
+            return
+        arrivals = _span_arrivals(tables)
+        if keep is not None and keep.num_rows:
+            arrivals = np.setdiff1d(arrivals, _span_arrivals([keep]), assume_unique=True)
+        self._segments.done(arrivals)
+
+    def _recover_left_behind(self) -> None:
+        """Write as Parquet what dead writers left in segments under this directory."""
+        try:
+            found = recover(self.directory, self.config)
+        except Exception as exc:  # never stop the application from starting
+            _log.error("retryscope: recovering segments under %s failed: %s", self.directory, exc)
+            return
+        if found.segments or found.failed:
+            _log.warning("retryscope: under %s, %s", self.directory, found.summary())
+        for problem in found.problems():
+            _log.warning("retryscope: segment %s", problem)
 
     def _buffer(self, table: pa.Table, order: Sequence[int] | None = None) -> None:
         if table.num_rows == 0:
@@ -466,20 +551,24 @@ class ParquetSpanExporter(SpanExporter):
         if excess <= 0:
             return
         dropped = 0
+        lost: list[pa.Table] = []
         while excess > 0:
             first = self._pending[0]
             if first.num_rows <= excess:
                 self._pending.pop(0)
                 taken = first.num_rows
                 self._pending_bytes -= _spans_only(first).nbytes
+                lost.append(first)
             else:
                 first = _in_arrival_order(first)
                 rest = first.slice(excess)
                 self._pending[0] = rest
                 taken = excess
                 self._pending_bytes -= _spans_only(first).nbytes - _spans_only(rest).nbytes
+                lost.append(first.slice(0, excess))
             excess -= taken
             dropped += taken
+        self._done(lost)
         self._pending_rows -= dropped
         self.dropped_spans += dropped
         self.record_gap(GapReason.BUFFER_FULL, dropped)
@@ -500,8 +589,9 @@ class ParquetSpanExporter(SpanExporter):
         if whole_files and 0 < cut < self._pending_rows:
             spans = pa.concat_tables(_cut_in_arrival_order(tables, cut))
             tables, tail = [spans.slice(0, cut)], spans.slice(cut)
+        spans_written = list(tables)
         if gaps:
-            tables.append(self._with_arrival(gap_table(gaps, self._resource)))
+            tables.append(self._with_arrival(gap_table(gaps, self._resource), gaps=True))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -511,30 +601,23 @@ class ParquetSpanExporter(SpanExporter):
             )
         except WriteError as exc:
             self._note_written(exc.written)
+            self._done(spans_written, keep=exc.remaining)
             remaining = exc.remaining
             if tail is not None:
                 remaining = pa.concat_tables([remaining, tail]) if remaining.num_rows else tail
             self._keep_unwritten(remaining)
             if isinstance(exc.cause, TimeoutError):
                 return False
-            self._next_retry = time.monotonic() + self.config.retry_s
-            if not self._failing:
-                self._failing = True
-                self._episode_start_dropped = self.dropped_spans
-                _log.error(
-                    "retryscope: cannot write spans under %s (%s); keeping up to %d spans "
-                    "in memory and retrying",
-                    self.directory,
-                    exc,
-                    self.config.buffer_rows,
-                )
+            self._disk_failed(exc)
             return False
         except Exception as exc:  # not an I/O problem: these rows can never be written
+            self._done(spans_written)
             self._clear_pending()
             self._lose(table.num_rows - len(gaps), GapReason.WRITE_FAILED, f"write raised {exc!r}")
             self.gaps.restore(gaps)
             return False
         self._note_written(written)
+        self._done(spans_written)
         self._clear_pending()
         if tail is not None:
             self._buffer(tail)
@@ -546,6 +629,21 @@ class ParquetSpanExporter(SpanExporter):
                 self.dropped_spans - self._episode_start_dropped,
             )
         return True
+
+    def _disk_failed(self, exc: BaseException) -> None:
+        """A write (of a file or a segment) failed: a failure episode starts (logged once)
+        or goes on, and the next write waits ``retry_s``."""
+        self._next_retry = time.monotonic() + self.config.retry_s
+        if not self._failing:
+            self._failing = True
+            self._episode_start_dropped = self.dropped_spans
+            _log.error(
+                "retryscope: cannot write spans under %s (%s); keeping up to %d spans "
+                "in memory and retrying",
+                self.directory,
+                exc,
+                self.config.buffer_rows,
+            )
 
     def _note_written(self, files: list[Path]) -> None:
         self.files_written.extend(files)
@@ -576,18 +674,28 @@ class ParquetSpanExporter(SpanExporter):
         with self._lock:
             if self._shutdown or self._oldest is None:
                 return
+            if self._segments is not None:
+                self._segments.sync(due_only=True)
             old = time.monotonic() - self._oldest >= self.config.rotate_age_s
             if old and not (self._failing and time.monotonic() < self._next_retry):
-                self._write_pending(deadline=None)
+                with responsive(self.config.switch_interval_s):
+                    self._write_pending(deadline=None)
 
     def _reset_after_fork(self) -> None:
-        """In a forked child: the parent writes what it buffered; start afresh."""
+        """In a forked child: a new writer. The parent writes what it buffered and counted;
+        the child starts with fresh locks, no buffer, its own file names and no helper
+        thread (started again on its first export)."""
         self._lock = threading.Lock()
         self._clear_pending()
         self.gaps = GapLedger()
         self._namer = FileNamer("spans")
+        if self._segments is not None:
+            self._segments.forget_after_fork()
+            self._segments = SegmentLog(self.config, self._namer)
         self._wake = threading.Event()
         self._ager = None
+        self.dropped_spans = 0
+        self.files_written.clear()
 
 
 def _age_loop(ref: weakref.ref[ParquetSpanExporter]) -> None:

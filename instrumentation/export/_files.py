@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import secrets
 import socket
@@ -173,21 +172,46 @@ def remove_stale_temps(directory: Path, host: str) -> list[Path]:
 class FileNamer:
     """File names unique per writer: ``<prefix>-<utc stamp>-<host>-<pid>-<token>-<seq>``.
 
-    The random token keeps names unique when a pid is reused on the same host.
+    The random token keeps names unique when a pid is reused on the same host. A namer
+    given a ``pid`` writes for that (dead) writer, as a recovery of its segments does: its
+    ``token`` then gets a random suffix, so two recoveries never pick the same name.
     """
 
-    def __init__(self, prefix: str = "spans") -> None:
+    def __init__(
+        self,
+        prefix: str = "spans",
+        *,
+        host: str | None = None,
+        pid: int | None = None,
+        token: str | None = None,
+    ) -> None:
         self.prefix = prefix
-        self.host = local_host_tag()
-        self._token = secrets.token_hex(3)
-        self._pid = os.getpid()
-        self._seq = itertools.count(1)
+        self.host = host if host is not None else local_host_tag()
+        self._fixed = pid is not None
+        self._pid = pid if pid is not None else os.getpid()
+        self._token = (token or "") + secrets.token_hex(3 if token is None else 2)
+        self._seq = 0
+
+    @property
+    def token(self) -> str:
+        self._check_fork()
+        return self._token
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number of the next name."""
+        self._check_fork()
+        return self._seq + 1
+
+    def _check_fork(self) -> None:
+        if not self._fixed and os.getpid() != self._pid:  # forked: a new writer
+            self._pid, self._token, self._seq = os.getpid(), secrets.token_hex(3), 0
 
     def next_name(self) -> str:
-        if os.getpid() != self._pid:  # forked: a new writer
-            self._pid, self._token = os.getpid(), secrets.token_hex(3)
+        self._check_fork()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        seq = next(self._seq)
+        self._seq += 1
+        seq = self._seq
         return f"{self.prefix}-{stamp}-{self.host}-{self._pid}-{self._token}-{seq:06d}.parquet"
 
 
@@ -215,11 +239,12 @@ def write_atomic(table: pa.Table, final: Path, config: ExportConfig) -> Path:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     return final
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` durable (a no-op where the file system cannot)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

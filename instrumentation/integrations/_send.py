@@ -3,7 +3,8 @@
 Inside a logical request a send is a transport attempt placed by its evidence among the
 operations of its parent attempt (:meth:`LogicalRequest.send`): a resend only when it
 repeats an earlier send of the same operation. Outside one it is a plain HTTP client span.
-The span records method, ``url.full`` with credentials and secret query values redacted,
+The span records method, ``url.full`` with credentials and secret parameter values redacted
+(:mod:`retryscope.instrumentation._redaction`, by pattern),
 server address and port, the response status with its outcome kind, and the Retry-After
 (or ``retry-after-ms``) header as received (bounded) and parsed. A parsed hint on a failed
 send is announced to the next send under the same parent as its ``retry_after_ms`` and
@@ -17,12 +18,11 @@ client) is the same send: only the outermost records it (:data:`SEND_ACTIVE`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TypeVar
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -30,42 +30,15 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import Headers, error_type, retry_after_attributes
+from retryscope.instrumentation._containment import note
 from retryscope.instrumentation._context import Attempt, current_scope
 from retryscope.instrumentation._http_classify import (
     classify_exception,
     classify_status,
 )
+from retryscope.instrumentation._redaction import URL_MAX_CHARS, record_exception, redact_url
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.vocabulary import OutcomeKind
-
-_log = logging.getLogger(__name__)
-
-URL_MAX_CHARS: Final = 2048
-
-SECRET_QUERY_KEYS: Final = frozenset(
-    {
-        "access_token",
-        "api-key",
-        "api_key",
-        "apikey",
-        "auth",
-        "awsaccesskeyid",
-        "client_secret",
-        "code",
-        "key",
-        "password",
-        "secret",
-        "sig",
-        "signature",
-        "token",
-        "x-amz-credential",
-        "x-amz-security-token",
-        "x-amz-signature",
-        "x-goog-credential",
-        "x-goog-signature",
-    }
-)
-"""Query parameters whose values are replaced by ``REDACTED`` in ``url.full``."""
 
 SEND_ACTIVE: ContextVar[bool] = ContextVar("retryscope_send_active", default=False)
 """True while an integration records a send in this context (an inner hook passes)."""
@@ -92,22 +65,6 @@ class Dispatch:
 
 DISPATCH: ContextVar[Dispatch | None] = ContextVar("retryscope_dispatch", default=None)
 """The dispatch in force for sends made in this context (set by a router integration)."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials and with secret query values redacted (OTel semconv)."""
-    parts = urlsplit(url[: URL_MAX_CHARS * 2])
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "REDACTED:REDACTED@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "REDACTED" if k.lower() in SECRET_QUERY_KEYS else val) for k, val in pairs],
-            safe="/:",
-        )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))[:URL_MAX_CHARS]
 
 
 def outcome_kind(
@@ -231,7 +188,7 @@ class Send:
                 if headers is not None:
                     plain.update(retry_after_attributes(headers))
             if exc is not None:
-                span.record_exception(exc)
+                record_exception(span, exc)
                 plain[v.ERROR_TYPE.key] = error_type(exc)
             elif status is not None and status >= 400:
                 plain[v.ERROR_TYPE.key] = str(status)
@@ -281,9 +238,9 @@ def start_send(options: SendOptions, method: str, url: str, evidence: SendEviden
         return None
     try:
         send = Send(options, method, url, evidence)
-    except Exception:  # instrumentation must never stop the request from being sent
+    except Exception as exc:  # instrumentation must never stop the request from being sent
         options.errors += 1
-        _log.exception("retryscope: opening the HTTP send span failed")
+        note(f"{options.scope_name}: open a send", exc)
         return None
     send.token = SEND_ACTIVE.set(True)
     return send
@@ -297,9 +254,9 @@ def finish_send(
         return
     try:
         send.finish(status, headers, exc)
-    except Exception:
+    except Exception as exc:
         send.options.errors += 1
-        _log.exception("retryscope: closing the HTTP send span failed")
+        note(f"{send.options.scope_name}: close a send", exc)
     finally:
         if send.token is not None:
             try:

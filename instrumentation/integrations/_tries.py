@@ -21,6 +21,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._classify import classify_exception, error_type
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._context import Attempt, current_scope
 from retryscope.vocabulary import Layer, OutcomeKind
 
@@ -45,6 +46,7 @@ class TryOptions:
         object.__setattr__(self, "layer", Layer(self.layer))
 
 
+@contained("retry library: open a try")
 def open_try(options: TryOptions) -> Attempt | None:
     """A new (not yet entered) attempt in the current logical request, or None outside one."""
     scope = current_scope()
@@ -58,12 +60,16 @@ def open_try(options: TryOptions) -> Attempt | None:
     )
 
 
+@contained("retry library: close a try")
 def _close(attempt: Attempt, options: TryOptions, exc: BaseException | None) -> None:
-    if exc is not None and attempt.outcome is None:
-        attempt.set_outcome(options.classify(exc), error=error_type(exc))
-    attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+    try:
+        if exc is not None and attempt.outcome is None:
+            attempt.set_outcome(options.classify(exc), error=error_type(exc))
+    finally:  # a classifier that raises still leaves the attempt closed
+        attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
 
 
+@contained("retry library: announce a sleep")
 def announce_sleep(
     delay_s: float | None,
     *,

@@ -31,22 +31,17 @@ from retryscope.instrumentation._http_classify import (
     RETRY_AFTER_MAX_MS,
     parse_retry_after_hint,
 )
+from retryscope.instrumentation._redaction import URL_MAX_CHARS, redact_url
 from retryscope.instrumentation.integrations._httpx_family import (
     AsyncRetryscopeTransport,
     RetryscopeTransport,
 )
-from retryscope.instrumentation.integrations._send import (
-    SECRET_QUERY_KEYS,
-    URL_MAX_CHARS,
-    outcome_kind,
-    redact_url,
-)
+from retryscope.instrumentation.integrations._send import outcome_kind
 from retryscope.vocabulary import OutcomeKind
 
 __all__ = [
     "RETRY_AFTER_MAX_CHARS",
     "RETRY_AFTER_MAX_MS",
-    "SECRET_QUERY_KEYS",
     "URL_MAX_CHARS",
     "AsyncRetryscopeTransport",
     "RetryscopeTransport",

@@ -28,6 +28,7 @@ import stamina
 from stamina.instrumentation import RetryDetails, get_on_retry_hooks, set_on_retry_hooks
 
 from retryscope.instrumentation._classify import classify_exception
+from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation.integrations._tries import (
     Classifier,
     Try,
@@ -42,6 +43,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@contained("stamina hook")
 def retryscope_hook(details: RetryDetails) -> None:
     """stamina ``RetryHook``: announce the scheduled wait to the next try of this scope."""
     announce_sleep(details.wait_for, waited_s=details.waited_so_far, caused_by=details.caused_by)

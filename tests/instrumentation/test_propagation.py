@@ -16,7 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
 
 import retryscope
-from retryscope.instrumentation import CarrierError
+from tests.containment import contains
 from tests.instrumentation.conftest import Audit, VirtualClockLike
 
 DEADLINE = 1_800_000_060_000_000_000
@@ -120,8 +120,10 @@ def test_consumer_in_another_process(audit: Audit, clock: VirtualClockLike, tmp_
 
 
 def test_inject_needs_a_logical_request() -> None:
-    with pytest.raises(LookupError, match="no logical request"):
-        retryscope.inject({})
+    carrier: dict[str, str] = {}
+    with contains("inject", "LookupError: .*no logical request"):
+        assert retryscope.inject(carrier) is False
+    assert carrier == {}
 
 
 @pytest.mark.parametrize(
@@ -136,14 +138,29 @@ def test_inject_needs_a_logical_request() -> None:
         ({"retryscope": "x" * 5000}, "at most"),
     ],
 )
-def test_extract_rejects_bad_carriers(carrier: dict[str, str], message: str) -> None:
-    with pytest.raises(CarrierError, match=message):
-        retryscope.extract(carrier)
+def test_extract_rejects_bad_carriers(carrier: dict[str, str], message: str, audit: Audit) -> None:
+    """The CarrierError names the problem (counted, logged once); the consumer's work is
+    still recorded, under a continuation of an unidentified request that says so."""
+    with contains("extract", f"CarrierError: .*{message}"):
+        continued = retryscope.extract(carrier, tracer_provider=audit.provider)
+    with continued as req, req.attempt("worker", layer="queue"):
+        pass
+    rows = audit.rows(
+        "SELECT span_role, operation, attributes['retryscope.contained_errors'] FROM spans "
+        "ORDER BY span_role"
+    )
+    assert rows == [("attempt", "unknown", None), ("continuation", "unknown", '["extract"]')]
 
 
-def test_extract_rejects_bad_delivery_count() -> None:
-    with pytest.raises(CarrierError, match="delivery_count"):
-        retryscope.extract({"retryscope": '{"v":1,"id":"x","operation":"o"}'}, delivery_count=0)
+def test_extract_with_a_bad_delivery_count_keeps_the_carried_request(audit: Audit) -> None:
+    carrier = {"retryscope": '{"v":1,"id":"x","operation":"o"}'}
+    with contains("extract", "delivery_count"):
+        continued = retryscope.extract(carrier, delivery_count=0, tracer_provider=audit.provider)
+    with continued as req, req.attempt("worker", layer="queue"):
+        pass
+    assert audit.rows(
+        "SELECT span_role, logical_request_id, attempt_ordinal FROM spans ORDER BY span_role"
+    ) == [("attempt", "x", 1), ("continuation", "x", None)]
 
 
 @given(

@@ -28,6 +28,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import retryscope
+from retryscope.analytics import build_report, connect
 from retryscope.demo._scenarios import idempotency_key, prompt_text
 from retryscope.instrumentation import inject
 from retryscope.instrumentation.control._journal import Journal
@@ -40,6 +41,7 @@ API_KEYS = {
     "ANTHROPIC_API_KEY": "sk-ant-RELIABILITY-Zk31-do-not-record",
 }
 DEMO_REQUESTS = 40
+DIGEST_KEY = "digest-key-RELIABILITY-0123456789"
 
 
 def _owner_only(root: Path) -> list[str]:
@@ -54,7 +56,9 @@ def _owner_only(root: Path) -> list[str]:
 
 def test_demo_data_holds_no_raw_secret_and_is_owner_only(tmp_path: Path) -> None:
     out = tmp_path / "demo-data"
-    env = {**os.environ, **API_KEYS}
+    # with a deployment key: the control plane's policies (plain SHA-256 pins) still bind,
+    # and the key itself is never written
+    env = {**os.environ, **API_KEYS, "RETRYSCOPE_DIGEST_KEY": DIGEST_KEY}
     done = subprocess.run(
         [
             sys.executable,
@@ -79,6 +83,7 @@ def test_demo_data_holds_no_raw_secret_and_is_owner_only(tmp_path: Path) -> None
         *(idempotency_key(i) for i in range(DEMO_REQUESTS)),
         *(prompt_text(i) for i in range(DEMO_REQUESTS)),
         *API_KEYS.values(),
+        DIGEST_KEY,
     ]
     files = [p for p in out.rglob("*") if p.is_file()]
     raw = b"\0".join(p.read_bytes() for p in files)  # every byte, hidden files included
@@ -94,6 +99,8 @@ def test_demo_data_holds_no_raw_secret_and_is_owner_only(tmp_path: Path) -> None
         assert secret.encode() not in raw, secret
         assert secret not in decoded, secret
     assert _owner_only(out) == []
+    con, _ = connect(out)
+    assert build_report(con)["digests"]["unkeyed_requests"] == 0
 
 
 class _Recorder(BaseHTTPRequestHandler):

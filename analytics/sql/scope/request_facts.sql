@@ -32,17 +32,7 @@ WITH agg AS (
     GROUP BY a.h
 )
 SELECT
-    r.h,
-    r.logical_request_id,
-    r.started_at,
-    r.ended_at,
-    r.terminal,
-    r.tenant,
-    r.operation,
-    r.retry_owner,
-    r.deadline,
-    r.entry_route,
-    r.entry_release,
+    r.*,
     rs_ms(r.ended_at) - rs_ms(r.started_at) AS logical_ms,
     coalesce(g.has_fallback, FALSE) AS has_fallback,
     coalesce(g.fallback_success, FALSE) AS fallback_success,

@@ -1,0 +1,37 @@
+"""Fork safety: objects that own locks or threads reset them in a forked child.
+
+``fork()`` copies only the calling thread. A lock another thread held at that moment stays
+held forever in the child, and the first ``span.end()`` that needs it hangs (gunicorn and
+celery prefork workers fork a process that already records spans). Every lock and thread of
+the processor, the batch queue and the exporter is therefore re-created in the child by a
+handler registered here; the handler holds its object weakly, so registering never keeps an
+object alive (``os.register_at_fork`` handlers cannot be removed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+
+def reset_in_child(method: Callable[[], Any]) -> None:
+    """Call the bound ``method`` in every forked child while its object is alive."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.WeakMethod(method)
+
+    def after_in_child() -> None:
+        bound = ref()
+        if bound is None:
+            return
+        try:
+            bound()
+        except Exception:  # a failed reset must not fail the fork
+            _log.exception("retryscope: resetting %r in a forked child failed", bound)
+
+    os.register_at_fork(after_in_child=after_in_child)

@@ -1,0 +1,462 @@
+"""Crash loss bounded by the batch, not the file: an append-only log of accepted batches.
+
+``ParquetSpanExporter`` buffers up to a minute of spans before it writes a large, sorted
+Parquet file. Without more, a crash (``SIGKILL``, OOM kill, power loss) loses that buffer.
+So every batch the exporter accepts is first appended to a *segment*: an Arrow IPC stream
+file (lz4-compressed record batches) under ``<root>/.retryscope-segments/``, a hidden
+directory the analytics never read (no partial file is ever read). ``export`` returns
+``SUCCESS`` only after the batch is in the operating system's hands, so a killed process
+loses nothing it returned ``SUCCESS`` for; segments are ``fsync``'d on a cadence
+(``fsync_s``), which bounds what a power loss can take.
+
+A segment is deleted once every row in it is in a complete Parquet file (or counted lost,
+as a telemetry gap). What a dead writer left behind is *recovered*: its rows are written as
+Parquet, under the partitioning and file settings it recorded in the segment, by the next
+exporter started on the directory and by ``retryscope recover DIR``. Recovery
+
+* claims a segment by renaming it (one recoverer per segment, however many processes start
+  at once — a prefork server's workers), and takes over a claim whose claimer died;
+* reads every complete batch and stops at a torn last one (the batch being appended when
+  the process died: never acknowledged);
+* leaves out rows already in a Parquet file of the same writer written since the segment
+  began (the writer may have died between renaming that file and deleting the segment),
+  matched on ``(trace_id, span_id)``, so a crash at any point neither loses nor duplicates.
+
+File names: ``<host>-<pid>-<token>-<segment seq>-<file seq>.arrows``, the writer's identity
+as in its Parquet file names (``_files.FileNamer``) and the sequence number its next
+Parquet file would get when the segment began.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+from retryscope.instrumentation.export._files import (
+    ARRIVAL,
+    FileNamer,
+    fsync_dir,
+    make_dirs,
+    split_by_partition,
+    write_partitioned,
+)
+
+_log = logging.getLogger(__name__)
+
+SEGMENT_DIR: Final = ".retryscope-segments"
+SEGMENT_SUFFIX: Final = ".arrows"
+CLAIM_PREFIX: Final = ".claimed-"
+_NAME: Final = re.compile(
+    r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)-(?P<seq>\d+)-(?P<fileseq>\d+)\.arrows$"
+)
+_SETTINGS: Final = (
+    "partitioning",
+    "rotate_rows",
+    "row_group_rows",
+    "compression",
+    "file_mode",
+    "dir_mode",
+)
+"""The writer's settings a segment records, so its recovery writes files like it would."""
+_IPC: Final = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def _text(value: object) -> str:
+    """A setting as recorded in a segment (enum members by value, modes in decimal)."""
+    return str(getattr(value, "value", value))
+
+
+@dataclass
+class _Segment:
+    """One segment file: the arrival numbers it holds and how many are not yet in Parquet."""
+
+    path: Path | None  # None: rows whose append failed (in memory only)
+    first: int = -1  # -1: nothing appended yet
+    end: int = 0  # exclusive
+    pending: int = 0
+    rows: int = 0
+    file: pa.NativeFile | None = field(default=None, repr=False)
+    writer: pa.ipc.RecordBatchStreamWriter | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Stop appending (no end-of-stream marker: a reader stops at the end anyway)."""
+        self.writer = None
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                self.file.close()
+            self.file = None
+
+
+class SegmentLog:
+    """The append-only segments of one writer (see the module doc). Not thread-safe: the
+    exporter calls it under its lock."""
+
+    def __init__(self, config: ExportConfig, namer: FileNamer) -> None:
+        self.config = config
+        self.namer = namer
+        self.directory = config.directory / SEGMENT_DIR
+        self._segments: list[_Segment] = []
+        self._seq = 0
+        self._last_sync = time.monotonic()
+        self._unsynced = False
+        self._schema: pa.Schema | None = None
+
+    # -- writing ----------------------------------------------------------------------------
+    def append(self, table: pa.Table) -> bool:
+        """Append ``table`` (its rows carry consecutive :data:`ARRIVAL` numbers from
+        ``first``); True when it is in a segment, False when only in memory (the error is
+        logged by the caller's failure handling)."""
+        arrivals = table.column(ARRIVAL)
+        first, last = pc.min(arrivals).as_py(), pc.max(arrivals).as_py()
+        try:
+            segment = self._current(table.schema)
+            writer = segment.writer
+            if writer is None:
+                raise OSError("the segment is closed")
+        except (OSError, pa.ArrowException):
+            self.skip(table)
+            raise
+        try:
+            writer.write_table(table)  # one call, without the GIL
+        except (OSError, pa.ArrowException):
+            segment.close()  # a torn tail ends this segment: the next batch starts one
+            self.skip(table)
+            raise
+        if segment.first < 0:
+            segment.first = first
+        segment.end = last + 1
+        segment.pending += table.num_rows
+        segment.rows += table.num_rows
+        self._unsynced = True
+        self.sync(due_only=True)
+        return True
+
+    def skip(self, table: pa.Table) -> None:
+        """``table`` is accepted without a segment (while writes fail): in memory only."""
+        arrivals = table.column(ARRIVAL)
+        first, last = pc.min(arrivals).as_py(), pc.max(arrivals).as_py()
+        self._segments.append(_Segment(None, first, last + 1, table.num_rows))
+
+    def _current(self, schema: pa.Schema) -> _Segment:
+        last = self._segments[-1] if self._segments else None
+        if (
+            last is not None
+            and last.writer is not None
+            and last.rows < self.config.rotate_rows
+            and schema.equals(self._schema)
+        ):
+            return last
+        if last is not None and last.writer is not None:
+            last.close()
+        return self._open(schema)
+
+    def _open(self, schema: pa.Schema) -> _Segment:
+        make_dirs(self.directory, self.config.dir_mode)
+        self._seq += 1
+        name = (
+            f"{self.namer.host}-{os.getpid()}-{self.namer.token}-{self._seq:06d}-"
+            f"{self.namer.next_seq:06d}{SEGMENT_SUFFIX}"
+        )
+        path = self.directory / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self.config.file_mode)
+        try:
+            os.fchmod(fd, self.config.file_mode)  # exact mode whatever the umask
+        finally:
+            os.close(fd)
+        settings = {f"retryscope.{k}": _text(getattr(self.config, k)) for k in _SETTINGS}
+        recorded = schema.with_metadata({**(schema.metadata or {}), **settings})
+        segment = _Segment(path, file=pa.OSFile(str(path), "w"))
+        self._segments.append(segment)
+        segment.writer = pa.ipc.new_stream(segment.file, recorded, options=_IPC)
+        self._schema = schema
+        fsync_dir(self.directory)
+        return segment
+
+    def sync(self, *, due_only: bool = False) -> None:
+        """``fsync`` the open segment (only when ``fsync_s`` has passed, with ``due_only``)."""
+        if not self._unsynced:
+            return
+        if due_only and time.monotonic() - self._last_sync < self.config.fsync_s:
+            return
+        for segment in self._segments:
+            if segment.file is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    os.fsync(segment.file.fileno())
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+
+    # -- acknowledging ----------------------------------------------------------------------
+    def done(self, arrivals: np.ndarray) -> None:
+        """Rows ``arrivals`` are in complete Parquet files, or counted lost: segments whose
+        rows all are get deleted."""
+        holding = [s for s in self._segments if s.first >= 0]  # in arrival order
+        if not len(arrivals) or not holding:
+            return
+        firsts = np.fromiter((s.first for s in holding), np.int64, len(holding))
+        ends = np.fromiter((s.end for s in holding), np.int64, len(holding))
+        index = np.searchsorted(firsts, arrivals, side="right") - 1
+        inside = (index >= 0) & (arrivals < ends[np.maximum(index, 0)])
+        counts = np.bincount(index[inside], minlength=len(holding))
+        for segment, n in zip(holding, counts.tolist(), strict=True):
+            segment.pending -= n
+        self._delete_finished()
+
+    def _delete_finished(self) -> None:
+        """Close and delete every segment whose rows are all in Parquet (the open one too:
+        the next batch starts a new one)."""
+        keep: list[_Segment] = []
+        for segment in self._segments:
+            if segment.pending > 0 or (segment.first < 0 and segment.writer is not None):
+                keep.append(segment)  # (an open segment nothing was appended to yet stays)
+                continue
+            segment.close()
+            if segment.path is not None:
+                with contextlib.suppress(OSError):
+                    segment.path.unlink()
+        self._segments = keep
+
+    @property
+    def memory_only(self) -> int:
+        """Rows not yet in Parquet whose append failed: lost if the process ends now."""
+        return sum(s.pending for s in self._segments if s.path is None)
+
+    @property
+    def durable(self) -> int:
+        """Rows not yet in Parquet that are in segments (recovered if the process ends now)."""
+        return sum(s.pending for s in self._segments if s.path is not None)
+
+    def close(self) -> None:
+        """Stop appending; segments with rows not yet in Parquet stay for recovery."""
+        self.sync()
+        for segment in self._segments:
+            segment.close()
+        self._segments = [s for s in self._segments if s.pending > 0 and s.path is not None]
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's segments are the parent's. They are dropped
+        without a write (the child's copy of each descriptor is closed, nothing more)."""
+        for segment in self._segments:
+            segment.writer = None
+            segment.file = None
+        self._segments = []
+        self._seq = 0
+
+
+# -- recovery -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What a recovery did: rows written as Parquet, rows already there, segments taken,
+    the files written, the segments it could not recover (with why, left in place) and the
+    segments that ended in a torn batch (the batch being appended when its writer died,
+    never acknowledged: skipped, the segment's complete batches recovered)."""
+
+    rows: int = 0
+    duplicates: int = 0
+    segments: int = 0
+    files: tuple[Path, ...] = ()
+    failed: tuple[tuple[Path, str], ...] = ()
+    torn: tuple[Path, ...] = ()
+
+    def __add__(self, other: Recovered) -> Recovered:
+        return Recovered(
+            self.rows + other.rows,
+            self.duplicates + other.duplicates,
+            self.segments + other.segments,
+            self.files + other.files,
+            self.failed + other.failed,
+            self.torn + other.torn,
+        )
+
+    def summary(self) -> str:
+        """One line: what was recovered."""
+        return (
+            f"recovered {self.rows:,} spans from {self.segments:,} segments into "
+            f"{len(self.files):,} files ({self.duplicates:,} already written, "
+            f"{len(self.torn):,} torn batches never acknowledged, {len(self.failed):,} "
+            "segments not recovered)"
+        )
+
+    def problems(self) -> list[str]:
+        """One line per segment that was torn (its last batch skipped) or not recovered."""
+        torn = [
+            f"{path}: torn last batch (being appended when its writer died, never "
+            "acknowledged) skipped; its complete batches recovered"
+            for path in self.torn
+        ]
+        return torn + [f"{path}: not recovered, left in place: {why}" for path, why in self.failed]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but is not ours to signal
+    return True
+
+
+def _recoverable(path: Path, host: str, *, force: bool) -> tuple[str, int, str] | None:
+    """``(host, pid, token)`` of the writer of segment ``path`` when it may be recovered
+    now: its writer (and any claimer) is dead, or ``force``."""
+    name = path.name
+    if name.startswith(CLAIM_PREFIX):
+        claimer, _, name = name.removeprefix(CLAIM_PREFIX).partition("-")
+        if not claimer.isdigit() or (not force and _alive(int(claimer))):
+            return None
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    writer = (match["host"], int(match["pid"]), match["token"])
+    if force:
+        return writer
+    if writer[0] != host:  # another host's writer on shared storage: its own business
+        return None
+    return None if _alive(writer[1]) else writer
+
+
+def _read(path: Path) -> tuple[pa.Table | None, bool]:
+    """Every complete batch of segment ``path`` and whether it ended torn."""
+    batches: list[pa.RecordBatch] = []
+    torn = False
+    with pa.memory_map(str(path)) as source:
+        try:
+            reader = pa.ipc.open_stream(source)
+        except (pa.ArrowInvalid, OSError):
+            return None, True  # not even a schema: died while opening it
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, OSError):
+                torn = True  # the batch being appended when the writer died
+                break
+    if not batches:
+        return None, torn
+    return pa.Table.from_batches(batches, schema=reader.schema), torn
+
+
+def _settings(schema: pa.Schema, base: ExportConfig) -> ExportConfig:
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    values: dict[str, object] = {}
+    for name in _SETTINGS:
+        text = meta.get(f"retryscope.{name}")
+        if text is None:
+            continue
+        if name == "partitioning":
+            values[name] = Partitioning(text)
+        elif name == "compression":
+            values[name] = text
+        else:
+            values[name] = int(text)
+    return base.with_overrides(**values)
+
+
+def _already_written(
+    table: pa.Table, config: ExportConfig, writer: tuple[str, int, str], fileseq: int
+) -> pa.Array:
+    """Mask of ``table``'s rows already in a Parquet file of ``writer`` written since the
+    segment began (its own files with a sequence number from ``fileseq``, and files a
+    recovery of its segments wrote)."""
+    host, pid, token = writer
+    own = re.compile(rf"-{re.escape(host)}-{pid}-{token}(r[0-9a-f]+)?-(\d+)\.parquet$")
+    ids: list[pa.Table] = []
+    for relative, _ in split_by_partition(table, config.partitioning):
+        directory = config.directory / relative if relative else config.directory
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            match = own.search(name)
+            if name.startswith(".") or match is None:
+                continue
+            if match[1] is None and int(match[2]) < fileseq:
+                continue
+            with contextlib.suppress(OSError, pa.ArrowException):
+                ids.append(pq.read_table(directory / name, columns=["trace_id", "span_id"]))
+    if not ids:
+        return pa.array(np.zeros(table.num_rows, dtype=bool))
+    written = pa.concat_tables(ids)
+    key = pc.binary_join_element_wise(table["trace_id"], table["span_id"], "")
+    seen = pc.binary_join_element_wise(written["trace_id"], written["span_id"], "")
+    return pc.is_in(key, value_set=seen)
+
+
+def _recover_one(path: Path, writer: tuple[str, int, str], base: ExportConfig) -> Recovered:
+    """Claim ``path``, write its rows not yet in Parquet, delete it."""
+    original = path.name.split("-", 1)[1] if path.name.startswith(CLAIM_PREFIX) else path.name
+    claimed = path.with_name(f"{CLAIM_PREFIX}{os.getpid()}-{original}")
+    try:
+        os.rename(path, claimed)  # atomic: one recoverer wins
+    except FileNotFoundError:
+        return Recovered()  # another recoverer took it
+    table, torn = _read(claimed)
+    if table is None:
+        claimed.unlink(missing_ok=True)
+        return Recovered(segments=1, torn=(path,) if torn else ())
+    match = _NAME.match(original)
+    fileseq = int(match["fileseq"]) if match else 0
+    config = _settings(table.schema, base)
+    table = table.replace_schema_metadata(None)
+    duplicate = _already_written(table, config, writer, fileseq)
+    fresh = table.filter(pc.invert(duplicate))
+    namer = FileNamer("spans", host=writer[0], pid=writer[1], token=f"{writer[2]}r")
+    files = write_partitioned(fresh, config, namer) if fresh.num_rows else []
+    claimed.unlink(missing_ok=True)
+    fsync_dir(claimed.parent)
+    return Recovered(
+        rows=fresh.num_rows,
+        duplicates=table.num_rows - fresh.num_rows,
+        segments=1,
+        files=tuple(files),
+        torn=(path,) if torn else (),
+    )
+
+
+def segment_files(root: Path) -> Iterator[Path]:
+    """The segments (claimed or not) under data set root ``root``."""
+    directory = root / SEGMENT_DIR
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(SEGMENT_SUFFIX):
+            yield directory / name
+
+
+def recover(
+    root: str | os.PathLike[str], base: ExportConfig | None = None, *, force: bool = False
+) -> Recovered:
+    """Write as Parquet what dead writers left in segments under ``root`` (see the module
+    doc); ``force`` also takes segments of live or other hosts' writers (only when they are
+    known to be gone). A segment that cannot be recovered is left, and named."""
+    directory = Path(root)
+    config = (base or ExportConfig()).with_overrides(directory=directory)
+    host = FileNamer().host
+    total = Recovered()
+    for path in segment_files(directory):
+        writer = _recoverable(path, host, force=force)
+        if writer is None:
+            continue
+        try:
+            total = total + _recover_one(path, writer, config)
+        except Exception as exc:  # one bad segment never stops the others
+            _log.error("retryscope: cannot recover segment %s: %s", path, exc)
+            total = total + Recovered(failed=((path, f"{type(exc).__name__}: {exc}"),))
+    return total
