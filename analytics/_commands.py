@@ -40,11 +40,13 @@ REQUEST_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    """How a command runs its analysis: the model cache directory, and DuckDB's memory
-    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM)."""
+    """How a command runs its analysis: the model cache directory, DuckDB's memory
+    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM), and a
+    model directory built by a distributed engine to read instead of building one."""
 
     model_cache: str | None = None
     memory_limit: str | None = None
+    model: str | None = None
 
 
 @contextmanager
@@ -59,6 +61,10 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
+        if engine.model is not None:
+            from retryscope.analytics.distributed._layout import attach_model
+
+            attach_model(con, engine.model, dataset)
         try:
             yield con
         finally:
