@@ -117,6 +117,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
         trace_url=args.trace_url,
         model_cache=args.model_cache,
         memory_limit=args.memory_limit,
+        model=args.model,
     )
 
 
