@@ -31,8 +31,9 @@ BENCHMARKS: dict[str, str] = {
     "drilldown": "one logical request's rows (target 4)",
     "ingest": "retryscope ingest vs json.loads (target 5)",
     "ui": "UI pages warm (target 6)",
+    "distributed": "the model built on Spark vs single-node, per-partition task time",
 }
-PACKAGES = ("opentelemetry-sdk", "pyarrow", "duckdb", "pandas", "numpy", "streamlit")
+PACKAGES = ("opentelemetry-sdk", "pyarrow", "duckdb", "pandas", "numpy", "streamlit", "pyspark")
 
 
 def machine() -> dict[str, str]:
