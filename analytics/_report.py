@@ -68,6 +68,7 @@ def _numbers(row: dict[str, Any], floats: tuple[str, ...]) -> dict[str, Any]:
 
 _FLOATS = (
     "amplification_ratio",
+    "sends_per_request",
     "cost_amplification",
     "success_rate",
     "fallback_rate",
@@ -125,6 +126,7 @@ def build_report(
                 "attempts": int(a["physical_attempts"]),
                 "receiver_attempts": int(a["receiver_attempts"]),
                 "logical_requests": int(a["logical_requests"]),
+                "sends_per_request": float(a["sends_per_request"]),
                 "amplification_ratio": float(a["amplification_ratio"]),
                 "success_rate": float(r["success_rate"]),
                 "is_fallback": bool(r["is_fallback"]),
@@ -156,6 +158,8 @@ def build_report(
         "logical_requests": logical,
         "physical_attempts": amp["physical_attempts"],
         "receiver_attempts": amp["receiver_attempts"],
+        "operations": amp["operations"],
+        "sends_per_request": amp["sends_per_request"],
         "amplification_ratio": amp["amplification_ratio"],
         "completed": terminals.get(Terminal.COMPLETE.value, 0),
         "requests_with_fallback": fallback["requests_with_fallback"],
@@ -239,7 +243,9 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
                 ("physical attempts", f"{r['physical_attempts']:,}"),
                 ("harness attempts", f"{amp['harness_attempts']:,}"),
                 ("receiver attempts", f"{r['receiver_attempts']:,}"),
-                ("amplification ratio", f"{r['amplification_ratio']:.3f}"),
+                ("distinct operations", f"{r['operations']:,}"),
+                ("sends per request", f"{r['sends_per_request']:.3f}"),
+                ("retry amplification", f"{r['amplification_ratio']:.3f}"),
                 ("hidden attempts", f"{amp['hidden_attempts']:,}"),
                 (
                     "attempts/request max, p99",
@@ -327,6 +333,7 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
                     rt["route_id"],
                     f"{rt['attempts']:,} attempts ({rt['receiver_attempts']:,} at the "
                     f"receiver), {rt['logical_requests']:,} requests, "
+                    f"{rt['sends_per_request']:.2f} sends/request, "
                     f"x{rt['amplification_ratio']:.2f}, {_pct(rt['success_rate'])} success",
                 )
                 for rt in r["routes"]

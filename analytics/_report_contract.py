@@ -50,7 +50,24 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             INT,
             "Attempts with no lower-layer attempt beneath them: what the receivers saw.",
         ),
-        ("amplification_ratio", FLOAT, "`receiver_attempts` ÷ `logical_requests`."),
+        (
+            "operations",
+            INT,
+            "Distinct operations, summed over requests: per request the most distinct "
+            "operations (client calls, or distinct requests) any one attempt made; a resend "
+            "of the same request or a client's own retry is no new operation.",
+        ),
+        (
+            "sends_per_request",
+            FLOAT,
+            "`receiver_attempts` ÷ `logical_requests`: physical sends per logical request.",
+        ),
+        (
+            "amplification_ratio",
+            FLOAT,
+            "Retry amplification: `receiver_attempts` ÷ `operations`, sends per distinct "
+            "operation (1.0: no retry at any layer, however many distinct calls).",
+        ),
         ("completed", INT, "Requests with terminal `complete`."),
         (
             "requests_with_fallback",
@@ -74,21 +91,29 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ),
         ("routes[].logical_requests", INT, "Requests that made an attempt on it."),
         (
+            "routes[].sends_per_request",
+            FLOAT,
+            "`receiver_attempts` ÷ `logical_requests` on the route.",
+        ),
+        (
             "routes[].amplification_ratio",
             FLOAT,
-            "`receiver_attempts` ÷ `logical_requests` on the route (as the overall figure).",
+            "Its receiver attempts ÷ the distinct operations they served (as the overall figure).",
         ),
         ("routes[].success_rate", FLOAT, "Successful attempts ÷ attempts."),
         ("routes[].is_fallback", BOOL, "Whether the route served as a fallback."),
         ("amplification.physical_attempts", INT, "As `physical_attempts`."),
         ("amplification.harness_attempts", INT, "Attempts at layer `harness`."),
         ("amplification.receiver_attempts", INT, "As `receiver_attempts`."),
+        ("amplification.operations", INT, "As `operations`."),
+        ("amplification.sends_per_request", FLOAT, "As `sends_per_request`."),
         ("amplification.amplification_ratio", FLOAT, "As `amplification_ratio`."),
         (
             "amplification.hidden_attempts",
             INT,
-            "Receiver − harness attempts per request (the outermost layer's attempts where "
-            "there is no harness layer), summed: attempts the retry owner never saw.",
+            "Receiver attempts beyond one per operation per harness attempt (the outermost "
+            "layer's attempts where there is no harness layer), per request, summed: "
+            "attempts the retry owner never saw.",
         ),
         (
             "amplification.max_attempts_per_request",
@@ -119,9 +144,19 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("amplification.by_layer[].physical_attempts", INT, "Attempts at that layer."),
         ("amplification.by_layer[].receiver_attempts", INT, "Of which receiver attempts."),
         (
-            "amplification.by_layer[].amplification_ratio",
+            "amplification.by_layer[].operations",
+            INT,
+            "Distinct operations among its receiver attempts, summed over requests.",
+        ),
+        (
+            "amplification.by_layer[].sends_per_request",
             FLOAT,
             "Receiver attempts at that layer ÷ its requests.",
+        ),
+        (
+            "amplification.by_layer[].amplification_ratio",
+            FLOAT,
+            "Receiver attempts at that layer ÷ their distinct operations.",
         ),
         (
             "amplification.by_layer[].max_attempts_per_request",

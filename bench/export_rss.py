@@ -1,6 +1,6 @@
 """Peak RSS of exporting many spans through ``ParquetSpanExporter``.
 
-    python bench/export_rss.py --spans 1000000 [--out DIR]
+    python -m bench.export_rss --spans 1000000 [--out DIR]
 
 Prints one JSON line: spans, files, seconds, RSS (MiB) after the first file was written
 ("warm") and at the end ("peak"), and their difference. Memory must not grow with the span
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -21,13 +20,14 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
+from bench.rss import peak_rss_bytes
 from retryscope.instrumentation import ParquetSpanExporter
 
 BATCH = 512
 
 
 def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_bytes() / (1 << 20)
 
 
 def _batch(start: int, count: int, res: Resource, t0: int) -> list[ReadableSpan]:

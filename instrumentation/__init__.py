@@ -1,9 +1,13 @@
 """OpenTelemetry instrumentation: the context API, the stamping processor, the exporter.
 
 Optional integrations live in their own modules and need their extra installed:
-``retryscope.instrumentation.integrations.httpx`` (``[httpx]``), ``.tenacity`` (``[tenacity]``),
-``.stamina`` (``[stamina]``).
+``retryscope.instrumentation.integrations.httpx`` (``[httpx]``), ``.httpx2`` (``[httpx2]``),
+``.urllib3`` (``[urllib3]``), ``.litellm`` (``[litellm]``), ``.tenacity`` (``[tenacity]``),
+``.stamina`` (``[stamina]``); :class:`RetryscopeInstrumentor` enables every one whose library
+is installed.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from retryscope.instrumentation._context import (
     Attempt,
@@ -23,6 +27,23 @@ from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcess
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._exporter import ParquetSpanExporter
 
+if TYPE_CHECKING:
+    from retryscope.instrumentation._instrumentor import RetryscopeInstrumentor
+
+
+def __getattr__(name: str) -> Any:
+    # The instrumentor needs opentelemetry-instrumentation (every client extra brings it):
+    # imported only when asked for, so the core imports none of the extras.
+    if name == "RetryscopeInstrumentor":
+        from retryscope._extras import extra_needed
+
+        with extra_needed("retryscope.instrumentation.RetryscopeInstrumentor", "httpx"):
+            from retryscope.instrumentation._instrumentor import RetryscopeInstrumentor
+
+        return RetryscopeInstrumentor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "Attempt",
     "AttemptStampingProcessor",
@@ -37,6 +58,7 @@ __all__ = [
     "Partitioning",
     "Price",
     "PriceTable",
+    "RetryscopeInstrumentor",
     "Scope",
     "Usage",
     "astream",

@@ -30,7 +30,13 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._classify import classify_exception, error_type
+from retryscope.instrumentation._classify import (
+    Answer,
+    answer_of,
+    classify_exception,
+    error_type,
+    retry_after_attributes,
+)
 from retryscope.instrumentation._digests import idempotency_digest, request_digest
 from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
@@ -41,6 +47,7 @@ from retryscope.instrumentation._sdk import (
     is_current_span,
     longest_string,
 )
+from retryscope.instrumentation._sends import Ordinals, SendEvidence, SendLedger, SendPlace
 from retryscope.vocabulary import (
     BreakerState,
     Decision,
@@ -89,11 +96,15 @@ _K_SIBLING: Final = v.SIBLING_ORDINAL_KEY
 _K_RESEND: Final = v.HTTP_RESEND_COUNT.key
 _K_HEDGE: Final = v.HEDGE_ORDINAL.key
 _K_OVERLAPPING: Final = v.OVERLAPPING_KEY
+_K_NOT_BEFORE: Final = v.NOT_BEFORE.key
+_K_OPERATION: Final = v.OPERATION_ORDINAL.key
+_K_RETRY_LAYER: Final = v.RETRY_LAYER.key
 _TRANSPORT: Final = Layer.TRANSPORT
 _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
 _SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
 _SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
+_NO_EVIDENCE: Final = SendEvidence()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +165,20 @@ class Stamps:
         self.transport = transport
 
 
+def _place_attributes(place: SendPlace) -> dict[str, AttributeValue]:
+    attrs: dict[str, AttributeValue] = {_K_OPERATION: place.operation}
+    if place.retry_layer is not None:
+        attrs[_K_RETRY_LAYER] = place.retry_layer.value
+    return attrs
+
+
+def _current_span_id() -> int | None:
+    """Span id of the current span (None when there is none): the direct parent of a span
+    started now."""
+    ctx = trace.get_current_span().get_span_context()
+    return ctx.span_id if ctx.is_valid else None
+
+
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
     """The scope active in ``ctx`` (default: the current context), or None."""
     owner = otel_context.get_value(_SCOPE_KEY, ctx)
@@ -209,9 +234,17 @@ class Attempt:
         sibling_ordinal: int = 1,
         name: str | None = None,
         hedge_ordinal: int | None = None,
+        resend_count: int | None = None,
+        in_current_span: bool = False,
     ) -> None:
         self.request = request
+        self._in_current_span = in_current_span
+        """A send: its span is a child of the span current when it starts (an SDK's call
+        span, say), not necessarily of its parent attempt's."""
         self.parent = parent
+        self._resend = resend_count
+        """For a send placed by :class:`~._sends.SendLedger`: its resends before it (None:
+        counted by sibling, as for any explicit transport attempt)."""
         self.sibling_ordinal = sibling_ordinal
         """1-based number among this layer's attempts under the same parent attempt."""
         self.hedge_ordinal = hedge_ordinal
@@ -260,8 +293,14 @@ class Attempt:
             attrs[_K_PARENT_LAYER] = parent_attempt._layer_value
         if self.sibling_ordinal > 1:
             attrs[_K_SIBLING] = self.sibling_ordinal
-            if self.layer is _TRANSPORT:  # OTel HTTP: absent on the first send
+            if self.layer is _TRANSPORT and self._resend is None:  # OTel: absent on the first
                 attrs[_K_RESEND] = self.sibling_ordinal - 1
+        if self._resend:
+            attrs[_K_RESEND] = self._resend
+        if req._sends.not_before is not None and _K_NOT_BEFORE not in attrs:
+            not_before = req._take_not_before()
+            if not_before is not None:
+                attrs[_K_NOT_BEFORE] = not_before
         if self.hedge_ordinal is not None:
             attrs[_K_HEDGE] = self.hedge_ordinal
         if req._open_sibling(self):
@@ -275,7 +314,7 @@ class Attempt:
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        if is_current_span(current, parent_span):
+        if self._in_current_span or is_current_span(current, parent_span):
             parent = current
         else:
             parent = trace.set_span_in_context(parent_span, current)
@@ -300,10 +339,17 @@ class Attempt:
             span = self.span  # raises: not open
         if exc is not None:
             span.record_exception(exc)
+            answer = answer_of(exc)
             if self.kind is None and self.outcome is None:
-                self.set_outcome(classify_exception(exc), error=error_type(exc))
+                self.set_outcome(
+                    classify_exception(exc),
+                    error=error_type(exc),
+                    http_status=answer.status if answer is not None else None,
+                )
             else:
                 span.set_attribute(v.ERROR_TYPE.key, error_type(exc))
+            if answer is not None:
+                self._record_answer(answer)
         elif self.outcome is None and self.hedge_result is not HedgeResult.CANCELLED:
             # closed cleanly and unclassified: it worked
             self.outcome = Outcome.SUCCESS
@@ -318,6 +364,20 @@ class Attempt:
                 otel_context.detach(token)  # type: ignore[arg-type]
         finally:
             span.end(end_time=self.ended_at)
+
+    def _record_answer(self, answer: Answer) -> None:
+        """The status and Retry-After of the response the attempt's exception carried:
+        recorded, and (unless a send already announced one) the hint sets the request's
+        earliest next start."""
+        self.span.set_attribute(_K_HTTP_STATUS, answer.status)
+        hint = retry_after_attributes(answer.headers)
+        if not hint:
+            return
+        self.span.set_attributes(hint)
+        delay = hint.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
+        req = self.request
+        if isinstance(delay, int) and req._sends.not_before is None and answer.status >= 400:
+            req.note_retry_after(delay)
 
     def scope(self) -> Scope:
         """This attempt's :class:`Scope` (built once, on first use)."""
@@ -587,6 +647,7 @@ class LogicalRequest:
         self._siblings: dict[_SiblingKey, int] = {}
         self._open: dict[_SiblingKey, int] = {}
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
+        self._sends = SendLedger()
         self._span: Span | None = None
         self._token: object | None = None
         stamp: dict[str, AttributeValue] = {
@@ -733,6 +794,68 @@ class LogicalRequest:
             hedge_ordinal=hedge_ordinal,
         )
 
+    def send(
+        self,
+        route: str,
+        evidence: SendEvidence,
+        *,
+        route_release: str | None = None,
+        route_priority: int = 0,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        name: str | None = None,
+    ) -> Attempt:
+        """A physical send a client integration makes: a transport attempt (not yet entered)
+        placed among the operations of its parent attempt by ``evidence`` (see
+        :mod:`~retryscope.instrumentation._sends`), so it is a resend only when it repeats
+        an earlier send of its operation. Started inside a span taken for a send, it turns
+        that span into a call and takes over its ordinals."""
+        owner = otel_context.get_value(_SCOPE_KEY)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        parent_key = parent.key if parent is not None else None
+        parent_span_id = _current_span_id()
+        sibling_key = _sibling_key(parent, _TRANSPORT)
+        self._lock.acquire()
+        try:
+            place = self._sends.place(parent_key, parent_span_id, evidence)
+            ordinal, route_ordinal, sibling = place.handover or self._allocate_locked(
+                _TRANSPORT_VALUE, (_TRANSPORT_VALUE, route), sibling_key
+            )
+            pending = self._pending.pop(parent_key, None) if self._pending else None
+        finally:
+            self._lock.release()
+        extra: dict[str, AttributeValue] = dict(pending) if pending else {}
+        if attributes:
+            extra.update(bound_attributes(attributes, self.max_string_bytes))
+        extra.update(_place_attributes(place))
+        return Attempt(
+            self,
+            ordinal=ordinal,
+            route_ordinal=route_ordinal,
+            route=route,
+            route_release=route_release,
+            layer=_TRANSPORT,
+            route_priority=route_priority,
+            attributes=extra,
+            parent=parent,
+            sibling_ordinal=sibling,
+            name=name,
+            resend_count=place.resend_count,
+            in_current_span=parent_span_id is not None,
+        )
+
+    def note_retry_after(self, delay_ms: int, *, at: int | None = None) -> None:
+        """A send (or an attempt's error response) carried a Retry-After of ``delay_ms``
+        received at ``at`` (unix ns; default now): the next attempt at any layer records the
+        earliest start it asks for as its ``not_before``, so one that starts earlier is a
+        ``not_before_ignored`` finding."""
+        received = self.clock() if at is None else at
+        with self._lock:
+            self._sends.note_retry_after(received, delay_ms)
+
+    def _take_not_before(self) -> int | None:
+        with self._lock:
+            return self._sends.take_not_before()
+
     def _allocate_locked(
         self, layer: str, route_key: tuple[str, str], sibling_key: _SiblingKey
     ) -> tuple[int, int, int]:
@@ -806,36 +929,65 @@ class LogicalRequest:
         self.span.set_attribute(v.RECONCILIATION_RESULT.key, res.value)
 
     def transport_attempt_values(
-        self, parent: Attempt | None
+        self,
+        parent: Attempt | None,
+        span: Span | None = None,
+        parent_span_id: int | None = None,
+        evidence: SendEvidence | None = None,
+        call_layer: Layer | None = None,
     ) -> tuple[dict[str, AttributeValue], int | None]:
-        """Attributes that make a foreign HTTP client span a transport attempt of this
-        request, and the :func:`longest_string` of their values.
+        """Attributes that make a foreign span a send (a transport attempt) of this request,
+        and the :func:`longest_string` of their values.
 
-        Used by the stamping processor for spans of opentelemetry-instrumentation-httpx /
-        -requests started inside an attempt: the span gets the next transport ordinal, its
-        parent attempt and, from the second send under the same parent, the OTel
-        ``http.request.resend_count``. The part that is the same for every send under
-        ``parent`` is built once per parent; each send adds only its ordinals.
+        Used by the stamping processor for HTTP client spans (opentelemetry-instrumentation-
+        httpx, -requests, …) and known SDK call spans started inside an attempt: the span
+        gets the next transport ordinal, its parent attempt, its operation and, when it
+        repeats an earlier send of that operation, ``http.request.resend_count``
+        (:class:`~._sends.SendLedger`). With ``span`` it is registered as open, so a send
+        starting beneath it turns it into a call (``call_layer``: whose retries those sends
+        are). The part that is the same for every send under ``parent`` is built once per
+        parent; each send adds only its ordinals.
         """
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
         base, longest, route_key, sibling_key = cached
+        parent_key = parent.key if parent is not None else None
         self._lock.acquire()
         try:
-            ordinal, route_ordinal, sibling = self._allocate_locked(
+            place = self._sends.place(parent_key, parent_span_id, evidence or _NO_EVIDENCE)
+            ordinals: Ordinals = place.handover or self._allocate_locked(
                 _TRANSPORT_VALUE, route_key, sibling_key
             )
+            if span is not None:
+                self._sends.opened(
+                    span.get_span_context().span_id, span, parent_key, place, ordinals, call_layer
+                )
+            not_before = self._sends.take_not_before() if self._sends.not_before else None
         finally:
             self._lock.release()
+        ordinal, route_ordinal, sibling = ordinals
         attrs = base.copy()
         attrs[_K_ORDINAL] = ordinal
         attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
             attrs[_K_SIBLING] = sibling
-            attrs[_K_RESEND] = sibling - 1
+        attrs.update(_place_attributes(place))
+        if place.resend_count:
+            attrs[_K_RESEND] = place.resend_count
+        if not_before is not None:
+            attrs[_K_NOT_BEFORE] = not_before
         return attrs, longest
+
+    def send_ended(self, span_id: int) -> None:
+        """A span registered by :meth:`transport_attempt_values` ended (no longer a parent
+        that can turn into a call)."""
+        self._lock.acquire()
+        try:
+            self._sends.closed(span_id)
+        finally:
+            self._lock.release()
 
     def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
         route = parent.route if parent is not None else "http"

@@ -15,6 +15,7 @@ from typing import Any
 
 _IDEMPOTENCY_DOMAIN = b"retryscope/idempotency-key/v1"
 _REQUEST_DOMAIN = b"retryscope/logical-request/v1"
+_SEND_DOMAIN = b"retryscope/http-send/v1"
 
 
 class CanonicalJSONError(ValueError):
@@ -78,3 +79,11 @@ def idempotency_digest(tenant: str, operation: str, key: str) -> str:
 def request_digest(request: Any) -> str:
     """Digest of a logical request payload via its canonical JSON."""
     return sha256_hex(_REQUEST_DOMAIN + b"\x00" + canonical_json(request))
+
+
+def send_digest(method: str, url: str, body: bytes | None) -> str:
+    """Digest of one HTTP request (method, URL and body) telling a resend of the same request
+    from a distinct call; computed in process and never written anywhere (a body digest of a
+    short prompt could be guessed)."""
+    framed = _framed(_SEND_DOMAIN, method.upper(), url)
+    return hashlib.sha256(framed + (b"\x01" + body if body is not None else b"\x00")).hexdigest()

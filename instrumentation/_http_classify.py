@@ -20,6 +20,8 @@ response never started); anything else → :data:`NO_RESPONSE_KIND`.
 from __future__ import annotations
 
 import re
+import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -27,6 +29,10 @@ from typing import Final
 from retryscope.vocabulary import OutcomeKind
 
 _RAW_LIMIT: Final = 64
+RETRY_AFTER_MAX_CHARS: Final = _RAW_LIMIT
+"""Longest Retry-After value kept or parsed; longer values are untrusted noise."""
+RETRY_AFTER_MAX_MS: Final = 24 * 3600 * 1000
+"""Parsed hints of a send are clamped to one day."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,20 +116,35 @@ def classify_status(status: int, *, idempotent: bool) -> OutcomeKind | None:
 
 
 def _httpx_kind(exc: BaseException, *, idempotent: bool) -> OutcomeKind | None:
-    try:
-        import httpx
-    except ImportError:  # the httpx extra is optional
+    """Kind of an httpx or httpx2 transport error (each library has its own classes; only
+    a library already imported can have raised one)."""
+    for name in ("httpx", "httpx2"):
+        lib = sys.modules.get(name)
+        if lib is None or not isinstance(exc, lib.TransportError):
+            continue
+        if isinstance(exc, lib.ConnectError | lib.ConnectTimeout | lib.PoolTimeout):
+            return OutcomeKind.UNAVAILABLE
+        if isinstance(exc, lib.WriteTimeout):
+            # the body was partly sent: only an idempotent operation may count it as not
+            # accepted
+            return (
+                OutcomeKind.TIMEOUT_BEFORE_RESPONSE
+                if idempotent
+                else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+            )
+        if isinstance(exc, lib.ReadTimeout | lib.ReadError | lib.RemoteProtocolError):
+            return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+    return None
+
+
+def _urllib3_kind(exc: BaseException) -> OutcomeKind | None:
+    """Kind of a urllib3 error raised for one send (requests and botocore send through it)."""
+    lib = sys.modules.get("urllib3.exceptions")
+    if lib is None:
         return None
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        return OutcomeKind.UNAVAILABLE
-    if isinstance(exc, httpx.WriteTimeout):
-        # the body was partly sent: only an idempotent operation may count it as not accepted
-        return (
-            OutcomeKind.TIMEOUT_BEFORE_RESPONSE
-            if idempotent
-            else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-        )
-    if isinstance(exc, httpx.ReadTimeout | httpx.ReadError | httpx.RemoteProtocolError):
+    if isinstance(exc, lib.NewConnectionError | lib.ConnectTimeoutError):
+        return OutcomeKind.UNAVAILABLE  # no connection: no request byte reached anyone
+    if isinstance(exc, lib.ReadTimeoutError | lib.ProtocolError):
         return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
     return None
 
@@ -134,7 +155,7 @@ def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bo
     ``request_sent`` is True once request bytes may have reached the receiver; a timeout
     then means the provider may have accepted the work.
     """
-    kind = _httpx_kind(exc, idempotent=idempotent)
+    kind = _httpx_kind(exc, idempotent=idempotent) or _urllib3_kind(exc)
     if kind is not None:
         return kind
     if isinstance(exc, ConnectionRefusedError):
@@ -226,3 +247,28 @@ def parse_retry_after(value: str | None, *, now_ms: int, cap_ms: int) -> RetryAf
     if delay is None:
         return RetryAfter(None, raw, invalid=True, capped=False)
     return RetryAfter(min(delay, cap_ms), raw, invalid=False, capped=delay > cap_ms)
+
+
+def _retry_after_ms_header(value: str | None) -> int | None:
+    """``retry-after-ms`` (OpenAI, Anthropic): ASCII digits only, bounded like Retry-After."""
+    if value is None:
+        return None
+    text = value.strip(" \t")
+    if not text or len(text) > 12 or not (text.isascii() and text.isdigit()):
+        return None
+    return min(int(text), RETRY_AFTER_MAX_MS)
+
+
+def parse_retry_after_hint(
+    retry_after: str | None,
+    retry_after_ms: str | None = None,
+    *,
+    now_ms: int | None = None,
+) -> int | None:
+    """A server's delay hint in ms: ``retry-after-ms`` when valid, else ``Retry-After``
+    parsed strictly (:func:`parse_retry_after`), capped at :data:`RETRY_AFTER_MAX_MS`."""
+    from_ms = _retry_after_ms_header(retry_after_ms)
+    if from_ms is not None:
+        return from_ms
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return parse_retry_after(retry_after, now_ms=now, cap_ms=RETRY_AFTER_MAX_MS).delay_ms

@@ -8,8 +8,9 @@ analytics. :func:`describe_client` reads it from common clients where it is expo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
@@ -77,11 +78,51 @@ def _httpx_transport_retries(transport: Any) -> int | None:
     return None
 
 
+def _requests_retries(client: Any) -> int | None:
+    """Retries of a requests ``Session`` (its ``https://`` adapter) or ``HTTPAdapter``:
+    urllib3's ``Retry.total`` (connect/read/status counts when total is unset)."""
+    adapters = getattr(client, "adapters", None)
+    if isinstance(adapters, Mapping):
+        client = adapters.get("https://") or next(iter(adapters.values()), None)
+    retry = getattr(client, "max_retries", None)
+    if retry is None or not hasattr(retry, "history"):
+        return None
+    total = getattr(retry, "total", None)
+    if isinstance(total, int) and not isinstance(total, bool):
+        return total
+    counts = [getattr(retry, k, None) for k in ("connect", "read", "status", "other")]
+    return max((c for c in counts if isinstance(c, int) and not isinstance(c, bool)), default=0)
+
+
+_BOTOCORE_DEFAULT_TOTAL: Final = {"legacy": 5, "standard": 3, "adaptive": 3}
+
+
+def _botocore_retries(client: Any) -> int | None:
+    """Retries a botocore client makes on its own (``meta.config.retries``): botocore's
+    ``max_attempts`` counts retries, ``total_max_attempts`` sends; the default mode is
+    standard (3 sends)."""
+    config = getattr(getattr(client, "meta", None), "config", None)
+    if config is None or not hasattr(config, "retries"):
+        return None
+    retries = config.retries or {}
+    if not isinstance(retries, Mapping):
+        return None
+    total = retries.get("total_max_attempts")
+    if isinstance(total, int) and not isinstance(total, bool):
+        return max(0, total - 1)
+    attempts = retries.get("max_attempts")
+    if isinstance(attempts, int) and not isinstance(attempts, bool):
+        return max(0, attempts)
+    return _BOTOCORE_DEFAULT_TOTAL.get(str(retries.get("mode", "standard")), 3) - 1
+
+
 def describe_client(client: object, *, layer: Layer | str = Layer.SDK) -> LowerLayerConfig | None:
     """The retry configuration ``client`` exposes, or None when it exposes none.
 
     - SDK clients with a public ``max_retries`` attribute (OpenAI, Anthropic and clients
       modelled on them) and ``timeout`` (seconds or ``httpx.Timeout``);
+    - botocore/boto3 clients: the retries of ``meta.config.retries`` (layer ``sdk``);
+    - requests ``Session``/``HTTPAdapter``: urllib3's ``Retry`` (layer ``transport``);
     - ``httpx.Client``/``AsyncClient``: the connection retries of its transport
       (``httpx.HTTPTransport(retries=N)``) and its timeout; layer ``transport``.
     """
@@ -93,6 +134,12 @@ def describe_client(client: object, *, layer: Layer | str = Layer.SDK) -> LowerL
             _timeout_ms(getattr(client, "timeout", None)),
             _class_name(client),
         )
+    boto = _botocore_retries(client)
+    if boto is not None:
+        return LowerLayerConfig(Layer.SDK, boto, None, _class_name(client))
+    urllib3_retries = _requests_retries(client)
+    if urllib3_retries is not None:
+        return LowerLayerConfig(Layer.TRANSPORT, urllib3_retries, None, _class_name(client))
     transport = getattr(client, "_transport", None)
     if transport is not None:
         retries = _httpx_transport_retries(transport)

@@ -8,15 +8,17 @@ HTTP send made by httpx or requests joins its logical request in the audit data 
 
 HTTP client spans are classified here, at ``on_start``, not in the analytics: a span of
 kind CLIENT that carries an HTTP method (``http.request.method``, or the older
-``http.method`` that opentelemetry-instrumentation-httpx/-requests still emit by default)
-started inside a non-transport attempt is one physical send, so it becomes a transport
-attempt of the request (role ``attempt``, layer ``transport``, the next transport ordinal,
-its parent attempt, ``http.request.resend_count`` from the second send on). Doing it here
-keeps ordinals exact (only the process that made the sends can number them) and counts the
-sends in the logical request's per-layer totals. Inside a transport attempt (retryscope's
-own httpx transport) such a span is the same send seen twice and is only stamped. The
-outcome of a classified span is not known at start; the analytics read it from its HTTP
-status attributes.
+``http.method`` that opentelemetry-instrumentation-httpx/-requests still emit by default),
+or a known SDK call span (:mod:`._send_spans`), started inside a non-transport attempt is
+taken for one physical send: a transport attempt of the request (role ``attempt``, layer
+``transport``, the next transport ordinal, its parent attempt, its operation, and
+``http.request.resend_count`` when it repeats an earlier send of that operation; see
+:mod:`._sends`). When a send starts beneath such a span while it is still open, the span is
+a call, not a send: it is rewritten to role ``call`` and its first send takes over its
+ordinals. Doing it here keeps ordinals exact (only the process that made the sends can
+number them). Inside a transport attempt (a send retryscope's integrations recorded) such
+a span is the same send seen twice and is only stamped. The outcome of a classified span
+is not known at start; the analytics read it from its HTTP status attributes.
 
 It is on the hot path of every span: one context lookup, a kind check and one write of a
 precomputed mapping — validated once when it was built, and written without the SDK
@@ -33,7 +35,7 @@ from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, get_current_span
 
 from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, LogicalRequest
 from retryscope.instrumentation._privacy import (
@@ -42,14 +44,19 @@ from retryscope.instrumentation._privacy import (
     apply_hook,
 )
 from retryscope.instrumentation._sdk import add_clean_attributes, raw_attributes
-from retryscope.vocabulary import HTTP_METHOD, SPAN_ROLE
+from retryscope.instrumentation._send_spans import classify_send
+from retryscope.vocabulary import SPAN_ROLE
 
 _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
-_HTTP_METHOD_KEY: Final = HTTP_METHOD.key
-_OLD_HTTP_METHOD_KEY: Final = "http.method"
 _get_current: Final = otel_context.get_current
+
+
+def _span_id(ctx: otel_context.Context) -> int | None:
+    """Id of the parent span in ``ctx`` (None: no valid parent)."""
+    parent = get_current_span(ctx).get_span_context()
+    return parent.span_id if parent.is_valid else None
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -72,6 +79,8 @@ class AttemptStampingProcessor(SpanProcessor):
         """Spans whose stamping failed (contained, logged once)."""
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
+        self._open: dict[int, LogicalRequest] = {}
+        """Spans classified as sends, still open (one may yet turn into a call)."""
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
@@ -85,13 +94,19 @@ class AttemptStampingProcessor(SpanProcessor):
             if attributes is None or _ROLE_KEY not in attributes:
                 if stamps is None:
                     stamps = owner.stamps()
-                if (
-                    stamps.transport
-                    and attributes
-                    and (_HTTP_METHOD_KEY in attributes or _OLD_HTTP_METHOD_KEY in attributes)
-                    and span.kind is _CLIENT
-                ):
-                    values, longest = stamps.request.transport_attempt_values(stamps.parent)
+                send = (
+                    classify_send(span, attributes)
+                    if stamps.transport and attributes and span.kind is _CLIENT
+                    else None
+                )
+                if send is not None:
+                    evidence, call_layer, extra = send
+                    values, longest = stamps.request.transport_attempt_values(
+                        stamps.parent, span, _span_id(ctx), evidence, call_layer
+                    )
+                    if extra:
+                        values.update(extra)
+                    self._open[span.get_span_context().span_id] = stamps.request
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -103,7 +118,11 @@ class AttemptStampingProcessor(SpanProcessor):
                 _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def on_end(self, span: ReadableSpan) -> None:
-        return None
+        if self._open:
+            ctx = span.get_span_context()
+            request = self._open.pop(ctx.span_id, None) if ctx is not None else None
+            if request is not None:
+                request.send_ended(ctx.span_id)  # type: ignore[union-attr]
 
     def shutdown(self) -> None:
         return None

@@ -265,6 +265,21 @@ LOWER_MAX_RETRIES = Attr(
     "Retries the layer below this attempt may still make on its own (e.g. an SDK client's "
     "max_retries); > 0 under a harness owner is a hidden multiplication.",
 )
+OPERATION_ORDINAL = Attr(
+    "retryscope.operation.ordinal",
+    "operation_ordinal",
+    I32,
+    "On a send: 1-based number of the distinct operation it belongs to under its parent "
+    "attempt (a client call, or one distinct request), in order of first send; the sends of "
+    "one operation share it, so resends are told from distinct calls.",
+)
+RETRY_LAYER = Attr(
+    "retryscope.retry.layer",
+    "retry_layer",
+    S,
+    "On a resend: the layer whose retry loop made it (`sdk` for an SDK's own retries, "
+    "`transport` for an HTTP library's, `adapter` for a router's).",
+)
 STREAM_EVENTS = Attr(
     "retryscope.stream.events",
     "stream_events",
@@ -293,7 +308,9 @@ HTTP_RESEND_COUNT = Attr(
     "http.request.resend_count",
     "http_resend_count",
     I32,
-    "OTel: ordinal of this HTTP resend within one client operation.",
+    "OTel: ordinal of this HTTP resend within one client operation: set only on a send "
+    "that repeats an earlier send of the same operation (same method, URL and body, or the "
+    "client's own retry evidence); a distinct call is not a resend.",
 )
 HTTP_METHOD = Attr(
     "http.request.method",
@@ -377,6 +394,8 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     LOWER_MAX_RETRIES,
     STREAM_EVENTS,
     RECONCILIATION_RESULT,
+    OPERATION_ORDINAL,
+    RETRY_LAYER,
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 
@@ -394,6 +413,10 @@ class SpanRole(enum.StrEnum):
 
     LOGICAL_REQUEST = "logical_request"
     ATTEMPT = "attempt"
+    CALL = "call"
+    """A client call with physical sends beneath it (an SDK's API call wrapping its retry
+    loop, a router call, an HTTP client span wrapping another one's sends): never itself a
+    send; its sends are the operation's sends."""
     TELEMETRY_GAP = "telemetry_gap"
     CONTINUATION = "continuation"
     """A logical request continued in another process (see ``retryscope.extract``): same
@@ -575,6 +598,14 @@ RECONCILIATION_ATTEMPT_KEY: Final = "retryscope.reconciliation.attempt_ordinal"
 """Ordinal of the indeterminate attempt that was reconciled."""
 RECONCILIATION_LAYER_KEY: Final = "retryscope.reconciliation.attempt_layer"
 """Layer of the indeterminate attempt that was reconciled."""
+CALL_LIBRARY_KEY: Final = "retryscope.call.library"
+"""On a call span: the client library whose call it is (e.g. ``anthropic``, ``openai``)."""
+DEPLOYMENT_ID_KEY: Final = "retryscope.deployment.id"
+"""On a send a router dispatched: the router's deployment id (LiteLLM ``model_info.id``)."""
+DEPLOYMENT_MODEL_KEY: Final = "retryscope.deployment.model"
+"""On a send a router dispatched: the deployment's model."""
+DEPLOYMENT_GROUP_KEY: Final = "retryscope.deployment.group"
+"""On a send a router dispatched: the model group the caller asked for."""
 HTTP_RETRY_AFTER_RAW_KEY: Final = "retryscope.http.retry_after"
 """The Retry-After (or retry-after-ms) header as received, bounded to 64 characters."""
 HTTP_RETRY_AFTER_PARSED_MS_KEY: Final = "retryscope.http.retry_after_ms"

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# LiteLLM fetches its model cost map from the network at import unless told not to; tests
+# (and the processes they start) never touch the network.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager

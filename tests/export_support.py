@@ -106,10 +106,16 @@ def read_rows(directory: Path) -> pa.Table:
     return table.sort_by([("trace_id", "ascending"), ("span_id", "ascending")])
 
 
-def run_ok(args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+def run_ok(
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> str:
     """Run a subprocess that must succeed; its stdout."""
     done = subprocess.run(
-        list(args), env=env, capture_output=True, text=True, timeout=timeout, check=False
+        list(args), env=env, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

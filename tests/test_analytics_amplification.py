@@ -59,6 +59,8 @@ def test_amplification_overall_counts_receiver_attempts_and_nesting(recorder: Re
             "physical_attempts": 16,  # 3 + 9, 1, 1 + 2 classified HTTP sends
             "harness_attempts": 5,
             "receiver_attempts": 12,  # 9 + 1 + 2
+            "operations": 3,  # one per request: r3's two sends repeat one request
+            "sends_per_request": 4.0,
             "amplification_ratio": 4.0,
             "hidden_attempts": 7,
             "max_attempts_per_request": 9,
@@ -193,6 +195,7 @@ SELECT
     count(a.span_id) FILTER (WHERE a.layer = 'harness') AS harness,
     count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level,
     count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver,
+    coalesce(max(coalesce(a.operation_ordinal, 1)) FILTER (WHERE a.is_leaf), 0) AS operations,
     any_value(coalesce(n.retried_layer_count, 0)) AS retried_layers,
     any_value(coalesce(n.multiplication, 1)) AS multiplication
 FROM requests r
@@ -212,6 +215,7 @@ def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group = slices[value]
         receivers = sorted(r["receiver"] for r in group)
         nested = [r for r in group if r["retried_layers"] >= 2]
+        operations = sum(r["operations"] for r in group)
         out.append(
             {
                 "value": value,
@@ -219,9 +223,15 @@ def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "physical_attempts": sum(r["attempts"] for r in group),
                 "harness_attempts": sum(r["harness"] for r in group),
                 "receiver_attempts": sum(receivers),
-                "amplification_ratio": sum(receivers) / len(group),
+                "operations": operations,
+                "sends_per_request": sum(receivers) / len(group),
+                "amplification_ratio": sum(receivers) / operations if operations else 0.0,
                 "hidden_attempts": sum(
-                    r["receiver"] - (r["harness"] if r["harness"] > 0 else r["top_level"])
+                    max(
+                        0,
+                        r["receiver"]
+                        - r["operations"] * (r["harness"] if r["harness"] > 0 else r["top_level"]),
+                    )
                     for r in group
                 ),
                 "max_attempts_per_request": receivers[-1],

@@ -1,5 +1,5 @@
 """Exporting many spans keeps RSS bounded (200k here; RETRYSCOPE_RSS_SPANS=1000000 for the
-full run, also ``python bench/export_rss.py``)."""
+full run, also ``python -m bench.export_rss``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from .export_support import last_json_line, run_ok
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "export_rss.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.load
@@ -20,7 +20,8 @@ def test_rss_stays_bounded_while_exporting_many_spans(tmp_path: Path) -> None:
     stdout = run_ok(
         [
             sys.executable,
-            str(BENCH),
+            "-m",
+            "bench.export_rss",
             "--spans",
             str(spans),
             "--rotate-rows",
@@ -29,9 +30,11 @@ def test_rss_stays_bounded_while_exporting_many_spans(tmp_path: Path) -> None:
             str(tmp_path),
         ],
         timeout=900,
+        cwd=ROOT,
     )
     result = last_json_line(stdout)
     assert result["files"] == -(-spans // 20000)
     # after the first file, memory must not grow with the number of spans exported
     assert result["growth_mib"] < 48, result
-    assert result["peak_mib"] < 768, result
+    # VmHWM of the child alone: about 160 MiB here, most of it the imports
+    assert result["peak_mib"] < 384, result

@@ -139,7 +139,7 @@ def test_demo_no_ui_writes_data_and_report_json_is_stable(tmp_path: Path) -> Non
     out = tmp_path / "data"
     done = _cli("demo", "--out", str(out), "--no-ui", "--requests", "200", "--seed", "3")
     assert done.returncode == 0, done.stderr
-    assert "amplification ratio" in done.stdout
+    assert "retry amplification" in done.stdout
     report = json.loads(_cli("report", str(out), "--format", "json").stdout)
     assert report["logical_requests"] == 200
     assert report["physical_attempts"] > 200
@@ -156,10 +156,14 @@ def test_demo_no_ui_writes_data_and_report_json_is_stable(tmp_path: Path) -> Non
         "terminals",
         "routes",
     } <= report.keys()
-    # amplification = what the receiver saw per logical request; the demo's transport
-    # attempts sit beneath harness attempts, so physical attempts count both layers
-    assert report["amplification_ratio"] == pytest.approx(
+    # sends per request = what the receiver saw per logical request, amplification = per
+    # distinct operation; the demo's transport attempts sit beneath harness attempts, so
+    # physical attempts count both layers
+    assert report["sends_per_request"] == pytest.approx(
         report["receiver_attempts"] / report["logical_requests"]
+    )
+    assert report["amplification_ratio"] == pytest.approx(
+        report["receiver_attempts"] / report["operations"]
     )
     assert report["physical_attempts"] > report["receiver_attempts"]
     assert report["requests_with_fallback"] > 0

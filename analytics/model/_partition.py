@@ -53,7 +53,13 @@ MODEL_TABLES: Final = (*PER_REQUEST_TABLES, *ACROSS_REQUESTS_TABLES)
 SOURCE: Final = "unit_spans"
 """The relation :func:`build_tables` reads: the spans of the requests to build."""
 
-_SCRATCH: Final = ("span_copies", "attempt_rows", "attempt_groups")
+_SCRATCH: Final = (
+    "span_copies",
+    "attempt_rows",
+    "attempt_groups",
+    "attempt_places",
+    "request_entries",
+)
 _VIEWS: Final = (
     "spans",
     "requests",

@@ -28,7 +28,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
@@ -122,7 +122,9 @@ class World:
         cls, tracer_provider: TracerProvider, provider: SimulatedProvider, out: Any, seed: int
     ) -> World:
         latency = VirtualLatencyTransport()
-        client = httpx.Client(transport=RetryscopeTransport(latency), timeout=10.0)
+        # duck-typed (it serves httpx and httpx2 clients alike): no httpx.BaseTransport
+        transport = cast(httpx.BaseTransport, RetryscopeTransport(latency))
+        client = httpx.Client(transport=transport, timeout=10.0)
         return cls(tracer_provider, provider, out, seed, latency, client)
 
     def post(self, scenario: str, index: int, route: str, key: str) -> httpx.Response:

@@ -98,6 +98,11 @@ class _Server(ThreadingHTTPServer):
 @pytest.fixture
 def server() -> Iterator[LocalServer]:
     """A server that answers 200 "ok" until a test sets ``server.reply``."""
+    yield from serve()
+
+
+def serve() -> Iterator[LocalServer]:
+    """Run a :class:`LocalServer` on 127.0.0.1 until the generator is closed."""
     state = LocalServer("", lambda _req: Reply())
     httpd = _Server(state)
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"

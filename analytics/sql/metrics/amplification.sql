@@ -1,10 +1,17 @@
--- Amplification per slice: logical requests, attempts by kind, ratio, nesting.
+-- Amplification per slice: logical requests, attempts by kind, both figures, nesting.
 -- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
 -- the narrowest table that has its counts ($dim selects the branch; the others are
 -- folded away): request_facts for slices of whole requests, request_layers per layer,
 -- the attempts themselves per route or release (a request counts once in every slice its
 -- attempts fall in). Requests that made no attempt fall in the slice of NULL of the
 -- attempt-level slices.
+--
+-- Two figures: sends per request (receiver attempts ÷ logical requests: what the receivers
+-- saw per request) and retry amplification (receiver attempts ÷ distinct operations: a
+-- request whose attempt embeds, uploads and chats once each reads 1.0; its operations are
+-- the most distinct operations any attempt of it made). Hidden attempts are the receiver
+-- attempts beyond one per operation per attempt of the outermost layer (harness when
+-- there is one): what the retry owner never saw.
 WITH per AS (
     SELECT
         rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
@@ -12,12 +19,13 @@ WITH per AS (
         physical_attempts AS attempts,
         harness_attempts AS harness,
         top_level_attempts AS top_level,
-        receiver_attempts AS receiver
+        receiver_attempts AS receiver,
+        operations
     FROM request_facts
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
     SELECT layer, h, attempts, CASE WHEN layer = 'harness' THEN attempts ELSE 0 END,
-           top_level, receiver
+           top_level, receiver, coalesce(receiver_operations, 0)
     FROM request_layers
     WHERE $dim = 'layer'
     UNION ALL
@@ -28,12 +36,13 @@ WITH per AS (
         count(span_id),
         count(span_id) FILTER (WHERE layer = 'harness'),
         count(span_id) FILTER (WHERE parent_layer IS NULL),
-        count(span_id) FILTER (WHERE is_leaf)
+        count(span_id) FILTER (WHERE is_leaf),
+        coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0)
     FROM attempt_facts
     WHERE $dim IN ('route', 'route_release')
     GROUP BY 1, 2
     UNION ALL
-    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0
+    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0, 0
     FROM request_facts
     WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
 ),
@@ -47,8 +56,11 @@ SELECT
     sum(p.attempts)::BIGINT AS physical_attempts,
     sum(p.harness)::BIGINT AS harness_attempts,
     sum(p.receiver)::BIGINT AS receiver_attempts,
-    rs_ratio(sum(p.receiver), count(*)) AS amplification_ratio,
-    sum(p.receiver - CASE WHEN p.harness > 0 THEN p.harness ELSE p.top_level END)::BIGINT
+    sum(p.operations)::BIGINT AS operations,
+    rs_ratio(sum(p.receiver), count(*)) AS sends_per_request,
+    rs_ratio(sum(p.receiver), sum(p.operations)) AS amplification_ratio,
+    sum(greatest(0, p.receiver - p.operations
+                    * CASE WHEN p.harness > 0 THEN p.harness ELSE p.top_level END))::BIGINT
         AS hidden_attempts,
     coalesce(max(p.receiver), 0)::BIGINT AS max_attempts_per_request,
     coalesce(quantile_disc(p.receiver, 0.99), 0)::BIGINT AS p99_attempts_per_request,

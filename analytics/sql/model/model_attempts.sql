@@ -31,6 +31,9 @@ SELECT
     decision, retry_owner,
     http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
     breaker_state, lower_max_retries,
+    -- a send's operation under its parent attempt and the layer whose retry made a resend
+    -- (instrumentation/_sends.py); NULL on attempts that are not sends
+    operation_ordinal, retry_layer,
     FALSE AS classified_from_http
 FROM spans
 WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;

@@ -4,12 +4,26 @@
 -- counts, times) and strings are joined on afterwards: a string in an aggregate's state
 -- is copied once per group and costs more than the rest of the statement.
 
+-- Per request with attempts: when its attempts ran and the route it entered by (its first
+-- top-level attempt's).
+CREATE OR REPLACE TEMP TABLE request_entries AS
+SELECT
+    h,
+    min(start_time) AS start_time,
+    max(end_time) AS end_time,
+    arg_min({route: route_id, release: route_release, boundary: route_data_boundary},
+            start_time) FILTER (WHERE parent_layer IS NULL) AS entry
+FROM attempt_rows
+GROUP BY h;
+
 -- One row per logical request (from its span and/or its attempts), before filters. Most
 -- requests have exactly one request span and it is taken as it is, so only ids seen on
 -- several request spans (e.g. a redelivered message) are aggregated, and the request's
--- fields are taken from its attempts only when it has no request span at all.
+-- fields are taken from its attempts only when it has no request span at all. The
+-- request spans are read as they stream by (never copied whole), joined to the narrow
+-- request_entries.
 CREATE OR REPLACE TEMP TABLE request_base AS
-WITH request_spans AS (
+WITH request_spans AS NOT MATERIALIZED (
     SELECT
         rs_request_key(logical_request_id) AS h,
         logical_request_id, trace_id, start_time, end_time, terminal, tenant, operation,
@@ -18,13 +32,11 @@ WITH request_spans AS (
     FROM spans
     WHERE span_role = 'logical_request' AND logical_request_id IS NOT NULL
 ),
-spans_per_request AS (
+span_counts AS (
     SELECT h, count(*) AS n FROM request_spans GROUP BY h
 ),
 req AS (
-    SELECT s.*
-    FROM request_spans s
-    SEMI JOIN spans_per_request c ON c.h = s.h AND c.n = 1
+    SELECT * FROM request_spans WHERE h NOT IN (SELECT h FROM span_counts WHERE n > 1)
     UNION ALL
     SELECT
         h,
@@ -36,17 +48,7 @@ req AS (
         any_value(required_capability_digest), any_value(required_behavior_class),
         any_value(max_data_boundary)
     FROM request_spans
-    SEMI JOIN (SELECT h FROM spans_per_request WHERE n > 1) d USING (h)
-    GROUP BY h
-),
-att AS (
-    SELECT
-        h,
-        min(start_time) AS start_time,
-        max(end_time) AS end_time,
-        -- the route the request entered by: its first top-level attempt's
-        arg_min(rowid, start_time) FILTER (WHERE parent_layer IS NULL) AS entry_row
-    FROM attempt_rows
+    WHERE h IN (SELECT h FROM span_counts WHERE n > 1)
     GROUP BY h
 ),
 -- requests known only from their attempts (no request span was exported): their fields
@@ -65,33 +67,32 @@ orphans AS (
     FROM spans
     WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL
       AND rs_request_key(logical_request_id) IN (
-          SELECT h FROM att ANTI JOIN spans_per_request USING (h))
+          SELECT h FROM request_entries ANTI JOIN span_counts USING (h))
     GROUP BY 1
 )
 SELECT
-    coalesce(r.h, a.h) AS h,
-    coalesce(r.logical_request_id, o.logical_request_id) AS logical_request_id,
-    coalesce(r.trace_id, o.trace_id) AS trace_id,
-    coalesce(r.start_time, a.start_time) AS started_at,
-    coalesce(r.end_time, a.end_time) AS ended_at,
-    r.logical_request_id IS NOT NULL AS has_request_span,
-    r.terminal,
-    coalesce(r.tenant, o.tenant) AS tenant,
-    coalesce(r.operation, o.operation) AS operation,
-    coalesce(r.retry_owner, o.retry_owner) AS retry_owner,
-    coalesce(r.deadline, o.deadline) AS deadline,
-    coalesce(r.idempotency_digest, o.idempotency_digest) AS idempotency_digest,
-    coalesce(r.logical_request_digest, o.logical_request_digest) AS logical_request_digest,
-    r.required_capability_digest,
-    r.required_behavior_class,
-    r.max_data_boundary,
-    e.route_id AS entry_route,
-    e.route_release AS entry_release,
-    e.route_data_boundary AS entry_boundary
+    r.h, r.logical_request_id, r.trace_id,
+    r.start_time AS started_at,
+    r.end_time AS ended_at,
+    TRUE AS has_request_span,
+    r.terminal, r.tenant, r.operation, r.retry_owner, r.deadline,
+    r.idempotency_digest, r.logical_request_digest,
+    r.required_capability_digest, r.required_behavior_class, r.max_data_boundary,
+    a.entry.route AS entry_route,
+    a.entry.release AS entry_release,
+    a.entry.boundary AS entry_boundary
 FROM req r
-FULL OUTER JOIN att a ON a.h = r.h
-LEFT JOIN orphans o ON o.h = a.h
-LEFT JOIN attempt_rows e ON e.rowid = a.entry_row;
+LEFT JOIN request_entries a ON a.h = r.h
+UNION ALL
+SELECT
+    a.h, o.logical_request_id, o.trace_id, a.start_time, a.end_time, FALSE, NULL,
+    o.tenant, o.operation, o.retry_owner, o.deadline,
+    o.idempotency_digest, o.logical_request_digest, NULL, NULL, NULL,
+    a.entry.route, a.entry.release, a.entry.boundary
+FROM request_entries a
+JOIN orphans o ON o.h = a.h;
+
+DROP TABLE request_entries;
 
 -- Reconciliations recorded for a request: a span attribute (time unknown when on the
 -- logical request span) or a `retryscope.reconciliation` event (its own time).
@@ -112,12 +113,31 @@ FROM (
 WHERE e.name = 'retryscope.reconciliation';
 
 
--- Each attempt's place in its retry group (same request, layer and enclosing attempt).
--- Kept narrow and joined back by rowid: sorting wide rows is the expensive part of a
--- window. Filters select whole requests, so this (and everything per attempt below) does
--- not depend on them. Attempts alike in ordinal and start time are ordered by span id, so
--- the order never depends on how the rows were read.
+-- Each attempt's place in its retry group (same request, layer, enclosing attempt and, for
+-- sends, operation: distinct calls inside one attempt are not retries of one another),
+-- ordered by ordinal, start time and span id, so the order never depends on how the rows
+-- were read: position, the previous attempt's outcome, and the group's attempts that are
+-- not hedges (request nesting multiplies these). Filters select whole requests, so this
+-- (and everything per attempt below) does not depend on them.
+-- Almost every group numbers its attempts 1, 2, ... (any run of consecutive ordinals):
+-- there the position is the ordinal's and the previous attempt the one numbered one less
+-- (a hash join); only the other groups are ordered by a window (a sort of rows in tiny
+-- partitions costs several times the join).
 CREATE OR REPLACE TEMP TABLE attempt_groups AS
+SELECT
+    hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
+    min(attempt_ordinal) AS first_ordinal,
+    count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS group_size,
+    count(attempt_ordinal) = count(*)
+        AND min(attempt_ordinal) >= 1 AND max(attempt_ordinal) <= 64
+        AND max(attempt_ordinal)::BIGINT - min(attempt_ordinal) + 1 = count(*)
+        AND bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
+                                  THEN 1::UBIGINT << (attempt_ordinal - 1) END)) = count(*)
+        AS consecutive
+FROM attempt_rows
+GROUP BY 1;
+
+CREATE OR REPLACE TEMP TABLE attempt_places AS
 SELECT
     rowid AS aid,
     row_number() OVER g AS group_position,
@@ -125,30 +145,41 @@ SELECT
     lag(outcome_kind) OVER g AS prev_kind,
     lag(decision) OVER g AS prev_decision,
     lag(end_time) OVER g AS prev_end,
-    lag(route_id) OVER g AS prev_route_id,
-    -- the group's attempts that are not hedges (request nesting multiplies these)
-    count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) OVER (
-        g ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS group_size
+    lag(route_id) OVER g AS prev_route_id
 FROM attempt_rows
--- one 64-bit hash as the partition key: sorting on it is far cheaper than on its parts
+WHERE hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) IN (
+    SELECT k FROM attempt_groups WHERE NOT consecutive)
 WINDOW g AS (
-    PARTITION BY hash(h, layer, parent_layer, parent_attempt_ordinal)
+    PARTITION BY hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal)
     ORDER BY attempt_ordinal, start_time, span_id
 );
 
 -- Every attempt with what each analysis needs: its retry group place, leaf-ness (nothing
 -- beneath it, so the receiver saw it), cost, acceptance, and its request's own fields.
 CREATE OR REPLACE TEMP TABLE all_attempt_facts AS
-WITH children AS (
+WITH w AS NOT MATERIALIZED (
+    SELECT *, rowid AS aid,
+           hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k
+    FROM attempt_rows
+),
+children AS (
     SELECT DISTINCT hash(h, parent_layer, parent_attempt_ordinal) AS k
     FROM attempt_rows WHERE parent_layer IS NOT NULL
 )
 SELECT
     -- cost_estimated is folded into cost_is_estimate
-    w.* EXCLUDE (parent_span_id, cost_estimated),
-    g.* EXCLUDE (aid),
+    w.* EXCLUDE (aid, k, parent_span_id, cost_estimated),
+    coalesce(x.group_position, w.attempt_ordinal::BIGINT - g.first_ordinal + 1)
+        AS group_position,
+    CASE WHEN g.consecutive THEN p.outcome ELSE x.prev_outcome END AS prev_outcome,
+    CASE WHEN g.consecutive THEN p.outcome_kind ELSE x.prev_kind END AS prev_kind,
+    CASE WHEN g.consecutive THEN p.decision ELSE x.prev_decision END AS prev_decision,
+    CASE WHEN g.consecutive THEN p.end_time ELSE x.prev_end END AS prev_end,
+    CASE WHEN g.consecutive THEN p.route_id ELSE x.prev_route_id END AS prev_route_id,
+    g.group_size,
     c.k IS NULL AS is_leaf,
-    g.group_position > 1 AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
+    coalesce(x.group_position, w.attempt_ordinal::BIGINT - g.first_ordinal + 1) > 1
+        AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
     coalesce(w.hedge_ordinal, 0) > 0 AS is_hedge,
     coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
     (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
@@ -170,11 +201,16 @@ SELECT
     w.route_behavior_class = r.required_behavior_class AS behavior_bound,
     rs_boundary_rank(w.route_data_boundary)
         <= rs_boundary_rank(coalesce(r.max_data_boundary, r.entry_boundary)) AS boundary_allowed
-FROM attempt_rows w
-JOIN attempt_groups g ON g.aid = w.rowid
+FROM w
+JOIN attempt_groups g ON g.k = w.k
+LEFT JOIN (
+    SELECT k, attempt_ordinal, outcome, outcome_kind, decision, end_time, route_id FROM w
+) p ON g.consecutive AND p.k = w.k AND p.attempt_ordinal = w.attempt_ordinal::BIGINT - 1
+LEFT JOIN attempt_places x ON x.aid = w.aid
 JOIN request_base r ON r.h = w.h
 LEFT JOIN children c ON c.k = hash(w.h, w.layer, w.attempt_ordinal);
 
+DROP TABLE attempt_places;
 DROP TABLE attempt_groups;
 DROP TABLE attempt_rows;
 
@@ -189,6 +225,12 @@ WITH counts AS (
         count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
         count(span_id) FILTER (WHERE is_leaf) AS receiver,
         max(group_size) AS max_n,
+        -- the layer whose retries these are when the sends name one (an SDK's, a router's)
+        any_value(retry_layer) AS retry_layer,
+        -- distinct operations among its receiver attempts: operation ordinals run 1..k
+        -- under each parent attempt, so the largest is the count (an attempt that is no
+        -- send: 1)
+        max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf) AS receiver_operations,
         -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64
         -- as bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with
         -- these
@@ -205,14 +247,16 @@ FROM counts c
 JOIN request_base r ON r.h = c.h;
 
 -- Per request: how many layers retried and the attempt multiplication they produce
--- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9).
+-- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
+-- distinct operations (the most any attempt of it made: what amplification divides by).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
 WITH nesting AS (
     SELECT
         h,
         count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
-        coalesce(list(layer ORDER BY rs_layer_rank(layer)) FILTER (WHERE max_n > 1), [])
-            AS retried_layers,
+        coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
+                 FILTER (WHERE max_n > 1), []) AS retried_layers,
+        coalesce(max(receiver_operations), 0) AS operations,
         coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
             AS multiplication
     FROM all_request_layers
@@ -222,12 +266,14 @@ SELECT n.h, r.logical_request_id, n.* EXCLUDE (h)
 FROM nesting n
 JOIN request_base r ON r.h = n.h;
 
--- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf)
--- or repeat (a retry, hedge or resend the receiver saw on top of it).
+-- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
+-- of its operation) or repeat (a retry, hedge or resend the receiver saw on top of it).
 CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
 SELECT
     h, logical_request_id, start_time, route_id, outcome, prev_kind,
     route_release, request_tenant, request_operation, layer,
-    row_number() OVER (PARTITION BY h ORDER BY start_time, span_id) > 1 AS is_repeat
+    row_number() OVER (
+        PARTITION BY hash(h, coalesce(operation_ordinal, 1))
+        ORDER BY start_time, span_id) > 1 AS is_repeat
 FROM all_attempt_facts
 WHERE is_leaf;

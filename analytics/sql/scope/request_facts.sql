@@ -60,6 +60,7 @@ SELECT
     coalesce(g.harness_attempts, 0) AS harness_attempts,
     coalesce(g.top_level_attempts, 0) AS top_level_attempts,
     coalesce(g.receiver_attempts, 0) AS receiver_attempts,
+    coalesce(n.operations, 0) AS operations,
     coalesce(n.retried_layer_count, 0) AS retried_layer_count,
     coalesce(n.multiplication, 1) AS multiplication
 FROM requests r

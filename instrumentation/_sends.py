@@ -1,0 +1,213 @@
+"""What a physical send is, and which sends repeat one another.
+
+A **send** is the innermost HTTP client span: one request on the wire. A span with sends
+beneath it is a **call** (an SDK's API call wrapping its retry loop, a router call, an HTTP
+instrumentation's span around another one's sends), never itself a send. The stamping
+processor sees a span's parent still open when a send starts beneath it, so a span first
+taken for a send (any HTTP client span, or a known SDK call span) becomes a call the moment
+a send starts inside it: its role is rewritten to ``call`` and its first send takes over
+the ordinals it held, so the transport ordinals stay 1, 2, 3, … without a gap.
+
+Under one parent attempt, sends are grouped into **operations**. A send is a **resend** of
+an earlier operation only when
+
+* it runs inside the same call (an SDK call's sends are its retries);
+* the client's own retry evidence says so (``x-stainless-retry-count``,
+  ``amz-sdk-request: attempt=N``, urllib3's retry history, a router's attempt count), or it
+  carries the same client call key (botocore's invocation id, a router's trace id);
+* or, with no such evidence, it repeats the same request: same method, URL and body, by a
+  digest computed in process (:func:`~._digests.send_digest`, never stored).
+
+Everything else is a distinct call: a new operation of its parent attempt. Operations are
+numbered per parent attempt in order of their first send
+(:data:`~retryscope.vocabulary.OPERATION_ORDINAL`), so the analytics count sends per
+distinct operation, and a multi-call attempt without retries reads amplification 1.0.
+
+One :class:`SendLedger` per logical request holds this state; every method is called with
+the request's lock held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from opentelemetry.trace import Span
+
+from retryscope.vocabulary import SPAN_ROLE, Layer, SpanRole
+
+ParentKey = tuple[Layer, int] | None
+"""The parent attempt of a send within its request: (layer, ordinal); None at the top."""
+
+Ordinals = tuple[int, int, int]
+"""(attempt ordinal, route ordinal, sibling ordinal) of a transport attempt."""
+
+_CALL: Final = SpanRole.CALL.value
+_ROLE_KEY: Final = SPAN_ROLE.key
+
+
+@dataclass(frozen=True, slots=True)
+class SendEvidence:
+    """What a client integration knows about one send.
+
+    ``digest``: :func:`~._digests.send_digest` of method, URL and body (None: body unknown or
+    streamed); ``retry_count``: the client's own count of earlier tries of this call (0 on
+    its first try); ``call_key``: an id the client gives every try of one call;
+    ``retry_layer``: the layer whose retry loop would make a resend.
+    """
+
+    digest: str | None = None
+    retry_count: int | None = None
+    call_key: str | None = None
+    retry_layer: Layer | None = None
+
+
+NO_EVIDENCE: Final = SendEvidence()
+
+
+class _Operation:
+    __slots__ = ("call_key", "digest", "ordinal", "sends")
+
+    def __init__(self, ordinal: int, digest: str | None, call_key: str | None) -> None:
+        self.ordinal = ordinal
+        self.digest = digest
+        self.call_key = call_key
+        self.sends = 0
+
+
+class _Open:
+    """An open span taken for a send that may still turn out to be a call."""
+
+    __slots__ = ("call", "handover", "layer", "operation", "parent_key", "span")
+
+    def __init__(
+        self,
+        span: Span,
+        parent_key: ParentKey,
+        operation: _Operation,
+        ordinals: Ordinals | None,
+        layer: Layer | None,
+    ) -> None:
+        self.span = span
+        self.parent_key = parent_key
+        self.operation = operation
+        self.handover = ordinals
+        """Ordinals the first send inside it takes over once it is a call."""
+        self.layer = layer
+        """Layer of the call's own retry loop (``sdk`` for a known SDK call span)."""
+        self.call = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendPlace:
+    """Where a new send belongs: its operation under its parent, the number of earlier
+    sends of that operation, the layer that retried (resends only), and the ordinals it
+    takes over from a span that became a call (None: allocate new ones)."""
+
+    operation: int
+    resend_count: int
+    retry_layer: Layer | None
+    handover: Ordinals | None
+    _op: _Operation
+
+
+class SendLedger:
+    """Operations, open sends and calls, and the earliest next start of one logical request.
+    Every method is called with the request's lock held."""
+
+    __slots__ = ("_open", "_operations", "not_before")
+
+    def __init__(self) -> None:
+        self._operations: dict[ParentKey, list[_Operation]] = {}
+        self._open: dict[int, _Open] = {}
+        self.not_before: int | None = None
+        """Earliest start (unix ns) a Retry-After received on a send asks of the next
+        attempt at any layer; taken by that attempt."""
+
+    def place(
+        self, parent_key: ParentKey, parent_span_id: int | None, evidence: SendEvidence
+    ) -> SendPlace:
+        """Place a new send whose direct parent span is ``parent_span_id``."""
+        enclosing = self._open.get(parent_span_id) if parent_span_id is not None else None
+        if enclosing is not None:
+            return self._place_in_call(enclosing, parent_key, evidence)
+        ops = self._operations.setdefault(parent_key, [])
+        op = _match(ops, evidence)
+        if op is None:
+            op = _Operation(len(ops) + 1, evidence.digest, evidence.call_key)
+            ops.append(op)
+            resend = evidence.retry_count or 0  # a retry whose first try was not seen
+        else:
+            resend = op.sends
+        op.sends += 1
+        return SendPlace(op.ordinal, resend, evidence.retry_layer if resend else None, None, op)
+
+    def _place_in_call(
+        self, call: _Open, parent_key: ParentKey, evidence: SendEvidence
+    ) -> SendPlace:
+        op = call.operation
+        if not call.call:
+            # The span taken for a send has a send beneath it: it is a call.
+            call.call = True
+            call.span.set_attribute(_ROLE_KEY, _CALL)
+            op.sends -= 1
+            if op.sends > 0 and evidence.retry_count == 0:
+                # taken for a resend by its URL, but its client calls it a first try
+                ops = self._operations.setdefault(call.parent_key, [])
+                op = call.operation = _Operation(len(ops) + 1, None, evidence.call_key)
+                ops.append(op)
+        handover, call.handover = call.handover, None
+        resend = op.sends
+        op.sends += 1
+        layer = (evidence.retry_layer or call.layer) if resend else None
+        return SendPlace(op.ordinal, resend, layer, handover, op)
+
+    def opened(
+        self,
+        span_id: int,
+        span: Span,
+        parent_key: ParentKey,
+        place: SendPlace,
+        ordinals: Ordinals | None,
+        call_layer: Layer | None = None,
+    ) -> None:
+        """Register an open send that may still turn out to be a call when a send starts
+        beneath it (``ordinals``: what its first send then takes over; ``call_layer``: the
+        layer whose retries its sends would be)."""
+        self._open[span_id] = _Open(span, parent_key, place._op, ordinals, call_layer)
+
+    def closed(self, span_id: int) -> None:
+        self._open.pop(span_id, None)
+
+    def is_open(self, span_id: int) -> bool:
+        return span_id in self._open
+
+    def note_retry_after(self, at_ns: int, delay_ms: int) -> None:
+        """A send received a Retry-After at ``at_ns``: no attempt should start before."""
+        earliest = at_ns + delay_ms * 1_000_000
+        if self.not_before is None or earliest > self.not_before:
+            self.not_before = earliest
+
+    def take_not_before(self) -> int | None:
+        """The pending earliest start, for the attempt starting now (then cleared)."""
+        value, self.not_before = self.not_before, None
+        return value
+
+
+def _match(ops: list[_Operation], evidence: SendEvidence) -> _Operation | None:
+    """The earlier operation this send repeats, or None for a distinct call."""
+    if not ops:
+        return None
+    if evidence.call_key is not None:
+        return next((op for op in reversed(ops) if op.call_key == evidence.call_key), None)
+    if evidence.retry_count is not None:
+        if evidence.retry_count == 0:
+            return None  # the client's first try of a call: a new operation
+        if evidence.digest is not None:
+            same = next((op for op in reversed(ops) if op.digest == evidence.digest), None)
+            if same is not None:
+                return same
+        return ops[-1]
+    if evidence.digest is not None:
+        return next((op for op in reversed(ops) if op.digest == evidence.digest), None)
+    return None
