@@ -23,9 +23,9 @@ from bench.generate import describe, generate
 from bench.harness import Result, interleave
 from bench.settings import FULL_ATTEMPTS, Settings
 
-DEFAULT_ATTEMPTS = 1_000_000
+DEFAULT_ATTEMPTS = 300_000
 """Attempts of the data set unless ``--attempts`` says otherwise (the single-node
-benchmarks' 10 M would take Spark on 2 cores most of an hour of rounds)."""
+benchmarks' 10 M would take Spark on 2 cores hours of rounds)."""
 MASTER = os.environ.get("RETRYSCOPE_BENCH_SPARK_MASTER", "local[2]")
 
 
