@@ -17,6 +17,7 @@ from retryscope.analytics._findings import findings
 from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
+from retryscope.analytics.model._progress import TerminalProgress, set_progress
 
 REQUEST_COLUMNS = (
     "layer",
@@ -54,13 +55,15 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
     """The data set's connection, set up as ``engine`` says; afterwards, a warning for
     every file that was skipped (unreadable when listed, or undecodable when the command
     first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
-    limit."""
+    limit. A model build that runs for more than a second shows its progress on stderr
+    when that is a terminal."""
     with _memory_named(engine):
         con, dataset = connect(
             path,
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
+        set_progress(con, TerminalProgress())
         if engine.model is not None:
             from retryscope.analytics.distributed._layout import attach_model
 

@@ -6,6 +6,12 @@
   table) by DuckDB over ``connect(path)`` against pandas, side by side in this process;
   the figures of DuckDB, pandas and the report must agree.
 
+* the first report without a model cache against the one-pass baseline
+  (``bench/one_pass.py``), interleaved in fresh children (goal: ≤ 3×, ≤ 3 GiB);
+* the incremental model: the data set but its last hour built into a model cache, then
+  the last hour added; the update against that hour's own build (≤ 1.5×) and the report
+  after it (≤ 10 s), whose figures must equal the report over all files at once.
+
 ``--huge`` writes 100 M attempts and runs the report out of core: DuckDB with a memory
 limit and a spill directory under ``bench-data/``.
 """
@@ -13,6 +19,7 @@ limit and a spill directory under ``bench-data/``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -74,11 +81,18 @@ def _check_agreement(sources: dict[str, dict[str, Any]]) -> list[str]:
     return problems
 
 
-def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
-    runs: dict[str, list[dict[str, Any]]] = {"report": [], "pandas": []}
+def _report_vs_pandas(data: Generated, rounds: int) -> tuple[list[Result], dict[str, Any]]:
+    """The full report, pandas and the one-pass baseline in fresh children, interleaved;
+    returns the results and the report's figures."""
+    cases = ("report", "pandas", "one-pass")
+    runs: dict[str, list[dict[str, Any]]] = {what: [] for what in cases}
     for r in range(rounds):
-        for what in ("report", "pandas") if r % 2 == 0 else ("pandas", "report"):
+        for what in cases[r % 3 :] + cases[: r % 3]:
             runs[what].append(child(what, data.path))
+    one = statistics.median(x["seconds"] for x in runs["one-pass"])
+    model = statistics.median(x["model_seconds"] for x in runs["report"])
+    cpu = {what: statistics.median(x["cpu_seconds"] for x in runs[what]) for what in cases}
+    one_rss = max(x["peak_rss_bytes"] for x in runs["one-pass"])
     rep = statistics.median(x["seconds"] for x in runs["report"])
     pan = statistics.median(x["seconds"] for x in runs["pandas"])
     rep_rss = max(x["peak_rss_bytes"] for x in runs["report"])
@@ -93,7 +107,7 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
     last = runs["report"][-1]
     wall = statistics.median(x["wall_seconds"] for x in runs["report"])
     size = f"{data.attempts / 1e6:,.1f} M attempts"
-    return [
+    results = [
         Result(
             "analytics",
             f"full report, seconds ({size})",
@@ -116,6 +130,27 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
         ),
         Result(
             "analytics",
+            "goal 1: first report without a model cache / one-pass baseline",
+            rep / one,
+            "×",
+            Target(at_most=3.0, text="≤ 3×"),
+            {
+                "report": f"{rep:.2f} s",
+                "one-pass baseline": f"{one:.2f} s",
+                "of which the model build": f"{model:.2f} s",
+                "CPU seconds": f"{cpu['report']:.1f} vs {cpu['one-pass']:.1f}",
+            },
+        ),
+        Result(
+            "analytics",
+            "goal 1: first report without a model cache, peak RSS",
+            rep_rss / GIB,
+            "GiB",
+            Target(at_most=3.0, text="≤ 3 GiB"),
+            {"one-pass baseline peak RSS": f"{one_rss / GIB:.2f} GiB"},
+        ),
+        Result(
+            "analytics",
             "full report vs pandas computing only its 4 headline figures",
             pan / rep,
             "×",
@@ -123,6 +158,7 @@ def _report_vs_pandas(data: Generated, rounds: int) -> list[Result]:
             {"report": f"{rep:.2f} s", "pandas": f"{pan:.2f} s"},
         ),
     ]
+    return results, report
 
 
 def _cached_report(data: Generated, settings: Settings) -> list[Result]:
@@ -133,7 +169,7 @@ def _cached_report(data: Generated, settings: Settings) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="retryscope-bench-model-") as cache:
         cold = child("report", data.path, "--model-cache", cache)
         warm = child("report", data.path, "--model-cache", cache)
-        size = sum(f.stat().st_size for f in Path(cache).iterdir())
+        size = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
     bounded, _ = _report_out_of_core(data, settings, settings.bounded_memory_limit)
     if not warm["figures"] == cold["figures"] == bounded["figures"]:
         raise RuntimeError("the reports with a model cache differ")
@@ -165,7 +201,7 @@ def _cached_report(data: Generated, settings: Settings) -> list[Result]:
             None,
             {
                 "seconds": f"{bounded['seconds']:.1f} s",
-                "request partitions": bounded["model_partitions"],
+                "request partitions": bounded["model_stats"]["request_partitions"],
             },
         ),
     ]
@@ -193,10 +229,88 @@ def _report_out_of_core(
             "--model-cache",
             str(cache),
         )
-        return out, sum(f.stat().st_size for f in cache.iterdir())
+        return out, sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
     finally:
         for scratch in (spill, cache):
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _link_hours(source: Path, target: Path, hours: list[Path]) -> None:
+    """Hard-link the files of ``hours`` (folders under ``source``) into ``target``, in the
+    same folders: the files are the data set's own (same bytes, no copy)."""
+    for hour in hours:
+        for f in sorted(hour.glob("*.parquet")):
+            dest = target / f.relative_to(source)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.link(f, dest)
+
+
+def _incremental(data: Generated, settings: Settings, whole: dict[str, Any]) -> list[Result]:
+    """Goal 2: the data set but its last hour, built into a model cache; the last hour
+    added and the report run again on that cache (it builds the new hour, the requests
+    that straddle it and the tables across requests) against a build of that hour alone.
+    The report after the update must equal ``whole`` (the report over all files at once)."""
+    source = Path(data.path)
+    hours = sorted({p.parent for p in source.glob("date=*/hour=*/*.parquet")})
+    if len(hours) < 2:
+        return [
+            Result(
+                "analytics",
+                "goal 2: adding one hour to a built model / that hour's own build",
+                None,
+                "×",
+                Target(at_most=1.5, text="≤ 1.5×"),
+                note="skipped: the data set has one hour (it needs two or more)",
+            )
+        ]
+    scratch = settings.data_dir / "incremental"
+    shutil.rmtree(scratch, ignore_errors=True)
+    growing, alone = scratch / "data", scratch / "hour"
+    cache, alone_cache = scratch / "model-cache", scratch / "hour-model-cache"
+    for d in (growing, alone, cache, alone_cache):
+        d.mkdir(parents=True)
+    try:
+        _link_hours(source, growing, hours[:-1])
+        _link_hours(source, alone, hours[-1:])
+        first = child("report", str(growing), "--model-cache", str(cache))
+        _link_hours(source, growing, hours[-1:])
+        added = child("report", str(growing), "--model-cache", str(cache))
+        own = child("report", str(alone), "--model-cache", str(alone_cache))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if added["figures"] != whole:
+        raise RuntimeError("the incremental model's report differs from the one-pass report")
+    hour = hours[-1].relative_to(source)
+    return [
+        Result(
+            "analytics",
+            "goal 2: adding one hour to a built model / that hour's own build",
+            added["model_seconds"] / own["model_seconds"],
+            "×",
+            Target(at_most=1.5, text="≤ 1.5×"),
+            {
+                "update": f"{added['model_seconds']:.2f} s",
+                "the hour alone": f"{own['model_seconds']:.2f} s",
+                "hour": str(hour),
+                "built": f"{added['model_stats']['built']} of "
+                f"{added['model_stats']['partitions']} partitions",
+                "requests straddling partitions": str(added["model_stats"]["straddlers"]),
+                "the model of the rest, built first": f"{first['model_seconds']:.1f} s",
+            },
+        ),
+        Result(
+            "analytics",
+            "goal 2: report after adding the hour (update included)",
+            added["seconds"],
+            "s",
+            Target(at_most=10.0, text="≤ 10 s"),
+            {
+                "of which the update": f"{added['model_seconds']:.2f} s",
+                "peak RSS": f"{added['peak_rss_bytes'] / GIB:.2f} GiB",
+                "report figures": "equal to the report over all files at once",
+            },
+        ),
+    ]
 
 
 def _metrics(data: Generated, rounds: int) -> list[Result]:
@@ -252,7 +366,7 @@ def _huge(settings: Settings) -> list[Result]:
                 "DuckDB memory_limit": settings.huge_memory_limit,
                 "peak RSS": mib(out["peak_rss_bytes"]),
                 "model built in": f"{out['model_seconds'] / 60:.1f} min",
-                "request partitions": out["model_partitions"],
+                "request partitions": out["model_stats"]["request_partitions"],
                 "model cache file": f"{model_bytes / GIB:.1f} GiB",
                 **describe(data),
             },
@@ -273,7 +387,9 @@ def run(settings: Settings) -> list[Result]:
             {**describe(data), "generated in": f"{data.seconds:.0f} s"},
         )
     ]
-    results += _report_vs_pandas(data, 2 if not settings.quick else 1)
+    first, whole = _report_vs_pandas(data, 2 if not settings.quick else 1)
+    results += first
+    results += _incremental(data, settings, whole)
     results += _cached_report(data, settings)
     results += _metrics(data, 3 if not settings.quick else 1)
     if settings.huge:

@@ -2,14 +2,16 @@
 
 ``report PATH`` times ``connect(PATH)`` + ``build_report`` (optionally on a DuckDB
 connection with a memory limit and a spill directory, or with a model cache);
-``pandas PATH`` computes the same headline figures with pandas. Each prints one JSON
-object: seconds, peak RSS, figures.
+``pandas PATH`` computes the same headline figures with pandas; ``one-pass PATH`` runs the
+one-pass baseline (``bench/one_pass.py``). Each prints one JSON
+object: seconds, peak RSS, CPU seconds, figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from typing import Any
@@ -36,15 +38,23 @@ def run_report(
     modelled = time.perf_counter()
     report = build_report(con)
     done = time.perf_counter()
-    ((partitions,),) = con.execute("SELECT getvariable('rs_model_partitions')").fetchall()
+    ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
     return {
         "seconds": done - began,
         "connect_seconds": connected - began,
         "model_seconds": modelled - connected,
         "report_seconds": done - connected,
-        "model_partitions": partitions,
+        "model_stats": stats,
         "figures": report,
     }
+
+
+def run_one_pass(path: str) -> dict[str, Any]:
+    from bench import one_pass
+
+    began = time.perf_counter()
+    figures = one_pass.run(path)
+    return {"seconds": time.perf_counter() - began, "figures": figures}
 
 
 def run_pandas(path: str) -> dict[str, Any]:
@@ -57,7 +67,7 @@ def run_pandas(path: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
-    parser.add_argument("what", choices=("report", "pandas"))
+    parser.add_argument("what", choices=("report", "pandas", "one-pass"))
     parser.add_argument("path")
     parser.add_argument("--memory-limit")
     parser.add_argument("--temp-dir")
@@ -65,9 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "report":
         out = run_report(args.path, args.memory_limit, args.temp_dir, args.model_cache)
+    elif args.what == "one-pass":
+        out = run_one_pass(args.path)
     else:
         out = run_pandas(args.path)
     out["peak_rss_bytes"] = peak_rss_bytes()
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's, since the start
+    out["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     json.dump(out, sys.stdout, default=str)
     return 0
 

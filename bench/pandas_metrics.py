@@ -17,7 +17,7 @@ ROLES = ("attempt", "logical_request")
 
 DUCKDB_SQL: dict[str, str] = {
     # receiver attempts (no attempt beneath them) per logical request, as the report counts
-    "amplification_ratio": """
+    "sends_per_request": """
         WITH a AS (
             SELECT logical_request_id, layer, attempt_ordinal, parent_layer,
                    parent_attempt_ordinal
@@ -56,7 +56,7 @@ def _read(path: str, columns: list[str], roles: tuple[str, ...] = ROLES) -> pd.D
     return pd.read_parquet(path, columns=columns, filters=[("span_role", "in", list(roles))])
 
 
-def amplification_ratio(path: str) -> float:
+def sends_per_request(path: str) -> float:
     """Receiver attempts (attempts no other attempt of the request names as its parent) per
     logical request."""
     key = ["logical_request_id", "layer", "attempt_ordinal"]
@@ -115,7 +115,7 @@ def routes(path: str) -> list[tuple[Any, ...]]:
 
 
 PANDAS: dict[str, Callable[[str], Any]] = {
-    "amplification_ratio": amplification_ratio,
+    "sends_per_request": sends_per_request,
     "fallback_rate": fallback_rate,
     "deadline_exhausted_rate": deadline_exhausted_rate,
     "routes": routes,
