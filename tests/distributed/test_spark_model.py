@@ -41,11 +41,15 @@ MASTER = "local-cluster[2,1,1024]"
 HOUR = 3_600 * 10**9
 SEED = random.randrange(2**32)
 
-pytestmark = pytest.mark.skipif(
-    not (os.environ.get("JAVA_HOME") or shutil.which("java")),
-    reason="Spark needs a Java 17+ runtime and none could be installed "
-    "(make test installs Debian's openjdk-17-jre-headless when run as root)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (os.environ.get("JAVA_HOME") or shutil.which("java")),
+        reason="Spark needs a Java 17+ runtime and none could be installed "
+        "(make test installs Debian's openjdk-17-jre-headless when run as root)",
+    ),
+    # the first test also pays the JVM start, the data set and both builds
+    pytest.mark.timeout(900),
+]
 
 
 @pytest.fixture(scope="module")
