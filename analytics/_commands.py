@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow.compute as pc
 
+from retryscope._safe_text import for_terminal
 from retryscope.analytics._dataset import connect, new_connection, skipped_files
 from retryscope.analytics._filters import Filters, parse_time
 from retryscope.analytics._findings import findings
@@ -72,7 +73,8 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
             yield con
         finally:
             for skipped in skipped_files(con, dataset):
-                print(f"warning: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+                warning = f"warning: skipped {skipped.path}: {skipped.reason}"
+                print(for_terminal(warning), file=sys.stderr)
 
 
 @contextmanager

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+
+from retryscope._safe_text import for_markdown, for_terminal
 
 
 def _cell(value: Any) -> str:
@@ -23,14 +26,14 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _cells(table: pa.Table) -> tuple[list[str], list[list[str]]]:
-    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
+def _cells(table: pa.Table, escape: Callable[[str], str]) -> tuple[list[str], list[list[str]]]:
+    rows = [[escape(_cell(v)) for v in row.values()] for row in table.to_pylist()]
     return list(table.column_names), rows
 
 
 def text_table(table: pa.Table) -> str:
-    """Fixed-width columns (a ``-`` for nulls)."""
-    header, rows = _cells(table)
+    """Fixed-width columns (a ``-`` for nulls); control characters in values escaped."""
+    header, rows = _cells(table, for_terminal)
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -38,9 +41,10 @@ def text_table(table: pa.Table) -> str:
 
 
 def markdown_table(table: pa.Table) -> str:
-    header, rows = _cells(table)
+    """A markdown table; values escaped so none can end a cell or a row."""
+    header, rows = _cells(table, for_markdown)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 import duckdb
 import pyarrow as pa
 
+from retryscope._safe_text import for_markdown, for_terminal
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._filters import Dimension, Filters, apply
 from retryscope.analytics._findings import finding_counts
@@ -349,18 +350,19 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def format_text(report: dict[str, Any]) -> str:
-    """A fixed-width text rendering for terminals."""
+    """A fixed-width text rendering for terminals (control characters in data escaped)."""
     lines: list[str] = []
     for title, rows in _sections(report):
         lines += ["", title.upper()] if lines else [title.upper()]
-        lines += [f"  {label:<32}{value}" for label, value in rows]
+        lines += [f"  {for_terminal(label):<32}{for_terminal(value)}" for label, value in rows]
     return "\n".join(lines)
 
 
 def format_markdown(report: dict[str, Any]) -> str:
-    """A markdown rendering (one table per section) for tickets and pull requests."""
+    """A markdown rendering (one table per section) for tickets and pull requests; data
+    escaped so no value can end a cell or forge a row."""
     lines = ["# retryscope audit report"]
     for title, rows in _sections(report):
-        lines += ["", f"## {title}", "", "| | |", "|---|---|"]
-        lines += [f"| {label} | {value} |" for label, value in rows]
+        lines += ["", f"## {for_markdown(title)}", "", "| | |", "|---|---|"]
+        lines += [f"| {for_markdown(label)} | {for_markdown(value)} |" for label, value in rows]
     return "\n".join(lines)

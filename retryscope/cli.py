@@ -8,7 +8,9 @@ subcommand whose extra is not installed says which extra to install.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 from retryscope import __version__
 from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
 from retryscope._extras import MissingExtraError, extra_needed
+from retryscope._safe_text import for_terminal
 
 if TYPE_CHECKING:
     from retryscope.analytics._commands import Engine
@@ -123,26 +126,74 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest._limits import IngestLimits
     from retryscope.instrumentation.ingest._run import ingest
 
     config = ExportConfig.from_env().with_overrides(
         partitioning=Partitioning(args.partitioning) if args.partitioning else None,
         rotate_rows=args.rotate_rows,
     )
+    limits = IngestLimits.from_env(
+        max_decompressed_bytes=args.max_decompressed_bytes,
+        max_ratio=args.max_ratio,
+        max_message_bytes=args.max_message_bytes,
+        max_json_depth=args.max_json_depth,
+    )
     try:
         summary = ingest(
             args.sources,
             args.out,
             config=config,
-            report=lambda problem: print(f"warning: {problem}", file=sys.stderr),
+            limits=limits,
+            report=lambda problem: print(f"warning: {for_terminal(problem)}", file=sys.stderr),
         )
     except FileNotFoundError:
         raise
     except OSError as exc:  # output not writable, source not readable: sources done so far stay
-        print(f"retryscope ingest: error: {exc}", file=sys.stderr)
+        print(f"retryscope ingest: error: {for_terminal(str(exc))}", file=sys.stderr)
         return 2
     print(summary.format())
-    return 1 if summary.skipped else 0
+    return summary.exit_code
+
+
+def _size(text: str) -> int:
+    from retryscope.instrumentation.ingest._limits import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_ingest_limits(p: argparse.ArgumentParser) -> None:
+    """The bounds of ``ingest`` (``IngestLimits``; defaults from ``RETRYSCOPE_INGEST_*``)."""
+    env = "RETRYSCOPE_INGEST_"
+    p.add_argument(
+        "--max-decompressed-bytes",
+        type=_size,
+        metavar="SIZE",
+        help=f"most bytes one compressed source may give (default: ${env}MAX_DECOMPRESSED_BYTES "
+        "or 4GiB)",
+    )
+    p.add_argument(
+        "--max-ratio",
+        type=float,
+        metavar="R",
+        help=f"most decompressed bytes per compressed byte (default: ${env}MAX_RATIO or 200)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_size,
+        metavar="SIZE",
+        help="longest JSON line, document or protobuf message "
+        f"(default: ${env}MAX_MESSAGE_BYTES or 16MiB)",
+    )
+    p.add_argument(
+        "--max-json-depth",
+        type=int,
+        metavar="N",
+        help=f"deepest JSON nesting (default: ${env}MAX_JSON_DEPTH or 64)",
+    )
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
@@ -258,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
     )
+    _add_ingest_limits(p)
     p.set_defaults(func=_cmd_ingest, extra="ingest")
 
     p = sub.add_parser(
@@ -321,15 +373,40 @@ def _run(args: argparse.Namespace) -> int:
         return int(args.func(args))
 
 
+def _stdout_closed() -> int:
+    """The reader of our output went away (``retryscope findings | head``): stop quietly,
+    as a command killed by SIGPIPE does. Standard output is pointed at /dev/null so the
+    interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):  # stdout may have no descriptor
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; its exit code. Output to a closed pipe ends it quietly (141)."""
     try:
-        return _run(args)
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # --help, --version, a usage error: their text is out before exiting
+        sys.stdout.flush()
+        raise
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+        return code
     except MissingExtraError as exc:
         print(exc, file=sys.stderr)
         return 2
     except (FileNotFoundError, ValueError, MemoryError) as exc:
-        print(f"retryscope {args.command}: error: {exc}", file=sys.stderr)
+        print(f"retryscope {args.command}: error: {for_terminal(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -158,9 +158,15 @@ def test_truncated_gzip_keeps_lines_read_before(tmp_path: Path) -> None:
     src = tmp_path / "traces.json.gz"
     src.write_bytes(whole[: len(whole) * 3 // 4])
     summary = ingest([src], tmp_path / "out")
-    assert summary.skipped == 1
-    assert "unreadable" in summary.problems[0]
+    assert (summary.skipped, summary.unfinished_sources) == (0, 1)
+    assert "the gzip stream ends inside a member" in summary.problems[0]
     assert 0 < summary.rows_written < 50 * len(spans)
+    # the complete stream later: only the lines after the last run's end are read
+    src.write_bytes(whole)
+    again = ingest([src], tmp_path / "out")
+    assert (again.resumed_sources, again.unfinished_sources) == (1, 0)
+    assert summary.rows_written + again.rows_written == 50 * len(spans)
+    assert read_rows(tmp_path / "out").num_rows == 50 * len(spans)
 
 
 def test_any_value_kinds_and_int64_forms() -> None:
@@ -313,3 +319,30 @@ def test_cli_follows_parquet_environment(tmp_path: Path, monkeypatch: pytest.Mon
     assert [p.parent.name.startswith("date=") for p in (tmp_path / "o2").rglob("*.parquet")] == [
         True
     ]
+
+
+def test_a_recorded_prefix_continues_only_content_of_its_format(tmp_path: Path) -> None:
+    """A part of one blank line is a byte-prefix of every protobuf message (they start
+    with 0x0a): the message is still read as protobuf, not as JSON lines after that byte."""
+    spans = make_spans(1)
+    (tmp_path / "blank.jsonl").write_bytes(b"\n")
+    assert ingest([tmp_path / "blank.jsonl"], tmp_path / "out").duplicate_sources == 0
+    message = otlp_proto(spans)
+    assert message[:1] == b"\n"
+    (tmp_path / "traces.binpb").write_bytes(message)
+    summary = ingest([tmp_path / "traces.binpb"], tmp_path / "out")
+    assert (summary.rows_written, summary.skipped, summary.resumed_sources) == (len(spans), 0, 0)
+
+
+@pytest.mark.parametrize("magic", [b"\x1f\x8b", b"\x28\xb5\x2f\xfd"], ids=["gzip", "zstd"])
+def test_a_text_line_starting_with_a_magic_number_is_only_that_line(
+    tmp_path: Path, magic: bytes
+) -> None:
+    """The magic bytes are a compressed stream only when what follows decompresses."""
+    spans = make_spans(1)
+    src = tmp_path / "traces.jsonl"
+    src.write_bytes(magic + b" garbage\n" + otlp_json_line(spans).encode() + b"\n")
+    summary = ingest([src], tmp_path / "out")
+    assert (summary.skipped, summary.failed_sources) == (1, 0)
+    assert summary.problems[0].startswith(f"{src}:1: ")
+    assert read_rows(tmp_path / "out").num_rows == len(spans)

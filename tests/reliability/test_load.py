@@ -32,6 +32,8 @@ RSS_CEILING_MB = 900 if FULL else 400  # measured: 450-700 MB full, ~200 MB mode
 
 CHILD = r"""
 import asyncio, json, sys, threading
+sys.path.insert(0, sys.argv.pop())
+from bench.rss import peak_rss_bytes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from retryscope.instrumentation import (
@@ -90,9 +92,7 @@ print(json.dumps({
     "requests": len(created),
     "queue_dropped": batch.dropped_spans,
     "exporter_dropped": exporter.dropped_spans,
-    # VmHWM: this process's own peak (ru_maxrss would include the forking parent's)
-    "peak_rss_mb": int(next(l.split()[1] for l in open("/proc/self/status")
-                            if l.startswith("VmHWM:"))) / 1024,
+    "peak_rss_mb": peak_rss_bytes() / (1 << 20),
 }))
 """
 
@@ -114,6 +114,7 @@ def _run(
             str(ASYNC_REQUESTS),
             str(ATTEMPTS),
             str(queue),
+            str(Path(__file__).resolve().parents[2]),  # the checkout, for bench.rss
         ],
         capture_output=True,
         text=True,
