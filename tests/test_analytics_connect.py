@@ -42,8 +42,8 @@ def test_filtered_scope_copies_are_dropped_when_filters_are_cleared(tmp_path: Pa
         "scoped_request_layers",
         "scoped_receiver_traffic",
         "scoped_route_latency",
-        "scoped_request_facts",
         "scoped_doomed_dispatches",
+        "scoped_request_facts",
     }
     assert build_report(con) == unfiltered  # views onto the base tables again
     assert scoped_tables() == set()
