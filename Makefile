@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps prometheus-deps clean
+.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps prometheus-deps java clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
-unit: $(STAMP) browser-deps prometheus-deps
+unit: $(STAMP) browser-deps prometheus-deps java
 	$(BIN)/python -m pytest $(ARGS)
 
 # The pipeline tests (stamping processor, batch processor, exporter, Parquet, report) again
@@ -66,7 +66,18 @@ prometheus-deps:
 	      || echo "prometheus could not be installed: the promtool rule checks will be skipped"; \
 	  else echo "promtool not found and cannot install it: the promtool rule checks will be skipped"; fi; }
 
-bench: $(STAMP)
+# A Java 17+ runtime for the Spark model build (pyspark comes with the spark extra):
+# Debian's package when none is on PATH and we may install, never a JDK download; an
+# existing Java is left as it is (installing the package would upgrade it).
+java:
+	@command -v java >/dev/null 2>&1 || [ -n "$$JAVA_HOME" ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends openjdk-17-jre-headless >/dev/null) \
+	      || echo "Java could not be installed: the Spark tests will be skipped"; \
+	  else echo "Java not found and cannot install it: the Spark tests will be skipped"; fi; }
+
+bench: $(STAMP) java
 	$(BIN)/python -m bench $(ARGS)
 
 clean:

@@ -42,11 +42,13 @@ REQUEST_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Engine:
-    """How a command runs its analysis: the model cache directory, and DuckDB's memory
-    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM)."""
+    """How a command runs its analysis: the model cache directory, DuckDB's memory
+    limit (beyond it work spills to disk; None: DuckDB's default, 80 % of RAM), and a
+    model directory built by a distributed engine to read instead of building one."""
 
     model_cache: str | None = None
     memory_limit: str | None = None
+    model: str | None = None
 
 
 @contextmanager
@@ -63,6 +65,10 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
             model_cache=engine.model_cache,
         )
         set_progress(con, TerminalProgress())
+        if engine.model is not None:
+            from retryscope.analytics.distributed._layout import attach_model
+
+            attach_model(con, engine.model, dataset)
         try:
             yield con
         finally:

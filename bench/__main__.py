@@ -32,8 +32,9 @@ BENCHMARKS: dict[str, str] = {
     "ingest": "retryscope ingest vs json.loads (target 5)",
     "ui": "UI pages warm (target 6)",
     "convoy": "the exporter beside a CPU-bound application thread (drops, export latency)",
+    "distributed": "the model built on Spark vs single-node, per-partition task time",
 }
-PACKAGES = ("opentelemetry-sdk", "pyarrow", "duckdb", "pandas", "numpy", "streamlit")
+PACKAGES = ("opentelemetry-sdk", "pyarrow", "duckdb", "pandas", "numpy", "streamlit", "pyspark")
 
 
 def machine() -> dict[str, str]:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import streamlit as st
 
+from retryscope._environment import MODEL_ENV
 from retryscope.analytics import (
     DataSet,
     Filters,
@@ -121,7 +122,12 @@ def _store(root: str, version: Fingerprint) -> Store:
     cache = os.environ.get(CACHE_ENV) or None
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
     con, _ = connect(dataset, con=new_connection(memory_limit=memory_limit), model_cache=cache)
-    if cache is not None:
+    model = os.environ.get(MODEL_ENV) or None
+    if model is not None:  # a model a distributed engine built: read, never rebuilt here
+        from retryscope.analytics.distributed._layout import attach_model
+
+        attach_model(con, model, dataset)
+    elif cache is not None:
         # attach the cached model (or build it into the cache) while files may still be opened
         ensure_model(con)
     _lock_down(con, dataset)

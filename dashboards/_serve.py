@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from retryscope._environment import MODEL_ENV
 from retryscope.analytics._dataset import MEMORY_LIMIT_ENV, new_connection
 from retryscope.analytics.model._cache import CACHE_ENV
 
@@ -50,11 +51,13 @@ def serve(
     trace_url: str | None = None,
     model_cache: str | None = None,
     memory_limit: str | None = None,
+    model: str | None = None,
 ) -> int:
     """Serve the UI over the data set at ``path`` until interrupted; returns the exit code.
     ``trace_url`` (else ``$RETRYSCOPE_TRACE_URL``) links requests to a tracing backend;
     ``model_cache`` (else ``$RETRYSCOPE_MODEL_CACHE``) caches the built audit model;
-    ``memory_limit`` (else ``$RETRYSCOPE_MEMORY_LIMIT``) caps DuckDB's memory."""
+    ``memory_limit`` (else ``$RETRYSCOPE_MEMORY_LIMIT``) caps DuckDB's memory; ``model``
+    (else ``$RETRYSCOPE_MODEL``) is a built model directory read instead of building one."""
     if not Path(path).exists():
         raise FileNotFoundError(f"no data directory or file at {path}")
     if not 0 < port < 65536:
@@ -70,6 +73,12 @@ def serve(
         env[CACHE_ENV] = str(Path(model_cache).resolve())
     if memory_limit is not None:
         env[MEMORY_LIMIT_ENV] = memory_limit
+    if model is not None:
+        from retryscope.analytics.distributed._layout import Location, read_manifest
+
+        location = Location(model)
+        read_manifest(location)  # no model there is named here, not in the browser
+        env[MODEL_ENV] = location.uri
     print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
     # SIGTERM (a service manager, a test harness) must stop the server too, not orphan it.

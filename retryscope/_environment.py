@@ -8,3 +8,6 @@ CACHE_ENV: Final = "RETRYSCOPE_MODEL_CACHE"
 
 MEMORY_LIMIT_ENV: Final = "RETRYSCOPE_MEMORY_LIMIT"
 """Environment variable giving DuckDB's memory limit (CLI and UI default)."""
+
+MODEL_ENV: Final = "RETRYSCOPE_MODEL"
+"""Environment variable naming a built model directory to read (CLI and UI default)."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from retryscope import __version__
-from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV
+from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
 from retryscope._extras import MissingExtraError, extra_needed
 from retryscope._safe_text import for_terminal
 
@@ -82,12 +82,19 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
         f"with --model-cache the model is also written to disk as it is built "
         f"(default: ${MEMORY_LIMIT_ENV}; else 80%% of RAM)",
     )
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        default=os.environ.get(MODEL_ENV) or None,
+        help="a model directory (or s3:// prefix) built by `retryscope model --engine spark`: "
+        f"read instead of building the model (default: ${MODEL_ENV}; none)",
+    )
 
 
 def _engine(args: argparse.Namespace) -> Engine:
     from retryscope.analytics._commands import Engine
 
-    return Engine(model_cache=args.model_cache, memory_limit=args.memory_limit)
+    return Engine(model_cache=args.model_cache, memory_limit=args.memory_limit, model=args.model)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -113,6 +120,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
         trace_url=args.trace_url,
         model_cache=args.model_cache,
         memory_limit=args.memory_limit,
+        model=args.model,
     )
 
 
@@ -189,6 +197,12 @@ def _add_ingest_limits(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
+    if args.engine == "spark":
+        from retryscope.analytics.distributed._command import spark_model_command
+
+        return spark_model_command(
+            args.path, model=args.model, master=args.master, partitions=args.partitions
+        )
     from retryscope.analytics._commands import model_command
 
     return model_command(args.path, _engine(args))
@@ -207,6 +221,13 @@ def _cmd_recover(args: argparse.Namespace) -> int:
         print(f"warning: {problem}", file=sys.stderr)
     print(found.summary())
     return 1 if found.failed else 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
@@ -323,8 +344,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "model", help="build the cached audit model of a data set (unless it is up to date)"
     )
-    p.add_argument("path", help="data directory")
+    p.add_argument("path", help="data directory (or s3:// prefix with --engine spark)")
     _add_engine(p)
+    p.add_argument(
+        "--engine",
+        choices=("duckdb", "spark"),
+        default="duckdb",
+        help="duckdb: into --model-cache on this machine; spark: on a Spark cluster, DuckDB "
+        "in each task, into the model directory --model (default: PATH.model) (default: "
+        "%(default)s)",
+    )
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. local[4], local-cluster[2,1,1024], spark://host:7077, yarn "
+        "(default: Spark's own; under spark-submit use its --master)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=_positive,
+        metavar="K",
+        help="Spark tasks (default: from the span rows and the executors' memory)",
+    )
     p.set_defaults(func=_cmd_model, extra="analytics")
 
     p = sub.add_parser("ui", help="serve the Streamlit audit UI on 127.0.0.1")
@@ -356,7 +397,8 @@ def _run(args: argparse.Namespace) -> int:
     """Run the subcommand; a module of its extra found missing becomes MissingExtraError."""
     if args.extra is None:
         return int(args.func(args))
-    with extra_needed(f"retryscope {args.command}", args.extra):
+    extra = "spark" if getattr(args, "engine", None) == "spark" else args.extra
+    with extra_needed(f"retryscope {args.command}", extra):
         return int(args.func(args))
 
 
