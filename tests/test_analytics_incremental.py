@@ -131,7 +131,7 @@ def test_a_partition_rewritten_by_a_later_ingest_is_built_again(tmp_path: Path) 
     first = _assert_same_model(root, _flat_copy(root, tmp_path / "flat-0"), cache)
     older = _partition_dirs(root)[0]
     victim = sorted(older.glob("*.parquet"))[0]
-    table = duckdb.sql(f"SELECT * FROM read_parquet('{victim}')").to_arrow_table()
+    table = duckdb.connect().sql(f"SELECT * FROM read_parquet('{victim}')").to_arrow_table()
     kept = table.slice(0, table.num_rows // 2)  # the rewrite holds half the rows
     victim.unlink()
     import pyarrow.parquet as pq
@@ -160,7 +160,7 @@ def test_spans_copied_into_another_partition_count_once(tmp_path: Path) -> None:
     report.pop("findings")
     plain.pop("findings")
     assert report == plain
-    rows = duckdb.sql(f"SELECT count(*) FROM read_parquet('{copied}')").fetchall()[0][0]
+    rows = duckdb.connect().sql(f"SELECT count(*) FROM read_parquet('{copied}')").fetchall()[0][0]
     assert copies == rows
     ((n,),) = con.execute("SELECT min(copies) FROM duplicate_spans").fetchall()
     assert n == 2

@@ -257,9 +257,10 @@ def test_v0_file_reads_alongside_v1_with_union_by_name(tmp_path: Path) -> None:
         "SELECT name, attempt_ordinal, gap_reason, parent_layer FROM attempts ORDER BY name"
     ).fetchall()
     assert rows == [("old", 1, None, None), ("s", None, None, None)]
-    raw = duckdb.sql(
-        f"SELECT count(*) FROM read_parquet('{tmp_path}/*.parquet', union_by_name=true)"
-    ).fetchall()
+    with duckdb.connect() as raw_con:
+        raw = raw_con.sql(
+            f"SELECT count(*) FROM read_parquet('{tmp_path}/*.parquet', union_by_name=true)"
+        ).fetchall()
     assert raw == [(2,)]
 
 

@@ -230,9 +230,10 @@ def test_rolling_median_is_duckdbs_median_of_the_window(values: list[int], size:
     window.extend(float(x) for x in values)
     recent = values[-size:]
     assert window.median() == statistics.median(recent)
-    (expected,) = duckdb.execute(
-        "SELECT quantile_cont(x, 0.5) FROM unnest($v::DOUBLE[]) t(x)", {"v": recent}
-    ).fetchone() or (None,)
+    with duckdb.connect() as con:  # its own: the module's default connection is shared
+        (expected,) = con.execute(
+            "SELECT quantile_cont(x, 0.5) FROM unnest($v::DOUBLE[]) t(x)", {"v": recent}
+        ).fetchone() or (None,)
     assert window.median() == pytest.approx(expected)
 
 
