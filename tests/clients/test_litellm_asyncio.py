@@ -119,7 +119,8 @@ def test_200_concurrent_asyncio_requests_do_not_mix(
 
     async def main() -> list[tuple[str, int]]:
         limits = httpx.Limits(max_connections=16)  # the test server accepts few at once
-        async with httpx.AsyncClient(base_url=server.url, limits=limits) as client:
+        # a generous timeout: on a loaded machine 200 requests queue on 16 connections
+        async with httpx.AsyncClient(base_url=server.url, limits=limits, timeout=60) as client:
             return list(await asyncio.gather(*(one(client, i) for i in range(200))))
 
     done = asyncio.run(main())
