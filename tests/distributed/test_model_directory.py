@@ -224,3 +224,37 @@ def test_partitions_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         main(["model", "x", "--engine", "spark", "--partitions", "0"])
     assert "0 is not a positive integer" in capsys.readouterr().err
+
+
+def test_the_ui_reads_an_attached_model_and_names_one_it_refuses(
+    data: Path,
+    tasks: tuple[Path, list[TaskResult]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``retryscope ui --model DIR`` (``RETRYSCOPE_MODEL``): the pages read the committed
+    model and show the figures of the single-node build; a directory that holds no model of
+    the data set is named on the page, never replaced by a build of its own."""
+    from retryscope._environment import MODEL_ENV
+    from tests.dashboards.conftest import metrics, start_app
+
+    model, results = _copy(tasks, tmp_path)
+    _commit(data, model, results)
+    # one copy of the data set per app: the UI caches its store per data directory
+    built, attached, refused = (tmp_path / name for name in ("built", "attached", "refused"))
+    for copy in (built, attached, refused):
+        shutil.copytree(data, copy)
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    single = metrics(start_app(built, monkeypatch))
+    monkeypatch.setenv(MODEL_ENV, str(model))
+    shown = start_app(attached, monkeypatch)
+    assert not shown.exception
+    assert not shown.error
+    assert single
+    assert metrics(shown) == single
+    monkeypatch.setenv(MODEL_ENV, str(tmp_path / "nowhere"))
+    page = start_app(refused, monkeypatch)
+    errors = [str(e.value) for e in page.error]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"Cannot open {refused}: no model at {tmp_path / 'nowhere'} ")
+    assert not metrics(page)
