@@ -42,7 +42,14 @@ from typing import Any, Final, Required, TypedDict, Unpack
 from opentelemetry import trace
 
 from retryscope.instrumentation._context import Clock
-from retryscope.instrumentation._digests import canonical_json, idempotency_sha256, request_sha256
+from retryscope.instrumentation._digests import (
+    canonical_json,
+    digest_key_id,
+    idempotency_digest,
+    idempotency_sha256,
+    request_digest,
+    request_sha256,
+)
 from retryscope.instrumentation._streaming import StreamEvent
 from retryscope.instrumentation.control._calls import Dispatch, Job, RunResult
 from retryscope.instrumentation.control._capability import capability_sha256
@@ -178,6 +185,13 @@ class _Controller:
                 logical_request_id=args.get("logical_request_id"),
                 call=call,
                 sink=args.get("stream"),
+                span_digests=(
+                    idempotency_digest(
+                        args.get("tenant") or "", args["operation"], args["idempotency_key"]
+                    ),
+                    request_digest(args["request"]),
+                ),
+                span_key_id=digest_key_id(),
             ),
         )
 

@@ -216,6 +216,10 @@ class Request:
     logical_request_id: str | None
     call: Callable[[Dispatch], Any]
     sink: Callable[[StreamEvent], None] | None
+    span_digests: tuple[str | None, str | None] = (None, None)
+    """The digests its request span records (idempotency, request): keyed under the
+    deployment key when one is set; the admission holds the plain SHA-256 pins."""
+    span_key_id: str | None = None
 
 
 _GUARD_KEYS: Final[dict[GuardKind, tuple[str, str, str]]] = {
@@ -372,7 +376,8 @@ class RequestRun:
                 logical_request_id=rid,
                 policy_digest=s.policy_sha256,
                 clock=self._span_clock,
-                digests=(adm.idempotency_key_sha256, adm.logical_request_sha256),
+                digests=self.r.span_digests,
+                carried_key_id=self.r.span_key_id,
                 attributes={
                     v.REQUIRED_CAPABILITY_DIGEST.key: s.capability_sha256,
                     v.REQUIRED_BEHAVIOR_CLASS.key: s.policy.behavior_class_sha256,
