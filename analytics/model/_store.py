@@ -13,6 +13,7 @@ cache directory of Parquet files kept between runs.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
@@ -82,12 +83,12 @@ def make_dirs(path: Path, mode: int) -> None:
             os.chmod(directory, mode)
 
 
-class Store:
+class Store(abc.ABC):
     """What every store does: name the model's tables on a connection."""
 
+    @abc.abstractmethod
     def relation(self, table: str) -> str:
         """SQL naming every row of the model table ``table``."""
-        raise NotImplementedError
 
     def point_views(
         self, con: duckdb.DuckDBPyConnection, tables: Sequence[str] = MODEL_TABLES
