@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
+from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.distributed._layout import (
     BUILD_PREFIX,
@@ -68,6 +69,7 @@ def build_across(location: Location, build: str, partitions: int, threads: int |
     each written as the one part of its table."""
     files = table_files(build, PER_REQUEST_TABLES, dict.fromkeys(PER_REQUEST_TABLES, partitions))
     con = new_connection(threads)
+    object_store.register(con, [location.uri])
     try:
         for table, parts in files.items():
             listed = ", ".join(sql_string(location.url(p)) for p in parts)
