@@ -25,8 +25,10 @@ from retryscope.analytics.distributed import (
 from retryscope.analytics.distributed import _spark as spark_module
 from retryscope.analytics.distributed._layout import Location, part_name
 from retryscope.analytics.model import MODEL_TABLES, PER_REQUEST_TABLES
-from retryscope.analytics.replay import WhatIf, whatif
+from retryscope.analytics.replay import WhatIf, whatif, write_policy_side_file
+from retryscope.analytics.replay._policy_drift import load_policy_documents
 from retryscope.cli import main
+from retryscope.instrumentation.control._lab import reference_policy
 from tests.distributed.conftest import JAVA, NO_JAVA, SEED
 from tests.model_support import model_differences
 
@@ -55,13 +57,19 @@ def _copy_prefix(source: str, target: str) -> None:
 
 @pytest.fixture(scope="module")
 def s3_data(object_store: str, data: Path) -> str:
-    """The data set's files (the corrupt one and the hidden folders too) under
-    ``s3://<bucket>/spans/``."""
+    """The data set's files (the corrupt one, the hidden folders and a policy side file
+    too) under ``s3://<bucket>/spans/``."""
+    write_policy_side_file(data, reference_policy())
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     for path in sorted(data.rglob("*")):
         if path.is_file():
             client.upload_file(str(path), BUCKET, f"spans/{path.relative_to(data).as_posix()}")
+    # span files no reader takes: below a hidden folder, or hidden themselves
+    some = sorted(data.rglob("*.parquet"))[0]
+    hour = some.parent.relative_to(data).as_posix()
+    for key in (f"spans/.staging/{some.name}", f"spans/{hour}/_{some.name}"):
+        client.upload_file(str(some), BUCKET, key)
     return f"s3://{BUCKET}/spans"
 
 
@@ -87,6 +95,9 @@ def test_an_s3_data_set_lists_and_checks_as_a_local_one(s3_data: str, data: Path
     assert [s.path.rsplit("/", 1)[-1] for s in remote.skipped] == ["spans-corrupt.parquet"]
     assert remote.rows == local.rows
     assert remote.sizes == tuple(Path(f).stat().st_size for f in local.files)
+    policies = load_policy_documents(remote)
+    assert policies.num_rows == 1
+    assert policies.equals(load_policy_documents(local))
 
 
 def test_the_s3_model_equals_the_single_node_model(
