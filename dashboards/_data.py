@@ -62,12 +62,14 @@ from retryscope.analytics._dataset import (
 from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._cache import CACHE_ENV
 from retryscope.analytics.model._progress import Progress, ProgressCallback
+from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import (
     POLICY_DIR,
     known_policy_count,
     policy_drift,
 )
 from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
+from retryscope.dashboards._figures import FigureStore
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 WAIT_POLL_S = 0.25
@@ -119,7 +121,7 @@ class _Relay:
             self.display(p)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Store:
     con: duckdb.DuckDBPyConnection
     dataset: DataSet
@@ -127,6 +129,8 @@ class Store:
     relay: _Relay = field(default_factory=_Relay)
     ready: threading.Event = field(default_factory=threading.Event)
     """Set once the model is attached or built and the connection locked down."""
+    figures: FigureStore | None = None
+    """Where the whole-data-set figures of this version are kept (with a model cache)."""
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
@@ -154,20 +158,28 @@ def _store(root: str, version: Fingerprint) -> Store:
     return Store(con, dataset, threading.Lock(), relay)
 
 
-def _prepare(store: Store) -> None:
+def _prepare(store: Store, version: Fingerprint) -> None:
     """Attach the model (a distributed engine's, read, never rebuilt here) or build it (into
-    the cache, reading the partitions it holds), then lock the connection down."""
+    the cache, reading the partitions it holds), then lock the connection down. With a
+    model cache, the figures of this version of the data set and model are kept there."""
     model = os.environ.get(MODEL_ENV) or None
+    cache = os.environ.get(CACHE_ENV) or None
     if model is not None:
         from retryscope.analytics.distributed._layout import attach_model
 
         attach_model(store.con, model, store.dataset)
     else:
         ensure_model(store.con)
+    files = model_paths(store.con)
+    if cache is not None and files and not store.dataset.is_remote:
+        mode = Modes.of(store.dataset.root).directory
+        store.figures = FigureStore.of(
+            cache, store.dataset.root, version, files, directory_mode=mode
+        )
     _lock_down(store.con, store.dataset)
 
 
-def _ready(store: Store, display: ProgressCallback | None = None) -> None:
+def _ready(store: Store, version: Fingerprint, display: ProgressCallback | None = None) -> None:
     """Prepare ``store`` once; a session arriving while another prepares it shows that
     build's progress (to ``display``) until it is done."""
     if store.ready.is_set():
@@ -180,7 +192,7 @@ def _ready(store: Store, display: ProgressCallback | None = None) -> None:
             return
         store.relay.display = display
         try:
-            _prepare(store)
+            _prepare(store, version)
         finally:
             store.relay.display = None
         store.ready.set()
@@ -269,15 +281,23 @@ def _query(
     root: str, version: Fingerprint, name: str, key: FilterKey | None, args: tuple[Any, ...]
 ) -> Any:
     store = _store(root, version)
-    _ready(store)
+    _ready(store, version)
+    whole = key is None or all(v is None for v in key)
+    if whole and store.figures is not None:
+        kept = store.figures.get(name, args)
+        if kept is not None:
+            return kept
     with store.lock:
-        return QUERIES[name](store.con, _filters(key), args)
+        value = QUERIES[name](store.con, _filters(key), args)
+    if whole and store.figures is not None:
+        store.figures.put(name, args, value)
+    return value
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _policy_documents(root: str, version: Fingerprint) -> int:
     store = _store(root, version)
-    _ready(store)
+    _ready(store, version)
     with store.lock:
         return known_policy_count(store.con)
 
@@ -296,7 +316,7 @@ class Source:
     def prepare(self, display: ProgressCallback) -> None:
         """Make the audit model ready before the first query: attached, or built with its
         progress reported to ``display``."""
-        _ready(_store(self.root, self.version), display)
+        _ready(_store(self.root, self.version), self.version, display)
 
     def skipped(self) -> tuple[SkippedFile, ...]:
         """Files skipped so far: unreadable when listed, or undecodable when first read."""

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics.model._progress import STAGE_DONE, STAGE_PARTITIONS
