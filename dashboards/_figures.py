@@ -3,10 +3,11 @@ set whose model is up to date reads them instead of computing them again.
 
 A figure is the result of one of the UI's queries (``_data.QUERIES``) without filters: the
 same function the CLI and the JSON report call, computed once and written as Arrow IPC (a
-table) or JSON (a dict), never pickled. A set of figures belongs to one version of
-everything it was computed from: the data set's files (path, mtime, size), the model files
-its views read, and the analytics code (its ``.py`` and ``.sql`` files); any change makes a
-new set, and older sets of the same data set are removed when one is written.
+table, or a count and a table: a page of a longer list) or JSON (a dict), never pickled.
+A set of figures belongs to one version of everything it was computed from: the data
+set's files (path, mtime, size), the model files its views read, and the analytics code
+(its ``.py`` and ``.sql`` files); any change makes a new set, and older sets of the same
+data set are removed when one is written.
 """
 
 from __future__ import annotations
@@ -46,9 +47,15 @@ STORED: Final = frozenset(
         "time_range",
         "scope_time_range",
         "policy_drift",
+        "request_list",
+        "whatif",
+        "whatif_affected",
     }
 )
 """The queries whose whole-data-set results are kept (per-request lookups are cheap)."""
+
+TOTAL: Final = b"retryscope.total"
+"""Schema metadata of a kept (count, table) pair: the count."""
 
 
 @cache
@@ -62,6 +69,15 @@ def code_digest() -> str:
                 digest.update(str(path.relative_to(base)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _unpaired(table: pa.Table) -> pa.Table | tuple[int, pa.Table]:
+    """A kept table, or the (count, table) pair it holds."""
+    metadata = dict(table.schema.metadata or {})
+    count = metadata.pop(TOTAL, None)
+    if count is None:
+        return table
+    return int(count), table.replace_schema_metadata(metadata or None)
 
 
 def _digest(value: Any) -> str:
@@ -107,7 +123,7 @@ class FigureStore:
         try:
             if arrow_path.exists():
                 with pa.memory_map(str(arrow_path)) as source:
-                    return pa.ipc.open_file(source).read_all()
+                    return _unpaired(pa.ipc.open_file(source).read_all())
             if json_path.exists():
                 return json.loads(json_path.read_text(encoding="utf-8"))
         except (OSError, ValueError, pa.ArrowException):
@@ -119,6 +135,12 @@ class FigureStore:
         written is computed again next time."""
         if name not in STORED:
             return
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], pa.Table):
+            count, table = value
+            if type(count) is not int or TOTAL in (table.schema.metadata or {}):
+                return
+            metadata = {**(table.schema.metadata or {}), TOTAL: str(count).encode()}
+            value = table.replace_schema_metadata(metadata)
         if isinstance(value, pa.Table):
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, value.schema) as writer:

@@ -93,9 +93,21 @@ def test_store_keeps_nothing_json_or_its_list_would_alter(tmp_path: Path) -> Non
     store = FigureStore(tmp_path / "set")
     store.put("report", (), {"pair": (1, 2)})  # a tuple would come back a list
     store.put("finding_counts", (), {"nan": float("nan")})  # NaN != NaN
-    store.put("request_list", (), {"n": 1})  # a per-request lookup: not a stored query
-    store.put("whatif", (), (3, pa.table({"n": [1]})))  # neither a table nor a dict
+    store.put("request_attempts", ("id",), pa.table({"n": [1]}))  # a per-request lookup
+    store.put("whatif", (), [pa.table({"n": [1]})])  # neither a table, a pair nor a dict
+    store.put("request_list", (), (True, pa.table({"n": [1]})))  # the count not an int
     assert not (tmp_path / "set").exists()
+
+
+def test_store_round_trips_a_count_and_its_page(tmp_path: Path) -> None:
+    store = FigureStore(tmp_path / "set")
+    page = pa.table({"logical_request_id": ["a", "b"]}).replace_schema_metadata({"k": "v"})
+    store.put("request_list", ("excess_attempts", 50), (1234, page))
+    count, kept = store.get("request_list", ("excess_attempts", 50))
+    assert count == 1234
+    assert kept.equals(page)
+    assert kept.schema.metadata == {b"k": b"v"}  # the table's own metadata, not the count
+    assert store.get("request_list", ("duration_ms", 50)) is None
 
 
 def test_store_key_covers_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
