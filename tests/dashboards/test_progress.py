@@ -5,13 +5,16 @@ work shows nothing."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from retryscope.analytics.model._progress import STAGE_DONE, STAGE_PARTITIONS
-from retryscope.dashboards import _progress
+from retryscope.analytics import connect
+from retryscope.analytics.model._progress import STAGE_DONE, STAGE_PARTITIONS, Progress
+from retryscope.dashboards import _data, _progress
 from tests.dashboards.conftest import metrics, start_app
 from tests.dashboards.test_overview import WHOLE
 
@@ -91,3 +94,27 @@ def test_the_app_shows_its_model_build(
     at.run()
     assert not at.status
     assert metrics(at) == WHOLE
+
+
+def test_a_session_waiting_for_another_build_shows_its_progress(ui_data: Path) -> None:
+    """While one session builds the model (holding the store's lock), another shows the
+    latest progress that build reported, and once it is ready uses it without building."""
+    con, dataset = connect(ui_data)
+    store = _data.Store(con, dataset, threading.Lock())
+    store.relay(Progress(STAGE_PARTITIONS, 2, 5, 3.0, 4.0))  # the builder's latest report
+    seen: list[Progress] = []
+    with store.lock:
+        waiter = threading.Thread(target=_data._ready, args=(store, (), seen.append))
+        waiter.start()
+        for _ in range(200):
+            if seen:
+                break
+            time.sleep(0.05)
+        store.ready.set()  # the builder is done
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert seen
+    assert (seen[0].done, seen[0].total) == (2, 5)
+    assert store.figures is None  # not prepared a second time
+    ((built,),) = con.execute("SELECT getvariable('rs_model_built')").fetchall()
+    assert not built
