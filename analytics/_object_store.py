@@ -33,7 +33,9 @@ def scheme(url: str) -> str:
 
 def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """pyarrow's file system of ``url`` and the path of ``url`` on it (``bucket/key``);
-    a ValueError naming the URL when its scheme or configuration is not usable."""
+    a ValueError naming the URL when its scheme or configuration is not usable. Made from
+    the URL, as here, pyarrow's S3 file system reads ``AWS_ENDPOINT_URL_S3`` and
+    ``AWS_ENDPOINT_URL`` (its bare constructor does not)."""
     try:
         fs, path = pafs.FileSystem.from_uri(url)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
