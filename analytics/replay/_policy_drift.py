@@ -126,8 +126,8 @@ def load_policy_documents(dataset: DataSet) -> pa.Table:
     document); the documents the request spans carry are read by the SQL."""
     digests: list[str] = []
     documents: list[str] = []
-    if dataset.is_remote:
-        for name, text in _remote_side_files(dataset):
+    if dataset.is_remote:  # no span objects: no request to drift, nothing to ask the store
+        for name, text in _remote_side_files(dataset) if dataset.files else ():
             digests.append(name.removesuffix(".json"))
             documents.append(text)
     else:
