@@ -254,7 +254,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            NULL, NULL, NULL, window_start,
            json_object('attempts', attempts, 'retries', retries,
                        'retry_fraction', retry_fraction, 'budget', budget::DOUBLE)
-    FROM load_windows(window_ms, budget)
+    FROM memo_load_windows  -- load_windows_by(window_ms, budget, 'overall'), computed once
     WHERE over_budget AND only_request IS NULL  -- a window, not a request's
 
     UNION ALL

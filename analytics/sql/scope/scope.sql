@@ -57,9 +57,3 @@ SELECT
     count(DISTINCT h)::BIGINT AS logical_requests  -- the request key: cheaper than the id
 FROM receiver_traffic
 GROUP BY 1, 2;
-
--- The same, not sliced, without the requests per window (not counted then).
-CREATE OR REPLACE MACRO load_windows(window_ms, budget) AS TABLE
-SELECT * EXCLUDE (value, logical_requests) FROM load_windows_by(window_ms, budget, 'overall');
-
-
