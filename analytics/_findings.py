@@ -17,7 +17,12 @@ import duckdb
 import pyarrow as pa
 
 from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds, ensure_retry_clusters
+from retryscope.analytics._metrics import (
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    ensure_load_windows,
+    ensure_retry_clusters,
+)
 from retryscope.analytics._queries import arrow, load
 from retryscope.analytics.replay._policy_drift import install_macro as install_drift_macro
 
@@ -209,10 +214,11 @@ def finding_params(thresholds: Thresholds) -> dict[str, object]:
 def install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
     """Create ``finding_rows`` over the current scope and the catalog table
     ``finding_rules`` (rule id, severity). A table macro binds what it reads when it is
-    created, so its inputs come first: the policy-drift macro and the retry clusters for
-    ``thresholds``."""
+    created, so its inputs come first: the policy-drift macro, and the retry clusters and
+    load windows for ``thresholds``."""
     install_drift_macro(con)
     ensure_retry_clusters(con, thresholds)
+    ensure_load_windows(con, thresholds)
     con.execute(load("findings"))
     con.execute(
         "CREATE OR REPLACE TEMP TABLE finding_rules AS "

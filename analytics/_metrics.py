@@ -162,6 +162,9 @@ def load(
     """Retry fraction of receiver traffic per window (and slice) against the retry budget
     (``over_budget`` marks storm windows)."""
     apply(con, filters, bucket=bucket)
+    if Dimension(by) is Dimension.OVERALL:
+        ensure_load_windows(con, thresholds)
+        return arrow(con, "load_overall")
     return arrow(
         con,
         "load",
@@ -190,11 +193,34 @@ def ensure_retry_clusters(con: duckdb.DuckDBPyConnection, thresholds: Thresholds
     ``memo_retry_clusters`` unless they are there already (two whole-scope window passes
     over the repeats: the report and the findings both need them)."""
     gap, least = thresholds.sync_gap_ms, thresholds.sync_min_requests
+    _ensure_memo(
+        con, "rs_clusters_key", "retry_clusters_memo", {"gap_ms": gap, "min_requests": least}
+    )
+
+
+def ensure_load_windows(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+    """Compute the current scope's load windows (not sliced) for ``thresholds`` into
+    ``memo_load_windows`` unless they are there already (a whole-scope pass over receiver
+    traffic counting distinct requests per window: the report's load figures and the
+    retry-budget findings both need them)."""
+    _ensure_memo(
+        con,
+        "rs_load_windows_key",
+        "load_windows_memo",
+        {"window_ms": thresholds.load_window_ms, "budget": thresholds.retry_budget},
+    )
+
+
+def _ensure_memo(
+    con: duckdb.DuckDBPyConnection, variable: str, query: str, params: dict[str, object]
+) -> None:
+    """Run ``query`` (which creates a memo table) with ``params`` unless the DuckDB
+    ``variable`` says it already ran for the current scope and these parameters."""
     ((scope, memo),) = con.execute(
-        "SELECT getvariable('rs_scope_id'), getvariable('rs_clusters_key')"
+        f"SELECT getvariable('rs_scope_id'), getvariable('{variable}')"
     ).fetchall()
-    key = f"{scope}|{gap!r}|{least!r}"
+    key = f"{scope}|" + "|".join(f"{k}={v!r}" for k, v in sorted(params.items()))
     if memo == key:
         return
-    con.execute(load_sql("retry_clusters_memo"), {"gap_ms": gap, "min_requests": least})
-    con.execute("SET VARIABLE rs_clusters_key = ?", [key])
+    con.execute(load_sql(query), params)
+    con.execute(f"SET VARIABLE {variable} = ?", [key])

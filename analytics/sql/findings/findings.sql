@@ -132,7 +132,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            json_object('retried_layers', n.retried_layers, 'multiplication', n.multiplication,
                        'retry_owner', r.retry_owner)
     FROM request_nesting n
-    JOIN requests r ON r.logical_request_id = n.logical_request_id
+    JOIN requests r ON r.h = n.h
     WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR n.logical_request_id = only_request)
 
     UNION ALL
@@ -154,11 +154,11 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            json_object('route_id', a.route_id, 'route_data_boundary', a.route_data_boundary,
                        'allowed_boundary', a.allowed_boundary, 'is_fallback', a.is_fallback)
     FROM request_facts r
-    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    JOIN attempt_facts a ON a.h = r.h
     WHERE r.boundary_widened AND a.accepted AND NOT a.boundary_allowed
       AND (only_request IS NULL OR r.logical_request_id = only_request)
     QUALIFY row_number() OVER (
-        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.start_time
+        PARTITION BY a.h ORDER BY rs_layer_rank(a.layer), a.start_time
     ) = 1
 
     UNION ALL
@@ -181,7 +181,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
         SELECT a.*, r.fallback_capability_bound
         FROM request_facts r
         JOIN attempt_facts a
-          ON a.logical_request_id = r.logical_request_id
+          ON a.h = r.h
          AND a.route_id IS NOT DISTINCT FROM r.fallback_route
         WHERE r.fallback_success
           AND (NOT r.fallback_capability_bound
@@ -190,7 +190,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
           AND a.accepted AND a.is_fallback
           AND (only_request IS NULL OR r.logical_request_id = only_request)
         QUALIFY row_number() OVER (
-            PARTITION BY hash(a.logical_request_id)
+            PARTITION BY a.h
             ORDER BY rs_layer_rank(a.layer), a.start_time
         ) = 1
     )
@@ -202,11 +202,11 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                        'late_ms',
                        (epoch_ns(a.end_time) - epoch_ns(a.request_deadline)) / 1000000.0)
     FROM request_facts r
-    JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
+    JOIN attempt_facts a ON a.h = r.h
     WHERE r.late_success AND a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)
       AND (only_request IS NULL OR r.logical_request_id = only_request)
     QUALIFY row_number() OVER (
-        PARTITION BY hash(a.logical_request_id) ORDER BY rs_layer_rank(a.layer), a.end_time
+        PARTITION BY a.h ORDER BY rs_layer_rank(a.layer), a.end_time
     ) = 1
 
     UNION ALL
@@ -246,7 +246,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                logical_requests, retries, spread_ms, after_kinds
         FROM memo_retry_clusters  -- retry_clusters(gap_ms, min_requests), computed once
     ) s
-    JOIN requests r ON r.logical_request_id = s.logical_request_id
+    JOIN requests r ON r.h = rs_request_key(s.logical_request_id)
     WHERE only_request IS NULL OR s.logical_request_id = only_request
 
     UNION ALL
@@ -254,7 +254,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            NULL, NULL, NULL, window_start,
            json_object('attempts', attempts, 'retries', retries,
                        'retry_fraction', retry_fraction, 'budget', budget::DOUBLE)
-    FROM load_windows(window_ms, budget)
+    FROM memo_load_windows  -- load_windows_by(window_ms, budget, 'overall'), computed once
     WHERE over_budget AND only_request IS NULL  -- a window, not a request's
 
     UNION ALL

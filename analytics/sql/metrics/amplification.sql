@@ -18,7 +18,7 @@
 WITH per AS (
     SELECT
         rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
-        hash(logical_request_id) AS h,
+        h,
         physical_attempts AS attempts,
         harness_attempts AS harness,
         top_level_attempts AS top_level,
@@ -33,10 +33,10 @@ WITH per AS (
     FROM request_layers
     WHERE $dim = 'layer'
     UNION ALL
-    -- grouped on a 64-bit hash of the request id: far cheaper than on the id string
+    -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
     SELECT
         rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
-        hash(logical_request_id),
+        h,
         count(span_id),
         count(span_id) FILTER (WHERE layer = 'harness'),
         count(span_id) FILTER (WHERE parent_layer IS NULL),
@@ -48,13 +48,15 @@ WITH per AS (
     WHERE $dim IN ('route', 'route_release')
     GROUP BY 1, 2
     UNION ALL
-    SELECT NULL, hash(logical_request_id), 0, 0, 0, 0, 0, 0
+    SELECT NULL, h, 0, 0, 0, 0, 0, 0
     FROM request_facts
     WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
 ),
+-- only the nested requests: the others count in neither nesting figure
 nesting AS (
-    SELECT hash(logical_request_id) AS h, retried_layer_count, multiplication
+    SELECT h, retried_layer_count, multiplication
     FROM request_facts
+    WHERE retried_layer_count >= 2
 )
 SELECT
     p.value,

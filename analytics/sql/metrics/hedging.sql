@@ -1,11 +1,12 @@
 -- Hedges, breakers and opaque ownership per slice (attempt level).
--- Each request's figures are summed per slice first (grouped on a 64-bit hash of its id:
--- far cheaper than the string), so requests are counted without DISTINCT aggregates.
+-- Each request's figures are summed per slice first (grouped on its key h, a 64-bit hash
+-- of its id: far cheaper than the string), so requests are counted without DISTINCT
+-- aggregates.
 WITH per AS (
     SELECT
         rs_dim($dim, route_id, route_release, request_tenant, request_operation, layer,
                start_time) AS value,
-        hash(logical_request_id) AS h,
+        h,
         bool_or(is_hedge) AS hedged,
         count(*) FILTER (WHERE is_hedge) AS hedge_attempts,
         count(*) FILTER (WHERE coalesce(hedge_cancelled, FALSE)) AS cancelled_attempts,

@@ -54,12 +54,6 @@ SELECT
     count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
     rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,
     rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
-    count(DISTINCT logical_request_id)::BIGINT AS logical_requests
+    count(DISTINCT h)::BIGINT AS logical_requests  -- the request key: cheaper than the id
 FROM receiver_traffic
 GROUP BY 1, 2;
-
--- The same, not sliced.
-CREATE OR REPLACE MACRO load_windows(window_ms, budget) AS TABLE
-SELECT * EXCLUDE (value) FROM load_windows_by(window_ms, budget, 'overall');
-
-
