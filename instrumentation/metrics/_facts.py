@@ -53,6 +53,7 @@ _CANCELLED: Final = HedgeResult.CANCELLED.value
 _COMPLETE_TERMINAL: Final = Terminal.COMPLETE.value
 _STOP_DEADLINE: Final = Terminal.STOP_DEADLINE.value
 _HTTP_STATUSES: Final = (v.HTTP_STATUS_CODE.key, *v.HTTP_STATUS_CODE.aliases)
+_IDEMPOTENCY_DIGEST: Final = v.IDEMPOTENCY_DIGEST.key
 
 
 def _str(value: object) -> str | None:
@@ -281,13 +282,17 @@ def attempt_row(held: Finished) -> AttemptRow:
     if tuple(map(type, values[:_CHECKED])) not in _signatures:
         values = _typed(values)
     row = AttemptRow(held, values)
-    if row.http_method is not None or row.old_http_method is not None:
-        http_outcome, http_kind = _http_outcome(held[5], attrs)
-        if row.outcome is None:
-            row.outcome = http_outcome
-            if row.kind is None:
-                row.kind = http_kind
+    if row.outcome is None and (row.http_method is not None or row.old_http_method is not None):
+        row.outcome, http_kind = _http_outcome(held[5], attrs)
+        if row.kind is None:
+            row.kind = http_kind
     return row
+
+
+_NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)
+_BY_STATUS: dict[tuple[int, bool], tuple[str, str | None]] = {}
+"""(family, kind) of the statuses seen so far, by (status, idempotent)."""
+_MAX_STATUSES: Final = 4096
 
 
 def _http_outcome(
@@ -295,13 +300,18 @@ def _http_outcome(
 ) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = _int(_first(attrs, _HTTP_STATUSES))
-    idempotent = attrs.get(v.IDEMPOTENCY_DIGEST.key) is not None
     if status is None:
         if status_of_span.status_code is StatusCode.ERROR:
-            return NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value
+            return _NO_RESPONSE
         return None, None
-    kind = classify_status(status, idempotent=idempotent)
-    return (_SUCCESS, None) if kind is None else (kind.family.value, kind.value)
+    key = (status, attrs.get(_IDEMPOTENCY_DIGEST) is not None)
+    known = _BY_STATUS.get(key)
+    if known is None:
+        kind = classify_status(status, idempotent=key[1])
+        known = (_SUCCESS, None) if kind is None else (kind.family.value, kind.value)
+        if len(_BY_STATUS) < _MAX_STATUSES:
+            _BY_STATUS[key] = known
+    return known
 
 
 @dataclass(frozen=True, slots=True)
