@@ -79,10 +79,11 @@ def _fmt(value: float, unit: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Timings:
     """Per-round seconds of each case (all rounds kept, medians on demand): wall time, and
-    the CPU time of the timing thread (less moved by other processes on a loaded machine)."""
+    the CPU time of the process (every thread's) in ``cpu_rounds``, the figure a loaded
+    machine disturbs least."""
 
     rounds: Mapping[str, tuple[float, ...]]
-    cpu: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    cpu_rounds: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def median(self, case: str) -> float:
         return statistics.median(self.rounds[case])
@@ -91,7 +92,7 @@ class Timings:
         return self.median(case) / self.median(baseline)
 
     def cpu_median(self, case: str) -> float:
-        return statistics.median(self.cpu[case])
+        return statistics.median(self.cpu_rounds[case])
 
     def cpu_ratio(self, case: str, baseline: str) -> float:
         return self.cpu_median(case) / self.cpu_median(baseline)
@@ -123,10 +124,10 @@ def interleave(
             if setup is not None:
                 setup()
             gc.collect()
-            start, start_cpu = time.perf_counter(), time.thread_time()
+            start, start_cpu = time.perf_counter(), time.process_time()
             cases[name]()
             seconds[name].append(time.perf_counter() - start)
-            cpu[name].append(time.thread_time() - start_cpu)
+            cpu[name].append(time.process_time() - start_cpu)
     return Timings(
         {name: tuple(values) for name, values in seconds.items()},
         {name: tuple(values) for name, values in cpu.items()},
