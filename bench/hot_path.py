@@ -224,9 +224,9 @@ def _versus(
     per: int,
     target: Target | None = None,
 ) -> Result:
-    """``cases`` = (case, baseline) side by side: the ratio of CPU time (the timing
-    thread's: what another process on the machine moves least), and each per item as
-    off / on, with the wall-time ratio beside."""
+    """``cases`` = (case, baseline) side by side: the ratio of CPU time (what another
+    process on the machine moves least), and each per item as off / on, with the wall-time
+    ratio beside."""
     case, baseline = cases
     return Result(
         "hot path",
