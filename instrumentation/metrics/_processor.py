@@ -260,8 +260,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
         Raw = tuple[str | None, str | None]
-        attempts: dict[tuple[str | None, ...], int] = {}
-        sends: dict[tuple[str | None, ...], int] = {}
+        Text = str | None
+        attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
+        sends: dict[tuple[Text, Text, Text, bool], int] = {}
         durations: dict[Raw, list[float]] = {}
         remaining: dict[Raw, list[int]] = {}
         places: dict[Raw, tuple[str | None, str | None]] = {}
