@@ -224,15 +224,21 @@ def _versus(
     per: int,
     target: Target | None = None,
 ) -> Result:
-    """``cases`` = (case, baseline) side by side: the ratio, and each per item as on / off."""
+    """``cases`` = (case, baseline) side by side: the ratio of CPU time (what another
+    process on the machine moves least), and each per item as off / on, with the wall-time
+    ratio beside."""
     case, baseline = cases
     return Result(
         "hot path",
         title,
-        timings.ratio(case, baseline),
+        timings.cpu_ratio(case, baseline),
         "×",
         target,
-        {"off": micros(timings.median(baseline), per), "on": micros(timings.median(case), per)},
+        {
+            "CPU off": micros(timings.cpu_median(baseline), per),
+            "on": micros(timings.cpu_median(case), per),
+            "wall ratio": f"{timings.ratio(case, baseline):.2f}×",
+        },
     )
 
 

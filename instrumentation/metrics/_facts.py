@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,7 +38,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
-from retryscope.instrumentation._sdk import finished_attributes
+from retryscope.instrumentation._sdk import ended_fields, finished_attributes
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
 
@@ -54,6 +53,7 @@ _CANCELLED: Final = HedgeResult.CANCELLED.value
 _COMPLETE_TERMINAL: Final = Terminal.COMPLETE.value
 _STOP_DEADLINE: Final = Terminal.STOP_DEADLINE.value
 _HTTP_STATUSES: Final = (v.HTTP_STATUS_CODE.key, *v.HTTP_STATUS_CODE.aliases)
+_IDEMPOTENCY_DIGEST: Final = v.IDEMPOTENCY_DIGEST.key
 
 
 def _str(value: object) -> str | None:
@@ -263,28 +263,36 @@ start and end time, status. Not the span: a request's spans are then freed as th
 
 def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
     """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
-    start = span.start_time or 0
+    context, parent, start, end, status = ended_fields(span)
+    start = start or 0
     return (
         finished_attributes(span) or {} if attrs is None else attrs,
-        span.context,
-        span.parent,
+        context,
+        parent,
         start,
-        span.end_time or start,
-        span.status,
+        end or start,
+        status,
     )
 
 
 def attempt_row(held: Finished) -> AttemptRow:
     """The row of a finished span whose role is ``attempt``."""
     attrs = held[0]
-    row = AttemptRow(held, _typed(list(map(attrs.get, _KEYS))))
-    if row.http_method is not None or row.old_http_method is not None:
-        http_outcome, http_kind = _http_outcome(held[5], attrs)
-        if row.outcome is None:
-            row.outcome = http_outcome
-            if row.kind is None:
-                row.kind = http_kind
+    values = list(map(attrs.get, _KEYS))
+    if tuple(map(type, values[:_CHECKED])) not in _signatures:
+        values = _typed(values)
+    row = AttemptRow(held, values)
+    if row.outcome is None and (row.http_method is not None or row.old_http_method is not None):
+        row.outcome, http_kind = _http_outcome(held[5], attrs)
+        if row.kind is None:
+            row.kind = http_kind
     return row
+
+
+_NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)
+_BY_STATUS: dict[tuple[int, bool], tuple[str, str | None]] = {}
+"""(family, kind) of the statuses seen so far, by (status, idempotent)."""
+_MAX_STATUSES: Final = 4096
 
 
 def _http_outcome(
@@ -292,13 +300,18 @@ def _http_outcome(
 ) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = _int(_first(attrs, _HTTP_STATUSES))
-    idempotent = attrs.get(v.IDEMPOTENCY_DIGEST.key) is not None
     if status is None:
         if status_of_span.status_code is StatusCode.ERROR:
-            return NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value
+            return _NO_RESPONSE
         return None, None
-    kind = classify_status(status, idempotent=idempotent)
-    return (_SUCCESS, None) if kind is None else (kind.family.value, kind.value)
+    key = (status, attrs.get(_IDEMPOTENCY_DIGEST) is not None)
+    known = _BY_STATUS.get(key)
+    if known is None:
+        kind = classify_status(status, idempotent=key[1])
+        known = (_SUCCESS, None) if kind is None else (kind.family.value, kind.value)
+        if len(_BY_STATUS) < _MAX_STATUSES:
+            _BY_STATUS[key] = known
+    return known
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,27 +390,36 @@ def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
 
 def _group(rows: Sequence[AttemptRow]) -> int | None:
     """Mark retries and leaves; the nested-retry product (two or more layers retried)."""
-    groups: defaultdict[tuple[str | None, str | None, int | None, int | None], list[AttemptRow]] = (
-        defaultdict(list)
-    )
+    groups: dict[tuple[str | None, str | None, int | None, int | None], list[AttemptRow]] = {}
     parents = set()
     for row in rows:
-        groups[row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal].append(row)
+        key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [row]
+        else:
+            group.append(row)
         if row.parent_layer is not None:
             parents.add((row.parent_layer, row.parent_ordinal))
+    parent_layers = {layer for layer, _ in parents}
     largest: dict[str | None, int] = {}
     for (layer, _, _, _), group in groups.items():
         if len(group) > 1:
             group.sort(key=_group_order)
-        previous: AttemptRow | None = None
+        if layer in parent_layers:  # some attempt of this layer may have one beneath it
+            for row in group:
+                row.leaf = (layer, row.ordinal) not in parents
+        previous_failed = False
+        size = 0
         for row in group:
-            row.leaf = (row.layer, row.ordinal) not in parents
-            row.retry = (
-                previous is not None and not row.hedge_ordinal and previous.outcome != _SUCCESS
-            )
-            previous = row
-        size = sum(1 for row in group if not row.hedge_ordinal)
-        largest[layer] = max(largest.get(layer, 0), size)
+            if row.hedge_ordinal:
+                row.retry = False
+            else:
+                row.retry = previous_failed
+                size += 1
+            previous_failed = row.outcome != _SUCCESS
+        if size > largest.get(layer, 0):
+            largest[layer] = size
     retried = [n for n in largest.values() if n > 1]
     return math.prod(retried) if len(retried) >= 2 else None
 
@@ -426,13 +448,25 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     attrs = (finished_attributes(request) or {}) if request is not None else {}
     terminal = _str(attrs.get(v.TERMINAL.key))
     request_complete = terminal is None or terminal == _COMPLETE_TERMINAL
-    for row in rows:
+    deadline = _int(attrs.get(v.DEADLINE.key))
+    late_success = False
+    entry: AttemptRow | None = None  # the first top-level attempt
+    fallbacks: list[AttemptRow] = []
+    for row in rows:  # one pass: acceptance, late successes, the entry, the fallbacks
+        success = row.outcome == _SUCCESS
         row.accepted = (
-            row.outcome == _SUCCESS
+            success
+            and request_complete
             and (row.decision is None or row.decision == _COMPLETE)
             and row.hedge_result != _CANCELLED
-            and request_complete
         )
+        if success and not late_success:
+            limit = row.deadline if row.deadline is not None else deadline
+            late_success = limit is not None and row.end > limit
+        if row.parent_layer is None and (entry is None or row.start < entry.start):
+            entry = row
+        if row.is_fallback:
+            fallbacks.append(row)
     if request is None:
         first = rows[0] if rows else None
         return RequestFacts(
@@ -441,7 +475,6 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
             tenant=first.tenant if first is not None else None,
             operation=first.operation if first is not None else None,
         )
-    deadline = _int(attrs.get(v.DEADLINE.key))
     return RequestFacts(
         tuple(rows),
         has_request_span=True,
@@ -452,21 +485,21 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
         receiver=len(leaves),
         operations=operations,
         nested_product=nested_product,
-        **_fallback_facts(rows, attrs),
-        late_success=any(
-            row.outcome == _SUCCESS
-            and (limit := row.deadline if row.deadline is not None else deadline) is not None
-            and row.end > limit
-            for row in rows
-        ),
+        **_fallback_facts(rows, attrs, entry, fallbacks),
+        late_success=late_success,
         deadline_exhausted=terminal == _STOP_DEADLINE,
     )
 
 
-def _fallback_facts(rows: Sequence[AttemptRow], attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """``fallback`` and ``widened_by`` of :class:`RequestFacts` (``request_facts.sql``)."""
-    top = [r for r in rows if r.parent_layer is None]
-    entry = min(top, key=lambda r: r.start) if top else None
+def _fallback_facts(
+    rows: Sequence[AttemptRow],
+    attrs: Mapping[str, Any],
+    entry: AttemptRow | None,
+    fallbacks: Sequence[AttemptRow],
+) -> dict[str, Any]:
+    """``fallback`` and ``widened_by`` of :class:`RequestFacts` (``request_facts.sql``);
+    ``entry`` is the request's first top-level attempt, ``fallbacks`` its attempts on a
+    fallback route."""
     allowed = _str(attrs.get(v.MAX_DATA_BOUNDARY.key))
     if allowed is None and entry is not None:
         allowed = entry.route_boundary
@@ -476,7 +509,6 @@ def _fallback_facts(rows: Sequence[AttemptRow], attrs: Mapping[str, Any]) -> dic
         else []  # no boundary to widen beyond
     )
     facts: dict[str, Any] = {"widened_by": min(widened, key=_layer_rank) if widened else None}
-    fallbacks = [r for r in rows if r.is_fallback]
     if not fallbacks:
         return facts
     answered = [r for r in fallbacks if r.accepted]

@@ -260,22 +260,31 @@ class AttemptMetricsProcessor(SpanProcessor):
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
         Raw = tuple[str | None, str | None]
-        attempts: dict[tuple[Raw, str | None, str | None, str | None, bool], int] = {}
-        sends: dict[tuple[Raw, str | None, bool], int] = {}
+        Text = str | None
+        attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
+        sends: dict[tuple[Text, Text, Text, bool], int] = {}
         durations: dict[Raw, list[float]] = {}
+        remaining: dict[Raw, list[int]] = {}
         places: dict[Raw, tuple[str | None, str | None]] = {}
         for row in rows:
-            raw = (row.layer, row.route)
-            tried = (raw, row.outcome, row.kind, row.retry_owner, row.retry)
+            layer, route, owner = row.layer, row.route, row.retry_owner
+            tried = (layer, route, row.outcome, row.kind, owner, row.retry)
             attempts[tried] = attempts.get(tried, 0) + 1
             if row.leaf:
-                sent = (raw, row.retry_owner, row.resend)
+                sent = (layer, route, owner, row.resend)
                 sends[sent] = sends.get(sent, 0) + 1
+            raw = (layer, route)
             values = durations.get(raw)
             if values is None:
                 values = durations[raw] = []
-                places[raw] = (d.layer(row.layer), d.route(row.route))
+                places[raw] = (d.layer(layer), d.route(route))
             values.append((row.end - row.start) / 1e6)
+            if row.remaining_ms is not None:
+                left = remaining.get(raw)
+                if left is None:
+                    remaining[raw] = [row.remaining_ms]
+                else:
+                    left.append(row.remaining_ms)
             if row.actual is not None or row.reserved is not None:
                 spent = (d.currency(row.currency), places[raw][1], not row.accepted)
                 add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
@@ -285,25 +294,24 @@ class AttemptMetricsProcessor(SpanProcessor):
                 samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
             if row.retry_after_ms is not None:
                 samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
-        for (raw, outcome, kind, owner, retry), n in attempts.items():
-            figure = (*places[raw], d.outcome(outcome), d.kind(kind), d.owner(owner))
+        for (layer, route, outcome, kind, owner, retry), n in attempts.items():
+            figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)
-        for (raw, owner, resend), n in sends.items():
-            add(i.SENDS, (*places[raw], d.owner(owner), resend), n)
-        medians: dict[tuple[str | None, str | None], float | None] = {}
+        for (layer, route, owner, resend), n in sends.items():
+            add(i.SENDS, (*places[layer, route], d.owner(owner), resend), n)
+        latency, window_size = self._latency, self.config.latency_window
         for raw, values in durations.items():
             place = places[raw]
-            window = self._latency.get(place)
+            window = latency.get(place)
             if window is None:
-                window = self._latency[place] = RollingMedian(self.config.latency_window)
+                window = latency[place] = RollingMedian(window_size)
             window.extend(values)
-        for raw in durations:
-            medians[raw] = self._latency[places[raw]].median()
-        for row in rows:
-            if row.remaining_ms is not None:
-                median = medians[row.layer, row.route]
-                if median is not None and row.remaining_ms < median:
-                    add(i.DOOMED_DISPATCHES, places[row.layer, row.route])
+        for raw, left in remaining.items():
+            median = latency[places[raw]].median()
+            if median is not None:
+                doomed = sum(1 for ms in left if ms < median)
+                if doomed:
+                    add(i.DOOMED_DISPATCHES, places[raw], doomed)
 
     def _request_figures(
         self,

@@ -274,3 +274,85 @@ def test_processor_writes_nothing_onto_spans(tmp_path: Path) -> None:
     metered.processor.shutdown()
     _one(provider)  # a shut-down processor still records: shutdown holds nothing to flush
     assert live_figures(metered.points())["logical_requests"] == 1
+
+
+def test_spans_that_are_no_attempt_or_request_record_nothing() -> None:
+    provider, metered = _provider()
+    tracer = provider.get_tracer("third-party")
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("p") as a:
+            with tracer.start_as_current_span("tool call"):  # stamped, but no attempt
+                pass
+            a.set_outcome("success")
+        with tracer.start_as_current_span("outside any attempt"):
+            pass
+    with tracer.start_as_current_span("outside any request"):
+        pass
+    live = live_figures(metered.points())
+    assert (live["physical_attempts"], live["receiver_attempts"]) == (1, 1)
+    assert (live["logical_requests"], live["histogram_requests"]) == (1, 1)
+    assert metered.processor is not None
+    assert (metered.processor.open_requests(), metered.processor.errors) == (0, 0)
+
+
+def test_the_request_histograms_are_recorded_once_per_request() -> None:
+    provider, metered = _provider()
+    clock = Clock(T0)
+    for n in (3, 1):
+        with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+            for k in range(n):
+                with req.attempt("p") as a:
+                    a.set_outcome("success" if k == n - 1 else "unavailable")
+    (point,) = metered.points()[i.ATTEMPTS_PER_REQUEST.name]
+    assert (point.count, point.sum, point.min, point.max) == (2, 4, 1, 3)
+
+
+def test_an_attempt_is_a_send_exactly_when_no_attempt_is_beneath_it() -> None:
+    provider, metered = _provider()
+    clock = Clock(T0)
+    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+        with req.attempt("p") as outer:  # a transport attempt beneath: not itself a send
+            with req.attempt("p", layer="transport") as inner:
+                inner.set_outcome("unavailable")
+            with req.attempt("p", layer="transport") as inner:
+                inner.set_outcome("success")
+            outer.set_outcome("success")
+        with req.attempt("q") as alone:  # nothing beneath: the receiver saw it
+            alone.set_outcome("success")
+    live = live_figures(metered.points())
+    assert live["receiver_by_layer"] == {"transport": 2, "harness": 1}
+    assert live["resends"] == 2  # the second send and "q": one operation (the model's rule)
+    assert live["retries"] == 1  # the second transport attempt, after a failure
+
+
+def test_doomed_dispatches_have_less_time_left_than_the_median() -> None:
+    provider, metered = _provider()
+    clock = Clock(T0)
+
+    def request(left_ms: int) -> None:
+        deadline = clock() + left_ms * 1_000_000
+        with logical_request(
+            operation="chat", tracer_provider=provider, clock=clock, deadline=deadline
+        ) as req:
+            with req.attempt("p") as a:
+                clock.advance_ms(100)  # every attempt takes 100 ms: the median
+                a.set_outcome("success")
+        clock.advance_ms(1_000)
+
+    request(100)  # exactly the median left: not doomed
+    assert live_figures(metered.points())["doomed_dispatches"] == 0
+    request(99)
+    assert live_figures(metered.points())["doomed_dispatches"] == 1
+
+
+def test_ended_fields_read_the_same_on_either_path() -> None:
+    from retryscope.instrumentation._sdk import ended_fields, public_paths
+
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("s", start_time=5)
+    span.end(end_time=9)
+    fast = ended_fields(span)
+    with public_paths():
+        public = ended_fields(span)
+    assert fast == public
+    assert (fast[0], fast[2], fast[3]) == (span.get_span_context(), 5, 9)
