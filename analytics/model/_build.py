@@ -45,7 +45,13 @@ from retryscope.analytics.model._progress import (
     Tracker,
     callback_of,
 )
-from retryscope.analytics.model._store import KEYS, MemoryStore, Modes, drop_views
+from retryscope.analytics.model._store import (
+    KEYS,
+    MemoryStore,
+    Modes,
+    compress_in_memory,
+    drop_views,
+)
 from retryscope.analytics.model._time_partitions import TimePartition, time_partitions
 
 _log = logging.getLogger(__name__)
@@ -100,7 +106,7 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
             con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
             _finish(con, tracker, built, len(store.units), store.straddlers)
             return
-    memory = MemoryStore(con)
+    memory = MemoryStore(con, compress=_compress_in_memory(con))
     parts = _time_partitions(con, root)
     built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
     straddlers = 0
@@ -109,6 +115,18 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
     _build_across(con, memory, tracker, memory.keep_across)
     memory.point_views(con)
     _finish(con, tracker, built, len(parts), straddlers)
+
+
+def _compress_in_memory(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the model of the files ``spans`` reads is kept compressed in memory (from
+    their span rows, known from the footers, and the connection's memory limit)."""
+    ((unknown, rows, setting),) = con.execute(
+        "SELECT bool_or(rows IS NULL), sum(rows), current_setting('memory_limit')"
+        " FROM _retryscope_files"
+    ).fetchall()
+    return compress_in_memory(
+        None if unknown else int(rows or 0), request_partitions.memory_limit_bytes(str(setting))
+    )
 
 
 def model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:

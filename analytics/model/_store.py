@@ -30,6 +30,12 @@ from retryscope.analytics.model._partition import (
     PER_REQUEST_TABLES,
 )
 
+UNCOMPRESSED_BYTES_PER_SPAN_ROW: Final = 700
+"""Memory the model's per-request tables take per span row of the data set when kept
+uncompressed (measured on the bench data: 230 MiB for an hour of 346,579 rows), about 4x
+their compressed size."""
+UNCOMPRESSED_SHARE: Final = 0.25
+"""The share of the memory limit a model in memory may take uncompressed."""
 KEYS: Final = "request_keys"
 """Per time partition: the requests it holds spans of (``h``) and the partition (``part``)."""
 ALIAS: Final = "rs_model"
@@ -120,14 +126,27 @@ def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
 
 
-class MemoryStore(Store):
-    """The model in an in-memory database attached to the connection as ``rs_model``
-    (compressed: a 10 M-attempt model takes ≈ 1 GiB; beyond the memory limit DuckDB
-    moves its blocks to the temporary directory)."""
+def compress_in_memory(span_rows: int | None, memory_limit: int | None) -> bool:
+    """Whether a model in memory over ``span_rows`` span rows is kept compressed under a
+    memory limit of ``memory_limit`` bytes: only when uncompressed it would take more than
+    :data:`UNCOMPRESSED_SHARE` of the limit (or either is unknown). DuckDB compresses a
+    table when it checkpoints it, and that pass costs about 40 % of a build's CPU."""
+    if span_rows is None or memory_limit is None or memory_limit <= 0:
+        return True
+    return span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW > memory_limit * UNCOMPRESSED_SHARE
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+
+class MemoryStore(Store):
+    """The model in an in-memory database attached to the connection as ``rs_model``:
+    compressed when it is large for the memory limit (:func:`compress_in_memory`; a 10 M-
+    attempt model then takes ≈ 2.3 GiB), else kept as built, without the checkpoint that
+    would compress it. Beyond the memory limit DuckDB moves its blocks to the temporary
+    directory."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, compress: bool = True) -> None:
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
-        con.execute(f"ATTACH ':memory:' AS {ALIAS} (COMPRESS)")
+        con.execute(f"ATTACH ':memory:' AS {ALIAS}" + (" (COMPRESS)" if compress else ""))
+        self.compressed = compress
         self._created: set[str] = set()
 
     def relation(self, table: str) -> str:
@@ -136,6 +155,10 @@ class MemoryStore(Store):
     def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], part: str = "") -> None:
         """Move the temp ``tables`` of ``cur`` here (``request_keys`` with the partition's
         key ``part``)."""
+        with self._unchecked(cur):
+            self._keep(cur, tables, part)
+
+    def _keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], part: str) -> None:
         for table in tables:
             source = f"temp.main.{table}"
             if table == KEYS:
@@ -147,6 +170,22 @@ class MemoryStore(Store):
                 self._created.add(table)
             cur.execute(f"DROP TABLE temp.main.{table}")
 
+    @contextlib.contextmanager
+    def _unchecked(self, cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        """Without automatic checkpoints while an uncompressed store takes rows: a large
+        commit would otherwise checkpoint the in-memory database (a pass over every row
+        written, for nothing when it is not compressed). The setting is the database's,
+        so it is put back afterwards."""
+        if self.compressed:
+            yield
+            return
+        ((threshold,),) = cur.execute("SELECT current_setting('checkpoint_threshold')").fetchall()
+        cur.execute("SET checkpoint_threshold = '1000TB'")
+        try:
+            yield
+        finally:
+            cur.execute(f"SET checkpoint_threshold = {sql_string(str(threshold))}")
+
     def keys(self) -> str | None:
         """The partitions' request keys, or None when no partition kept them."""
         return self.relation(KEYS) if KEYS in self._created else None
@@ -154,11 +193,12 @@ class MemoryStore(Store):
     def replace_requests(self, cur: duckdb.DuckDBPyConnection, straddlers: str) -> None:
         """Replace the rows of the requests in the relation ``straddlers`` (of ``h``) by
         the temp per-request tables of ``cur`` (built from all their spans)."""
-        for table in PER_REQUEST_TABLES:
-            cur.execute(
-                f"DELETE FROM {self.relation(table)} WHERE h IN (SELECT h FROM {straddlers})"
-            )
-        self.keep(cur, PER_REQUEST_TABLES)
+        with self._unchecked(cur):
+            for table in PER_REQUEST_TABLES:
+                cur.execute(
+                    f"DELETE FROM {self.relation(table)} WHERE h IN (SELECT h FROM {straddlers})"
+                )
+            self._keep(cur, PER_REQUEST_TABLES, "")
 
     def keep_across(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Keep the tables across requests ``cur`` built (replacing earlier ones)."""
