@@ -127,25 +127,26 @@ def drop_views(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def compress_in_memory(span_rows: int | None, memory_limit: int | None) -> bool:
-    """Whether a model in memory over ``span_rows`` span rows is kept compressed under a
-    memory limit of ``memory_limit`` bytes: only when uncompressed it would take more than
-    :data:`UNCOMPRESSED_SHARE` of the limit (or either is unknown). DuckDB compresses a
-    table when it checkpoints it, and that pass costs about 40 % of a build's CPU."""
+    """Whether a model in memory over ``span_rows`` span rows is compressed under a memory
+    limit of ``memory_limit`` bytes: only when uncompressed it would take more than
+    :data:`UNCOMPRESSED_SHARE` of the limit (or either is unknown). DuckDB compresses an
+    in-memory table when it checkpoints it, and that pass costs about a third of a
+    build's CPU."""
     if span_rows is None or memory_limit is None or memory_limit <= 0:
         return True
     return span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW > memory_limit * UNCOMPRESSED_SHARE
 
 
 class MemoryStore(Store):
-    """The model in an in-memory database attached to the connection as ``rs_model``:
-    compressed when it is large for the memory limit (:func:`compress_in_memory`; a 10 M-
-    attempt model then takes ≈ 2.3 GiB), else kept as built, without the checkpoint that
-    would compress it. Beyond the memory limit DuckDB moves its blocks to the temporary
-    directory."""
+    """The model in an in-memory database attached to the connection as ``rs_model``.
+    ``compress``: DuckDB checkpoints it as rows arrive, compressing them (a 10 M-attempt
+    model then takes ≈ 2.3 GiB); else no checkpoint runs while it takes rows, and they
+    stay as built (:func:`compress_in_memory` chooses). Beyond the memory limit DuckDB
+    moves its blocks to the temporary directory."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, *, compress: bool = True) -> None:
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
-        con.execute(f"ATTACH ':memory:' AS {ALIAS}" + (" (COMPRESS)" if compress else ""))
+        con.execute(f"ATTACH ':memory:' AS {ALIAS} (COMPRESS)")
         self.compressed = compress
         self._created: set[str] = set()
 
@@ -172,10 +173,9 @@ class MemoryStore(Store):
 
     @contextlib.contextmanager
     def _unchecked(self, cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
-        """Without automatic checkpoints while an uncompressed store takes rows: a large
-        commit would otherwise checkpoint the in-memory database (a pass over every row
-        written, for nothing when it is not compressed). The setting is the database's,
-        so it is put back afterwards."""
+        """Without automatic checkpoints while an uncompressed store takes rows (a large
+        commit would checkpoint the in-memory database, compressing every row written).
+        The setting is the database's, so it is put back afterwards."""
         if self.compressed:
             yield
             return

@@ -1,0 +1,66 @@
+"""A model kept in memory is compressed only when it is large for the memory limit; kept
+uncompressed (no checkpoint runs while it takes rows) it holds the same rows and gives
+the same report, and the database's checkpoint setting is put back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from retryscope.analytics import build_report, connect
+from retryscope.analytics.model import _store
+from tests.model_support import model_differences, model_rows
+from tests.test_analytics_incremental import _flat_copy, _traffic
+
+
+@pytest.fixture(scope="module")
+def hours(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Requests over three hourly partitions, some running across an hour's end."""
+    return _traffic(tmp_path_factory.mktemp("store") / "data", seed=7, per_hour=30, hours=2)
+
+
+def _methods(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    """The compression methods of the stored segments of the model table ``table``."""
+    rows = con.execute(
+        f"SELECT DISTINCT compression FROM pragma_storage_info('{_store.ALIAS}.main.{table}')"
+    ).fetchall()
+    return {str(m) for (m,) in rows}
+
+
+def test_only_a_model_large_for_the_memory_limit_is_compressed() -> None:
+    per_row, share = _store.UNCOMPRESSED_BYTES_PER_SPAN_ROW, _store.UNCOMPRESSED_SHARE
+    limit = 4 * 2**30
+    fits = int(limit * share) // per_row
+    assert not _store.compress_in_memory(fits, limit)
+    assert _store.compress_in_memory(fits + 1, limit)
+    assert _store.compress_in_memory(None, limit)  # rows unknown (an object store)
+    assert _store.compress_in_memory(1, None)  # no known limit
+    assert not _store.compress_in_memory(0, limit)
+
+
+def test_an_uncompressed_model_holds_the_compressed_models_rows(
+    hours: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain, _ = connect(hours)
+    # every commit of the build would checkpoint (and compress) the model
+    plain.execute("SET checkpoint_threshold = '1KB'")
+    report = json.dumps(build_report(plain), sort_keys=True, default=str)
+    ((stats,),) = plain.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    assert stats["partitions"] >= 3
+    assert stats["straddlers"] > 0
+    assert model_differences(plain, connect(_flat_copy(hours, tmp_path / "flat"))[0]) == {}
+    assert plain.execute("SELECT current_setting('checkpoint_threshold')").fetchone() == (
+        "1000 bytes",
+    )
+
+    monkeypatch.setattr(_store, "UNCOMPRESSED_BYTES_PER_SPAN_ROW", 2**40)
+    packed, _ = connect(hours)
+    packed.execute("SET checkpoint_threshold = '1KB'")
+    assert model_differences(plain, packed) == {}
+    assert model_rows(packed)["all_attempt_facts"] > 0
+    assert json.dumps(build_report(packed), sort_keys=True, default=str) == report
+    assert _methods(plain, "all_attempt_facts") == {"Uncompressed"}
+    assert _methods(packed, "all_attempt_facts") - {"Uncompressed"}
