@@ -1,6 +1,7 @@
-"""A model kept in memory is compressed only when it is large for the memory limit; kept
-uncompressed (no checkpoint runs while it takes rows) it holds the same rows and gives
-the same report, and the database's checkpoint setting is put back."""
+"""A model kept in memory is compressed only as far as the memory limit needs: rows within
+the budget stay uncompressed (no checkpoint runs while the store takes them), beyond it
+the store checkpoints. Either way the model holds the same rows and gives the same
+report, and the database's checkpoint setting is put back."""
 
 from __future__ import annotations
 
@@ -30,15 +31,10 @@ def _methods(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
     return {str(m) for (m,) in rows}
 
 
-def test_only_a_model_large_for_the_memory_limit_is_compressed() -> None:
-    per_row, share = _store.UNCOMPRESSED_BYTES_PER_SPAN_ROW, _store.UNCOMPRESSED_SHARE
-    limit = 4 * 2**30
-    fits = int(limit * share) // per_row
-    assert not _store.compress_in_memory(fits, limit)
-    assert _store.compress_in_memory(fits + 1, limit)
-    assert _store.compress_in_memory(None, limit)  # rows unknown (an object store)
-    assert _store.compress_in_memory(1, None)  # no known limit
-    assert not _store.compress_in_memory(0, limit)
+def test_the_uncompressed_budget_is_a_share_of_the_memory_limit() -> None:
+    assert _store.uncompressed_budget(4 * 2**30) == int(4 * 2**30 * _store.UNCOMPRESSED_SHARE)
+    assert _store.uncompressed_budget(None) == 0  # no known limit: compress everything
+    assert _store.uncompressed_budget(0) == 0
 
 
 def test_an_uncompressed_model_holds_the_compressed_models_rows(
@@ -56,9 +52,9 @@ def test_an_uncompressed_model_holds_the_compressed_models_rows(
         "1000 bytes",
     )
 
+    # each partition's rows exceed the budget: the store compresses after each one
     monkeypatch.setattr(_store, "UNCOMPRESSED_BYTES_PER_SPAN_ROW", 2**40)
     packed, _ = connect(hours)
-    packed.execute("SET checkpoint_threshold = '1KB'")
     assert model_differences(plain, packed) == {}
     assert model_rows(packed)["all_attempt_facts"] > 0
     assert json.dumps(build_report(packed), sort_keys=True, default=str) == report

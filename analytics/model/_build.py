@@ -49,8 +49,8 @@ from retryscope.analytics.model._store import (
     KEYS,
     MemoryStore,
     Modes,
-    compress_in_memory,
     drop_views,
+    uncompressed_budget,
 )
 from retryscope.analytics.model._time_partitions import TimePartition, time_partitions
 
@@ -106,7 +106,7 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
             con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
             _finish(con, tracker, built, len(store.units), store.straddlers)
             return
-    memory = MemoryStore(con, compress=_compress_in_memory(con))
+    memory = MemoryStore(con, uncompressed_budget=_uncompressed_budget(con))
     parts = _time_partitions(con, root)
     built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
     straddlers = 0
@@ -117,16 +117,15 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
     _finish(con, tracker, built, len(parts), straddlers)
 
 
-def _compress_in_memory(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the model of the files ``spans`` reads is kept compressed in memory (from
-    their span rows, known from the footers, and the connection's memory limit)."""
-    ((unknown, rows, setting),) = con.execute(
-        "SELECT bool_or(rows IS NULL), sum(rows), current_setting('memory_limit')"
-        " FROM _retryscope_files"
+def _uncompressed_budget(con: duckdb.DuckDBPyConnection) -> int:
+    """How much of the model of the files ``spans`` reads may stay uncompressed in memory
+    (none when a file's span rows are unknown: the store cannot count what it keeps)."""
+    ((unknown, setting),) = con.execute(
+        "SELECT bool_or(rows IS NULL), current_setting('memory_limit') FROM _retryscope_files"
     ).fetchall()
-    return compress_in_memory(
-        None if unknown else int(rows or 0), request_partitions.memory_limit_bytes(str(setting))
-    )
+    if unknown:
+        return 0
+    return uncompressed_budget(request_partitions.memory_limit_bytes(str(setting)))
 
 
 def model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -176,7 +175,7 @@ class _InMemory:
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
         for table in self._tables:
             cur.execute(f"ALTER TABLE temp.main.kept_{table} RENAME TO {table}")
-        self._memory.keep(cur, self._tables, self._part.key)
+        self._memory.keep(cur, self._tables, self._part.key, self._part.rows)
 
 
 def _replace_in_memory(

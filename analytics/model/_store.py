@@ -30,9 +30,9 @@ from retryscope.analytics.model._partition import (
     PER_REQUEST_TABLES,
 )
 
-UNCOMPRESSED_BYTES_PER_SPAN_ROW: Final = 700
-"""Memory the model's per-request tables take per span row of the data set when kept
-uncompressed (measured on the bench data: 230 MiB for an hour of 346,579 rows), about 4x
+UNCOMPRESSED_BYTES_PER_SPAN_ROW: Final = 800
+"""Memory the model's tables take per span row of the data set when kept uncompressed
+(measured on the bench data: 1.05 GiB for the 1.39 M rows of 1 M attempts), about 4x
 their compressed size."""
 UNCOMPRESSED_SHARE: Final = 0.25
 """The share of the memory limit a model in memory may take uncompressed."""
@@ -126,38 +126,47 @@ def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
 
 
-def compress_in_memory(span_rows: int | None, memory_limit: int | None) -> bool:
-    """Whether a model in memory over ``span_rows`` span rows is compressed under a memory
-    limit of ``memory_limit`` bytes: only when uncompressed it would take more than
-    :data:`UNCOMPRESSED_SHARE` of the limit (or either is unknown). DuckDB compresses an
-    in-memory table when it checkpoints it, and that pass costs about a third of a
-    build's CPU."""
-    if span_rows is None or memory_limit is None or memory_limit <= 0:
-        return True
-    return span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW > memory_limit * UNCOMPRESSED_SHARE
+def uncompressed_budget(memory_limit: int | None) -> int:
+    """Bytes of a model in memory that may stay uncompressed under a memory limit of
+    ``memory_limit`` bytes: :data:`UNCOMPRESSED_SHARE` of it (none when it is unknown)."""
+    if memory_limit is None or memory_limit <= 0:
+        return 0
+    return int(memory_limit * UNCOMPRESSED_SHARE)
 
 
 class MemoryStore(Store):
     """The model in an in-memory database attached to the connection as ``rs_model``.
-    ``compress``: DuckDB checkpoints it as rows arrive, compressing them (a 10 M-attempt
-    model then takes ≈ 2.3 GiB); else no checkpoint runs while it takes rows, and they
-    stay as built (:func:`compress_in_memory` chooses). Beyond the memory limit DuckDB
-    moves its blocks to the temporary directory."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, compress: bool = True) -> None:
+    DuckDB compresses an in-memory table when it checkpoints it, and that pass costs about
+    a third of a build's CPU: so no automatic checkpoint runs while the store takes rows,
+    and the store checkpoints (compressing every row kept since) only once the rows kept
+    uncompressed would take more than ``uncompressed_budget`` bytes (estimated from the
+    span rows they were built from). A model that fits the budget is never compressed; a
+    10 M-attempt model compressed takes ≈ 2.3 GiB. Beyond the memory limit DuckDB moves
+    its blocks to the temporary directory."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, uncompressed_budget: int = 0) -> None:
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
         con.execute(f"ATTACH ':memory:' AS {ALIAS} (COMPRESS)")
-        self.compressed = compress
+        self._budget = uncompressed_budget
+        self._pending = 0
         self._created: set[str] = set()
 
     def relation(self, table: str) -> str:
         return f"{ALIAS}.main.{table}"
 
-    def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], part: str = "") -> None:
+    def keep(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        tables: Sequence[str],
+        part: str = "",
+        span_rows: int = 0,
+    ) -> None:
         """Move the temp ``tables`` of ``cur`` here (``request_keys`` with the partition's
-        key ``part``)."""
+        key ``part``), built from ``span_rows`` span rows."""
         with self._unchecked(cur):
             self._keep(cur, tables, part)
+        self._kept(cur, span_rows)
 
     def _keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], part: str) -> None:
         for table in tables:
@@ -171,14 +180,18 @@ class MemoryStore(Store):
                 self._created.add(table)
             cur.execute(f"DROP TABLE temp.main.{table}")
 
+    def _kept(self, cur: duckdb.DuckDBPyConnection, span_rows: int) -> None:
+        """Checkpoint (compress) once the rows kept uncompressed exceed the budget."""
+        self._pending += span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW
+        if self._budget <= 0 or self._pending > self._budget:
+            cur.execute(f"CHECKPOINT {ALIAS}")
+            self._pending = 0
+
     @contextlib.contextmanager
     def _unchecked(self, cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
-        """Without automatic checkpoints while an uncompressed store takes rows (a large
-        commit would checkpoint the in-memory database, compressing every row written).
-        The setting is the database's, so it is put back afterwards."""
-        if self.compressed:
-            yield
-            return
+        """Without automatic checkpoints while the store takes rows (a large commit would
+        checkpoint the in-memory database, compressing every row written). The setting
+        is the database's, so it is put back afterwards."""
         ((threshold,),) = cur.execute("SELECT current_setting('checkpoint_threshold')").fetchall()
         cur.execute("SET checkpoint_threshold = '1000TB'")
         try:
@@ -199,6 +212,7 @@ class MemoryStore(Store):
                     f"DELETE FROM {self.relation(table)} WHERE h IN (SELECT h FROM {straddlers})"
                 )
             self._keep(cur, PER_REQUEST_TABLES, "")
+        self._kept(cur, 0)
 
     def keep_across(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Keep the tables across requests ``cur`` built (replacing earlier ones)."""
