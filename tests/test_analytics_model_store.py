@@ -37,6 +37,16 @@ def test_the_uncompressed_budget_is_a_share_of_the_memory_limit() -> None:
     assert _store.uncompressed_budget(0) == 0
 
 
+def test_the_store_compresses_only_what_the_budget_needs() -> None:
+    due = _store.checkpoint_due
+    assert due(1, 0, 0)  # no budget: everything is compressed
+    assert not due(60, 40, 100)  # everything fits
+    assert due(60, 41, 100)  # the rest (41) fits alone: compress the 60 now
+    assert due(101, 500, 100)  # over the budget already
+    assert not due(100, 500, 100)  # within it, and the rest would not fit alone anyway
+    assert not due(0, 0, 100)
+
+
 def test_an_uncompressed_model_holds_the_compressed_models_rows(
     hours: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -106,8 +106,12 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
             con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
             _finish(con, tracker, built, len(store.units), store.straddlers)
             return
-    memory = MemoryStore(con, uncompressed_budget=_uncompressed_budget(con))
     parts = _time_partitions(con, root)
+    memory = MemoryStore(
+        con,
+        span_rows=sum(p.rows for p in parts),
+        uncompressed_budget=_uncompressed_budget(con),
+    )
     built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
     straddlers = 0
     if len(parts) > 1:

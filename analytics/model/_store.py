@@ -134,21 +134,44 @@ def uncompressed_budget(memory_limit: int | None) -> int:
     return int(memory_limit * UNCOMPRESSED_SHARE)
 
 
+def checkpoint_due(kept: int, to_come: int, budget: int) -> bool:
+    """Whether a store holding ``kept`` bytes uncompressed, with ``to_come`` bytes still
+    to keep, compresses now under a budget of ``budget`` bytes uncompressed: always
+    without a budget; never when everything fits it; else when what it holds is over it,
+    or when what is still to come fits it alone (compressing now leaves the rest as is)."""
+    if budget <= 0:
+        return True
+    if kept + to_come <= budget:
+        return False
+    return kept > budget or to_come <= budget
+
+
 class MemoryStore(Store):
     """The model in an in-memory database attached to the connection as ``rs_model``.
 
     DuckDB compresses an in-memory table when it checkpoints it, and that pass costs about
     a third of a build's CPU: so no automatic checkpoint runs while the store takes rows,
-    and the store checkpoints (compressing every row kept since) only once the rows kept
-    uncompressed would take more than ``uncompressed_budget`` bytes (estimated from the
-    span rows they were built from). A model that fits the budget is never compressed; a
-    10 M-attempt model compressed takes ≈ 2.3 GiB. Beyond the memory limit DuckDB moves
-    its blocks to the temporary directory."""
+    and the store checkpoints (compressing every row kept since the last one) only as the
+    memory limit needs. It is told the span rows of the whole build (``span_rows``) and
+    how many bytes may stay uncompressed (``uncompressed_budget``), and checkpoints after
+    a partition when the rows kept uncompressed would exceed the budget, or when the rows
+    still to come fit it but would not together with those kept (so only the last
+    partitions, up to the budget, stay uncompressed). Sizes are estimated from span rows
+    (:data:`UNCOMPRESSED_BYTES_PER_SPAN_ROW`). A 10 M-attempt model compressed takes
+    ≈ 2.3 GiB. Beyond the memory limit DuckDB moves its blocks to the temporary
+    directory."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, uncompressed_budget: int = 0) -> None:
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        span_rows: int = 0,
+        uncompressed_budget: int = 0,
+    ) -> None:
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
         con.execute(f"ATTACH ':memory:' AS {ALIAS} (COMPRESS)")
         self._budget = uncompressed_budget
+        self._to_come = span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW
         self._pending = 0
         self._created: set[str] = set()
 
@@ -181,9 +204,11 @@ class MemoryStore(Store):
             cur.execute(f"DROP TABLE temp.main.{table}")
 
     def _kept(self, cur: duckdb.DuckDBPyConnection, span_rows: int) -> None:
-        """Checkpoint (compress) once the rows kept uncompressed exceed the budget."""
-        self._pending += span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW
-        if self._budget <= 0 or self._pending > self._budget:
+        """Checkpoint (compress what was kept since the last one) as the budget needs."""
+        size = span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW
+        self._pending += size
+        self._to_come = max(0, self._to_come - size)
+        if checkpoint_due(self._pending, self._to_come, self._budget):
             cur.execute(f"CHECKPOINT {ALIAS}")
             self._pending = 0
 
