@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -61,14 +61,19 @@ from retryscope.analytics._dataset import (
 )
 from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._cache import CACHE_ENV
+from retryscope.analytics.model._progress import Progress, ProgressCallback
+from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import (
     POLICY_DIR,
     known_policy_count,
     policy_drift,
 )
 from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
+from retryscope.dashboards._figures import FigureStore
 
 Fingerprint = tuple[tuple[str, int, int], ...]
+WAIT_POLL_S = 0.25
+"""How often a session waiting for another's model build redraws that build's progress."""
 FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
 
 
@@ -101,11 +106,31 @@ def fingerprint(root: str) -> Fingerprint:
     return (*spans, *_stats(sorted(folder.glob("*.json"))))
 
 
-@dataclass(frozen=True)
+class _Relay:
+    """The progress callback of a store's connection: forwards a build's progress to the
+    display of the script run building the model, and keeps the latest report for the
+    sessions waiting for that build."""
+
+    def __init__(self) -> None:
+        self.latest: Progress | None = None
+        self.display: ProgressCallback | None = None
+
+    def __call__(self, p: Progress) -> None:
+        self.latest = p
+        if self.display is not None:
+            self.display(p)
+
+
+@dataclass
 class Store:
     con: duckdb.DuckDBPyConnection
     dataset: DataSet
     lock: threading.Lock
+    relay: _Relay = field(default_factory=_Relay)
+    ready: threading.Event = field(default_factory=threading.Event)
+    """Set once the model is attached or built and the connection locked down."""
+    figures: FigureStore | None = None
+    """Where the whole-data-set figures of this version are kept (with a model cache)."""
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
@@ -118,20 +143,61 @@ def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
 
 @st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
 def _store(root: str, version: Fingerprint) -> Store:
+    """The data set's connection, its model not built yet: :func:`_prepare` builds it
+    outside any cached function, so the progress it draws is not replayed on cache hits."""
     dataset = discover(root)
     cache = os.environ.get(CACHE_ENV) or None
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
-    con, _ = connect(dataset, con=new_connection(memory_limit=memory_limit), model_cache=cache)
+    relay = _Relay()
+    con, _ = connect(
+        dataset,
+        con=new_connection(memory_limit=memory_limit),
+        model_cache=cache,
+        progress=relay,
+    )
+    return Store(con, dataset, threading.Lock(), relay)
+
+
+def _prepare(store: Store, version: Fingerprint) -> None:
+    """Attach the model (a distributed engine's, read, never rebuilt here) or build it (into
+    the cache, reading the partitions it holds), then lock the connection down. With a
+    model cache, the figures of this version of the data set and model are kept there."""
     model = os.environ.get(MODEL_ENV) or None
-    if model is not None:  # a model a distributed engine built: read, never rebuilt here
+    cache = os.environ.get(CACHE_ENV) or None
+    if model is not None:
         from retryscope.analytics.distributed._layout import attach_model
 
-        attach_model(con, model, dataset)
-    elif cache is not None:
-        # attach the cached model (or build it into the cache) while files may still be opened
-        ensure_model(con)
-    _lock_down(con, dataset)
-    return Store(con, dataset, threading.Lock())
+        attach_model(store.con, model, store.dataset)
+    else:
+        ensure_model(store.con)
+    files = model_paths(store.con)
+    if cache is not None and files and not store.dataset.is_remote:
+        mode = Modes.of(store.dataset.root).directory
+        store.figures = FigureStore.of(
+            cache, store.dataset.root, version, files, directory_mode=mode
+        )
+    _lock_down(store.con, store.dataset)
+
+
+def _ready(store: Store, version: Fingerprint, display: ProgressCallback | None = None) -> None:
+    """Prepare ``store`` once; a session arriving while another prepares it shows that
+    build's progress (to ``display``) until it is done."""
+    if store.ready.is_set():
+        return
+    while not store.lock.acquire(timeout=WAIT_POLL_S):
+        if display is not None and store.relay.latest is not None:
+            display(store.relay.latest)
+    try:
+        if store.ready.is_set():
+            return
+        store.relay.display = display
+        try:
+            _prepare(store, version)
+        finally:
+            store.relay.display = None
+        store.ready.set()
+    finally:
+        store.lock.release()
 
 
 def _filters(key: FilterKey | None) -> Filters | None:
@@ -215,13 +281,23 @@ def _query(
     root: str, version: Fingerprint, name: str, key: FilterKey | None, args: tuple[Any, ...]
 ) -> Any:
     store = _store(root, version)
+    _ready(store, version)
+    whole = key is None or all(v is None for v in key)
+    if whole and store.figures is not None:
+        kept = store.figures.get(name, args)
+        if kept is not None:
+            return kept
     with store.lock:
-        return QUERIES[name](store.con, _filters(key), args)
+        value = QUERIES[name](store.con, _filters(key), args)
+    if whole and store.figures is not None:
+        store.figures.put(name, args, value)
+    return value
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _policy_documents(root: str, version: Fingerprint) -> int:
     store = _store(root, version)
+    _ready(store, version)
     with store.lock:
         return known_policy_count(store.con)
 
@@ -236,6 +312,11 @@ class Source:
     @property
     def dataset(self) -> DataSet:
         return _store(self.root, self.version).dataset
+
+    def prepare(self, display: ProgressCallback) -> None:
+        """Make the audit model ready before the first query: attached, or built with its
+        progress reported to ``display``."""
+        _ready(_store(self.root, self.version), self.version, display)
 
     def skipped(self) -> tuple[SkippedFile, ...]:
         """Files skipped so far: unreadable when listed, or undecodable when first read."""

@@ -16,6 +16,7 @@ import streamlit as st
 
 from retryscope.dashboards._context import page_entered, sidebar
 from retryscope.dashboards._data import Source, fingerprint
+from retryscope.dashboards._progress import StatusProgress
 from retryscope.dashboards._serve import DATA_ENV
 
 PAGES = (
@@ -63,6 +64,8 @@ def main() -> None:
     source = _source()
     if source is None:
         return
+    # the model is built (or attached) before any page reads it; a long build shows progress
+    source.prepare(StatusProgress())
     warning = st.empty()  # filled after the page ran: reading may find undecodable files
     pages = [
         st.Page(path, title=title, url_path=url, default=i == 0)

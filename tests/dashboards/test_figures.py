@@ -1,0 +1,121 @@
+"""The whole-data-set figures the UI keeps beside its model cache: a restarted UI reads them
+instead of computing them again; any change of the data set's files makes new ones (and
+removes the old); filtered figures and values JSON would alter are never kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import streamlit as st
+
+from retryscope.dashboards import _figures
+from retryscope.dashboards._figures import FOLDER, FigureStore
+from tests.dashboards.conftest import metrics, select, start_app
+from tests.dashboards.test_overview import WHOLE
+
+
+def _sets(cache: Path) -> list[Path]:
+    return sorted(p for p in (cache / FOLDER).iterdir() if p.is_dir())
+
+
+def _restart(data: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    st.cache_data.clear()
+    st.cache_resource.clear()  # as a restarted server: the data set is opened again
+    return metrics(start_app(data, monkeypatch, model_cache=cache))
+
+
+@pytest.fixture
+def started(ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A copy of the known data set whose first start kept its figures in a model cache."""
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    st.cache_data.clear()
+    assert metrics(start_app(data, monkeypatch, model_cache=cache)) == WHOLE
+    return data, cache
+
+
+def test_a_restarted_ui_reads_the_kept_figures(
+    started: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, cache = started
+    (kept,) = _sets(cache)
+    (report,) = kept.glob("report-*.json")
+    figures = json.loads(report.read_text())
+    assert figures["logical_requests"] == 9
+    figures["logical_requests"] = 12_345  # what the restarted page shows, if it reads it
+    report.write_text(json.dumps(figures))
+    assert _restart(data, cache, monkeypatch)["Logical requests"] == "12,345"
+
+
+def test_changed_data_makes_new_figures(
+    started: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, cache = started
+    (old,) = _sets(cache)
+    (report,) = old.glob("report-*.json")
+    report.write_text(report.read_text().replace('"logical_requests": 9', '"logical_requests": 1'))
+    first = sorted(data.rglob("*.parquet"))[0]
+    stat = first.stat()
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # rewritten in place
+    assert _restart(data, cache, monkeypatch) == WHOLE  # computed, not the old set's
+    (new,) = _sets(cache)
+    assert new != old  # the old set removed
+
+
+def test_filtered_figures_are_not_kept(
+    started: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, cache = started
+    (kept,) = _sets(cache)
+    before = sorted(p.name for p in kept.iterdir())
+    at = start_app(data, monkeypatch, model_cache=cache)
+    select(at, "filter_tenant", "acme")
+    assert metrics(at)["Logical requests"] != WHOLE["Logical requests"]
+    assert sorted(p.name for p in kept.iterdir()) == before
+
+
+def test_store_round_trips_tables_and_json_dicts(tmp_path: Path) -> None:
+    store = FigureStore(tmp_path / "set")
+    table = pa.table({"value": ["a", None], "n": [1, 2]})
+    store.put("amplification", ("route",), table)
+    store.put("report", (), {"logical_requests": 3, "rate": 0.5, "by": [{"x": None}]})
+    assert store.get("amplification", ("route",)).equals(table)
+    assert store.get("amplification", ("tenant",)) is None  # other arguments, other figure
+    assert store.get("report", ()) == {"logical_requests": 3, "rate": 0.5, "by": [{"x": None}]}
+
+
+def test_store_keeps_nothing_json_or_its_list_would_alter(tmp_path: Path) -> None:
+    store = FigureStore(tmp_path / "set")
+    store.put("report", (), {"pair": (1, 2)})  # a tuple would come back a list
+    store.put("finding_counts", (), {"nan": float("nan")})  # NaN != NaN
+    store.put("request_attempts", ("id",), pa.table({"n": [1]}))  # a per-request lookup
+    store.put("whatif", (), [pa.table({"n": [1]})])  # neither a table, a pair nor a dict
+    store.put("request_list", (), (True, pa.table({"n": [1]})))  # the count not an int
+    assert not (tmp_path / "set").exists()
+
+
+def test_store_round_trips_a_count_and_its_page(tmp_path: Path) -> None:
+    store = FigureStore(tmp_path / "set")
+    page = pa.table({"logical_request_id": ["a", "b"]}).replace_schema_metadata({"k": "v"})
+    store.put("request_list", ("excess_attempts", 50), (1234, page))
+    count, kept = store.get("request_list", ("excess_attempts", 50))
+    assert count == 1234
+    assert kept.equals(page)
+    assert kept.schema.metadata == {b"k": b"v"}  # the table's own metadata, not the count
+    assert store.get("request_list", ("duration_ms", 50)) is None
+
+
+def test_store_key_covers_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    version = (("a.parquet", 1, 2),)
+    one = FigureStore.of(tmp_path, "/data", version, [])
+    assert FigureStore.of(tmp_path, "/data", version, []).directory == one.directory
+    assert FigureStore.of(tmp_path, "/data", (("a.parquet", 1, 3),), []).directory != (
+        one.directory
+    )
+    monkeypatch.setattr(_figures, "code_digest", lambda: "other code")
+    assert FigureStore.of(tmp_path, "/data", version, []).directory != one.directory
