@@ -78,15 +78,24 @@ def _fmt(value: float, unit: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """Per-round seconds of each case (all rounds kept, medians on demand)."""
+    """Per-round seconds of each case (all rounds kept, medians on demand): wall time, and
+    the CPU time of the process (every thread's) in ``cpu_rounds``, the figure a loaded
+    machine disturbs least."""
 
     rounds: Mapping[str, tuple[float, ...]]
+    cpu_rounds: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def median(self, case: str) -> float:
         return statistics.median(self.rounds[case])
 
     def ratio(self, case: str, baseline: str) -> float:
         return self.median(case) / self.median(baseline)
+
+    def cpu_median(self, case: str) -> float:
+        return statistics.median(self.cpu_rounds[case])
+
+    def cpu_ratio(self, case: str, baseline: str) -> float:
+        return self.cpu_median(case) / self.cpu_median(baseline)
 
 
 def interleave(
@@ -108,16 +117,21 @@ def interleave(
                 setup()
             cases[name]()
     seconds: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             if setup is not None:
                 setup()
             gc.collect()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             cases[name]()
             seconds[name].append(time.perf_counter() - start)
-    return Timings({name: tuple(values) for name, values in seconds.items()})
+            cpu[name].append(time.process_time() - start_cpu)
+    return Timings(
+        {name: tuple(values) for name, values in seconds.items()},
+        {name: tuple(values) for name, values in cpu.items()},
+    )
 
 
 def micros(seconds: float, per: int) -> str:

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
 from retryscope.instrumentation._sdk import fast_paths
+from retryscope.instrumentation.export._batch import QUEUE_SIZE
 from retryscope.instrumentation.export._exporter import spans_to_columns
 from retryscope.instrumentation.export._gaps import GAP_SPAN_ID, GAP_TRACE_ID
 
@@ -289,6 +291,41 @@ def test_a_forked_child_counts_no_loss_for_the_queue_it_inherits(sdk_path: str) 
     provider.shutdown()
     assert os.waitstatus_to_exitcode(status) == 0
     assert (processor.dropped_spans, len(sink.spans)) == (0, 10)
+
+
+@pytest.mark.parametrize(
+    ("variable", "argument", "capacity"),
+    [(None, None, QUEUE_SIZE), ("100", None, 100), ("100", 50, 50), (" ", None, QUEUE_SIZE)],
+)
+def test_the_queue_holds_its_default_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+    sdk_path: str,
+    variable: str | None,
+    argument: int | None,
+    capacity: int,
+) -> None:
+    """The queue holds ``QUEUE_SIZE`` spans, ``OTEL_BSP_MAX_QUEUE_SIZE`` when set, the
+    argument above both: exactly ``capacity`` wait behind a held export, one more is lost."""
+    if variable is None:
+        monkeypatch.delenv(OTEL_BSP_MAX_QUEUE_SIZE, raising=False)
+    else:
+        monkeypatch.setenv(OTEL_BSP_MAX_QUEUE_SIZE, variable)
+    sink = _GatedCollect()
+    processor = GapCountingBatchSpanProcessor(
+        sink, argument, max_export_batch_size=16, schedule_delay_millis=60_000
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for i in range(16):
+        tracer.start_span(f"first-{i}").end()  # one batch: the worker blocks exporting it
+    assert sink.door.entered.wait(10)
+    for i in range(capacity + 1):
+        tracer.start_span(f"queued-{i}").end()
+    sink.door.opened.set()
+    provider.shutdown()
+    assert processor.dropped_spans == 1
+    assert len(sink.spans) == 16 + capacity
 
 
 def test_shutdown_honours_its_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

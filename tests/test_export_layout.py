@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -98,17 +99,28 @@ def test_many_writers_one_directory_never_collide(tmp_path: Path) -> None:
     assert sum(pq.read_metadata(f).num_rows for f in files) == 36
 
 
+def _eventually(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert condition()
+
+
 def test_rotation_by_rows_bytes_and_age(tmp_path: Path) -> None:
     spans = make_spans(1)  # 3 spans per export call
     by_rows = ParquetSpanExporter(tmp_path / "rows", rotate_rows=6)
-    for _ in range(3):
+    for _ in range(2):
         by_rows.export(spans)
+    _eventually(lambda: bool(_visible(tmp_path / "rows")))  # the helper thread cuts it
+    by_rows.export(spans)
     assert [pq.read_metadata(f).num_rows for f in _visible(tmp_path / "rows")] == [6]
     by_rows.shutdown()
     assert len(by_rows.files_written) == len(_visible(tmp_path / "rows")) == 2
 
     by_bytes = ParquetSpanExporter(tmp_path / "bytes", rotate_bytes=1)
     by_bytes.export(spans)
+    _eventually(lambda: len(_visible(tmp_path / "bytes")) == 1)
+    by_bytes.shutdown()
     assert len(_visible(tmp_path / "bytes")) == 1
 
     by_age = ParquetSpanExporter(tmp_path / "age", rotate_age_s=0.2)

@@ -6,8 +6,15 @@ column by column into Arrow and buffered; a file is cut when the buffer reaches
 ``rotate_rows`` rows or ``rotate_bytes`` bytes of Arrow data, when its oldest span is
 ``rotate_age_s`` old, and on ``force_flush``/``shutdown``. Files go to Hive partitions, are
 sorted for drill-down, and appear atomically (see :mod:`._files`). Memory stays
-bounded: at most ``rotate_rows`` rows are buffered while writes succeed, ``buffer_rows``
-while they fail.
+bounded: about ``rotate_rows`` rows are buffered while writes succeed (those of the file
+being cut and those that arrive meanwhile), ``buffer_rows`` while they fail.
+
+While writes succeed, a file is cut by the exporter's helper thread, not by the ``export``
+call that made it due: sorting and writing 200,000 rows takes seconds beside a busy
+application thread, and an export that waited for it would stall the batch processor,
+whose queue then overflows. ``export`` goes on buffering meanwhile (and appending to its
+segment); nothing else writes until the cut is done. While writes fail, the ``export``
+that finds a retry due writes itself, and returns whether it could.
 
 A failed write (disk full, permission denied, read-only directory) returns ``FAILURE``,
 logs the cause once per failure episode and keeps the rows in the bounded retry buffer,
@@ -350,6 +357,9 @@ class ParquetSpanExporter(SpanExporter):
         self._oldest: float | None = None
         self._resource: Mapping[str, Any] | None = None
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when a cut ends
+        self._cutting = False  # the helper thread is writing files (without the lock)
+        self._cut = threading.Event()  # wakes the helper thread: a file is due
         self._namer = FileNamer("spans")
         self._segments = SegmentLog(self.config, self._namer) if self.config.durable else None
         self._cleaned: set[Path] = set()  # directories rid of dead writers' temporary files
@@ -395,6 +405,9 @@ class ParquetSpanExporter(SpanExporter):
                 return SpanExportResult.SUCCESS
             if self._failing and time.monotonic() < self._next_retry:
                 return SpanExportResult.FAILURE
+            if self._cutting or not self._failing:
+                self._cut.set()  # the helper thread cuts the file (see the module doc)
+                return SpanExportResult.SUCCESS
             ok = self._write_pending(deadline=None, whole_files=not self._due(by_rows=False))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
@@ -404,6 +417,8 @@ class ParquetSpanExporter(SpanExporter):
         if not self._lock.acquire(timeout=max(0.0, timeout_millis / 1000)):
             return False
         try:
+            if not self._wait_for_cut(deadline):
+                return False
             with responsive(self.config.switch_interval_s):
                 return self._write_pending(deadline=deadline)
         finally:
@@ -422,7 +437,8 @@ class ParquetSpanExporter(SpanExporter):
                 return
             self._shutdown = True
             self._wake.set()
-            if not self._write_pending(deadline=deadline):
+            self._cut.set()
+            if not self._wait_for_cut(deadline) or not self._write_pending(deadline=deadline):
                 kept = self._segments.durable if self._segments is not None else 0
                 lost = self._pending_rows - kept
                 self.dropped_spans += lost
@@ -450,6 +466,15 @@ class ParquetSpanExporter(SpanExporter):
         self.gaps.add(reason, dropped, time.time_ns() if at_ns is None else at_ns)
 
     # -- internals ---------------------------------------------------------------------------
+    def _wait_for_cut(self, deadline: float) -> bool:
+        """Under the lock: wait until no cut is in progress; False when ``deadline`` (a
+        ``time.monotonic()`` value) passed first."""
+        while self._cutting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._idle.wait(remaining):
+                return not self._cutting
+        return True
+
     def _convert_one_by_one(self, spans: Sequence[ReadableSpan]) -> pa.Table:
         """The batch without the spans that cannot be converted (each counted as rejected),
         so one bad span never costs the batch it arrived in."""
@@ -576,51 +601,72 @@ class ParquetSpanExporter(SpanExporter):
     def _clear_pending(self) -> None:
         self._pending, self._pending_rows, self._pending_bytes, self._oldest = [], 0, 0, None
 
-    def _write_pending(self, deadline: float | None, *, whole_files: bool = False) -> bool:
+    def _write_pending(
+        self, deadline: float | None, *, whole_files: bool = False, unlocked: bool = False
+    ) -> bool:
         """Write everything buffered (and the pending gap rows); False if rows remain.
 
-        ``whole_files``: write only full ``rotate_rows`` files and keep the remainder buffered
-        (a cut by row count then yields files of exactly that size).
+        Full files come first, each of the ``rotate_rows`` rows that arrived first.
+        ``whole_files``: write only full files and keep the remainder buffered (a cut by row
+        count then yields files of exactly that size). ``unlocked``: the helper thread's cut,
+        which lets go of the lock while it writes each file (``export`` buffers meanwhile;
+        nothing else writes: ``_cutting``).
         """
+        rotate = self.config.rotate_rows
+        while self._pending_rows > rotate:
+            if not self._write_rows(deadline, rotate, unlocked=unlocked):
+                return False
+        if whole_files and self._pending_rows < rotate:
+            return True
+        return self._write_rows(deadline, None, unlocked=unlocked)
+
+    def _write_rows(self, deadline: float | None, rows: int | None, *, unlocked: bool) -> bool:
+        """Write the first ``rows`` rows to arrive (None: all) and the pending gap rows;
+        False if they were not all written (kept, or counted lost)."""
+        oldest = self._oldest
         gaps = self.gaps.drain()
         tables = list(self._pending)
         tail: pa.Table | None = None
-        cut = self._pending_rows // self.config.rotate_rows * self.config.rotate_rows
-        if whole_files and 0 < cut < self._pending_rows:
-            spans = pa.concat_tables(_cut_in_arrival_order(tables, cut))
-            tables, tail = [spans.slice(0, cut)], spans.slice(cut)
+        if rows is not None and 0 < rows < self._pending_rows:
+            spans = pa.concat_tables(_cut_in_arrival_order(tables, rows))
+            tables, tail = [spans.slice(0, rows)], spans.slice(rows)
         spans_written = list(tables)
         if gaps:
             tables.append(self._with_arrival(gap_table(gaps, self._resource), gaps=True))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        self._clear_pending()  # what arrives from here on is buffered behind the tail
+        if tail is not None:
+            self._buffer(tail)
+        if unlocked:
+            self._cutting = True
+            self._lock.release()
         try:
             written = write_partitioned(
                 table, self.config, self._namer, deadline=deadline, cleaned=self._cleaned
             )
         except WriteError as exc:
+            self._relock(unlocked)
             self._note_written(exc.written)
             self._done(spans_written, keep=exc.remaining)
-            remaining = exc.remaining
-            if tail is not None:
-                remaining = pa.concat_tables([remaining, tail]) if remaining.num_rows else tail
-            self._keep_unwritten(remaining)
+            self._keep_unwritten(exc.remaining, oldest)
             if isinstance(exc.cause, TimeoutError):
                 return False
             self._disk_failed(exc)
             return False
         except Exception as exc:  # not an I/O problem: these rows can never be written
+            self._relock(unlocked)
             self._done(spans_written)
-            self._clear_pending()
             self._lose(table.num_rows - len(gaps), GapReason.WRITE_FAILED, f"write raised {exc!r}")
             self.gaps.restore(gaps)
             return False
+        except BaseException:
+            self._relock(unlocked)
+            raise
+        self._relock(unlocked)
         self._note_written(written)
         self._done(spans_written)
-        self._clear_pending()
-        if tail is not None:
-            self._buffer(tail)
         if self._failing:
             self._failing = False
             _log.info(
@@ -629,6 +675,13 @@ class ParquetSpanExporter(SpanExporter):
                 self.dropped_spans - self._episode_start_dropped,
             )
         return True
+
+    def _relock(self, unlocked: bool) -> None:
+        """After a cut's write (``unlocked``): take the lock back, wake who waits for it."""
+        if unlocked:
+            self._lock.acquire()
+            self._cutting = False
+            self._idle.notify_all()
 
     def _disk_failed(self, exc: BaseException) -> None:
         """A write (of a file or a segment) failed: a failure episode starts (logged once)
@@ -648,17 +701,18 @@ class ParquetSpanExporter(SpanExporter):
     def _note_written(self, files: list[Path]) -> None:
         self.files_written.extend(files)
 
-    def _keep_unwritten(self, remaining: pa.Table) -> None:
+    def _keep_unwritten(self, remaining: pa.Table, oldest: float | None) -> None:
+        """Put the rows a write left (``oldest``: when the first of them was buffered) back
+        in front of what was buffered since; their gap rows back into the ledger."""
         is_gap = _gap_rows_of(remaining)
         self.gaps.restore(_gaps_of(remaining.filter(is_gap)))
         spans = remaining.filter(pc.invert(is_gap))
-        oldest = self._oldest
-        self._clear_pending()
         if spans.num_rows:
-            self._pending = [self._with_arrival(spans)]
-            self._pending_rows = spans.num_rows
-            self._pending_bytes = _spans_only(spans).nbytes
-            self._oldest = oldest if oldest is not None else time.monotonic()
+            self._pending.insert(0, self._with_arrival(spans))
+            self._pending_rows += spans.num_rows
+            self._pending_bytes += _spans_only(spans).nbytes
+            times = [t for t in (oldest, self._oldest) if t is not None]
+            self._oldest = min(times) if times else time.monotonic()
 
     # -- age-based rotation while no new spans arrive ------------------------------------------
     def _ensure_ager(self) -> None:
@@ -670,22 +724,28 @@ class ParquetSpanExporter(SpanExporter):
         )
         self._ager.start()
 
-    def _flush_if_old(self) -> None:
+    def _cut_if_due(self) -> None:
+        """The helper thread's turn: ``fsync`` the segment when due, and cut the file when it
+        is (by rows, bytes or age), writing without the lock."""
         with self._lock:
-            if self._shutdown or self._oldest is None:
+            if self._shutdown or self._oldest is None or self._cutting:
                 return
             if self._segments is not None:
                 self._segments.sync(due_only=True)
-            old = time.monotonic() - self._oldest >= self.config.rotate_age_s
-            if old and not (self._failing and time.monotonic() < self._next_retry):
+            if self._due() and not (self._failing and time.monotonic() < self._next_retry):
                 with responsive(self.config.switch_interval_s):
-                    self._write_pending(deadline=None)
+                    self._write_pending(
+                        deadline=None, whole_files=not self._due(by_rows=False), unlocked=True
+                    )
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new writer. The parent writes what it buffered and counted;
         the child starts with fresh locks, no buffer, its own file names and no helper
         thread (started again on its first export)."""
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._cutting = False
+        self._cut = threading.Event()
         self._clear_pending()
         self.gaps = GapLedger()
         self._namer = FileNamer("spans")
@@ -699,19 +759,24 @@ class ParquetSpanExporter(SpanExporter):
 
 
 def _age_loop(ref: weakref.ref[ParquetSpanExporter]) -> None:
+    """The helper thread: cuts a file when ``export`` says one is due, or when the oldest
+    buffered span is ``rotate_age_s`` old while no span arrives; ``fsync``s the segment."""
     while True:
         exporter = ref()
         if exporter is None or exporter._shutdown:
             return
-        wake, period = exporter._wake, min(1.0, exporter.config.rotate_age_s / 2)
+        wake, cut = exporter._wake, exporter._cut
+        period = min(1.0, exporter.config.rotate_age_s / 2)
         del exporter
-        if wake.wait(period):
+        cut.wait(period)
+        if wake.is_set():
             return
+        cut.clear()
         exporter = ref()
         if exporter is None:
             return
         try:
-            exporter._flush_if_old()
+            exporter._cut_if_due()
         except Exception:  # never let the helper thread die noisily
-            _log.exception("retryscope: age-based flush failed")
+            _log.exception("retryscope: cutting a file in the helper thread failed")
         del exporter

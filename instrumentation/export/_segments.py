@@ -71,7 +71,17 @@ _SETTINGS: Final = (
     "dir_mode",
 )
 """The writer's settings a segment records, so its recovery writes files like it would."""
-_IPC: Final = pa.ipc.IpcWriteOptions(compression="lz4")
+_IPC: Final = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+"""lz4 (a third of the bytes for a fifth more CPU than none), compressed on the calling
+thread: a 512-span batch's buffers are too small to gain from Arrow's thread pool, and the
+hand-off costs more than the compression (wall 2.6 vs 1.1 µs/span), most of all beside a
+busy application thread, where each wait for a pool thread ends in a wait for the GIL."""
+
+
+def _arrival_bounds(table: pa.Table) -> tuple[int, int]:
+    """The first and last :data:`ARRIVAL` numbers of ``table`` (its rows may be in any order)."""
+    arrivals = table.column(ARRIVAL).to_numpy()
+    return int(arrivals.min()), int(arrivals.max())
 
 
 def _text(value: object) -> str:
@@ -119,8 +129,7 @@ class SegmentLog:
         """Append ``table`` (its rows carry consecutive :data:`ARRIVAL` numbers from
         ``first``); True when it is in a segment, False when only in memory (the error is
         logged by the caller's failure handling)."""
-        arrivals = table.column(ARRIVAL)
-        first, last = pc.min(arrivals).as_py(), pc.max(arrivals).as_py()
+        first, last = _arrival_bounds(table)
         try:
             segment = self._current(table.schema)
             writer = segment.writer
@@ -146,8 +155,7 @@ class SegmentLog:
 
     def skip(self, table: pa.Table) -> None:
         """``table`` is accepted without a segment (while writes fail): in memory only."""
-        arrivals = table.column(ARRIVAL)
-        first, last = pc.min(arrivals).as_py(), pc.max(arrivals).as_py()
+        first, last = _arrival_bounds(table)
         self._segments.append(_Segment(None, first, last + 1, table.num_rows))
 
     def _current(self, schema: pa.Schema) -> _Segment:

@@ -51,6 +51,7 @@ def visible():
 
 exporter = ParquetSpanExporter(mount / "data", rotate_rows=3, buffer_rows=12, retry_s=0)
 assert exporter.export(batch()) == SpanExportResult.SUCCESS  # works before the fault
+assert exporter.force_flush()  # (the file that export made due is cut by the helper thread)
 filler = mount / "filler"
 if mode == "full":
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
