@@ -45,7 +45,13 @@ from retryscope.analytics.model._progress import (
     Tracker,
     callback_of,
 )
-from retryscope.analytics.model._store import KEYS, MemoryStore, Modes, drop_views
+from retryscope.analytics.model._store import (
+    KEYS,
+    MemoryStore,
+    Modes,
+    drop_views,
+    uncompressed_budget,
+)
 from retryscope.analytics.model._time_partitions import TimePartition, time_partitions
 
 _log = logging.getLogger(__name__)
@@ -100,8 +106,12 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
             con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
             _finish(con, tracker, built, len(store.units), store.straddlers)
             return
-    memory = MemoryStore(con)
     parts = _time_partitions(con, root)
+    memory = MemoryStore(
+        con,
+        span_rows=sum(p.rows for p in parts),
+        uncompressed_budget=_uncompressed_budget(con),
+    )
     built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
     straddlers = 0
     if len(parts) > 1:
@@ -109,6 +119,17 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
     _build_across(con, memory, tracker, memory.keep_across)
     memory.point_views(con)
     _finish(con, tracker, built, len(parts), straddlers)
+
+
+def _uncompressed_budget(con: duckdb.DuckDBPyConnection) -> int:
+    """How much of the model of the files ``spans`` reads may stay uncompressed in memory
+    (none when a file's span rows are unknown: the store cannot count what it keeps)."""
+    ((unknown, setting),) = con.execute(
+        "SELECT bool_or(rows IS NULL), current_setting('memory_limit') FROM _retryscope_files"
+    ).fetchall()
+    if unknown:
+        return 0
+    return uncompressed_budget(request_partitions.memory_limit_bytes(str(setting)))
 
 
 def model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -158,7 +179,7 @@ class _InMemory:
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
         for table in self._tables:
             cur.execute(f"ALTER TABLE temp.main.kept_{table} RENAME TO {table}")
-        self._memory.keep(cur, self._tables, self._part.key)
+        self._memory.keep(cur, self._tables, self._part.key, self._part.rows)
 
 
 def _replace_in_memory(
