@@ -22,7 +22,7 @@ import functools
 import operator
 import re
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
 from typing import Any, Final
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
@@ -205,14 +205,15 @@ def _redact_column(
 ) -> None:
     """Redact attribute ``key`` of the rows at ``members`` (each has it) into ``out``, copying
     a row (once) when its value changes."""
-    values = list(map(operator.itemgetter(key), map(rows.__getitem__, members)))
+    get: Callable[[Any], Any] = operator.itemgetter(key)  # (each row at members has key)
+    values = list(map(get, map(rows.__getitem__, members)))
+    redacted: dict[Any, Any] | None
     try:
         redacted = {value: _redact_value(key, value) for value in dict.fromkeys(values)}
     except TypeError:  # an unhashable value (a list): one at a time
         redacted = None
-    else:
-        if all(new == value for value, new in redacted.items()):
-            return
+    if redacted is not None and all(new == value for value, new in redacted.items()):
+        return
     for index, value in zip(members, values, strict=True):
         new = _redact_value(key, value) if redacted is None else redacted[value]
         if new != value:

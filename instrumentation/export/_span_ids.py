@@ -2,10 +2,11 @@
 
 An id is an ``int``; its text is ``format(id, "032x")`` (trace) or ``"016x"`` (span). Span
 ids (64 bits) go through C loops in one step each way — the ids into a ``uint64`` array
-(the :mod:`array` module's, which numpy then reads in place), its big-endian bytes into hex — and the text becomes an Arrow string column directly, with
-no Python string per id. Trace ids (128 bits) do not fit numpy's integers; a batch holds
-several spans of each trace, so each distinct trace id is formatted once. An id out of
-range (a hand-made context) is formatted as wide as it takes, as ``format`` does.
+(the :mod:`array` module's, which numpy then reads in place), its big-endian bytes into
+hex — and the text becomes an Arrow string column directly, with no Python string per id.
+Trace ids (128 bits) do not fit numpy's integers; a batch holds several spans of each
+trace, so each distinct trace id is formatted once. An id out of range (a hand-made
+context) is formatted as wide as it takes, as ``format`` does.
 """
 
 from __future__ import annotations
