@@ -4,7 +4,8 @@ Only complete files are read: writers create ``.<name>.inprogress`` files and re
 when done, and hidden files are never listed. Every file's footer is checked before DuckDB
 sees it, so one corrupt or truncated file, or one whose column types cannot be read as the
 span schema's (``_file_schema.py``), is named and skipped instead of failing the whole
-report. Object-store URLs (``s3://…``) are handed to DuckDB as a glob (``httpfs``).
+report. An object-store prefix (``s3://bucket/prefix``) is listed and its footers read the
+same way, through pyarrow's file systems (``_object_store.py``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Final
 
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from retryscope._environment import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
+from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
 from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
@@ -60,12 +63,14 @@ class DataSet:
     """Statistics and Bloom filter locations of the lookup columns in every row group, from
     the footers :func:`discover` read (drill-downs use them to pick the files to read)."""
     rows: int | None = None
-    """Span rows in ``files``, from their footers (None for an object-store data set, whose
-    footers are not read up front)."""
+    """Span rows in ``files``, from their footers (None when not known: a data set not made
+    by :func:`discover`)."""
     file_rows: tuple[int, ...] = field(default=())
-    """Span rows of each file of ``files`` (empty for an object-store data set)."""
+    """Span rows of each file of ``files`` (from their footers, as ``rows``)."""
     casts: frozenset[str] = frozenset()
     """Columns some file stores in another type than the span schema's, read cast to it."""
+    sizes: tuple[int, ...] = field(default=())
+    """Bytes of each file of ``files`` (an object-store data set's, from its listing)."""
 
     @property
     def is_remote(self) -> bool:
@@ -77,12 +82,15 @@ def _is_visible(name: str) -> bool:
 
 
 _FOOTER_READERS: Final = 4
+_REMOTE_FOOTER_READERS: Final = 16
+"""An object store answers each footer read after a round trip: more of them at once."""
 
 
-def _read_footer(path: str) -> pq.FileMetaData | Exception:
-    """A span file's footer, or why it cannot be read as one."""
+def _read_footer(path: str, fs: pafs.FileSystem | None = None) -> pq.FileMetaData | Exception:
+    """A span file's footer (``path`` on ``fs``, a local path when None), or why it cannot
+    be read as one."""
     try:
-        meta = pq.read_metadata(path)
+        meta = pq.read_metadata(path, filesystem=fs)
         if "span_id" not in meta.schema.names:
             raise ValueError("not a retryscope span file (no span_id column)")
     except Exception as exc:
@@ -93,9 +101,8 @@ def _read_footer(path: str) -> pq.FileMetaData | Exception:
 def discover(root: str | os.PathLike[str]) -> DataSet:
     """All readable span files under ``root`` (a directory, a file, or an ``s3://`` prefix)."""
     text = os.fspath(root)
-    if "://" in text:
-        glob = text if text.endswith(".parquet") else text.rstrip("/") + "/**/*.parquet"
-        return DataSet(text, (glob,))
+    if object_store.is_url(text):
+        return _discover_remote(text)
     path = Path(text)
     if path.is_file():
         candidates = [str(path)]
@@ -107,7 +114,63 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         candidates = sorted(found, key=lambda f: f.split(os.sep))  # as paths sort
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
+    with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
+        footers = list(pool.map(_read_footer, candidates))
+    return _checked(text, candidates, footers, lookup=True)
+
+
+def _discover_remote(url: str) -> DataSet:
+    """The readable span files of an object-store URL: the object itself, or every
+    visible ``*.parquet`` object under the prefix (none below a hidden folder)."""
+    fs, path = object_store.filesystem(url)
+    try:
+        listed = _objects(fs, path.rstrip("/"))
+    except OSError as exc:
+        raise FileNotFoundError(f"no audit data at {url!r}: {exc}") from exc
+    if listed is None:
+        raise FileNotFoundError(f"no audit data at {url!r}: no object or prefix there")
+    paths = [entry.path for entry in listed]
+    with ThreadPoolExecutor(_REMOTE_FOOTER_READERS) as pool:
+        footers = list(pool.map(lambda p: _read_footer(p, fs), paths))
+    candidates = [object_store.to_url(url, p) for p in paths]
+    sizes = [int(entry.size or 0) for entry in listed]
+    return _checked(url, candidates, footers, lookup=False, sizes=sizes)
+
+
+def _objects(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo] | None:
+    """The object ``path``, or the visible span objects under it in path order; None
+    when there is neither."""
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        return [info]
+    if info.type != pafs.FileType.Directory:
+        return None
+    listed = [
+        entry
+        for entry in fs.get_file_info(pafs.FileSelector(path, recursive=True))
+        if entry.type == pafs.FileType.File and _visible_below(entry.path.removeprefix(path + "/"))
+    ]
+    return sorted(listed, key=lambda entry: entry.path.split("/"))
+
+
+def _visible_below(relative: str) -> bool:
+    *folders, name = relative.split("/")
+    return _is_visible(name) and not any(f.startswith(".") for f in folders)
+
+
+def _checked(
+    root: str,
+    candidates: Sequence[str],
+    footers: Sequence[pq.FileMetaData | Exception],
+    *,
+    lookup: bool,
+    sizes: Sequence[int] = (),
+) -> DataSet:
+    """The data set of the ``candidates`` whose ``footers`` read as span files (the
+    others skipped, with why); ``lookup``: note the lookup columns' row groups too;
+    ``sizes``: the candidates' bytes, if known."""
     files: list[str] = []
+    kept_sizes: list[int] = []
     file_rows: list[int] = []
     skipped: list[SkippedFile] = []
     first: pq.ParquetSchema | None = None
@@ -115,10 +178,8 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
     first_types = FileTypes()
     same_schema = True
     casts: set[str] = set()
-    lookup: list[LookupRowGroup] = []
-    with ThreadPoolExecutor(_FOOTER_READERS) as pool:  # pyarrow parses without the GIL
-        footers = list(pool.map(_read_footer, candidates))
-    for candidate, meta in zip(candidates, footers, strict=True):
+    lookups: list[LookupRowGroup] = []
+    for index, (candidate, meta) in enumerate(zip(candidates, footers, strict=True)):
         if isinstance(meta, Exception):  # corrupt, truncated, zero-byte, unreadable, foreign
             skipped.append(SkippedFile(candidate, f"{type(meta).__name__}: {meta}"))
             continue
@@ -138,16 +199,19 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         casts |= types.casts
         files.append(candidate)
         file_rows.append(meta.num_rows)
-        lookup += lookup_row_groups(candidate, meta, columns)
+        kept_sizes += [sizes[index]] if sizes else []
+        if lookup:
+            lookups += lookup_row_groups(candidate, meta, columns)
     return DataSet(
-        text,
+        root,
         tuple(files),
         tuple(skipped),
         same_schema=bool(files) and same_schema and not casts,
-        lookup=tuple(lookup),
+        lookup=tuple(lookups),
         rows=sum(file_rows),
         file_rows=tuple(file_rows),
         casts=frozenset(casts),
+        sizes=tuple(kept_sizes),
     )
 
 
@@ -216,6 +280,7 @@ def connect(
     )
     con.unregister("_retryscope_empty_arrow")
     con.execute("SET VARIABLE rs_casts = ?", [sorted(dataset.casts)])
+    object_store.register(con, dataset.files)
     _create_spans_view(con, dataset.files, dataset.file_rows or None, union=not dataset.same_schema)
     _create_lookup_index(con, dataset.lookup)
     con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_skipped (path VARCHAR, reason VARCHAR)")

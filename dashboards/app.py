@@ -65,7 +65,11 @@ def main() -> None:
     if source is None:
         return
     # the model is built (or attached) before any page reads it; a long build shows progress
-    source.prepare(StatusProgress())
+    try:
+        source.prepare(StatusProgress())
+    except ValueError as exc:  # an attached model that cannot serve this data set
+        st.error(f"Cannot open {source.root}: {exc}")
+        return
     warning = st.empty()  # filled after the page ran: reading may find undecodable files
     pages = [
         st.Page(path, title=title, url_path=url, default=i == 0)

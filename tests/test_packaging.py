@@ -49,6 +49,7 @@ OPTIONAL = (
     "stamina",
     "requests",
     "zstandard",
+    "s3fs",
     "google.protobuf",
     "opentelemetry.proto",
     "opentelemetry.exporter",

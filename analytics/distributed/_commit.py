@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from retryscope.analytics._queries import sql_string
@@ -63,6 +64,12 @@ def verify_parts(
                 )
 
 
+def parts_dataset(location: Location, parts: Sequence[str]) -> ds.Dataset:
+    """The parts of one table on an object store as one pyarrow dataset (its objects are
+    read through :attr:`Location.fs` as DuckDB scans them, a few columns at a time)."""
+    return ds.dataset([location.path(p) for p in parts], filesystem=location.fs, format="parquet")
+
+
 def build_across(location: Location, build: str, partitions: int, threads: int | None) -> None:
     """The tables across requests, by DuckDB over every part of the per-request tables,
     each written as the one part of its table."""
@@ -70,11 +77,13 @@ def build_across(location: Location, build: str, partitions: int, threads: int |
     con = new_connection(threads)
     try:
         for table, parts in files.items():
-            listed = ", ".join(sql_string(location.url(p)) for p in parts)
-            con.execute(
-                f"CREATE TEMP VIEW {table} AS "
-                f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
-            )
+            if location.is_local:
+                listed = ", ".join(sql_string(location.url(p)) for p in parts)
+                source = f"read_parquet([{listed}], union_by_name = true)"
+            else:  # scanned by pyarrow's S3 client, streamed into DuckDB
+                source = f"rs_parts_{table}"
+                con.register(source, parts_dataset(location, parts))
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {source}")
         build_across_requests(con)
         for table in ACROSS_REQUESTS_TABLES:
             location.make_dir(f"{build}/{table}")

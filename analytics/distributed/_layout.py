@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import Any, Final
 import duckdb
 import pyarrow.fs as pafs
 
+from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model._cache import model_fingerprint
@@ -67,14 +69,14 @@ class Location:
     systems (the same code writes both; only the local one can rename atomically)."""
 
     def __init__(self, uri: str, modes: Modes | None = None) -> None:
-        self.uri = uri.rstrip("/") if "://" in uri else os.path.abspath(uri)
-        self.is_local = "://" not in uri
+        self.is_local = not object_store.is_url(uri)
+        self.uri = os.path.abspath(uri) if self.is_local else uri.rstrip("/")
         self.modes = modes or Modes()
         self.fs: pafs.FileSystem
         if self.is_local:
             self.fs, self.root = pafs.LocalFileSystem(), self.uri
         else:
-            self.fs, self.root = pafs.FileSystem.from_uri(self.uri)
+            self.fs, self.root = object_store.filesystem(self.uri)
 
     def url(self, relative: str) -> str:
         """``relative`` as a path or URL DuckDB and pyarrow read."""
@@ -85,19 +87,22 @@ class Location:
         return f"{self.root}/{relative}"
 
     def make_dir(self, relative: str) -> None:
+        """Create the folder ``relative`` on a local disk (an object store has no folders:
+        a prefix exists once an object is under it)."""
         if self.is_local:
             make_dirs(Path(self.path(relative)), self.modes.directory)
-        else:
-            self.fs.create_dir(self.path(relative), recursive=True)
 
     def put_file(self, local: str, relative: str) -> None:
         """Move the finished local file ``local`` to ``relative``: a rename on the same
-        file system (atomic: readers see the old file or the new one), else one upload."""
+        file system (atomic: readers see the old file or the new one), else one upload
+        (an object appears whole when its upload completes: no rename is needed)."""
         if self.is_local:
             os.chmod(local, self.modes.file)
             os.replace(local, self.path(relative))
-        else:
+            return
+        try:
             pafs.copy_files(local, self.path(relative), destination_filesystem=self.fs)
+        finally:
             os.unlink(local)
 
     def temp_file(self, relative: str, tag: str) -> str:
@@ -106,9 +111,9 @@ class Location:
         name = f"{TEMP_PREFIX}{os.path.basename(relative)}-{tag}"
         if self.is_local:
             return os.path.join(os.path.dirname(self.path(relative)), name)
-        import tempfile
-
-        return os.path.join(tempfile.gettempdir(), name)
+        fd, path = tempfile.mkstemp(prefix=name + "-")  # unique: other builds share the folder
+        os.close(fd)
+        return path
 
     def write_text(self, relative: str, text: str) -> None:
         tmp = self.temp_file(relative, secrets.token_hex(6))
@@ -209,9 +214,16 @@ def read_manifest(location: Location) -> Manifest:
 
 def data_set_inputs(dataset: DataSet) -> dict[str, int] | None:
     """The data set's files (relative to its root) with their sizes; None for an
-    object-store data set (its files are not listed up front)."""
+    object-store data set whose objects were not listed (one not made by ``discover``)."""
     if dataset.is_remote:
-        return None
+        if len(dataset.sizes) != len(dataset.files):
+            return None
+        root = dataset.root.rstrip("/")
+        base = root.rsplit("/", 1)[0] if dataset.files == (root,) else root
+        return {
+            f.removeprefix(base + "/"): size
+            for f, size in zip(dataset.files, dataset.sizes, strict=True)
+        }
     base = dataset.root if os.path.isdir(dataset.root) else os.path.dirname(dataset.root)
     return {
         os.path.relpath(f, base).replace(os.sep, "/"): os.path.getsize(f) for f in dataset.files
@@ -271,6 +283,7 @@ def attach_model(con: duckdb.DuckDBPyConnection, model: str, dataset: DataSet) -
             f"build it again (retryscope model {dataset.root} --engine spark --model {model})"
         )
     store = BuiltModelStore(location, manifest)
+    object_store.register(con, [location.uri])
     drop_views(con)
     store.point_views(con)
     con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])

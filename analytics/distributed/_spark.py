@@ -32,7 +32,13 @@ from retryscope.analytics.distributed._layout import (
     default_location,
     new_build_id,
 )
-from retryscope.analytics.distributed._task import TaskResult, run_task, span_table
+from retryscope.analytics.distributed._task import (
+    TaskResult,
+    read_span_file,
+    run_task,
+    span_table,
+    wire_schema,
+)
 from retryscope.analytics.model._partitions import partitions_for
 from retryscope.analytics.model._store import Modes
 
@@ -80,6 +86,7 @@ _SESSION_SQL_CONF: Final = (
     "spark.sql.execution.arrow.maxRecordsPerBatch",
 )
 _SUMMARY: Final = "partition int, span_rows long, table_rows string, seconds double"
+_BATCH_ROWS: Final = int(SPARK_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"])
 
 
 def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -128,8 +135,9 @@ def build_model_spark(
     partitions: int | None = None,
 ) -> SparkBuild:
     """Build the audit model of the data set ``data`` (a directory or file, or an
-    ``s3://`` prefix Spark reads through ``s3a``) on ``spark`` and commit it to the model
-    directory ``model`` (default: next to the data set, :func:`default_location`), in
+    ``s3://`` prefix, read by the tasks through pyarrow) on ``spark`` and commit it to the
+    model directory ``model`` (local or ``s3://``; default: next to the data set,
+    :func:`default_location`), in
     ``partitions`` tasks (default: from the span rows and the executors' memory)."""
     _set_sql_conf(spark)
     dataset = discover(data)
@@ -172,25 +180,41 @@ def _modes(dataset: DataSet) -> Modes:
 
 
 def _read_spans(spark: SparkSession, dataset: DataSet) -> DataFrame:
-    """The data set's spans on Spark, only the columns the model reads: a local data set
-    from the files :func:`~retryscope.analytics.discover` accepted (what a single-node
-    build reads), an object store's prefix through ``s3a``."""
-    reader = spark.read.option("mergeSchema", str(not dataset.same_schema).lower())
-    if dataset.is_remote:
-        root = dataset.root.rstrip("/")
-        if root.startswith("s3://"):
-            root = "s3a://" + root.removeprefix("s3://")
-        frame = (
-            reader.option("recursiveFileLookup", "true")
-            .option("pathGlobFilter", "*.parquet")
-            .parquet(root)
-        )
-    elif dataset.files:
-        frame = reader.parquet(*dataset.files)
-    else:
+    """The data set's spans on Spark, only the columns the model reads, from the files
+    :func:`~retryscope.analytics.discover` accepted (what a single-node build reads): by
+    Spark's Parquet reader on a local (or cluster-mounted) disk, by the tasks themselves
+    on an object store."""
+    if not dataset.files:
         raise ValueError(f"no span files in {dataset.root}")
+    if dataset.is_remote:
+        return _read_spans_in_tasks(spark, dataset)
+    frame = spark.read.option("mergeSchema", str(not dataset.same_schema).lower()).parquet(
+        *dataset.files
+    )
     present = set(frame.columns)
     return frame.select(*[c for c in model_columns() if c in present])
+
+
+def _read_spans_in_tasks(spark: SparkSession, dataset: DataSet) -> DataFrame:
+    """The spans of an object-store data set, read by Spark's Python tasks through
+    pyarrow's file system (:func:`read_span_file`, a slice of the files each): no Hadoop
+    connector (``s3a``) is needed, and the files are those ``discover`` checked."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    columns = list(model_columns())
+    schema = from_arrow_schema(wire_schema(columns))
+    files = list(dataset.files)
+    slices = min(len(files), 4 * spark.sparkContext.defaultParallelism)
+    paths = spark.createDataFrame(
+        spark.sparkContext.parallelize([(f,) for f in files], slices), "path string"
+    )
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for url in batch.column("path").to_pylist():
+                yield from read_span_file(str(url), columns).to_batches(_BATCH_ROWS)
+
+    return paths.mapInArrow(read, schema)
 
 
 def partitions_for_spark(spark: SparkSession, span_rows: int | None, spans: DataFrame) -> int:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.distributed._layout import Location, part_name
 from retryscope.analytics.model._partition import PER_REQUEST_TABLES, build_partition
@@ -46,6 +48,49 @@ def span_table(batches: Iterable[pa.RecordBatch], columns: list[str]) -> pa.Tabl
         return target.empty_table()
     table = pa.Table.from_batches(received).select(columns)
     return table.cast(target)
+
+
+def wire_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every timestamp as int64 nanoseconds since the epoch, nested ones too:
+    how spans cross an engine that has no nanosecond timestamps (Spark)."""
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(wire_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(wire_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(wire_type(t.key_type)), wire_type(t.item_type))
+    return t
+
+
+def wire_schema(columns: list[str]) -> pa.Schema:
+    """The span schema's ``columns`` in :func:`wire_type`."""
+    return pa.schema([pa.field(c, wire_type(SPAN_SCHEMA.field(c).type)) for c in columns])
+
+
+def read_span_file(url: str, columns: list[str]) -> pa.Table:
+    """The ``columns`` of the span file ``url`` (an object-store URL or an absolute path) in
+    :func:`wire_schema`: a column the file stores in another type is cast to the span
+    schema's (without loss, or an error), one it lacks is NULL, as a single-node build
+    reads it. Folder names (``date=``/``hour=``) are not columns."""
+    fs, path = object_store.filesystem(url)
+    with fs.open_input_file(path) as fh:
+        parquet = pq.ParquetFile(fh)
+        present = [c for c in columns if c in parquet.schema_arrow.names]
+        table = parquet.read(columns=present)
+    target = wire_schema(columns)
+    arrays = []
+    for field in target:
+        if field.name not in present:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+            continue
+        try:
+            column = table.column(field.name).cast(SPAN_SCHEMA.field(field.name).type)
+            arrays.append(column.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValueError(f"{url}: column {field.name} does not read as spans: {exc}") from exc
+    return pa.Table.from_arrays(arrays, schema=target)
 
 
 def write_part(location: Location, relative: str, table: pa.Table, tag: str) -> int:

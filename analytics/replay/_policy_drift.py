@@ -33,11 +33,13 @@ from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 from duckdb.func import FunctionNullHandling
 from duckdb.sqltypes import BIGINT, VARCHAR
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import load
@@ -120,11 +122,15 @@ def write_policy_side_file(data_dir: str | os.PathLike[str], policy: RetryPolicy
 
 
 def load_policy_documents(dataset: DataSet) -> pa.Table:
-    """Policy side files of a local data set as (policy_digest, document); empty otherwise
-    (the documents the request spans carry are read by the SQL)."""
+    """Policy side files of a data set (local or on an object store) as (policy_digest,
+    document); the documents the request spans carry are read by the SQL."""
     digests: list[str] = []
     documents: list[str] = []
-    if not dataset.is_remote:
+    if dataset.is_remote:  # no span objects: no request to drift, nothing to ask the store
+        for name, text in _remote_side_files(dataset) if dataset.files else ():
+            digests.append(name.removesuffix(".json"))
+            documents.append(text)
+    else:
         root = Path(dataset.root)
         folder = (root if root.is_dir() else root.parent) / POLICY_DIR
         if folder.is_dir():
@@ -134,6 +140,23 @@ def load_policy_documents(dataset: DataSet) -> pa.Table:
     return pa.table(
         {"policy_digest": pa.array(digests, pa.string()), "document": pa.array(documents)}
     )
+
+
+def _remote_side_files(dataset: DataSet) -> list[tuple[str, str]]:
+    """(name, text) of each ``*.json`` object in the object-store data set's
+    ``_policies/`` folder (beside the object when the data set is one object)."""
+    fs, path = object_store.filesystem(dataset.root)
+    root = path.rstrip("/")
+    if dataset.files == (dataset.root,):
+        root = root.rsplit("/", 1)[0]
+    selector = pafs.FileSelector(f"{root}/{POLICY_DIR}", allow_not_found=True)
+    found = []
+    for info in sorted(fs.get_file_info(selector), key=lambda i: i.path):
+        name = info.path.rsplit("/", 1)[-1]
+        if info.type == pafs.FileType.File and name.endswith(".json"):
+            with fs.open_input_stream(info.path) as fh:
+                found.append((name, bytes(fh.read()).decode("utf-8")))
+    return found
 
 
 def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:

@@ -28,6 +28,7 @@ from retryscope.analytics.distributed import (
 )
 from retryscope.analytics.distributed._layout import Location, data_set_inputs, part_name
 from retryscope.analytics.distributed._spark import _jvm_size_bytes
+from retryscope.analytics.distributed._task import read_span_file, wire_schema
 from retryscope.analytics.model import PER_REQUEST_TABLES
 from retryscope.analytics.model._build import ensure_model
 from retryscope.cli import main
@@ -210,6 +211,39 @@ def test_nanoseconds_an_engine_hands_over_as_int64_are_cast_back() -> None:
     empty = span_table([], columns)
     assert empty.num_rows == 0
     assert empty.schema.names == columns
+
+
+def test_a_span_file_read_in_a_task_crosses_as_int64_nanoseconds_and_casts_back(
+    data: Path, tmp_path: Path
+) -> None:
+    """What an engine's task reads from an object store (``read_span_file``): the model's
+    columns in wire types, a column the file lacks NULL, one stored narrower cast; back
+    through ``span_table`` it is what a single-node build reads."""
+    source = sorted(data.rglob("*.parquet"))[0]
+    original = pq.read_table(source, partitioning=None)
+    columns = list(model_columns())
+    narrowed = original.drop_columns(["retry_layer"]).set_column(
+        original.schema.get_field_index("attempt_ordinal"),
+        "attempt_ordinal",
+        original.column("attempt_ordinal").cast(pa.int16()),
+    )
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(narrowed, foreign)
+    wire = read_span_file(str(foreign), columns)
+    assert wire.schema == wire_schema(columns)
+    assert pa.types.is_int64(wire.schema.field("start_time").type)
+    assert wire.column("retry_layer").null_count == wire.num_rows > 0
+    back = span_table(wire.to_batches(max_chunksize=7), columns)
+    expected = original.select(columns).set_column(
+        columns.index("retry_layer"),
+        "retry_layer",
+        pa.nulls(original.num_rows, pa.string()),
+    )
+    assert back.equals(expected.cast(back.schema))  # the same values (file fields: NOT NULL)
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(original.set_column(0, "trace_id", pa.array([[1]] * original.num_rows)), bad)
+    with pytest.raises(ValueError, match=r"bad.parquet: column trace_id does not read"):
+        read_span_file(str(bad), columns)
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,15 @@
-"""The audit model built on a real two-executor Spark cluster (``local-cluster[2,1,1024]``:
-a master, two workers, two executor JVMs, a real shuffle between them), DuckDB in each
-task, holds exactly the rows of the single-node model, table by table, and the report
-built over it is byte-identical. One Spark session serves the module (a JVM start costs
-10-20 s); the data set is randomized (its seed is in every assertion message).
+"""The audit model built on a real two-executor Spark cluster (``conftest.py``), DuckDB in
+each task, holds exactly the rows of the single-node model, table by table, and the report
+built over it is byte-identical.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -26,68 +22,19 @@ from retryscope.analytics.distributed import (
     build_model_spark,
     model_columns,
     read_manifest,
-    spark_session,
 )
 from retryscope.analytics.distributed._layout import Location, part_name
 from retryscope.analytics.model import ACROSS_REQUESTS_TABLES, MODEL_TABLES, PER_REQUEST_TABLES
-from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.replay import WhatIf, whatif
 from retryscope.cli import main
+from tests.distributed.conftest import JAVA, MASTER, NO_JAVA, SEED
 from tests.model_support import model_differences, model_rows
-from tests.recorder import MS, T0, Recorder
-from tests.test_analytics_randomized import _generate
-
-MASTER = "local-cluster[2,1,1024]"
-HOUR = 3_600 * 10**9
-SEED = random.randrange(2**32)
 
 pytestmark = [
-    pytest.mark.skipif(
-        not (os.environ.get("JAVA_HOME") or shutil.which("java")),
-        reason="Spark needs a Java 17+ runtime and none could be installed "
-        "(make test installs Debian's openjdk-17-jre-headless when run as root)",
-    ),
+    pytest.mark.skipif(not JAVA, reason=NO_JAVA),
     # the first test also pays the JVM start, the data set and both builds
     pytest.mark.timeout(900),
 ]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    session = spark_session(MASTER, conf={"spark.task.maxFailures": "2"})
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Random retry structure (``_generate``) in clusters just before three hour
-    boundaries (requests straddling time partitions), one file's spans delivered again
-    in another partition (copies counted once), and a corrupt file (skipped by both)."""
-    root = tmp_path_factory.mktemp("spans")
-    rng = random.Random(SEED)
-    first_hour = T0 // HOUR * HOUR
-    starts = sorted(
-        first_hour + (h + 1) * HOUR - rng.randint(0, 300) * MS - k * 20 * MS
-        for h in range(3)
-        for k in range(300)
-    )
-    rec = Recorder(root)
-    _generate(rec, len(starts), seed=SEED, starts=starts)
-    rec.connect()
-    hours = sorted({p.parent for p in root.rglob("*.parquet")})
-    copied = sorted(hours[0].glob("*.parquet"))[0]
-    shutil.copy2(copied, hours[1] / f"again-{copied.name}")
-    (hours[-1] / "spans-corrupt.parquet").write_bytes(b"PAR1 not a parquet file")
-    return root
-
-
-@pytest.fixture(scope="module")
-def single(data: Path) -> duckdb.DuckDBPyConnection:
-    """The single-node model of the data set, built once for the module."""
-    con, _ = connect(data)
-    ensure_model(con)
-    return con
 
 
 def _attached(data: Path, model: Path) -> duckdb.DuckDBPyConnection:

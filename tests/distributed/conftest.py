@@ -1,0 +1,94 @@
+"""Shared by the distributed-build tests: one Spark session on a real two-executor
+cluster (``local-cluster[2,1,1024]``: a master, two workers, two executor JVMs, a real
+shuffle between them) for the package (a JVM start costs 10-20 s), a local S3 endpoint
+(moto's server on 127.0.0.1) whose address the executors inherit, a randomized data set
+(its seed is in every assertion message) and its single-node model."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from retryscope.analytics import connect
+from retryscope.analytics.distributed import spark_session
+from retryscope.analytics.model._build import ensure_model
+from tests.recorder import MS, T0, Recorder
+from tests.test_analytics_randomized import _generate
+
+MASTER = "local-cluster[2,1,1024]"
+HOUR = 3_600 * 10**9
+SEED = random.randrange(2**32)
+JAVA = bool(os.environ.get("JAVA_HOME") or shutil.which("java"))
+NO_JAVA = (
+    "Spark needs a Java 17+ runtime and none could be installed "
+    "(make test installs Debian's openjdk-17-jre-headless when run as root)"
+)
+
+
+@pytest.fixture(scope="package")
+def object_store() -> Iterator[str]:
+    """An S3 endpoint on 127.0.0.1, named by the standard AWS variables (set before the
+    Spark session starts, so its executors and their Python workers inherit them)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+            env.delenv(name, raising=False)
+        env.setenv("AWS_ENDPOINT_URL", endpoint)
+        env.setenv("AWS_ACCESS_KEY_ID", "retryscope-test")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "retryscope-test")
+        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        env.setenv("AWS_REGION", "us-east-1")
+        env.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def spark(object_store: str) -> Iterator[object]:
+    session = spark_session(MASTER, conf={"spark.task.maxFailures": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="package")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Random retry structure (``_generate``) in clusters just before three hour
+    boundaries (requests straddling time partitions), one file's spans delivered again
+    in another partition (copies counted once), and a corrupt file (skipped by both)."""
+    root = tmp_path_factory.mktemp("spans")
+    rng = random.Random(SEED)
+    first_hour = T0 // HOUR * HOUR
+    starts = sorted(
+        first_hour + (h + 1) * HOUR - rng.randint(0, 300) * MS - k * 20 * MS
+        for h in range(3)
+        for k in range(300)
+    )
+    rec = Recorder(root)
+    _generate(rec, len(starts), seed=SEED, starts=starts)
+    rec.connect()
+    hours = sorted({p.parent for p in root.rglob("*.parquet")})
+    copied = sorted(hours[0].glob("*.parquet"))[0]
+    shutil.copy2(copied, hours[1] / f"again-{copied.name}")
+    (hours[-1] / "spans-corrupt.parquet").write_bytes(b"PAR1 not a parquet file")
+    return root
+
+
+@pytest.fixture(scope="package")
+def single(data: Path) -> duckdb.DuckDBPyConnection:
+    """The single-node model of the data set, built once."""
+    con, _ = connect(data)
+    ensure_model(con)
+    return con
