@@ -19,9 +19,11 @@ Redaction errs on the side of hiding: ``?author=`` loses its value too.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from itertools import compress, repeat
 from typing import Any, Final
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
@@ -174,19 +176,51 @@ def redact_rows(
     rows: Sequence[Mapping[str, Any] | None], shapes: Sequence[tuple[str, ...]] | None = None
 ) -> Sequence[Mapping[str, Any] | None]:
     """Each row of span attributes as :func:`redact_attributes` makes it; ``shapes``: the
-    rows' key sequences, when known. Rows without a URL or header key cost a lookup of their
-    key sequence; ``rows`` itself is returned when none has one."""
+    rows' key sequences, when known. ``rows`` itself is returned when no row has a URL or
+    header key.
+
+    Rows are redacted a key sequence and a key at a time: each distinct value of a key is
+    redacted once, and only the rows whose value changes are copied (a batch holds the same
+    few URLs many times)."""
     if shapes is None:
         shapes = [tuple(row) if row else () for row in rows]
-    keys_of = {shape: sensitive_keys(shape) for shape in set(shapes)}
-    if not any(keys_of.values()):
+    # grouped by shape object (equal shapes usually are one object; if not, each is a group)
+    distinct = {id(shape): shape for shape in shapes}
+    sensitive = [(shape, keys) for shape in distinct.values() if (keys := sensitive_keys(shape))]
+    if not sensitive:
         return rows
     out = list(rows)
-    for index, (row, shape) in enumerate(zip(rows, shapes, strict=True)):
-        keys = keys_of[shape]
-        if keys and row:
-            out[index] = _redact_keys(row, keys)
+    for shape, keys in sensitive:
+        members = list(compress(range(len(rows)), map(operator.is_, shapes, repeat(shape))))
+        for key in keys:
+            _redact_column(out, rows, members, key)
     return out
+
+
+def _redact_column(
+    out: list[Mapping[str, Any] | None],
+    rows: Sequence[Mapping[str, Any] | None],
+    members: list[int],
+    key: str,
+) -> None:
+    """Redact attribute ``key`` of the rows at ``members`` (each has it) into ``out``, copying
+    a row (once) when its value changes."""
+    get: Callable[[Any], Any] = operator.itemgetter(key)  # (each row at members has key)
+    values = list(map(get, map(rows.__getitem__, members)))
+    redacted: dict[Any, Any] | None
+    try:
+        redacted = {value: _redact_value(key, value) for value in dict.fromkeys(values)}
+    except TypeError:  # an unhashable value (a list): one at a time
+        redacted = None
+    if redacted is not None and all(new == value for value, new in redacted.items()):
+        return
+    for index, value in zip(members, values, strict=True):
+        new = _redact_value(key, value) if redacted is None else redacted[value]
+        if new != value:
+            row = out[index]
+            if row is rows[index]:
+                row = out[index] = dict(row)  # type: ignore[arg-type]
+            row[key] = new  # type: ignore[index]
 
 
 def redact_attributes(attributes: Mapping[str, Any]) -> Mapping[str, Any]:

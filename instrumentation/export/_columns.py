@@ -564,18 +564,23 @@ def _as_is(values: list[Any]) -> list[Any]:
 
 
 def attribute_shapes(batch: Sequence[Mapping[str, Any] | None]) -> list[tuple[str, ...]]:
-    """Each row's key sequence (``()`` for a row without attributes)."""
+    """Each row's key sequence (``()`` for a row without attributes). Rows of equal key
+    sequences share one tuple object, so that comparing two shapes (grouping, dict and set
+    lookups further on) is an identity check, not one per key."""
     try:
-        return list(map(tuple, batch))  # type: ignore[arg-type]
+        shapes: list[tuple[str, ...]] = list(map(tuple, batch))  # type: ignore[arg-type]
     except TypeError:  # a row without attributes (None)
-        return [tuple(attributes) if attributes else () for attributes in batch]
+        shapes = [tuple(attributes) if attributes else () for attributes in batch]
+    one_each: dict[tuple[str, ...], tuple[str, ...]] = {}
+    return list(map(one_each.setdefault, shapes, shapes))
 
 
 def shape_order(shapes: Sequence[tuple[str, ...]]) -> list[int] | None:
     """The row order that puts rows of one key sequence together (a stable sort by the
-    order in which each sequence first appears); None when the rows already are."""
-    first_seen: dict[tuple[str, ...], int] = {}
-    codes = list(map(first_seen.setdefault, shapes, itertools.count()))
+    order in which each sequence first appears); None when the rows already are.
+    ``shapes``: as :func:`attribute_shapes` gives them (one object per key sequence)."""
+    first_seen: dict[int, int] = {}
+    codes = list(map(first_seen.setdefault, map(id, shapes), itertools.count()))
     if len(first_seen) == 1 or all(map(operator.le, codes, itertools.islice(codes, 1, None))):
         return None
     return sorted(range(len(codes)), key=codes.__getitem__)
@@ -604,9 +609,9 @@ def route_attributes(
     put_back: Callable[[list[Any]], Sequence[Any]] = _as_is
     if grouped:  # each run of one key sequence routed where it is
         end = 0
-        for keys, run in itertools.groupby(shapes):
+        for _, run in itertools.groupby(map(id, shapes)):  # (equal shapes: one object)
             start, end = end, end + len(list(run))
-            groups.append((keys, batch[start:end]))
+            groups.append((shapes[start], batch[start:end]))
     elif len(distinct := dict.fromkeys(shapes)) == 1:
         groups = [(next(iter(distinct)), batch)]
     else:  # grouped by a stable sort on a small code per key sequence

@@ -1,18 +1,21 @@
 """Trace and span ids of SDK spans as lowercase hex text, a batch at a time.
 
 An id is an ``int``; its text is ``format(id, "032x")`` (trace) or ``"016x"`` (span). Span
-ids (64 bits) go through numpy in one step each way — the ids into a ``uint64`` array,
-its big-endian bytes into hex — and the text becomes an Arrow string column directly, with
-no Python string per id. Trace ids (128 bits) do not fit numpy's integers; a batch holds
-several spans of each trace, so each distinct trace id is formatted once. An id out of
-range (a hand-made context) is formatted as wide as it takes, as ``format`` does.
+ids (64 bits) go through C loops in one step each way — the ids into a ``uint64`` array
+(the :mod:`array` module's, which numpy then reads in place), its big-endian bytes into
+hex — and the text becomes an Arrow string column directly, with no Python string per id.
+Trace ids (128 bits) do not fit numpy's integers; a batch holds several spans of each
+trace, so each distinct trace id is formatted once. An id out of range (a hand-made
+context) is formatted as wide as it takes, as ``format`` does.
 """
 
 from __future__ import annotations
 
+import array
 import binascii
 import operator
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +36,8 @@ def hex_ids(ids: Sequence[int], width: int) -> list[str]:
 
 
 _SPAN_ID_DIGITS = 16
+_WORD: Final = "Q" if array.array("Q").itemsize == 8 else "L"
+"""The :mod:`array` type code of an unsigned 64-bit integer."""
 
 
 def span_id_column(ids: Sequence[int], present: Sequence[bool] | None = None) -> pa.Array:
@@ -46,11 +51,11 @@ def span_id_column(ids: Sequence[int], present: Sequence[bool] | None = None) ->
         return constant_arrays.nulls(rows, pa.string())
     if not set(map(type, ids)) <= {int}:  # (numpy would truncate a float, take a bool)
         return _formatted(ids, present)
-    try:
-        words = np.array(ids, dtype=np.uint64)
+    try:  # (the array module's C loop: numpy would discover a dtype per value)
+        words = np.frombuffer(array.array(_WORD, ids), dtype=np.uint64)
     except (OverflowError, TypeError, ValueError):  # not all in 0 .. 2**64 - 1
         return _formatted(ids, present)
-    if words.ndim != 1 or len(words) != len(ids) or rows * _SPAN_ID_DIGITS >= 2**31:
+    if len(words) != len(ids) or rows * _SPAN_ID_DIGITS >= 2**31:
         return _formatted(ids, present)
     digits = binascii.hexlify(words.astype(">u8").tobytes())
     if present is None or len(ids) == rows:
