@@ -2,7 +2,7 @@
 
 Each URL-bound widget is a :class:`Param`: a query parameter, the widget's session-state
 key and how its value is written and read. Before the widgets are drawn, :func:`seed`
-copies into their state the URL values that changed since this session last wrote them (a
+copies into their state the URL values that changed since this browser tab last wrote them (a
 link followed, a URL pasted); when a page is *entered* (a new session, or another page
 opened) its absent parameters mean their defaults. After the widgets are drawn,
 :func:`publish` writes their values back (defaults left out). The navigation menu drops
@@ -39,7 +39,7 @@ class Param:
 
 
 def new_session() -> bool:
-    """Whether this session has not written the URL yet (its first run)."""
+    """Whether this browser tab has not written the URL yet (its first run)."""
     return _SEEN not in st.session_state
 
 
@@ -83,7 +83,7 @@ def values(params: Iterable[Param]) -> dict[str, str]:
 
 def publish(params: Iterable[Param]) -> None:
     """Write ``params``' current values into the URL (defaults removed) and remember them
-    as what this session last wrote."""
+    as what this browser tab last wrote."""
     params = list(params)
     current = values(params)
     seen = _seen()
