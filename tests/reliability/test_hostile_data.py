@@ -6,8 +6,10 @@ unchanged, as data. (The UI's own hostile-filter tests belong to the UI.)"""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -110,6 +112,14 @@ def test_cli_filters_are_data(data: Path, text: str, capsys: pytest.CaptureFixtu
     assert json.dumps(text)[1:-1] in out
 
 
+@pytest.fixture(scope="module")
+def connection(data: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One connection (and one model) for every filter example, as the UI keeps one."""
+    con, _ = connect(data)
+    yield con
+    con.close()
+
+
 @settings(
     max_examples=30,
     deadline=None,
@@ -120,9 +130,9 @@ def test_cli_filters_are_data(data: Path, text: str, capsys: pytest.CaptureFixtu
     tenant=st.one_of(st.none(), st.sampled_from(HOSTILE), st.text(max_size=30)),
 )
 def test_any_filter_string_selects_exactly_its_requests(
-    data: Path, route: str | None, tenant: str | None
+    connection: duckdb.DuckDBPyConnection, route: str | None, tenant: str | None
 ) -> None:
-    con, _ = connect(data)
+    con = connection
     report = build_report(con, filters=Filters(route=route, tenant=tenant))
     # each request has route == tenant == its hostile string
     matching = [t for t in HOSTILE if route in (None, t) and tenant in (None, t)]
