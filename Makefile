@@ -32,8 +32,12 @@ typecheck: $(STAMP)
 	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each test file on one worker so
+# that module fixtures are built once; TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 unit: $(STAMP) browser-deps prometheus-deps java
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(ARGS)
 
 # The pipeline tests (stamping processor, batch processor, exporter, Parquet, report) again
 # on the public OpenTelemetry API only: RETRYSCOPE_SDK_PUBLIC_ONLY=1 turns off every SDK
@@ -44,7 +48,7 @@ PUBLIC_SDK_TESTS := tests/instrumentation tests/test_context_and_processor.py \
 	tests/reliability/test_kill_pipeline.py tests/reliability/test_bad_attributes.py \
 	tests/reliability/test_disk_faults.py
 unit-public-sdk: $(STAMP)
-	RETRYSCOPE_SDK_PUBLIC_ONLY=1 $(BIN)/python -m pytest -q $(PUBLIC_SDK_TESTS)
+	RETRYSCOPE_SDK_PUBLIC_ONLY=1 $(BIN)/python -m pytest -q $(XDIST) $(PUBLIC_SDK_TESTS)
 
 test: lint typecheck unit unit-public-sdk
 

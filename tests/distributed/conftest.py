@@ -1,8 +1,10 @@
 """Shared by the distributed-build tests: one Spark session on a real two-executor
 cluster (``local-cluster[2,1,1024]``: a master, two workers, two executor JVMs, a real
-shuffle between them) for the package (a JVM start costs 10-20 s), a local S3 endpoint
-(moto's server on 127.0.0.1) whose address the executors inherit, a randomized data set
-(its seed is in every assertion message) and its single-node model."""
+shuffle between them) and a local S3 endpoint (moto's server on 127.0.0.1) whose address
+the executors inherit, both for the whole test process: a JVM start costs 10-20 s, and a
+Spark session started again in the same process runs in the JVM of the first, with the
+environment (the endpoint) that JVM started with. Also a randomized data set (its seed is
+in every assertion message) and its single-node model."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ NO_JAVA = (
 )
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def object_store() -> Iterator[str]:
     """An S3 endpoint on 127.0.0.1, named by the standard AWS variables (set before the
     Spark session starts, so its executors and their Python workers inherit them)."""
@@ -56,7 +58,7 @@ def object_store() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def spark(object_store: str) -> Iterator[object]:
     session = spark_session(MASTER, conf={"spark.task.maxFailures": "2"})
     yield session
