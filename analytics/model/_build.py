@@ -133,7 +133,9 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
     # nothing is kept between runs: consecutive partitions are built together
     groups = grouped(parts, _build_rows(con))
     builds = [merged(group) for group in groups]
-    taken = _build_partitions(con, builds, tracker, lambda part: _InMemory(memory, part))
+    taken = _build_partitions(
+        con, builds, tracker, lambda part: _InMemory(memory, part), keys=len(builds) > 1
+    )
     straddlers = 0
     if len(builds) > 1:
         placement = memory.place()
@@ -262,9 +264,13 @@ def _build_partitions(
     parts: Sequence[TimePartition],
     tracker: Tracker,
     keeper: Callable[[TimePartition], Keeper],
+    *,
+    keys: bool = True,
 ) -> list[int]:
     """Build each of ``parts`` on a cursor of ``con`` (its temp objects are its own) and
-    hand its tables to ``keeper(part)``; returns the request partitions each took."""
+    hand its tables to ``keeper(part)`` (with its request keys unless ``keys`` is false:
+    a single build has no requests across builds to find); returns the request
+    partitions each took."""
     total = sum(p.rows for p in parts)
     done = 0
     taken = []
@@ -277,14 +283,16 @@ def _build_partitions(
             weight_total=total,
             detail=part.key,
         )
-        taken.append(_build_partition(con, part, keeper(part)))
+        taken.append(_build_partition(con, part, keeper(part), keys=keys))
         done += part.rows
     if parts:
         tracker.report(STAGE_PARTITIONS, len(parts), len(parts), weight_done=1, weight_total=1)
     return taken
 
 
-def _build_partition(con: duckdb.DuckDBPyConnection, part: TimePartition, keeper: Keeper) -> int:
+def _build_partition(
+    con: duckdb.DuckDBPyConnection, part: TimePartition, keeper: Keeper, *, keys: bool = True
+) -> int:
     """The per-request tables (and request keys) of one time partition, in as many
     request partitions as its rows need under the memory limit, each handed to
     ``keeper``. A file whose pages do not decode is named, skipped, and the partition
@@ -307,8 +315,11 @@ def _build_partition(con: duckdb.DuckDBPyConnection, part: TimePartition, keeper
                 cur.execute(f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS {_spans_of(files)}{where}")
                 with keeper.building(cur, i) as place:
                     build_tables(cur, place)
-                cur.execute(load(scripts.REQUEST_KEYS))
-                keeper.keep(cur, (KEYS,) if place else (*PER_REQUEST_TABLES, KEYS), i)
+                built: tuple[str, ...] = () if place else PER_REQUEST_TABLES
+                if keys:
+                    cur.execute(load(scripts.REQUEST_KEYS))
+                    built = (*built, KEYS)
+                keeper.keep(cur, built, i)
                 drop_tables(cur)
             keeper.finish(cur)
             return k
