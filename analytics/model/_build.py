@@ -4,7 +4,9 @@ when it is large for the memory limit (:mod:`._partitions`); then the requests f
 more than one partition again from all their spans; then the tables across requests.
 With a model cache (:mod:`._cache`) only the partitions that are new or changed since the
 last build are built, and the rest is read from the cache; without one the model lives in
-an in-memory database (:mod:`._store`). The scripts and their order: :mod:`._scripts`."""
+an in-memory database (:mod:`._store`) that each build writes its tables into, and
+consecutive partitions are built together (:data:`BUILD_SPAN_ROWS`). The scripts and
+their order: :mod:`._scripts`."""
 
 from __future__ import annotations
 
