@@ -20,7 +20,7 @@ from retryscope import vocabulary as v
 from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _partitions as mp
-from retryscope.analytics.model._partition import PER_REQUEST_TABLES
+from retryscope.analytics.model._partition import PER_REQUEST_TABLES, Place
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.model_support import model_differences, model_rows
@@ -93,9 +93,9 @@ def test_a_partitioned_build_that_stops_leaves_nothing(
     passes = []
     build = model_build.build_tables
 
-    def interrupted(con: duckdb.DuckDBPyConnection) -> None:
+    def interrupted(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> None:
         passes.append(con.execute("SELECT count(*) FROM unit_spans").fetchall()[0][0])
-        build(con)
+        build(con, place)
         if len(passes) == 2:
             raise KeyboardInterrupt
 

@@ -1,7 +1,9 @@
 """A model kept in memory is compressed only as far as the memory limit needs: rows within
 the budget stay uncompressed (no checkpoint runs while the store takes them), beyond it
 the store checkpoints. Either way the model holds the same rows and gives the same
-report, and the database's checkpoint setting is put back."""
+report, and the database's checkpoint setting is put back. Consecutive time partitions
+are built together up to a number of span rows; built one by one (the requests across
+partitions reconciled) or together, the model is the same."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import duckdb
 import pytest
 
 from retryscope.analytics import build_report, connect
-from retryscope.analytics.model import _store
+from retryscope.analytics.model import _build, _store
+from retryscope.analytics.model._time_partitions import TimePartition, grouped, merged
 from tests.model_support import model_differences, model_rows
 from tests.test_analytics_incremental import _flat_copy, _traffic
 
@@ -47,9 +50,40 @@ def test_the_store_compresses_only_what_the_budget_needs() -> None:
     assert not due(0, 0, 100)
 
 
+def test_consecutive_partitions_are_built_together_up_to_a_number_of_rows() -> None:
+    parts = [TimePartition(f"hour={h}", (f"{h}.parquet",), n) for h, n in enumerate((4, 6, 1, 9))]
+    assert [len(g) for g in grouped(parts, 10)] == [2, 2]  # 4 + 6 = 10 fits, 1 + 9 too
+    assert [len(g) for g in grouped(parts, 9)] == [1, 2, 1]
+    assert [len(g) for g in grouped(parts, 1)] == [1, 1, 1, 1]  # larger ones alone
+    assert grouped([], 10) == ()
+    together = merged(parts[:2])
+    assert together.files == ("0.parquet", "1.parquet")
+    assert together.rows == 10
+    assert together.key == "hour=0..hour=1"
+    assert merged(parts[2:3]) is parts[2]
+
+
+def test_partitions_built_together_give_the_model_built_one_by_one(
+    hours: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    together, _ = connect(hours)
+    report = json.dumps(build_report(together), sort_keys=True, default=str)
+    ((stats,),) = together.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    assert stats["partitions"] >= 3
+    assert stats["straddlers"] == 0  # one build: no request is in two
+    monkeypatch.setattr(_build, "BUILD_SPAN_ROWS", 1)
+    apart, _ = connect(hours)
+    assert json.dumps(build_report(apart), sort_keys=True, default=str) == report
+    ((stats,),) = apart.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    assert stats["straddlers"] > 0
+    assert model_differences(together, apart) == {}
+    assert model_rows(apart)["all_attempt_facts"] > 0
+
+
 def test_an_uncompressed_model_holds_the_compressed_models_rows(
     hours: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_build, "BUILD_SPAN_ROWS", 1)  # each partition its own build
     plain, _ = connect(hours)
     # every commit of the build would checkpoint (and compress) the model
     plain.execute("SET checkpoint_threshold = '1KB'")

@@ -4,7 +4,9 @@ when it is large for the memory limit (:mod:`._partitions`); then the requests f
 more than one partition again from all their spans; then the tables across requests.
 With a model cache (:mod:`._cache`) only the partitions that are new or changed since the
 last build are built, and the rest is read from the cache; without one the model lives in
-an in-memory database (:mod:`._store`). The scripts and their order: :mod:`._scripts`."""
+an in-memory database (:mod:`._store`) that each build writes its tables into, and
+consecutive partitions are built together (:data:`BUILD_SPAN_ROWS`). The scripts and
+their order: :mod:`._scripts`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -33,6 +35,7 @@ from retryscope.analytics.model._partition import (
     ACROSS_REQUESTS_TABLES,
     PER_REQUEST_TABLES,
     SOURCE,
+    Place,
     build_across_requests,
     build_tables,
     drop_tables,
@@ -49,18 +52,35 @@ from retryscope.analytics.model._store import (
     KEYS,
     MemoryStore,
     Modes,
+    Placement,
     drop_views,
     uncompressed_budget,
 )
-from retryscope.analytics.model._time_partitions import TimePartition, time_partitions
+from retryscope.analytics.model._time_partitions import (
+    TimePartition,
+    grouped,
+    merged,
+    time_partitions,
+)
 
 _log = logging.getLogger(__name__)
 
+BUILD_SPAN_ROWS = 1_500_000
+"""The most span rows a model in memory builds in one pass of consecutive time
+partitions (about 1 M attempts; a pass's fixed costs and the requests straddling
+partitions are paid once per pass, and its working memory grows with its rows)."""
+
 
 class Keeper(Protocol):
-    """Where one time partition's tables go: :meth:`keep` receives the temp tables a
-    cursor built for each of its request partitions (by index), :meth:`finish` is called
-    once all are kept (a partition whose build stopped is never finished)."""
+    """Where one time partition's tables go: each of its request partitions (by index) is
+    built inside :meth:`building`, which gives where the build writes its per-request
+    tables (None: as temp tables of the cursor); :meth:`keep` then receives the names of
+    the temp tables the cursor built, :meth:`finish` is called once all are kept (a
+    partition whose build stopped is never finished)."""
+
+    def building(
+        self, cur: duckdb.DuckDBPyConnection, index: int
+    ) -> contextlib.AbstractContextManager[Place | None]: ...
 
     def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None: ...
 
@@ -112,13 +132,39 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
         span_rows=sum(p.rows for p in parts),
         uncompressed_budget=_uncompressed_budget(con),
     )
-    built = _build_partitions(con, parts, tracker, lambda part: _InMemory(memory, part))
+    # nothing is kept between runs: consecutive partitions are built together
+    groups = grouped(parts, _build_rows(con))
+    builds = [merged(group) for group in groups]
+    taken = _build_partitions(
+        con, builds, tracker, lambda part: _InMemory(memory, part), keys=len(builds) > 1
+    )
     straddlers = 0
-    if len(parts) > 1:
-        straddlers = _reconcile(con, memory.keys(), parts, tracker, _replace_in_memory(memory))
+    if len(builds) > 1:
+        placement = memory.place()
+        with memory.unchecked(con):
+            straddlers = _reconcile(
+                con,
+                memory.keys(),
+                builds,
+                tracker,
+                _replace_in_memory(memory, placement),
+                placement,
+            )
     _build_across(con, memory, tracker, memory.keep_across)
     memory.point_views(con)
+    built = [k for group, k in zip(groups, taken, strict=True) for _ in group]
     _finish(con, tracker, built, len(parts), straddlers)
+
+
+def _build_rows(con: duckdb.DuckDBPyConnection) -> int:
+    """The most span rows one build of consecutive time partitions takes: a model in
+    memory's :data:`BUILD_SPAN_ROWS`, and no more than one request partition holds under
+    the connection's memory limit."""
+    ((setting,),) = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    limit = request_partitions.memory_limit_bytes(str(setting))
+    if limit is None or limit <= 0:
+        return BUILD_SPAN_ROWS
+    return min(BUILD_SPAN_ROWS, int(request_partitions.SPAN_ROWS_PER_GIB * limit / 2**30))
 
 
 def _uncompressed_budget(con: duckdb.DuckDBPyConnection) -> int:
@@ -160,12 +206,25 @@ def _finish(
 
 
 class _InMemory:
-    """Keeps a partition's request partitions on its cursor (``kept_<table>``) and moves
-    them to the memory store once all are built."""
+    """Has each request partition of a partition write its per-request tables into the
+    memory store, keeps its request keys on the cursor (``kept_<table>``), and adds all
+    to the store's model once every one is built."""
 
     def __init__(self, memory: MemoryStore, part: TimePartition) -> None:
         self._memory, self._part = memory, part
         self._tables: Sequence[str] = ()
+        self._placed: list[Placement] = []
+
+    @contextlib.contextmanager
+    def building(self, cur: duckdb.DuckDBPyConnection, index: int) -> Iterator[Place | None]:
+        if index == 0:  # built again (a file skipped): what the stopped build wrote goes
+            for placement in self._placed:
+                self._memory.discard(cur, placement)
+            self._placed = []
+        placement = self._memory.place()
+        self._placed.append(placement)
+        with self._memory.unchecked(cur):
+            yield placement
 
     def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None:
         self._tables = tables
@@ -179,15 +238,17 @@ class _InMemory:
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
         for table in self._tables:
             cur.execute(f"ALTER TABLE temp.main.kept_{table} RENAME TO {table}")
+        for placement in self._placed:
+            self._memory.adopt(placement)
         self._memory.keep(cur, self._tables, self._part.key, self._part.rows)
 
 
 def _replace_in_memory(
-    memory: MemoryStore,
+    memory: MemoryStore, placement: Placement
 ) -> Callable[[duckdb.DuckDBPyConnection, str, int], None]:
     def replace(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int) -> None:
         if n:
-            memory.replace_requests(cur, straddlers)
+            memory.replace_requests(cur, straddlers, placement)
 
     return replace
 
@@ -205,9 +266,13 @@ def _build_partitions(
     parts: Sequence[TimePartition],
     tracker: Tracker,
     keeper: Callable[[TimePartition], Keeper],
+    *,
+    keys: bool = True,
 ) -> list[int]:
     """Build each of ``parts`` on a cursor of ``con`` (its temp objects are its own) and
-    hand its tables to ``keeper(part)``; returns the request partitions each took."""
+    hand its tables to ``keeper(part)`` (with its request keys unless ``keys`` is false:
+    a single build has no requests across builds to find); returns the request
+    partitions each took."""
     total = sum(p.rows for p in parts)
     done = 0
     taken = []
@@ -220,14 +285,16 @@ def _build_partitions(
             weight_total=total,
             detail=part.key,
         )
-        taken.append(_build_partition(con, part, keeper(part)))
+        taken.append(_build_partition(con, part, keeper(part), keys=keys))
         done += part.rows
     if parts:
         tracker.report(STAGE_PARTITIONS, len(parts), len(parts), weight_done=1, weight_total=1)
     return taken
 
 
-def _build_partition(con: duckdb.DuckDBPyConnection, part: TimePartition, keeper: Keeper) -> int:
+def _build_partition(
+    con: duckdb.DuckDBPyConnection, part: TimePartition, keeper: Keeper, *, keys: bool = True
+) -> int:
     """The per-request tables (and request keys) of one time partition, in as many
     request partitions as its rows need under the memory limit, each handed to
     ``keeper``. A file whose pages do not decode is named, skipped, and the partition
@@ -248,9 +315,13 @@ def _build_partition(con: duckdb.DuckDBPyConnection, part: TimePartition, keeper
                     else ""
                 )
                 cur.execute(f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS {_spans_of(files)}{where}")
-                build_tables(cur)
-                cur.execute(load(scripts.REQUEST_KEYS))
-                keeper.keep(cur, (*PER_REQUEST_TABLES, KEYS), i)
+                with keeper.building(cur, i) as place:
+                    build_tables(cur, place)
+                built: tuple[str, ...] = () if place else PER_REQUEST_TABLES
+                if keys:
+                    cur.execute(load(scripts.REQUEST_KEYS))
+                    built = (*built, KEYS)
+                keeper.keep(cur, built, i)
                 drop_tables(cur)
             keeper.finish(cur)
             return k
@@ -281,11 +352,13 @@ def _reconcile(
     parts: Sequence[TimePartition],
     tracker: Tracker,
     replace: Callable[[duckdb.DuckDBPyConnection, str, int], None],
+    place: Place | None = None,
 ) -> int:
     """Find the requests with spans in more than one of ``parts`` (``keys``: the
     partitions' request keys) and build their per-request tables again from all their
-    spans; ``replace(cursor, straddlers, n)`` puts them in place of the partitions' rows
-    of those ``n`` requests. Returns ``n``."""
+    spans (as temp tables, or where ``place`` puts them); ``replace(cursor, straddlers,
+    n)`` puts them in place of the partitions' rows of those ``n`` requests. Returns
+    ``n``."""
     if keys is None:
         return 0
     cur = con.cursor()
@@ -310,7 +383,7 @@ def _reconcile(
                 f"{_spans_of([f for f in files if f not in skipped])} "
                 f"WHERE rs_request_key(logical_request_id) IN (SELECT h FROM {STRADDLERS})"
             )
-            build_tables(cur)
+            build_tables(cur, place)
             _log.info("%d requests straddle time partitions: built again from all their spans", n)
         replace(cur, f"temp.main.{STRADDLERS}", int(n))
         return int(n)
@@ -392,6 +465,11 @@ class _InDirectory:
     ) -> None:
         self._con, self._store, self._part, self._fingerprint = con, store, part, fingerprint
         self._staged: Path | None = None
+
+    def building(
+        self, cur: duckdb.DuckDBPyConnection, index: int
+    ) -> contextlib.AbstractContextManager[Place | None]:
+        return contextlib.nullcontext()
 
     def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None:
         if index == 0 or self._staged is None:

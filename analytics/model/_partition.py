@@ -12,6 +12,8 @@ union (:func:`build_across_requests`).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Final
 
 import duckdb
@@ -70,11 +72,21 @@ _VIEWS: Final = (
 )
 
 
-def build_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Build :data:`PER_REQUEST_TABLES` as temp tables of ``con`` from the spans its
-    relation :data:`SOURCE` holds (which must hold every span of each request it holds
-    any of). A temp view ``spans`` over it shadows the data set's: with one copy of each
-    span that arrived more than once, and the scripts of :mod:`._scripts` read that."""
+Place = Callable[[str], str]
+"""Where :func:`build_tables` creates a per-request table: its name → a table name (e.g.
+in a store's database) that does not exist yet."""
+
+_CREATE_TEMP: Final = re.compile(r"\A(?:\s+|--[^\n]*\n)*CREATE OR REPLACE TEMP TABLE (\w+) AS\b")
+
+
+def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> None:
+    """Build :data:`PER_REQUEST_TABLES` from the spans the relation :data:`SOURCE` of
+    ``con`` holds (which must hold every span of each request it holds any of): as temp
+    tables of ``con``, or, with ``place``, each as the table ``place(name)`` (written
+    once, where it is kept: no copy) under a temp view of its name. A temp view ``spans``
+    over the source shadows the data set's: with one copy of each span that arrived more
+    than once, and the scripts of :mod:`._scripts` read that."""
+    run = con.execute if place is None else _placing(con, place)
     con.execute(f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {SOURCE}")
     con.execute(load(scripts.SPAN_COPIES))
     if con.execute("SELECT count(*) FROM span_copies").fetchall()[0][0]:
@@ -82,9 +94,30 @@ def build_tables(con: duckdb.DuckDBPyConnection) -> None:
     for name in scripts.PER_REQUEST:
         if name == scripts.HTTP_ATTEMPTS and not _has_unmarked_http_spans(con):
             continue
-        con.execute(load(name))
+        run(load(name))
     con.execute(load(scripts.UNFILTERED_SCOPE))  # the scope's views over these tables
-    scope_facts.build_request_facts(con, "all")
+    if place is None:
+        scope_facts.build_request_facts(con, "all")
+    else:
+        run(f"CREATE OR REPLACE TEMP TABLE all_request_facts AS\n{load(scope_facts.REQUEST_FACTS)}")
+
+
+def _placing(con: duckdb.DuckDBPyConnection, place: Place) -> Callable[[str], object]:
+    """Runs a script statement by statement, creating its per-request tables where
+    ``place`` puts them (each under a temp view of its own name, which the script's later
+    statements and the scope's views read)."""
+
+    def run(script: str) -> None:
+        for statement in con.extract_statements(script):
+            created = _CREATE_TEMP.match(statement.query)
+            if created is None or created.group(1) not in PER_REQUEST_TABLES:
+                con.execute(statement)
+                continue
+            name, target = created.group(1), place(created.group(1))
+            con.execute(f"CREATE TABLE {target} AS {statement.query[created.end() :]}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {target}")
+
+    return run
 
 
 def _has_unmarked_http_spans(con: duckdb.DuckDBPyConnection) -> bool:
@@ -92,11 +125,20 @@ def _has_unmarked_http_spans(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop what :func:`build_tables` left on ``con`` (also after it stopped halfway)."""
-    for view in _VIEWS:
+    """Drop what :func:`build_tables` left on ``con`` (also after it stopped halfway;
+    the tables it placed elsewhere stay)."""
+    placed = {
+        name
+        for (name,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE temporary AND view_name IN ?",
+            [list(PER_REQUEST_TABLES)],
+        ).fetchall()
+    }
+    for view in (*_VIEWS, *sorted(placed)):
         con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
     for table in (*PER_REQUEST_TABLES, *_SCRATCH):
-        con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
+        if table not in placed:
+            con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
 
 
 def build_across_requests(con: duckdb.DuckDBPyConnection) -> None:

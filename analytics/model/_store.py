@@ -30,6 +30,19 @@ from retryscope.analytics.model._partition import (
     PER_REQUEST_TABLES,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one build writes its per-request tables in a :class:`MemoryStore`: tables of
+    the store named as the model's with the build's ``suffix`` (a
+    :data:`~retryscope.analytics.model._partition.Place`)."""
+
+    suffix: str
+
+    def __call__(self, table: str) -> str:
+        return f"{ALIAS}.main.{table}{self.suffix}"
+
+
 UNCOMPRESSED_BYTES_PER_SPAN_ROW: Final = 800
 """Memory the model's tables take per span row of the data set when kept uncompressed
 (measured on the bench data: 1.05 GiB for the 1.39 M rows of 1 M attempts), about 4x
@@ -149,17 +162,23 @@ def checkpoint_due(kept: int, to_come: int, budget: int) -> bool:
 class MemoryStore(Store):
     """The model in an in-memory database attached to the connection as ``rs_model``.
 
+    Each build (a time partition or a group of them, a request partition, the requests
+    straddling builds) writes its per-request tables here itself (:meth:`place`; part
+    of the model once adopted, :meth:`adopt`), so no row is copied: a model table is the
+    union of its builds' tables. Tables across requests and request keys are copied in
+    (:meth:`keep`).
+
     DuckDB compresses an in-memory table when it checkpoints it, and that pass costs about
-    a third of a build's CPU: so no automatic checkpoint runs while the store takes rows,
-    and the store checkpoints (compressing every row kept since the last one) only as the
-    memory limit needs. It is told the span rows of the whole build (``span_rows``) and
-    how many bytes may stay uncompressed (``uncompressed_budget``), and checkpoints after
-    a partition when the rows kept uncompressed would exceed the budget, or when the rows
-    still to come fit it but would not together with those kept (so only the last
-    partitions, up to the budget, stay uncompressed). Sizes are estimated from span rows
-    (:data:`UNCOMPRESSED_BYTES_PER_SPAN_ROW`). A 10 M-attempt model compressed takes
-    ≈ 2.3 GiB. Beyond the memory limit DuckDB moves its blocks to the temporary
-    directory."""
+    a third of a build's CPU: so no automatic checkpoint runs while the store takes rows
+    (:meth:`unchecked`), and the store checkpoints (compressing every row kept since the
+    last one) only as the memory limit needs. It is told the span rows of the whole build
+    (``span_rows``) and how many bytes may stay uncompressed (``uncompressed_budget``),
+    and checkpoints after a partition when the rows kept uncompressed would exceed the
+    budget, or when the rows still to come fit it but would not together with those kept
+    (so only the last partitions, up to the budget, stay uncompressed). Sizes are
+    estimated from span rows (:data:`UNCOMPRESSED_BYTES_PER_SPAN_ROW`). A 10 M-attempt
+    model compressed takes ≈ 2.3 GiB. Beyond the memory limit DuckDB moves its blocks to
+    the temporary directory."""
 
     def __init__(
         self,
@@ -174,9 +193,32 @@ class MemoryStore(Store):
         self._to_come = span_rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW
         self._pending = 0
         self._created: set[str] = set()
+        self._stored: dict[str, list[str]] = {}
+        self._placements = 0
+
+    def place(self) -> Placement:
+        """Where the next build writes its per-request tables (the first build's tables
+        are named as the model's)."""
+        n, self._placements = self._placements, self._placements + 1
+        return Placement("" if n == 0 else f"__{n}")
+
+    def adopt(self, placement: Placement) -> None:
+        """Make the per-request tables a build wrote at ``placement`` part of the model."""
+        for table in PER_REQUEST_TABLES:
+            self._stored.setdefault(table, []).append(placement(table))
+
+    def discard(self, cur: duckdb.DuckDBPyConnection, placement: Placement) -> None:
+        """Drop what a build that stopped wrote at ``placement``."""
+        for table in PER_REQUEST_TABLES:
+            cur.execute(f"DROP TABLE IF EXISTS {placement(table)}")
 
     def relation(self, table: str) -> str:
-        return f"{ALIAS}.main.{table}"
+        stored = self._stored.get(table)
+        if not stored:
+            return f"{ALIAS}.main.{table}"
+        if len(stored) == 1:
+            return stored[0]
+        return "(" + " UNION ALL ".join(f"SELECT * FROM {t}" for t in stored) + ")"
 
     def keep(
         self,
@@ -187,7 +229,7 @@ class MemoryStore(Store):
     ) -> None:
         """Move the temp ``tables`` of ``cur`` here (``request_keys`` with the partition's
         key ``part``), built from ``span_rows`` span rows."""
-        with self._unchecked(cur):
+        with self.unchecked(cur):
             self._keep(cur, tables, part)
         self._kept(cur, span_rows)
 
@@ -213,7 +255,7 @@ class MemoryStore(Store):
             self._pending = 0
 
     @contextlib.contextmanager
-    def _unchecked(self, cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    def unchecked(self, cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
         """Without automatic checkpoints while the store takes rows (a large commit would
         checkpoint the in-memory database, compressing every row written). The setting
         is the database's, so it is put back afterwards."""
@@ -228,15 +270,16 @@ class MemoryStore(Store):
         """The partitions' request keys, or None when no partition kept them."""
         return self.relation(KEYS) if KEYS in self._created else None
 
-    def replace_requests(self, cur: duckdb.DuckDBPyConnection, straddlers: str) -> None:
+    def replace_requests(
+        self, cur: duckdb.DuckDBPyConnection, straddlers: str, placement: Placement
+    ) -> None:
         """Replace the rows of the requests in the relation ``straddlers`` (of ``h``) by
-        the temp per-request tables of ``cur`` (built from all their spans)."""
-        with self._unchecked(cur):
+        the per-request tables written at ``placement`` (built from all their spans)."""
+        with self.unchecked(cur):
             for table in PER_REQUEST_TABLES:
-                cur.execute(
-                    f"DELETE FROM {self.relation(table)} WHERE h IN (SELECT h FROM {straddlers})"
-                )
-            self._keep(cur, PER_REQUEST_TABLES, "")
+                for stored in self._stored.get(table, ()):
+                    cur.execute(f"DELETE FROM {stored} WHERE h IN (SELECT h FROM {straddlers})")
+        self.adopt(placement)
         self._kept(cur, 0)
 
     def keep_across(self, cur: duckdb.DuckDBPyConnection) -> None:

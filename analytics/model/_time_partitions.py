@@ -54,3 +54,30 @@ def time_partitions(
         TimePartition(key, tuple(paths), sum(counts))
         for key, (paths, counts) in sorted(groups.items(), key=lambda kv: kv[0].split("/"))
     )
+
+
+def grouped(parts: Sequence[TimePartition], max_rows: int) -> tuple[tuple[TimePartition, ...], ...]:
+    """``parts`` in runs of consecutive partitions of at most ``max_rows`` span rows
+    together (a larger partition alone), in order: what one pass of a build without a
+    model cache takes."""
+    groups: list[list[TimePartition]] = []
+    rows = 0
+    for part in parts:
+        if groups and rows + part.rows <= max_rows:
+            groups[-1].append(part)
+            rows += part.rows
+        else:
+            groups.append([part])
+            rows = part.rows
+    return tuple(tuple(g) for g in groups)
+
+
+def merged(group: Sequence[TimePartition]) -> TimePartition:
+    """One partition of the files of ``group`` (keyed by its first and last keys)."""
+    if len(group) == 1:
+        return group[0]
+    return TimePartition(
+        f"{group[0].key}..{group[-1].key}",
+        tuple(f for p in group for f in p.files),
+        sum(p.rows for p in group),
+    )

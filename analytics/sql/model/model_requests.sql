@@ -269,13 +269,22 @@ FROM nesting n
 JOIN request_base r ON r.h = n.h;
 
 -- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
--- of its operation) or repeat (a retry, hedge or resend the receiver saw on top of it).
+-- of its operation, by start time, then span and trace id: one per operation) or repeat (a
+-- retry, hedge or resend the receiver saw on top of it). The first of each operation is
+-- found by an aggregate and a hash join (a window's sort of rows in tiny partitions costs
+-- more).
 CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
+WITH firsts AS (
+    SELECT hash(h, coalesce(operation_ordinal, 1)) AS k,
+           min({t: start_time, s: span_id, r: trace_id}) AS first
+    FROM all_attempt_facts
+    WHERE is_leaf
+    GROUP BY 1
+)
 SELECT
-    h, logical_request_id, start_time, route_id, outcome, prev_kind,
-    route_release, request_tenant, request_operation, layer,
-    row_number() OVER (
-        PARTITION BY hash(h, coalesce(operation_ordinal, 1))
-        ORDER BY start_time, span_id) > 1 AS is_repeat
-FROM all_attempt_facts
-WHERE is_leaf;
+    a.h, a.logical_request_id, a.start_time, a.route_id, a.outcome, a.prev_kind,
+    a.route_release, a.request_tenant, a.request_operation, a.layer,
+    {t: a.start_time, s: a.span_id, r: a.trace_id} IS DISTINCT FROM f.first AS is_repeat
+FROM all_attempt_facts a
+JOIN firsts f ON f.k = hash(a.h, coalesce(a.operation_ordinal, 1))
+WHERE a.is_leaf;
