@@ -89,6 +89,17 @@ def _kept(con: duckdb.DuckDBPyConnection) -> dict[_Slice, pa.Table]:
     return held[1]
 
 
+def kept_slice(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    by: Dimension | str,
+    bucket: timedelta = DEFAULT_BUCKET,
+) -> pa.Table | None:
+    """The sliced metric ``name`` by ``by`` as computed for ``con``'s current scope, or
+    None when it was not (nothing is computed)."""
+    return _kept(con).get((name, Dimension(by).value, bucket))
+
+
 def _sliced(name: str, doc: str) -> SlicedMetric:
     """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``), kept
     per scope, slice and bucket width once computed."""
