@@ -112,7 +112,8 @@ def test_a_slice_is_computed_once_per_scope(recorder: Recorder) -> None:
         ("secondary", 1),
     ]
     again = amplification(con, by="route")  # the unfiltered scope again: computed anew
-    assert again is not whole and again.equals(whole)
+    assert again is not whole
+    assert again.equals(whole)
 
 
 def test_filters_select_whole_requests(recorder: Recorder) -> None:
