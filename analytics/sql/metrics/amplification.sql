@@ -16,6 +16,7 @@
 -- beyond one per distinct operation, or per layer the attempts beyond the first of their
 -- retry group (that layer's retries).
 WITH per AS (
+    -- whole requests: request_facts carries each request's nesting
     SELECT
         rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
         h,
@@ -24,39 +25,47 @@ WITH per AS (
         top_level_attempts AS top_level,
         receiver_attempts AS receiver,
         operations,
-        greatest(0, receiver_attempts - operations) AS excess
+        greatest(0, receiver_attempts - operations) AS excess,
+        retried_layer_count,
+        multiplication
     FROM request_facts
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
-    SELECT layer, h, attempts, CASE WHEN layer = 'harness' THEN attempts ELSE 0 END,
-           top_level, receiver, coalesce(receiver_operations, 0), repeats
-    FROM request_layers
-    WHERE $dim = 'layer'
-    UNION ALL
-    -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
-    SELECT
-        rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
-        h,
-        count(span_id),
-        count(span_id) FILTER (WHERE layer = 'harness'),
-        count(span_id) FILTER (WHERE parent_layer IS NULL),
-        count(span_id) FILTER (WHERE is_leaf),
-        coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
-        greatest(0, count(span_id) FILTER (WHERE is_leaf)
-                    - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
-    FROM attempt_facts
-    WHERE $dim IN ('route', 'route_release')
-    GROUP BY 1, 2
-    UNION ALL
-    SELECT NULL, h, 0, 0, 0, 0, 0, 0
-    FROM request_facts
-    WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
-),
--- only the nested requests: the others count in neither nesting figure
-nesting AS (
-    SELECT h, retried_layer_count, multiplication
-    FROM request_facts
-    WHERE retried_layer_count >= 2
+    -- the attempt-level slices, with the nesting of the nested requests only (the others
+    -- count in neither nesting figure)
+    SELECT s.*, n.retried_layer_count, n.multiplication
+    FROM (
+        SELECT layer AS value, h, attempts,
+               CASE WHEN layer = 'harness' THEN attempts ELSE 0 END AS harness,
+               top_level, receiver, coalesce(receiver_operations, 0) AS operations,
+               repeats AS excess
+        FROM request_layers
+        WHERE $dim = 'layer'
+        UNION ALL
+        -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
+        SELECT
+            rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
+            h,
+            count(span_id),
+            count(span_id) FILTER (WHERE layer = 'harness'),
+            count(span_id) FILTER (WHERE parent_layer IS NULL),
+            count(span_id) FILTER (WHERE is_leaf),
+            coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
+            greatest(0, count(span_id) FILTER (WHERE is_leaf)
+                        - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
+        FROM attempt_facts
+        WHERE $dim IN ('route', 'route_release')
+        GROUP BY 1, 2
+        UNION ALL
+        SELECT NULL, h, 0, 0, 0, 0, 0, 0
+        FROM request_facts
+        WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
+    ) s
+    LEFT JOIN (
+        SELECT h, retried_layer_count, multiplication
+        FROM request_facts
+        WHERE retried_layer_count >= 2
+    ) n ON n.h = s.h
 )
 SELECT
     p.value,
@@ -76,10 +85,9 @@ SELECT
         AS hidden_attempts,
     coalesce(max(p.receiver), 0)::BIGINT AS max_attempts_per_request,
     coalesce(quantile_disc(p.receiver, 0.99), 0)::BIGINT AS p99_attempts_per_request,
-    count(*) FILTER (WHERE n.retried_layer_count >= 2)::BIGINT AS nested_retry_requests,
-    coalesce(max(n.multiplication) FILTER (WHERE n.retried_layer_count >= 2), 0)::BIGINT
+    count(*) FILTER (WHERE p.retried_layer_count >= 2)::BIGINT AS nested_retry_requests,
+    coalesce(max(p.multiplication) FILTER (WHERE p.retried_layer_count >= 2), 0)::BIGINT
         AS max_nested_multiplication
 FROM per p
-LEFT JOIN nesting n ON n.h = p.h
 GROUP BY p.value
 ORDER BY p.value NULLS LAST;
