@@ -16,9 +16,14 @@
 -- beyond one per distinct operation, or per layer the attempts beyond the first of their
 -- retry group (that layer's retries).
 WITH per AS (
-    -- whole requests: request_facts carries each request's nesting
+    -- whole requests: request_facts carries each request's nesting. By time bucket the
+    -- requests are grouped on the bucket's start (t) and its label is written once per
+    -- bucket, not once per request.
     SELECT
-        rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
+        CASE WHEN $dim <> 'time_bucket'
+             THEN rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) END AS value,
+        CASE WHEN $dim = 'time_bucket'
+             THEN time_bucket(getvariable('rs_bucket'), started_at::TIMESTAMP) END AS t,
         h,
         physical_attempts AS attempts,
         harness_attempts AS harness,
@@ -33,7 +38,7 @@ WITH per AS (
     UNION ALL
     -- the attempt-level slices, with the nesting of the nested requests only (the others
     -- count in neither nesting figure)
-    SELECT s.*, n.retried_layer_count, n.multiplication
+    SELECT s.value, NULL::TIMESTAMP, s.* EXCLUDE (value), n.retried_layer_count, n.multiplication
     FROM (
         SELECT layer AS value, h, attempts,
                CASE WHEN layer = 'harness' THEN attempts ELSE 0 END AS harness,
@@ -68,7 +73,8 @@ WITH per AS (
     ) n ON n.h = s.h
 )
 SELECT
-    p.value,
+    -- the bucket's label from its start: the label of every request in it
+    coalesce(p.value, rs_dim($dim, NULL, NULL, NULL, NULL, NULL, p.t)) AS value,
     count(*)::BIGINT AS logical_requests,
     sum(p.attempts)::BIGINT AS physical_attempts,
     sum(p.harness)::BIGINT AS harness_attempts,
@@ -89,5 +95,5 @@ SELECT
     coalesce(max(p.multiplication) FILTER (WHERE p.retried_layer_count >= 2), 0)::BIGINT
         AS max_nested_multiplication
 FROM per p
-GROUP BY p.value
-ORDER BY p.value NULLS LAST;
+GROUP BY p.value, p.t
+ORDER BY value NULLS LAST;
