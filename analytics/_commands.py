@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ import duckdb
 import pyarrow.compute as pc
 
 from retryscope._safe_text import for_terminal
-from retryscope.analytics._dataset import connect, new_connection, skipped_files
+from retryscope.analytics._dataset import DataSet, connect, new_connection, skipped_files
 from retryscope.analytics._filters import Filters, parse_time
 from retryscope.analytics._findings import findings
 from retryscope.analytics._render import json_rows, markdown_table, text_table
@@ -53,11 +54,20 @@ class Engine:
 
 @contextmanager
 def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The data set's connection, set up as ``engine`` says; afterwards, a warning for
-    every file that was skipped (unreadable when listed, or undecodable when the command
-    first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
-    limit. A model build that runs for more than a second shows its progress on stderr
-    when that is a terminal."""
+    """:func:`_opened`'s connection."""
+    with _opened(path, engine) as (con, _):
+        yield con
+
+
+@contextmanager
+def _opened(
+    path: str, engine: Engine = Engine()
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, DataSet]]:
+    """The data set's connection and the data set, set up as ``engine`` says; afterwards,
+    a warning for every file that was skipped (unreadable when listed, or undecodable when
+    the command first read it). DuckDB running out of memory is a :class:`MemoryError`
+    that names the limit. A model build that runs for more than a second shows its
+    progress on stderr when that is a terminal."""
     with _memory_named(engine):
         con, dataset = connect(
             path,
@@ -70,7 +80,7 @@ def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConne
 
             attach_model(con, engine.model, dataset)
         try:
-            yield con
+            yield con, dataset
         finally:
             for skipped in skipped_files(con, dataset):
                 warning = f"warning: skipped {skipped.path}: {skipped.reason}"
@@ -112,8 +122,14 @@ def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> 
         "markdown": format_markdown,
         "text": format_text,
     }
-    with _open(path, engine) as con:
+    with _opened(path, engine) as (con, dataset):
         report = build_report(con, filters)
+        if engine.model_cache is not None and engine.model is None and filters == Filters():
+            # the UI's first start on this data set and model reads these figures
+            from retryscope.analytics._figures import keep_report
+
+            with contextlib.suppress(OSError):
+                keep_report(con, dataset, engine.model_cache, report)
     print(rendered[fmt](report))
     return 0
 

@@ -240,7 +240,7 @@ def new_connection(
     if memory_limit:
         config["memory_limit"] = memory_limit
     try:
-        return duckdb.connect(":memory:", config=config)
+        con = duckdb.connect(":memory:", config=config)
     except duckdb.Error as exc:
         if memory_limit and "memory" in str(exc).lower():
             raise ValueError(
@@ -248,6 +248,11 @@ def new_connection(
                 f"(e.g. 1.5GB, 800MB): {exc}"
             ) from exc
         raise
+    # every query over a cached model's views binds a read_parquet of each partition's
+    # files: footers kept (checked against the file's modification time) are not read
+    # and parsed again by every query (a setting of the parquet extension, loaded here)
+    con.execute("SET parquet_metadata_cache = true")
+    return con
 
 
 def connect(

@@ -11,6 +11,7 @@ A connection carries one set of filters at a time: do not share it between threa
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
@@ -70,8 +71,38 @@ class SlicedMetric(Protocol):
     ) -> pa.Table: ...
 
 
+_Slice = tuple[str, str, timedelta]
+_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[str, dict[_Slice, pa.Table]]]
+_KEPT = weakref.WeakKeyDictionary()
+"""Per connection, the sliced metrics computed for its current scope (``rs_scope_id``):
+the report and the UI's pages ask for the same slices (amplification by route and by
+layer, the overall rows), which are then computed once per scope."""
+
+
+def _kept(con: duckdb.DuckDBPyConnection) -> dict[_Slice, pa.Table]:
+    """The sliced metrics kept for ``con``'s current scope (emptied when it changes)."""
+    ((scope,),) = con.execute("SELECT getvariable('rs_scope_id')").fetchall()
+    held = _KEPT.get(con)
+    if held is None or held[0] != scope:
+        held = (str(scope), {})
+        _KEPT[con] = held
+    return held[1]
+
+
+def kept_slice(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    by: Dimension | str,
+    bucket: timedelta = DEFAULT_BUCKET,
+) -> pa.Table | None:
+    """The sliced metric ``name`` by ``by`` as computed for ``con``'s current scope, or
+    None when it was not (nothing is computed)."""
+    return _kept(con).get((name, Dimension(by).value, bucket))
+
+
 def _sliced(name: str, doc: str) -> SlicedMetric:
-    """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``)."""
+    """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``), kept
+    per scope, slice and bucket width once computed."""
 
     def metric(
         con: duckdb.DuckDBPyConnection,
@@ -81,7 +112,13 @@ def _sliced(name: str, doc: str) -> SlicedMetric:
         bucket: timedelta = DEFAULT_BUCKET,
     ) -> pa.Table:
         apply(con, filters, bucket=bucket)
-        return arrow(con, name, {"dim": Dimension(by).value})
+        dim = Dimension(by).value
+        kept = _kept(con)
+        key = (name, dim, bucket)
+        table = kept.get(key)
+        if table is None:
+            table = kept[key] = arrow(con, name, {"dim": dim})
+        return table
 
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = doc

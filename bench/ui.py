@@ -3,18 +3,21 @@ the first page of a data set whose model is up to date in ≤ 5 s.
 
 The app (``retryscope.dashboards.app``) runs in Streamlit's AppTest with
 ``RETRYSCOPE_DATA`` pointing at the data set and its model kept in a model cache
-(``RETRYSCOPE_MODEL_CACHE``, default ``<data dir>/ui-model-cache``) built under a DuckDB
-memory limit (``RETRYSCOPE_MEMORY_LIMIT``, default 4GB), so the model is built once and
-memory stays bounded. The first page (Overview) is opened three times as a newly started
-server opens it (Streamlit's caches cleared, the data set opened anew): as the cache holds
-it (building the model when it is missing or stale), then with the model up to date but
-its figures computed again (the figure store removed), then with model and figures up to
-date — the target. Then each page of its navigation (``PAGES``) is opened as a link opens
-it (the drill-down with a sample request's ``?id=``), run once to fill the caches, then
-timed. The baseline is AppTest running a one-line page (Streamlit's own floor). Reported
-beside them, without a target: the first run of the Requests explorer on a filtered scope
-(its per-scope table built) and a new sort of that list (one DuckDB query over that
-table), the explorer's interactive costs.
+(``RETRYSCOPE_MODEL_CACHE``, default ``<data dir>/ui-model-cache``; both resolved as
+``retryscope ui`` resolves them) built under a DuckDB memory limit
+(``RETRYSCOPE_MEMORY_LIMIT``, default 4GB), so the model is built once and memory stays
+bounded. The first page (Overview) is opened as a newly started server opens it
+(Streamlit's caches cleared, the data set opened anew): as the cache holds it (building
+the model when it is missing or stale); with the model up to date but no figures kept
+(the figure store removed: a model built by ``retryscope model``), every figure of the
+page computed (goal 4 of the model's issue); with model and figures up to date (the
+target); and with the figures ``retryscope report`` kept (the store removed, then the
+report run in a child process on the same cache). Then each page of its navigation
+(``PAGES``) is opened as a link opens it (the drill-down with a sample request's
+``?id=``), run once to fill the caches, then timed. The baseline is AppTest running a
+one-line page (Streamlit's own floor). Reported beside them, without a target: the first
+run of the Requests explorer on a filtered scope (its per-scope table built) and a new
+sort of that list (one DuckDB query over that table), the explorer's interactive costs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +54,8 @@ def run(settings: Settings) -> list[Result]:
     pages = _pages()
 
     data = generate(settings.data_dir, settings.attempts, settings.seed)
-    root = os.path.abspath(dataset_path(settings.data_dir, settings.attempts, settings.seed))
-    cache = os.environ.get(CACHE_ENV) or str(settings.data_dir / CACHE_DIR)
+    root = str(Path(dataset_path(settings.data_dir, settings.attempts, settings.seed)).resolve())
+    cache = str(Path(os.environ.get(CACHE_ENV) or settings.data_dir / CACHE_DIR).resolve())
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or MEMORY_LIMIT
     env = {DATA_ENV: root, CACHE_ENV: cache, MEMORY_LIMIT_ENV: memory_limit}
     previous = {name: os.environ.get(name) for name in env}
@@ -91,6 +96,9 @@ def run(settings: Settings) -> list[Result]:
         computed, computed_cpu = started()
         first, first_cpu = started()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        shutil.rmtree(Path(cache) / FOLDER, ignore_errors=True)
+        report_wall = _report(root, cache, memory_limit)
+        after_report, after_report_cpu = started()
         settings_text = f"model cache {cache}, memory limit {memory_limit}"
         results = [
             Result(
@@ -103,10 +111,11 @@ def run(settings: Settings) -> list[Result]:
             ),
             Result(
                 "ui",
-                "first page, model up to date, its figures computed",
+                "goal 4: first page, a model built by `retryscope model`, no kept figures",
                 computed,
                 "s",
-                details={"CPU": f"{computed_cpu:.1f} s"},
+                Target(at_most=5.0, text="≤ 5 s"),
+                details={"CPU": f"{computed_cpu:.1f} s", "load": f"{os.getloadavg()[0]:.1f}"},
                 note="the model read from the cache; every figure of the page computed",
             ),
             Result(
@@ -117,6 +126,17 @@ def run(settings: Settings) -> list[Result]:
                 Target(at_most=5.0, text="≤ 5 s"),
                 {"CPU": f"{first_cpu:.1f} s", "process peak RSS": f"{peak:.1f} GiB"},
                 note="the figures the previous start computed, read from the model cache",
+            ),
+            Result(
+                "ui",
+                "first page after `retryscope report` on the same model cache",
+                after_report,
+                "s",
+                details={
+                    "CPU": f"{after_report_cpu:.1f} s",
+                    "the report (child process)": f"{report_wall:.1f} s",
+                },
+                note="the report's figures kept by the report; the page computes the rest",
             ),
         ]
         for path, title in pages:
@@ -168,6 +188,19 @@ def run(settings: Settings) -> list[Result]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _report(root: str, cache: str, memory_limit: str) -> float:
+    """``retryscope report`` on ``root`` with the model cache ``cache``, in a child process:
+    its wall seconds."""
+    began = time.perf_counter()
+    argv = ["report", root, "--model-cache", cache, "--memory-limit", memory_limit]
+    subprocess.run(
+        [sys.executable, "-m", "retryscope.cli", *argv, "--format", "json"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - began
 
 
 def _pages() -> list[tuple[str, str]]:

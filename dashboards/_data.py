@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -63,47 +62,13 @@ from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._cache import CACHE_ENV
 from retryscope.analytics.model._progress import Progress, ProgressCallback
 from retryscope.analytics.model._store import Modes
-from retryscope.analytics.replay._policy_drift import (
-    POLICY_DIR,
-    known_policy_count,
-    policy_drift,
-)
+from retryscope.analytics.replay._policy_drift import known_policy_count, policy_drift
 from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
-from retryscope.dashboards._figures import FigureStore
+from retryscope.dashboards._figures import FigureStore, Fingerprint
 
-Fingerprint = tuple[tuple[str, int, int], ...]
 WAIT_POLL_S = 0.25
 """How often a session waiting for another's model build redraws that build's progress."""
 FilterKey = tuple[datetime | None, datetime | None, str | None, str | None, str | None]
-
-
-def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
-    out = []
-    for path in paths:
-        try:
-            stat = path.stat()
-        except OSError:  # removed while listing
-            continue
-        out.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return out
-
-
-def fingerprint(root: str) -> Fingerprint:
-    """Path, mtime and size of every visible Parquet file under ``root`` (stat only), then
-    of its policy side files (``_policies/*.json``) when there are span files: a new side
-    file changes the policy drift, so it makes a new version too."""
-    base = Path(root)
-    paths = [base] if base.is_file() else sorted(base.rglob("*.parquet"))
-    visible = [
-        p
-        for p in paths
-        if not any(part.startswith((".", "_")) for part in p.relative_to(base).parts)
-    ]
-    spans = _stats(visible)
-    if not spans:
-        return ()
-    folder = (base if base.is_dir() else base.parent) / POLICY_DIR
-    return (*spans, *_stats(sorted(folder.glob("*.json"))))
 
 
 class _Relay:

@@ -94,6 +94,28 @@ def test_amplification_sliced_by_route_layer_tenant_and_bucket(recorder: Recorde
     assert buckets == ["2026-09-21T14:00:00Z"]  # T0 is 14:13:20Z
 
 
+def test_a_slice_is_computed_once_per_scope(recorder: Recorder) -> None:
+    """The report and the UI ask for the same slices: kept per scope, slice and bucket
+    width, and never served to another scope."""
+    from datetime import timedelta
+
+    _nested(recorder)
+    con = recorder.connect()
+    whole = amplification(con, by="route")
+    assert amplification(con, by=Dimension.ROUTE) is whole  # kept
+    assert amplification(con, by="layer") is not whole
+    hourly = amplification(con, by="time_bucket")
+    assert amplification(con, by="time_bucket", bucket=timedelta(minutes=1)) is not hourly
+    globex = amplification(con, by="route", filters=Filters(tenant="globex")).to_pylist()
+    assert [(r["value"], r["logical_requests"]) for r in globex] == [
+        ("primary", 1),
+        ("secondary", 1),
+    ]
+    again = amplification(con, by="route")  # the unfiltered scope again: computed anew
+    assert again is not whole
+    assert again.equals(whole)
+
+
 def test_filters_select_whole_requests(recorder: Recorder) -> None:
     _nested(recorder)
     con = recorder.connect()

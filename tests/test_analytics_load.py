@@ -143,6 +143,24 @@ def test_hedging_breakers_and_opaque_ownership(recorder: Recorder) -> None:
     assert findings(con, rule="nested_retry_owners").num_rows == 0
 
 
+def test_hedging_sliced_counts_each_request_once_per_slice(recorder: Recorder) -> None:
+    """Per route, a request counts once however many of its attempts the route took (the
+    hedged request: two on route p); per operation, every request that made an attempt."""
+    _hedged(recorder)
+    con = recorder.connect()
+    keys = ("value", "logical_requests", "hedged_requests", "hedge_attempts")
+    keys += ("breaker_open_dispatches", "opaque_ownership_requests")
+    by_route = [tuple(r[k] for k in keys) for r in hedging(con, by="route").to_pylist()]
+    assert by_route == [
+        ("p", 1, 1, 1, 0, 0),
+        ("primary", 1, 0, 0, 0, 1),
+        ("sick", 1, 0, 0, 1, 0),
+    ]
+    by_operation = [tuple(r[k] for k in keys) for r in hedging(con, by="operation").to_pylist()]
+    assert by_operation == [("chat", 3, 1, 1, 1, 1)]
+    assert hedging(con, by="operation").to_pylist()[0]["hedge_rate"] == 1 / 3
+
+
 def test_retry_budget_windows_sliced_by_layer(recorder: Recorder) -> None:
     _storm(recorder)
     con = recorder.connect()

@@ -13,7 +13,9 @@ import pyarrow as pa
 import pytest
 import streamlit as st
 
-from retryscope.dashboards import _figures
+from retryscope.analytics import _figures, amplification, build_report, connect
+from retryscope.analytics._figures import REPORT_SLICES
+from retryscope.cli import main
 from retryscope.dashboards._figures import FOLDER, FigureStore
 from tests.dashboards.conftest import metrics, select, start_app
 from tests.dashboards.test_overview import WHOLE
@@ -50,6 +52,44 @@ def test_a_restarted_ui_reads_the_kept_figures(
     figures["logical_requests"] = 12_345  # what the restarted page shows, if it reads it
     report.write_text(json.dumps(figures))
     assert _restart(data, cache, monkeypatch)["Logical requests"] == "12,345"
+
+
+def test_a_ui_started_after_the_report_reads_the_figures_it_kept(
+    ui_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``retryscope report`` with a model cache keeps its report and the slices it
+    computed as the UI's figures of that version: the UI's first start reads them."""
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    assert main(["report", str(data), "--model-cache", str(cache), "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    (kept,) = _sets(cache)
+    names = sorted(p.name.rsplit("-", 1)[0] for p in kept.iterdir())
+    expected = ["finding_counts", "load", "report", *(name for name, _ in REPORT_SLICES)]
+    assert names == sorted(expected)
+    store = FigureStore(kept)
+    assert store.get("report", ()) == printed
+    con, _ = connect(data)
+    assert store.get("amplification", ("route",)).equals(amplification(con, by="route"))
+    assert store.get("finding_counts", ()) == build_report(con)["violations"]
+    (report,) = kept.glob("report-*.json")
+    figures = json.loads(report.read_text())
+    figures["logical_requests"] = 12_345  # what the page shows, if it reads the kept set
+    report.write_text(json.dumps(figures))
+    assert _restart(data, cache, monkeypatch)["Logical requests"] == "12,345"
+
+
+def test_a_filtered_report_keeps_no_figures(
+    ui_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    argv = ["report", str(data), "--model-cache", str(cache), "--tenant", "acme"]
+    assert main(argv) == 0
+    assert not (cache / FOLDER).exists()
 
 
 def test_changed_data_makes_new_figures(

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
-from retryscope.dashboards._data import fingerprint
+from retryscope.dashboards._figures import fingerprint
 from tests import ui_fixture
 from tests.dashboards.conftest import (
     charts,

@@ -67,12 +67,15 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
       AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
+    -- joined to the requests in scope (one row per request key) rather than semi-joined
+    -- to them: DuckDB then builds its hash table on the few rows of the check, not on
+    -- every request's key
     SELECT 'missing_ordinals',
-           logical_request_id, trace_id, NULL, start_time,
-           json_object('layer', layer, 'ordinals', ordinals)
-    FROM ordinal_gaps  -- model_checks.sql
-    WHERE h IN (SELECT h FROM requests)
-      AND (only_request IS NULL OR logical_request_id = only_request)
+           g.logical_request_id, g.trace_id, NULL, g.start_time,
+           json_object('layer', g.layer, 'ordinals', g.ordinals)
+    FROM ordinal_gaps g  -- model_checks.sql
+    JOIN requests r ON r.h = g.h
+    WHERE only_request IS NULL OR g.logical_request_id = only_request
 
     UNION ALL
     SELECT 'missing_terminal',
@@ -97,9 +100,12 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     SELECT 'duplicate_span',
            logical_request_id, trace_id, span_id, start_time,
            json_object('copies', copies, 'name', name, 'span_role', span_role)
-    FROM duplicate_spans
-    WHERE (h IS NULL OR h IN (SELECT h FROM requests))
-      AND (only_request IS NULL OR logical_request_id = only_request)
+    FROM (  -- of no request, or of one in scope (joined: as missing_ordinals above)
+        SELECT * FROM duplicate_spans WHERE h IS NULL
+        UNION ALL
+        SELECT d.* FROM duplicate_spans d JOIN requests r ON r.h = d.h
+    )
+    WHERE (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR start_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
@@ -110,21 +116,24 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            logical_request_id, trace_id, span_id, start_time,
            json_object('problem', problem, 'name', name,
                        'duration_ms', (epoch_ns(end_time) - epoch_ns(start_time)) / 1000000.0)
-    FROM span_anomalies
-    WHERE (h IS NULL OR h IN (SELECT h FROM requests))
-      AND (only_request IS NULL OR logical_request_id = only_request)
+    FROM (  -- as duplicate_span above
+        SELECT * FROM span_anomalies WHERE h IS NULL
+        UNION ALL
+        SELECT a.* FROM span_anomalies a JOIN requests r ON r.h = a.h
+    )
+    WHERE (only_request IS NULL OR logical_request_id = only_request)
       AND (getvariable('rs_since') IS NULL OR end_time >= getvariable('rs_since'))
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
     -- Attempts numbered below an earlier attempt of their layer (model_checks.sql).
     SELECT 'telemetry_anomaly',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('problem', 'ordinals_out_of_order', 'layer', layer,
-                       'attempt_ordinal', attempt_ordinal, 'previous_ordinal', previous_ordinal)
-    FROM ordinal_anomalies
-    WHERE h IN (SELECT h FROM requests)
-      AND (only_request IS NULL OR logical_request_id = only_request)
+           o.logical_request_id, o.trace_id, o.span_id, o.start_time,
+           json_object('problem', 'ordinals_out_of_order', 'layer', o.layer,
+                       'attempt_ordinal', o.attempt_ordinal, 'previous_ordinal', o.previous_ordinal)
+    FROM ordinal_anomalies o
+    JOIN requests r ON r.h = o.h  -- joined, not semi-joined: as missing_ordinals above
+    WHERE only_request IS NULL OR o.logical_request_id = only_request
 
     UNION ALL
     SELECT 'nested_retry_owners',

@@ -16,50 +16,65 @@
 -- beyond one per distinct operation, or per layer the attempts beyond the first of their
 -- retry group (that layer's retries).
 WITH per AS (
+    -- whole requests: request_facts carries each request's nesting. By time bucket the
+    -- requests are grouped on the bucket's start (t) and its label is written once per
+    -- bucket, not once per request.
     SELECT
-        rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) AS value,
+        CASE WHEN $dim <> 'time_bucket'
+             THEN rs_dim($dim, NULL, NULL, tenant, operation, NULL, started_at) END AS value,
+        CASE WHEN $dim = 'time_bucket'
+             THEN time_bucket(getvariable('rs_bucket'), started_at::TIMESTAMP) END AS t,
         h,
         physical_attempts AS attempts,
         harness_attempts AS harness,
         top_level_attempts AS top_level,
         receiver_attempts AS receiver,
         operations,
-        greatest(0, receiver_attempts - operations) AS excess
+        greatest(0, receiver_attempts - operations) AS excess,
+        retried_layer_count,
+        multiplication
     FROM request_facts
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
-    SELECT layer, h, attempts, CASE WHEN layer = 'harness' THEN attempts ELSE 0 END,
-           top_level, receiver, coalesce(receiver_operations, 0), repeats
-    FROM request_layers
-    WHERE $dim = 'layer'
-    UNION ALL
-    -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
-    SELECT
-        rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
-        h,
-        count(span_id),
-        count(span_id) FILTER (WHERE layer = 'harness'),
-        count(span_id) FILTER (WHERE parent_layer IS NULL),
-        count(span_id) FILTER (WHERE is_leaf),
-        coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
-        greatest(0, count(span_id) FILTER (WHERE is_leaf)
-                    - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
-    FROM attempt_facts
-    WHERE $dim IN ('route', 'route_release')
-    GROUP BY 1, 2
-    UNION ALL
-    SELECT NULL, h, 0, 0, 0, 0, 0, 0
-    FROM request_facts
-    WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
-),
--- only the nested requests: the others count in neither nesting figure
-nesting AS (
-    SELECT h, retried_layer_count, multiplication
-    FROM request_facts
-    WHERE retried_layer_count >= 2
+    -- the attempt-level slices, with the nesting of the nested requests only (the others
+    -- count in neither nesting figure)
+    SELECT s.value, NULL::TIMESTAMP, s.* EXCLUDE (value), n.retried_layer_count, n.multiplication
+    FROM (
+        SELECT layer AS value, h, attempts,
+               CASE WHEN layer = 'harness' THEN attempts ELSE 0 END AS harness,
+               top_level, receiver, coalesce(receiver_operations, 0) AS operations,
+               repeats AS excess
+        FROM request_layers
+        WHERE $dim = 'layer'
+        UNION ALL
+        -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
+        SELECT
+            rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
+            h,
+            count(span_id),
+            count(span_id) FILTER (WHERE layer = 'harness'),
+            count(span_id) FILTER (WHERE parent_layer IS NULL),
+            count(span_id) FILTER (WHERE is_leaf),
+            coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
+            greatest(0, count(span_id) FILTER (WHERE is_leaf)
+                        - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
+        FROM attempt_facts
+        WHERE $dim IN ('route', 'route_release')
+        GROUP BY 1, 2
+        UNION ALL
+        SELECT NULL, h, 0, 0, 0, 0, 0, 0
+        FROM request_facts
+        WHERE physical_attempts = 0 AND $dim IN ('route', 'route_release', 'layer')
+    ) s
+    LEFT JOIN (
+        SELECT h, retried_layer_count, multiplication
+        FROM request_facts
+        WHERE retried_layer_count >= 2
+    ) n ON n.h = s.h
 )
 SELECT
-    p.value,
+    -- the bucket's label from its start: the label of every request in it
+    coalesce(p.value, rs_dim($dim, NULL, NULL, NULL, NULL, NULL, p.t)) AS value,
     count(*)::BIGINT AS logical_requests,
     sum(p.attempts)::BIGINT AS physical_attempts,
     sum(p.harness)::BIGINT AS harness_attempts,
@@ -76,10 +91,9 @@ SELECT
         AS hidden_attempts,
     coalesce(max(p.receiver), 0)::BIGINT AS max_attempts_per_request,
     coalesce(quantile_disc(p.receiver, 0.99), 0)::BIGINT AS p99_attempts_per_request,
-    count(*) FILTER (WHERE n.retried_layer_count >= 2)::BIGINT AS nested_retry_requests,
-    coalesce(max(n.multiplication) FILTER (WHERE n.retried_layer_count >= 2), 0)::BIGINT
+    count(*) FILTER (WHERE p.retried_layer_count >= 2)::BIGINT AS nested_retry_requests,
+    coalesce(max(p.multiplication) FILTER (WHERE p.retried_layer_count >= 2), 0)::BIGINT
         AS max_nested_multiplication
 FROM per p
-LEFT JOIN nesting n ON n.h = p.h
-GROUP BY p.value
-ORDER BY p.value NULLS LAST;
+GROUP BY p.value, p.t
+ORDER BY value NULLS LAST;
