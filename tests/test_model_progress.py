@@ -8,9 +8,11 @@ import io
 import sys
 from pathlib import Path
 
+import pytest
+
 from retryscope.analytics import connect
 from retryscope.analytics._commands import _open
-from retryscope.analytics.model import Progress, TerminalProgress
+from retryscope.analytics.model import Progress, TerminalProgress, _build
 from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.model._progress import (
     STAGE_DONE,
@@ -29,7 +31,11 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_build_reports_each_time_partition_then_done(tmp_path: Path) -> None:
+def test_a_build_reports_each_time_partition_then_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each partition its own build (small consecutive partitions are built together)
+    monkeypatch.setattr(_build, "BUILD_SPAN_ROWS", 1)
     root = _traffic(tmp_path / "data", seed=3, per_hour=4, hours=3)
     seen: list[Progress] = []
     con, _ = connect(root)

@@ -59,10 +59,21 @@ def object_store() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark(object_store: str) -> Iterator[object]:
-    session = spark_session(MASTER, conf={"spark.task.maxFailures": "2"})
-    yield session
-    session.stop()
+def _spark_process(object_store: str) -> Iterator[None]:
+    """Stops the process's Spark session, if one is running, when the tests are done."""
+    yield
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(_spark_process: None) -> object:
+    """The running session, or a new one in the same JVM when a test stopped it (the
+    model command stops its session when done, and test files run in any order)."""
+    return spark_session(MASTER, conf={"spark.task.maxFailures": "2"})
 
 
 @pytest.fixture(scope="package")

@@ -88,6 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 overflows when 16 clients connect at once
 
     def __init__(self, state: LocalServer) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
