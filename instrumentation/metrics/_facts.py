@@ -181,7 +181,8 @@ class AttemptRow:
     http_method: str | None
     old_http_method: str | None
     context: SpanContext | None
-    """The span's context (exemplars of the samples it records point at it)."""
+    """The span's context when it records a sample (backoff, Retry-After: their exemplars
+    point at it), else None."""
     span_id: int
     parent_span_id: int | None
     start: int
@@ -194,7 +195,14 @@ class AttemptRow:
     """A send the receiver saw after the request's first one."""
     accepted: bool
 
-    def __init__(self, held: Finished, values: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        values: Sequence[Any],
+        context: SpanContext | None,
+        parent: SpanContext | None,
+        start: int,
+        end: int,
+    ) -> None:
         (
             self.ordinal,
             self.parent_ordinal,
@@ -226,9 +234,12 @@ class AttemptRow:
             self.http_method,
             self.old_http_method,
         ) = values
-        _, context, parent, self.start, self.end, _ = held
-        self.context = context
+        self.start, self.end = start, end
         self.span_id = context.span_id if context is not None else 0
+        # held only where a sample points at it: a row holds no other tracked object
+        self.context = (
+            context if self.backoff_ms is not None or self.retry_after_ms is not None else None
+        )
         self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
@@ -255,35 +266,18 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-Finished = tuple[Mapping[str, Any], SpanContext | None, SpanContext | None, int, int, Status]
-"""What is kept of a finished attempt span until its request ends: its attributes (as
-:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), context, parent,
-start and end time, status. Not the span: a request's spans are then freed as they end."""
-
-
-def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
-    """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
-    context, parent, start, end, status = ended_fields(span)
-    start = start or 0
-    return (
-        finished_attributes(span) or {} if attrs is None else attrs,
-        context,
-        parent,
-        start,
-        end or start,
-        status,
-    )
-
-
-def attempt_row(held: Finished) -> AttemptRow:
-    """The row of a finished span whose role is ``attempt``."""
-    attrs = held[0]
+def attempt_row(span: ReadableSpan, attrs: Mapping[str, Any]) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
+    :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them): built when
+    the span ends, from what it holds then, so the span itself is not kept."""
     values = list(map(attrs.get, _KEYS))
     if tuple(map(type, values[:_CHECKED])) not in _signatures:
         values = _typed(values)
-    row = AttemptRow(held, values)
+    context, parent, start, end, status = ended_fields(span)
+    start = start or 0
+    row = AttemptRow(values, context, parent, start, end or start)
     if row.outcome is None and (row.http_method is not None or row.old_http_method is not None):
-        row.outcome, http_kind = _http_outcome(held[5], attrs)
+        row.outcome, http_kind = _http_outcome(status, attrs)
         if row.kind is None:
             row.kind = http_kind
     return row

@@ -40,10 +40,8 @@ from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import (
     AttemptRow,
-    Finished,
     RequestFacts,
     attempt_row,
-    finished,
     request_facts,
 )
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
@@ -127,7 +125,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         than ``max_open_requests`` were."""
         self._enabled = self.config.enabled
         self._lock = threading.Lock()
-        self._open: dict[str, list[Finished]] = {}
+        self._open: dict[str, list[AttemptRow]] = {}
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
         self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
@@ -175,7 +173,7 @@ class AttemptMetricsProcessor(SpanProcessor):
             if type(request_id) is not str:
                 return
             if role == _ATTEMPT:
-                kept = finished(span, attrs)
+                kept = attempt_row(span, attrs)
                 lock = self._lock
                 lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
                 try:
@@ -200,10 +198,10 @@ class AttemptMetricsProcessor(SpanProcessor):
         return True
 
     # -- holding attempts until their request ends -------------------------------------
-    def _hold_first(self, request_id: str, attempt: Finished) -> None:
+    def _hold_first(self, request_id: str, attempt: AttemptRow) -> None:
         """Hold the first attempt of a request; past ``max_open_requests`` open ones,
         record the oldest as it stands."""
-        evicted: list[Finished] | None = None
+        evicted: list[AttemptRow] | None = None
         with self._lock:
             held = self._open.get(request_id)
             if held is None:
@@ -221,9 +219,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         self._record(held, request)
 
     # -- recording -----------------------------------------------------------------------
-    def _record(self, attempts: list[Finished], request: ReadableSpan | None) -> None:
+    def _record(self, attempts: list[AttemptRow], request: ReadableSpan | None) -> None:
         """Record one request's facts (``request`` None: its attempts only)."""
-        facts = request_facts(list(map(attempt_row, attempts)), request)
+        facts = request_facts(attempts, request)
         samples: list[_Sample] = []
         with self._lock:
             extra = self._optional_values(facts)
