@@ -366,15 +366,18 @@ def _quality(
     return FallbackQuality.MISMATCH
 
 
-def _nest(rows: Sequence[AttemptRow]) -> None:
+def _nest(rows: Sequence[AttemptRow], orphans: Sequence[AttemptRow]) -> bool:
     """An attempt that names no enclosing attempt takes its parent span's, when that is an
-    attempt of the request (``model_attempts.sql``, step 2)."""
+    attempt of the request (``model_attempts.sql``, step 2); ``orphans`` are the rows whose
+    parent span may be one. True when some row took one."""
     by_span = {row.span_id: row for row in rows}
-    for row in rows:
-        if row.parent_layer is None and row.parent_span_id is not None:
-            parent = by_span.get(row.parent_span_id)
-            if parent is not None:
-                row.parent_layer, row.parent_ordinal = parent.layer, parent.ordinal
+    nested = False
+    for row in orphans:
+        parent = by_span.get(row.parent_span_id)  # type: ignore[arg-type]
+        if parent is not None:
+            row.parent_layer, row.parent_ordinal = parent.layer, parent.ordinal
+            nested = True
+    return nested
 
 
 def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
@@ -382,40 +385,40 @@ def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
     return (row.ordinal is None, row.ordinal or 0, row.start)
 
 
-def _group(rows: Sequence[AttemptRow]) -> int | None:
-    """Mark retries and leaves; the nested-retry product (two or more layers retried)."""
-    groups: dict[tuple[str | None, str | None, int | None, int | None], list[AttemptRow]] = {}
-    parents = set()
-    for row in rows:
-        key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [row]
-        else:
-            group.append(row)
-        if row.parent_layer is not None:
-            parents.add((row.parent_layer, row.parent_ordinal))
-    parent_layers = {layer for layer, _ in parents}
-    largest: dict[str | None, int] = {}
-    for (layer, _, _, _), group in groups.items():
-        if len(group) > 1:
-            group.sort(key=_group_order)
-        if layer in parent_layers:  # some attempt of this layer may have one beneath it
-            for row in group:
-                row.leaf = (layer, row.ordinal) not in parents
-        previous_failed = False
-        size = 0
-        for row in group:
-            if row.hedge_ordinal:
-                row.retry = False
+_ORDINAL: Final = operator.attrgetter("ordinal")
+_ORDINAL_START: Final = operator.attrgetter("ordinal", "start")
+""":func:`_group_order` of a group whose ordinals are all set (read in C)."""
+_GroupKey = tuple[str | None, str | None, int | None, int | None]
+
+
+class _Walk:
+    """The request's attempts in arrival order (one pass): retry groups, the rows whose
+    parent span may be an attempt, the entry attempt (the first top-level one by start) and
+    the attempts on a fallback route."""
+
+    __slots__ = ("entry", "fallbacks", "groups", "orphans")
+
+    def __init__(self, rows: Sequence[AttemptRow], request_span_id: int | None) -> None:
+        groups: dict[_GroupKey, list[AttemptRow]] = {}
+        orphans: list[AttemptRow] = []
+        fallbacks: list[AttemptRow] = []
+        entry: AttemptRow | None = None
+        for row in rows:
+            key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [row]
             else:
-                row.retry = previous_failed
-                size += 1
-            previous_failed = row.outcome != _SUCCESS
-        if size > largest.get(layer, 0):
-            largest[layer] = size
-    retried = [n for n in largest.values() if n > 1]
-    return math.prod(retried) if len(retried) >= 2 else None
+                group.append(row)
+            if row.parent_layer is None:
+                parent = row.parent_span_id
+                if parent is not None and parent != request_span_id:
+                    orphans.append(row)
+                if entry is None or row.start < entry.start:
+                    entry = row
+            if row.is_fallback:
+                fallbacks.append(row)
+        self.groups, self.orphans, self.fallbacks, self.entry = groups, orphans, fallbacks, entry
 
 
 def _mark_resends(leaves: list[AttemptRow]) -> int:
@@ -435,32 +438,57 @@ def _mark_resends(leaves: list[AttemptRow]) -> int:
 def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> RequestFacts:
     """The facts of one request: its attempt rows (this process's) and its span, when the
     request itself ended here."""
-    _nest(rows)
-    nested_product = _group(rows)
-    leaves = [r for r in rows if r.leaf]
-    operations = _mark_resends(leaves)
-    attrs = (finished_attributes(request) or {}) if request is not None else {}
+    attrs: Mapping[str, Any] = {}
+    request_span_id = None
+    if request is not None:
+        attrs = finished_attributes(request) or {}
+        context = request.context
+        request_span_id = context.span_id if context is not None else None
+    walk = _Walk(rows, request_span_id)
+    if walk.orphans and _nest(rows, walk.orphans):
+        walk = _Walk(rows, request_span_id)  # the groups again, with the parents taken
     terminal = _str(attrs.get(v.TERMINAL.key))
     request_complete = terminal is None or terminal == _COMPLETE_TERMINAL
     deadline = _int(attrs.get(v.DEADLINE.key))
+    groups = walk.groups
+    parents = {(key[1], key[2]) for key in groups if key[1] is not None}
+    parent_layers = {layer for layer, _ in parents}
+    largest: dict[str | None, int] = {}
+    leaves: list[AttemptRow] = []
     late_success = False
-    entry: AttemptRow | None = None  # the first top-level attempt
-    fallbacks: list[AttemptRow] = []
-    for row in rows:  # one pass: acceptance, late successes, the entry, the fallbacks
-        success = row.outcome == _SUCCESS
-        row.accepted = (
-            success
-            and request_complete
-            and (row.decision is None or row.decision == _COMPLETE)
-            and row.hedge_result != _CANCELLED
-        )
-        if success and not late_success:
-            limit = row.deadline if row.deadline is not None else deadline
-            late_success = limit is not None and row.end > limit
-        if row.parent_layer is None and (entry is None or row.start < entry.start):
-            entry = row
-        if row.is_fallback:
-            fallbacks.append(row)
+    # one pass in group order: leaves, retries (the group sizes), acceptance, late successes
+    for (layer, _, _, _), group in groups.items():
+        if len(group) > 1:
+            group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
+        marks = layer in parent_layers  # some attempt of this layer may have one beneath it
+        previous_failed = False
+        size = 0
+        for row in group:
+            if marks:
+                row.leaf = (layer, row.ordinal) not in parents
+            if row.leaf:
+                leaves.append(row)
+            if not row.hedge_ordinal:
+                size += 1
+                if previous_failed:
+                    row.retry = True
+            if row.outcome == _SUCCESS:
+                previous_failed = False
+                row.accepted = (
+                    request_complete
+                    and (row.decision is None or row.decision == _COMPLETE)
+                    and row.hedge_result != _CANCELLED
+                )
+                if not late_success:
+                    limit = row.deadline if row.deadline is not None else deadline
+                    late_success = limit is not None and row.end > limit
+            else:
+                previous_failed = True
+        if size > largest.get(layer, 0):
+            largest[layer] = size
+    retried = [n for n in largest.values() if n > 1]
+    nested_product = math.prod(retried) if len(retried) >= 2 else None
+    operations = _mark_resends(leaves)
     if request is None:
         first = rows[0] if rows else None
         return RequestFacts(
@@ -479,7 +507,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
         receiver=len(leaves),
         operations=operations,
         nested_product=nested_product,
-        **_fallback_facts(rows, attrs, entry, fallbacks),
+        **_fallback_facts(rows, attrs, walk.entry, walk.fallbacks),
         late_success=late_success,
         deadline_exhausted=terminal == _STOP_DEADLINE,
     )
