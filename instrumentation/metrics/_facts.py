@@ -80,10 +80,10 @@ _FIELDS: Final = (
     ("backoff_ms", v.BACKOFF_DELAY_MS.key, int),
     ("retry_after_ms", v.RETRY_AFTER_MS.key, int),
     ("not_before", v.NOT_BEFORE.key, int),
-    ("deadline", v.DEADLINE.key, int),
-    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
     ("reserved", v.COST_RESERVED.key, int),
     ("actual", v.COST_ACTUAL.key, int),
+    ("deadline", v.DEADLINE.key, int),
+    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
     ("estimated", v.COST_ESTIMATED.key, bool),
     ("hedge_ordinal", v.HEDGE_ORDINAL.key, int),
     ("operation_ordinal", v.OPERATION_ORDINAL.key, int),
@@ -111,6 +111,13 @@ _KEYS: Final = tuple(key for _, key, _ in _FIELDS)
 _CHECKED: Final = sum(1 for _, _, kind in _FIELDS if kind is not str)
 _TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
 _NONE: Final = type(None)
+_EXTRA_FIELDS: Final = ("backoff_ms", "retry_after_ms", "not_before", "reserved", "actual")
+"""The fields whose values make an attempt record more than its counts (adjacent above)."""
+_FIRST_EXTRA: Final = [name for name, _, _ in _FIELDS].index(_EXTRA_FIELDS[0])
+_SAMPLED: Final = slice(_FIRST_EXTRA, _FIRST_EXTRA + len(_EXTRA_FIELDS))
+if tuple(name for name, _, _ in _FIELDS[_SAMPLED]) != _EXTRA_FIELDS:
+    raise RuntimeError("the fields of _EXTRA_FIELDS must be adjacent in _FIELDS")
+_NOTHING_SAMPLED: Final = [None] * (_SAMPLED.stop - _SAMPLED.start)
 _signatures: set[tuple[type, ...]] = set()
 """Type signatures of the checked values already found to be of their fields' types."""
 _MAX_SIGNATURES: Final = 4096
@@ -141,7 +148,9 @@ class AttemptRow:
     __slots__ = (
         *(name for name, _, _ in _FIELDS),
         "accepted",
+        "duration_ms",
         "end",
+        "extra",
         "leaf",
         "parent_span_id",
         "resend",
@@ -187,6 +196,9 @@ class AttemptRow:
     parent_span_id: int | None
     start: int
     end: int
+    duration_ms: float
+    extra: bool
+    """It holds a cost, backoff, Retry-After or ``not_before``."""
     retry: bool
     """A retry after a failure in its group (what retry effectiveness counts)."""
     leaf: bool
@@ -210,10 +222,10 @@ class AttemptRow:
             self.backoff_ms,
             self.retry_after_ms,
             self.not_before,
-            self.deadline,
-            self.remaining_ms,
             self.reserved,
             self.actual,
+            self.deadline,
+            self.remaining_ms,
             self.estimated,
             self.hedge_ordinal,
             self.operation_ordinal,
@@ -235,6 +247,8 @@ class AttemptRow:
             self.old_http_method,
         ) = values
         self.start, self.end = start, end
+        self.duration_ms = (end - start) / 1e6
+        self.extra = values[_SAMPLED] != _NOTHING_SAMPLED
         self.span_id = context.span_id if context is not None else 0
         # held only where a sample points at it: a row holds no other tracked object
         self.context = (
@@ -243,10 +257,6 @@ class AttemptRow:
         self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
-
-    @property
-    def duration_ms(self) -> float:
-        return (self.end - self.start) / 1e6
 
     @property
     def hedge_cancelled(self) -> bool:

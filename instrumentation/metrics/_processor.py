@@ -21,7 +21,9 @@ It never raises into the application: failures are counted in
 from __future__ import annotations
 
 import logging
+import operator
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -55,6 +57,13 @@ _ATTEMPT: Final = v.SpanRole.ATTEMPT.value
 _REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
 _CONTINUATION: Final = v.SpanRole.CONTINUATION.value
 METER_NAME: Final = "retryscope"
+_TRIED: Final = operator.attrgetter("layer", "route", "outcome", "kind", "retry_owner", "retry")
+_SENT: Final = operator.attrgetter("layer", "route", "retry_owner", "resend")
+_PLACE: Final = operator.attrgetter("layer", "route")
+_LEAF: Final = operator.attrgetter("leaf")
+_EXTRA: Final = operator.attrgetter("extra")
+_DURATION: Final = operator.attrgetter("duration_ms")
+_REMAINING: Final = operator.attrgetter("remaining_ms")
 
 Values = tuple[AttributeValue | None, ...]
 """An instrument's attribute values in the order of its keys (None: not set)."""
@@ -258,40 +267,38 @@ class AttemptMetricsProcessor(SpanProcessor):
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
         Raw = tuple[str | None, str | None]
-        Text = str | None
-        attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
-        sends: dict[tuple[Text, Text, Text, bool], int] = {}
+        attempts = Counter(map(_TRIED, rows))
+        sends = Counter(map(_SENT, filter(_LEAF, rows)))
+        raws = list(map(_PLACE, rows))
+        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in set(raws)}
         durations: dict[Raw, list[float]] = {}
         remaining: dict[Raw, list[int]] = {}
-        places: dict[Raw, tuple[str | None, str | None]] = {}
-        for row in rows:
-            layer, route, owner = row.layer, row.route, row.retry_owner
-            tried = (layer, route, row.outcome, row.kind, owner, row.retry)
-            attempts[tried] = attempts.get(tried, 0) + 1
-            if row.leaf:
-                sent = (layer, route, owner, row.resend)
-                sends[sent] = sends.get(sent, 0) + 1
-            raw = (layer, route)
-            values = durations.get(raw)
-            if values is None:
-                values = durations[raw] = []
-                places[raw] = (d.layer(layer), d.route(route))
-            values.append((row.end - row.start) / 1e6)
-            if row.remaining_ms is not None:
-                left = remaining.get(raw)
-                if left is None:
-                    remaining[raw] = [row.remaining_ms]
+        if len(places) == 1:  # one layer and route: the columns as they are
+            (raw,) = places
+            durations[raw] = list(map(_DURATION, rows))
+            left = [ms for ms in map(_REMAINING, rows) if ms is not None]
+            if left:
+                remaining[raw] = left
+        else:
+            for raw, row in zip(raws, rows, strict=True):
+                values = durations.get(raw)
+                if values is None:
+                    durations[raw] = [row.duration_ms]
                 else:
-                    left.append(row.remaining_ms)
+                    values.append(row.duration_ms)
+                if row.remaining_ms is not None:
+                    remaining.setdefault(raw, []).append(row.remaining_ms)
+        for row in filter(_EXTRA, rows):  # a cost, delay or not_before to record
+            place = places[row.layer, row.route]
             if row.actual is not None or row.reserved is not None:
-                spent = (d.currency(row.currency), places[raw][1], not row.accepted)
+                spent = (d.currency(row.currency), place[1], not row.accepted)
                 add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
             if row.not_before is not None and row.start < row.not_before:
-                add(i.NOT_BEFORE_VIOLATIONS, places[raw])
+                add(i.NOT_BEFORE_VIOLATIONS, place)
             if row.backoff_ms is not None:
-                samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
+                samples.append((i.BACKOFF_DELAY, row.backoff_ms, place, row.context))
             if row.retry_after_ms is not None:
-                samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
+                samples.append((i.RETRY_AFTER, row.retry_after_ms, place, row.context))
         for (layer, route, outcome, kind, owner, retry), n in attempts.items():
             figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)
