@@ -64,14 +64,6 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value is not None:
-            return value
-    return None
-
-
 _FIELDS: Final = (
     # numbers and flags first: their types are checked (see _typed)
     ("ordinal", v.ATTEMPT_ORDINAL.key, int),
@@ -303,7 +295,13 @@ def _http_outcome(
     status_of_span: Status, attrs: Mapping[str, Any]
 ) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
-    status = _int(_first(attrs, _HTTP_STATUSES))
+    status = None
+    for name in _HTTP_STATUSES:  # (inline: once per send)
+        status = attrs.get(name)
+        if status is not None:
+            break
+    if type(status) is not int:
+        status = None
     if status is None:
         if status_of_span.status_code is StatusCode.ERROR:
             return _NO_RESPONSE
