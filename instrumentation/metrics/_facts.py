@@ -1,8 +1,9 @@
 """What one logical request's finished spans say, by the audit model's definitions.
 
 The live instruments are computed from the same facts as the Parquet report: each rule
-here is the one ``analytics/sql`` applies (named beside it), evaluated over one request's
-attempt spans when the request ends, instead of over the data set. A test runs the
+here is the one ``analytics/sql`` applies (named beside it), evaluated over the rows of
+one request's attempt spans (each read as its span ends) when the request ends, instead
+of over the data set. A test runs the
 analytics' scenarios and the demo with both and requires the same figures.
 
 * An attempt's outcome is its ``retryscope.outcome`` or, on an HTTP client span marked as

@@ -1,11 +1,11 @@
 """``AttemptMetricsProcessor``: live metrics from the spans retryscope stamps.
 
 A span processor beside the stamping one. It reads the retryscope attributes of finished
-spans, so the live figures come from the same facts as the audit data set: a finished
-attempt span is held (one dict lookup and a list append on its ``on_end``) until its
-logical request's span ends; then the request's facts are computed
-(:func:`~._facts.request_facts`, the model's definitions) and recorded. Every other span
-costs one attribute lookup.
+spans, so the live figures come from the same facts as the audit data set: when an
+attempt span ends its row is read from it (:func:`~._facts.attempt_row`: what the span
+holds then, whoever wrote it) and held until its logical request's span ends; then the
+request's facts are computed (:func:`~._facts.request_facts`, the model's definitions)
+and recorded. Every other span costs one attribute lookup.
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
