@@ -106,9 +106,10 @@ _TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
 _NONE: Final = type(None)
 _EXTRA_FIELDS: Final = ("backoff_ms", "retry_after_ms", "not_before", "reserved", "actual")
 """The fields whose values make an attempt record more than its counts (adjacent above)."""
-_FIRST_EXTRA: Final = [name for name, _, _ in _FIELDS].index(_EXTRA_FIELDS[0])
+_NAMES: Final = [name for name, _, _ in _FIELDS]
+_FIRST_EXTRA: Final = _NAMES.index(_EXTRA_FIELDS[0])
 _SAMPLED: Final = slice(_FIRST_EXTRA, _FIRST_EXTRA + len(_EXTRA_FIELDS))
-if tuple(name for name, _, _ in _FIELDS[_SAMPLED]) != _EXTRA_FIELDS:
+if tuple(_NAMES[_SAMPLED]) != _EXTRA_FIELDS:
     raise RuntimeError("the fields of _EXTRA_FIELDS must be adjacent in _FIELDS")
 _NOTHING_SAMPLED: Final = [None] * (_SAMPLED.stop - _SAMPLED.start)
 _signatures: set[tuple[type, ...]] = set()

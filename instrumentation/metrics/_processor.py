@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import operator
 import threading
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -267,8 +266,13 @@ class AttemptMetricsProcessor(SpanProcessor):
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
         Raw = tuple[str | None, str | None]
-        attempts = Counter(map(_TRIED, rows))
-        sends = Counter(map(_SENT, filter(_LEAF, rows)))
+        Text = str | None
+        attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
+        for tried in map(_TRIED, rows):  # (the keys read in C; no Counter set-up per request)
+            attempts[tried] = attempts.get(tried, 0) + 1
+        sends: dict[tuple[Text, Text, Text, bool], int] = {}
+        for sent in map(_SENT, filter(_LEAF, rows)):
+            sends[sent] = sends.get(sent, 0) + 1
         raws = list(map(_PLACE, rows))
         places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in set(raws)}
         durations: dict[Raw, list[float]] = {}
