@@ -55,7 +55,14 @@ def _count(name: str, metrics: bool, items: int) -> int:
     """Instructions of one interpreter running ``items`` of the workload under callgrind."""
     with tempfile.TemporaryDirectory(prefix="retryscope-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONHASHSEED": "0", "RETRYSCOPE_DIGEST_KEY": "bench"}
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": "0",
+            "RETRYSCOPE_DIGEST_KEY": "bench",
+            # OpenBLAS's idle threads (numpy is imported) spin for as long as the run lasts:
+            # instructions of neither workload, counted at random into one or the other
+            "OPENBLAS_NUM_THREADS": "1",
+        }
         subprocess.run(
             [
                 "valgrind",

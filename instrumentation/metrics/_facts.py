@@ -1,8 +1,9 @@
 """What one logical request's finished spans say, by the audit model's definitions.
 
 The live instruments are computed from the same facts as the Parquet report: each rule
-here is the one ``analytics/sql`` applies (named beside it), evaluated over one request's
-attempt spans when the request ends, instead of over the data set. A test runs the
+here is the one ``analytics/sql`` applies (named beside it), evaluated over the rows of
+one request's attempt spans (each read as its span ends) when the request ends, instead
+of over the data set. A test runs the
 analytics' scenarios and the demo with both and requires the same figures.
 
 * An attempt's outcome is its ``retryscope.outcome`` or, on an HTTP client span marked as
@@ -64,14 +65,6 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value is not None:
-            return value
-    return None
-
-
 _FIELDS: Final = (
     # numbers and flags first: their types are checked (see _typed)
     ("ordinal", v.ATTEMPT_ORDINAL.key, int),
@@ -80,10 +73,10 @@ _FIELDS: Final = (
     ("backoff_ms", v.BACKOFF_DELAY_MS.key, int),
     ("retry_after_ms", v.RETRY_AFTER_MS.key, int),
     ("not_before", v.NOT_BEFORE.key, int),
-    ("deadline", v.DEADLINE.key, int),
-    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
     ("reserved", v.COST_RESERVED.key, int),
     ("actual", v.COST_ACTUAL.key, int),
+    ("deadline", v.DEADLINE.key, int),
+    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
     ("estimated", v.COST_ESTIMATED.key, bool),
     ("hedge_ordinal", v.HEDGE_ORDINAL.key, int),
     ("operation_ordinal", v.OPERATION_ORDINAL.key, int),
@@ -111,6 +104,14 @@ _KEYS: Final = tuple(key for _, key, _ in _FIELDS)
 _CHECKED: Final = sum(1 for _, _, kind in _FIELDS if kind is not str)
 _TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
 _NONE: Final = type(None)
+_EXTRA_FIELDS: Final = ("backoff_ms", "retry_after_ms", "not_before", "reserved", "actual")
+"""The fields whose values make an attempt record more than its counts (adjacent above)."""
+_NAMES: Final = [name for name, _, _ in _FIELDS]
+_FIRST_EXTRA: Final = _NAMES.index(_EXTRA_FIELDS[0])
+_SAMPLED: Final = slice(_FIRST_EXTRA, _FIRST_EXTRA + len(_EXTRA_FIELDS))
+if tuple(_NAMES[_SAMPLED]) != _EXTRA_FIELDS:
+    raise RuntimeError("the fields of _EXTRA_FIELDS must be adjacent in _FIELDS")
+_NOTHING_SAMPLED: Final = [None] * (_SAMPLED.stop - _SAMPLED.start)
 _signatures: set[tuple[type, ...]] = set()
 """Type signatures of the checked values already found to be of their fields' types."""
 _MAX_SIGNATURES: Final = 4096
@@ -141,7 +142,9 @@ class AttemptRow:
     __slots__ = (
         *(name for name, _, _ in _FIELDS),
         "accepted",
+        "duration_ms",
         "end",
+        "extra",
         "leaf",
         "parent_span_id",
         "resend",
@@ -181,11 +184,15 @@ class AttemptRow:
     http_method: str | None
     old_http_method: str | None
     context: SpanContext | None
-    """The span's context (exemplars of the samples it records point at it)."""
+    """The span's context when it records a sample (backoff, Retry-After: their exemplars
+    point at it), else None."""
     span_id: int
     parent_span_id: int | None
     start: int
     end: int
+    duration_ms: float
+    extra: bool
+    """It holds a cost, backoff, Retry-After or ``not_before``."""
     retry: bool
     """A retry after a failure in its group (what retry effectiveness counts)."""
     leaf: bool
@@ -194,7 +201,14 @@ class AttemptRow:
     """A send the receiver saw after the request's first one."""
     accepted: bool
 
-    def __init__(self, held: Finished, values: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        values: Sequence[Any],
+        context: SpanContext | None,
+        parent: SpanContext | None,
+        start: int,
+        end: int,
+    ) -> None:
         (
             self.ordinal,
             self.parent_ordinal,
@@ -202,10 +216,10 @@ class AttemptRow:
             self.backoff_ms,
             self.retry_after_ms,
             self.not_before,
-            self.deadline,
-            self.remaining_ms,
             self.reserved,
             self.actual,
+            self.deadline,
+            self.remaining_ms,
             self.estimated,
             self.hedge_ordinal,
             self.operation_ordinal,
@@ -226,16 +240,17 @@ class AttemptRow:
             self.http_method,
             self.old_http_method,
         ) = values
-        _, context, parent, self.start, self.end, _ = held
-        self.context = context
+        self.start, self.end = start, end
+        self.duration_ms = (end - start) / 1e6
+        self.extra = values[_SAMPLED] != _NOTHING_SAMPLED
         self.span_id = context.span_id if context is not None else 0
+        # held only where a sample points at it: a row holds no other tracked object
+        self.context = (
+            context if self.backoff_ms is not None or self.retry_after_ms is not None else None
+        )
         self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
-
-    @property
-    def duration_ms(self) -> float:
-        return (self.end - self.start) / 1e6
 
     @property
     def hedge_cancelled(self) -> bool:
@@ -255,35 +270,18 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-Finished = tuple[Mapping[str, Any], SpanContext | None, SpanContext | None, int, int, Status]
-"""What is kept of a finished attempt span until its request ends: its attributes (as
-:func:`~retryscope.instrumentation._sdk.finished_attributes` reads them), context, parent,
-start and end time, status. Not the span: a request's spans are then freed as they end."""
-
-
-def finished(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> Finished:
-    """What :data:`Finished` keeps of ``span`` (``attrs``: its attributes, when read)."""
-    context, parent, start, end, status = ended_fields(span)
-    start = start or 0
-    return (
-        finished_attributes(span) or {} if attrs is None else attrs,
-        context,
-        parent,
-        start,
-        end or start,
-        status,
-    )
-
-
-def attempt_row(held: Finished) -> AttemptRow:
-    """The row of a finished span whose role is ``attempt``."""
-    attrs = held[0]
+def attempt_row(span: ReadableSpan, attrs: Mapping[str, Any]) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
+    :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them): built when
+    the span ends, from what it holds then, so the span itself is not kept."""
     values = list(map(attrs.get, _KEYS))
     if tuple(map(type, values[:_CHECKED])) not in _signatures:
         values = _typed(values)
-    row = AttemptRow(held, values)
+    context, parent, start, end, status = ended_fields(span)
+    start = start or 0
+    row = AttemptRow(values, context, parent, start, end or start)
     if row.outcome is None and (row.http_method is not None or row.old_http_method is not None):
-        row.outcome, http_kind = _http_outcome(held[5], attrs)
+        row.outcome, http_kind = _http_outcome(status, attrs)
         if row.kind is None:
             row.kind = http_kind
     return row
@@ -299,7 +297,13 @@ def _http_outcome(
     status_of_span: Status, attrs: Mapping[str, Any]
 ) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
-    status = _int(_first(attrs, _HTTP_STATUSES))
+    status = None
+    for name in _HTTP_STATUSES:  # (inline: once per send)
+        status = attrs.get(name)
+        if status is not None:
+            break
+    if type(status) is not int:
+        status = None
     if status is None:
         if status_of_span.status_code is StatusCode.ERROR:
             return _NO_RESPONSE
@@ -372,15 +376,18 @@ def _quality(
     return FallbackQuality.MISMATCH
 
 
-def _nest(rows: Sequence[AttemptRow]) -> None:
+def _nest(rows: Sequence[AttemptRow], orphans: Sequence[AttemptRow]) -> bool:
     """An attempt that names no enclosing attempt takes its parent span's, when that is an
-    attempt of the request (``model_attempts.sql``, step 2)."""
+    attempt of the request (``model_attempts.sql``, step 2); ``orphans`` are the rows whose
+    parent span may be one. True when some row took one."""
     by_span = {row.span_id: row for row in rows}
-    for row in rows:
-        if row.parent_layer is None and row.parent_span_id is not None:
-            parent = by_span.get(row.parent_span_id)
-            if parent is not None:
-                row.parent_layer, row.parent_ordinal = parent.layer, parent.ordinal
+    nested = False
+    for row in orphans:
+        parent = by_span.get(row.parent_span_id)  # type: ignore[arg-type]
+        if parent is not None:
+            row.parent_layer, row.parent_ordinal = parent.layer, parent.ordinal
+            nested = True
+    return nested
 
 
 def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
@@ -388,40 +395,40 @@ def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
     return (row.ordinal is None, row.ordinal or 0, row.start)
 
 
-def _group(rows: Sequence[AttemptRow]) -> int | None:
-    """Mark retries and leaves; the nested-retry product (two or more layers retried)."""
-    groups: dict[tuple[str | None, str | None, int | None, int | None], list[AttemptRow]] = {}
-    parents = set()
-    for row in rows:
-        key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [row]
-        else:
-            group.append(row)
-        if row.parent_layer is not None:
-            parents.add((row.parent_layer, row.parent_ordinal))
-    parent_layers = {layer for layer, _ in parents}
-    largest: dict[str | None, int] = {}
-    for (layer, _, _, _), group in groups.items():
-        if len(group) > 1:
-            group.sort(key=_group_order)
-        if layer in parent_layers:  # some attempt of this layer may have one beneath it
-            for row in group:
-                row.leaf = (layer, row.ordinal) not in parents
-        previous_failed = False
-        size = 0
-        for row in group:
-            if row.hedge_ordinal:
-                row.retry = False
+_ORDINAL: Final = operator.attrgetter("ordinal")
+_ORDINAL_START: Final = operator.attrgetter("ordinal", "start")
+""":func:`_group_order` of a group whose ordinals are all set (read in C)."""
+_GroupKey = tuple[str | None, str | None, int | None, int | None]
+
+
+class _Walk:
+    """The request's attempts in arrival order (one pass): retry groups, the rows whose
+    parent span may be an attempt, the entry attempt (the first top-level one by start) and
+    the attempts on a fallback route."""
+
+    __slots__ = ("entry", "fallbacks", "groups", "orphans")
+
+    def __init__(self, rows: Sequence[AttemptRow], request_span_id: int | None) -> None:
+        groups: dict[_GroupKey, list[AttemptRow]] = {}
+        orphans: list[AttemptRow] = []
+        fallbacks: list[AttemptRow] = []
+        entry: AttemptRow | None = None
+        for row in rows:
+            key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [row]
             else:
-                row.retry = previous_failed
-                size += 1
-            previous_failed = row.outcome != _SUCCESS
-        if size > largest.get(layer, 0):
-            largest[layer] = size
-    retried = [n for n in largest.values() if n > 1]
-    return math.prod(retried) if len(retried) >= 2 else None
+                group.append(row)
+            if row.parent_layer is None:
+                parent = row.parent_span_id
+                if parent is not None and parent != request_span_id:
+                    orphans.append(row)
+                if entry is None or row.start < entry.start:
+                    entry = row
+            if row.is_fallback:
+                fallbacks.append(row)
+        self.groups, self.orphans, self.fallbacks, self.entry = groups, orphans, fallbacks, entry
 
 
 def _mark_resends(leaves: list[AttemptRow]) -> int:
@@ -441,32 +448,57 @@ def _mark_resends(leaves: list[AttemptRow]) -> int:
 def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> RequestFacts:
     """The facts of one request: its attempt rows (this process's) and its span, when the
     request itself ended here."""
-    _nest(rows)
-    nested_product = _group(rows)
-    leaves = [r for r in rows if r.leaf]
-    operations = _mark_resends(leaves)
-    attrs = (finished_attributes(request) or {}) if request is not None else {}
+    attrs: Mapping[str, Any] = {}
+    request_span_id = None
+    if request is not None:
+        attrs = finished_attributes(request) or {}
+        context = request.context
+        request_span_id = context.span_id if context is not None else None
+    walk = _Walk(rows, request_span_id)
+    if walk.orphans and _nest(rows, walk.orphans):
+        walk = _Walk(rows, request_span_id)  # the groups again, with the parents taken
     terminal = _str(attrs.get(v.TERMINAL.key))
     request_complete = terminal is None or terminal == _COMPLETE_TERMINAL
     deadline = _int(attrs.get(v.DEADLINE.key))
+    groups = walk.groups
+    parents = {(key[1], key[2]) for key in groups if key[1] is not None}
+    parent_layers = {layer for layer, _ in parents}
+    largest: dict[str | None, int] = {}
+    leaves: list[AttemptRow] = []
     late_success = False
-    entry: AttemptRow | None = None  # the first top-level attempt
-    fallbacks: list[AttemptRow] = []
-    for row in rows:  # one pass: acceptance, late successes, the entry, the fallbacks
-        success = row.outcome == _SUCCESS
-        row.accepted = (
-            success
-            and request_complete
-            and (row.decision is None or row.decision == _COMPLETE)
-            and row.hedge_result != _CANCELLED
-        )
-        if success and not late_success:
-            limit = row.deadline if row.deadline is not None else deadline
-            late_success = limit is not None and row.end > limit
-        if row.parent_layer is None and (entry is None or row.start < entry.start):
-            entry = row
-        if row.is_fallback:
-            fallbacks.append(row)
+    # one pass in group order: leaves, retries (the group sizes), acceptance, late successes
+    for (layer, _, _, _), group in groups.items():
+        if len(group) > 1:
+            group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
+        marks = layer in parent_layers  # some attempt of this layer may have one beneath it
+        previous_failed = False
+        size = 0
+        for row in group:
+            if marks:
+                row.leaf = (layer, row.ordinal) not in parents
+            if row.leaf:
+                leaves.append(row)
+            if not row.hedge_ordinal:
+                size += 1
+                if previous_failed:
+                    row.retry = True
+            if row.outcome == _SUCCESS:
+                previous_failed = False
+                row.accepted = (
+                    request_complete
+                    and (row.decision is None or row.decision == _COMPLETE)
+                    and row.hedge_result != _CANCELLED
+                )
+                if not late_success:
+                    limit = row.deadline if row.deadline is not None else deadline
+                    late_success = limit is not None and row.end > limit
+            else:
+                previous_failed = True
+        if size > largest.get(layer, 0):
+            largest[layer] = size
+    retried = [n for n in largest.values() if n > 1]
+    nested_product = math.prod(retried) if len(retried) >= 2 else None
+    operations = _mark_resends(leaves)
     if request is None:
         first = rows[0] if rows else None
         return RequestFacts(
@@ -485,7 +517,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
         receiver=len(leaves),
         operations=operations,
         nested_product=nested_product,
-        **_fallback_facts(rows, attrs, entry, fallbacks),
+        **_fallback_facts(rows, attrs, walk.entry, walk.fallbacks),
         late_success=late_success,
         deadline_exhausted=terminal == _STOP_DEADLINE,
     )

@@ -15,9 +15,13 @@ from collections.abc import Iterable
 
 class RollingMedian:
     """The median (interpolated, as DuckDB's ``quantile_cont(x, 0.5)``) of the last
-    ``size`` values added."""
+    ``size`` values added.
 
-    __slots__ = ("_order", "_size", "_sorted")
+    Values are taken in as they come and ordered only when a median is asked for (a route
+    whose attempts carry no deadline never asks): up to ``size`` new ones are inserted
+    into the ordered window, more replace it."""
+
+    __slots__ = ("_order", "_pending", "_size", "_sorted")
 
     def __init__(self, size: int) -> None:
         if size < 1:
@@ -25,18 +29,34 @@ class RollingMedian:
         self._size = size
         self._order: deque[float] = deque()
         self._sorted: list[float] = []
+        self._pending: list[float] = []
 
     def extend(self, values: Iterable[float]) -> None:
         """Add ``values`` in order (the oldest drop out past ``size``)."""
-        order, ordered, size = self._order, self._sorted, self._size
-        insort, position = bisect.insort, bisect.bisect_left
-        for value in values:
-            if len(order) == size:
-                del ordered[position(ordered, order.popleft())]
-            order.append(value)
-            insort(ordered, value)
+        pending = self._pending
+        pending.extend(values)
+        if len(pending) > 2 * self._size:
+            del pending[: -self._size]  # only the last ``size`` can still be in the window
+
+    def _settle(self) -> None:
+        """Move the values taken in into the ordered window."""
+        pending, size = self._pending, self._size
+        if len(pending) >= size:
+            recent = pending[-size:]
+            self._order, self._sorted = deque(recent), sorted(recent)
+        else:
+            order, ordered = self._order, self._sorted
+            insort, position = bisect.insort, bisect.bisect_left
+            for value in pending:
+                if len(order) == size:
+                    del ordered[position(ordered, order.popleft())]
+                order.append(value)
+                insort(ordered, value)
+        pending.clear()
 
     def median(self) -> float | None:
+        if self._pending:
+            self._settle()
         values = self._sorted
         n = len(values)
         if not n:

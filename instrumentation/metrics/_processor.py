@@ -1,11 +1,11 @@
 """``AttemptMetricsProcessor``: live metrics from the spans retryscope stamps.
 
 A span processor beside the stamping one. It reads the retryscope attributes of finished
-spans, so the live figures come from the same facts as the audit data set: a finished
-attempt span is held (one dict lookup and a list append on its ``on_end``) until its
-logical request's span ends; then the request's facts are computed
-(:func:`~._facts.request_facts`, the model's definitions) and recorded. Every other span
-costs one attribute lookup.
+spans, so the live figures come from the same facts as the audit data set: when an
+attempt span ends its row is read from it (:func:`~._facts.attempt_row`: what the span
+holds then, whoever wrote it) and held until its logical request's span ends; then the
+request's facts are computed (:func:`~._facts.request_facts`, the model's definitions)
+and recorded. Every other span costs one attribute lookup.
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
@@ -21,6 +21,7 @@ It never raises into the application: failures are counted in
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -40,10 +41,8 @@ from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import (
     AttemptRow,
-    Finished,
     RequestFacts,
     attempt_row,
-    finished,
     request_facts,
 )
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
@@ -57,6 +56,13 @@ _ATTEMPT: Final = v.SpanRole.ATTEMPT.value
 _REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
 _CONTINUATION: Final = v.SpanRole.CONTINUATION.value
 METER_NAME: Final = "retryscope"
+_TRIED: Final = operator.attrgetter("layer", "route", "outcome", "kind", "retry_owner", "retry")
+_SENT: Final = operator.attrgetter("layer", "route", "retry_owner", "resend")
+_PLACE: Final = operator.attrgetter("layer", "route")
+_LEAF: Final = operator.attrgetter("leaf")
+_EXTRA: Final = operator.attrgetter("extra")
+_DURATION: Final = operator.attrgetter("duration_ms")
+_REMAINING: Final = operator.attrgetter("remaining_ms")
 
 Values = tuple[AttributeValue | None, ...]
 """An instrument's attribute values in the order of its keys (None: not set)."""
@@ -127,7 +133,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         than ``max_open_requests`` were."""
         self._enabled = self.config.enabled
         self._lock = threading.Lock()
-        self._open: dict[str, list[Finished]] = {}
+        self._open: dict[str, list[AttemptRow]] = {}
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
         self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
@@ -175,7 +181,7 @@ class AttemptMetricsProcessor(SpanProcessor):
             if type(request_id) is not str:
                 return
             if role == _ATTEMPT:
-                kept = finished(span, attrs)
+                kept = attempt_row(span, attrs)
                 lock = self._lock
                 lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
                 try:
@@ -200,10 +206,10 @@ class AttemptMetricsProcessor(SpanProcessor):
         return True
 
     # -- holding attempts until their request ends -------------------------------------
-    def _hold_first(self, request_id: str, attempt: Finished) -> None:
+    def _hold_first(self, request_id: str, attempt: AttemptRow) -> None:
         """Hold the first attempt of a request; past ``max_open_requests`` open ones,
         record the oldest as it stands."""
-        evicted: list[Finished] | None = None
+        evicted: list[AttemptRow] | None = None
         with self._lock:
             held = self._open.get(request_id)
             if held is None:
@@ -221,9 +227,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         self._record(held, request)
 
     # -- recording -----------------------------------------------------------------------
-    def _record(self, attempts: list[Finished], request: ReadableSpan | None) -> None:
+    def _record(self, attempts: list[AttemptRow], request: ReadableSpan | None) -> None:
         """Record one request's facts (``request`` None: its attempts only)."""
-        facts = request_facts(list(map(attempt_row, attempts)), request)
+        facts = request_facts(attempts, request)
         samples: list[_Sample] = []
         with self._lock:
             extra = self._optional_values(facts)
@@ -262,38 +268,41 @@ class AttemptMetricsProcessor(SpanProcessor):
         Raw = tuple[str | None, str | None]
         Text = str | None
         attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
+        for tried in map(_TRIED, rows):  # (the keys read in C; no Counter set-up per request)
+            attempts[tried] = attempts.get(tried, 0) + 1
         sends: dict[tuple[Text, Text, Text, bool], int] = {}
+        for sent in map(_SENT, filter(_LEAF, rows)):
+            sends[sent] = sends.get(sent, 0) + 1
+        raws = list(map(_PLACE, rows))
+        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in set(raws)}
         durations: dict[Raw, list[float]] = {}
         remaining: dict[Raw, list[int]] = {}
-        places: dict[Raw, tuple[str | None, str | None]] = {}
-        for row in rows:
-            layer, route, owner = row.layer, row.route, row.retry_owner
-            tried = (layer, route, row.outcome, row.kind, owner, row.retry)
-            attempts[tried] = attempts.get(tried, 0) + 1
-            if row.leaf:
-                sent = (layer, route, owner, row.resend)
-                sends[sent] = sends.get(sent, 0) + 1
-            raw = (layer, route)
-            values = durations.get(raw)
-            if values is None:
-                values = durations[raw] = []
-                places[raw] = (d.layer(layer), d.route(route))
-            values.append((row.end - row.start) / 1e6)
-            if row.remaining_ms is not None:
-                left = remaining.get(raw)
-                if left is None:
-                    remaining[raw] = [row.remaining_ms]
+        if len(places) == 1:  # one layer and route: the columns as they are
+            (raw,) = places
+            durations[raw] = list(map(_DURATION, rows))
+            left = [ms for ms in map(_REMAINING, rows) if ms is not None]
+            if left:
+                remaining[raw] = left
+        else:
+            for raw, row in zip(raws, rows, strict=True):
+                values = durations.get(raw)
+                if values is None:
+                    durations[raw] = [row.duration_ms]
                 else:
-                    left.append(row.remaining_ms)
+                    values.append(row.duration_ms)
+                if row.remaining_ms is not None:
+                    remaining.setdefault(raw, []).append(row.remaining_ms)
+        for row in filter(_EXTRA, rows):  # a cost, delay or not_before to record
+            place = places[row.layer, row.route]
             if row.actual is not None or row.reserved is not None:
-                spent = (d.currency(row.currency), places[raw][1], not row.accepted)
+                spent = (d.currency(row.currency), place[1], not row.accepted)
                 add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
             if row.not_before is not None and row.start < row.not_before:
-                add(i.NOT_BEFORE_VIOLATIONS, places[raw])
+                add(i.NOT_BEFORE_VIOLATIONS, place)
             if row.backoff_ms is not None:
-                samples.append((i.BACKOFF_DELAY, row.backoff_ms, places[raw], row.context))
+                samples.append((i.BACKOFF_DELAY, row.backoff_ms, place, row.context))
             if row.retry_after_ms is not None:
-                samples.append((i.RETRY_AFTER, row.retry_after_ms, places[raw], row.context))
+                samples.append((i.RETRY_AFTER, row.retry_after_ms, place, row.context))
         for (layer, route, outcome, kind, owner, retry), n in attempts.items():
             figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from retryscope import vocabulary as v
 from retryscope.analytics import connect
 from retryscope.cli import build_parser
 from retryscope.demo._run import generate
@@ -59,7 +60,33 @@ def _distinct_calls(rec: Recorder) -> None:
                 pass
 
 
+def _rewritten(rec: Recorder) -> None:
+    """Attributes written after stamping, by setters and by user code on the raw span: a
+    send relabelled to another layer and route, an outcome overwritten, a cost and a
+    backoff added after the attempt's outcome, a retry owner and a fallback flag set on the
+    span directly. The figures are what the finished spans say."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="w1", deadline=T0 + 10_000 * MS) as req:
+        with req.attempt("primary") as first:
+            with rec.http_span(clock, 503) as send:
+                send.set_attributes({v.ROUTE_ID.key: "edge", v.LAYER.key: "sdk"})
+            first.set_outcome("unavailable")
+            first.span.set_attributes({v.OUTCOME.key: "retryable", v.RETRY_OWNER.key: "sdk"})
+        clock.advance_ms(100)
+        with req.attempt("secondary") as second:
+            second.set_outcome("rate_limited")
+            second.span.set_attributes({v.FALLBACK.key: True, v.OUTCOME_KIND.key: "overloaded"})
+            second.set_backoff(delay_ms=250, retry_after_ms=1_000)
+            second.set_cost(reserved=900, actual=400)
+        clock.advance_ms(100)
+        with req.attempt("secondary") as third:
+            third.set_outcome("success")
+            third.span.set_attributes({v.OUTCOME.key: "non_retryable"})
+            third.span.set_attributes({v.OUTCOME.key: "success", v.COST_ACTUAL.key: 70})
+
+
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
+    "attributes written after stamping": _rewritten,
     "nested retries and HTTP sends": _nested,
     "distinct calls and their resends": _distinct_calls,
     "deadlines": _deadlines,
@@ -101,6 +128,19 @@ def test_live_figures_equal_the_report(tmp_path: Path, scenario: str) -> None:
     assert metered.processor.errors == 0
     assert metered.processor.open_requests() == 0
     assert live["logical_requests"] > 0
+
+
+def test_attributes_written_after_stamping_are_the_ones_counted(tmp_path: Path) -> None:
+    """What the finished spans hold is counted, not what was stamped: the relabelled send
+    on its new layer and route, the overwritten outcomes, the cost written last."""
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _rewritten(recorder)
+    live = live_figures(metered.points())
+    assert live["receiver_by_layer"] == {"sdk": 1, "harness": 2}
+    assert live["requests_with_fallback"] == 1
+    assert live["backoff_delay"] == (1, 250)
+    assert list(differences(live, report_figures(recorder.connect()))) == []
 
 
 def test_live_figures_equal_the_report_on_the_demo_traffic(tmp_path: Path) -> None:
