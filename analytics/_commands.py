@@ -126,10 +126,10 @@ def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> 
         report = build_report(con, filters)
         if engine.model_cache is not None and engine.model is None and filters == Filters():
             # the UI's first start on this data set and model reads these figures
-            from retryscope.analytics._figures import keep_report
+            from retryscope.analytics._figures import keep_first_page
 
             with contextlib.suppress(OSError):
-                keep_report(con, dataset, engine.model_cache, report)
+                keep_first_page(con, dataset, engine.model_cache, report)
     print(rendered[fmt](report))
     return 0
 
@@ -231,7 +231,7 @@ def model_command(path: str, engine: Engine) -> int:
 
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
-    with _open(path, engine) as con:
+    with _opened(path, engine) as (con, dataset):
         ((cache, root),) = con.execute(
             "SELECT getvariable('rs_model_cache'), getvariable('rs_root')"
         ).fetchall()
@@ -239,10 +239,14 @@ def model_command(path: str, engine: Engine) -> int:
             raise ValueError(f"{path} is in an object store: its model is not cached")
         ensure_model(con)
         ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
-    directory = model_directory(str(root), str(cache))
-    manifest = directory / "manifest.json"
-    if not manifest.is_file():
-        return 1  # the warning said why it could not be written
+        directory = model_directory(str(root), str(cache))
+        if not (directory / "manifest.json").is_file():
+            return 1  # the warning said why it could not be written
+        # the UI's first start on this data set and model reads these figures
+        from retryscope.analytics._figures import keep_first_page
+
+        with contextlib.suppress(OSError):
+            keep_first_page(con, dataset, str(cache))
     size = sum(p.stat().st_size for p in directory.rglob("*.parquet"))
     built, parts = int(stats["built"]), int(stats["partitions"])
     state = "up to date" if not built else "built" if built == parts else "updated"

@@ -9,9 +9,10 @@ computed from: the data set's files (path, mtime, size), the model files its vie
 and the analytics and UI code (their ``.py`` and ``.sql`` files); any change makes a new
 set, and older sets of the same data set are removed when one is written.
 
-The UI writes each figure as it computes it; ``retryscope report`` with a model cache
-keeps the report it computed and the slices it computed on the way
-(:func:`keep_report`), so a UI started on the same data set, model and code reads those.
+The UI writes each figure as it computes it; ``retryscope report`` and ``retryscope
+model`` with a model cache keep every figure of the UI's first page (the Overview, the
+sidebar's choices) without filters (:func:`keep_first_page`; the report's own slices as it
+computed them), so a UI started on the same data set, model and code reads those.
 This module imports neither Streamlit nor the UI package (the report runs without them).
 """
 
@@ -25,6 +26,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +36,9 @@ import pyarrow as pa
 
 from retryscope import analytics
 from retryscope.analytics import _metrics as metrics
+from retryscope.analytics._browse import dimension_values, scope_time_range, time_range
 from retryscope.analytics._dataset import DataSet
+from retryscope.analytics._report import build_report
 from retryscope.analytics.model._build import model_paths
 from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import POLICY_DIR
@@ -80,7 +84,24 @@ REPORT_SLICES: Final = (
     ("latency", "overall"),
 )
 """The sliced metrics a report computes (kept per scope by the metrics), which
-:func:`keep_report` keeps as the UI's figures of those queries and slices."""
+:func:`keep_first_page` keeps as the UI's figures of those queries and slices."""
+
+OVERVIEW_DIMENSIONS: Final = ("route", "tenant", "operation", "layer")
+"""The Overview's top-offender tabs: amplification and cost by each."""
+
+_BUCKETS: Final = (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 6 * 3600, 86_400, 7 * 86_400)
+
+
+def bucket_for(seconds: float, target: int = 60) -> int:
+    """A round time-bucket width (seconds) giving at most ``target`` buckets over a span of
+    ``seconds`` (the Overview's trends)."""
+    return next((b for b in _BUCKETS if seconds / b <= target), _BUCKETS[-1])
+
+
+def trend_bucket(first: datetime, last: datetime) -> int:
+    """The Overview's trend bucket width (seconds) for requests started from ``first`` to
+    ``last``."""
+    return bucket_for((last - first).total_seconds())
 
 
 def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
@@ -240,18 +261,20 @@ class FigureStore:
                 shutil.rmtree(other, ignore_errors=True)
 
 
-def keep_report(
+def keep_first_page(
     con: duckdb.DuckDBPyConnection,
     dataset: DataSet,
     cache: str | os.PathLike[str],
-    report: dict[str, Any],
+    report: dict[str, Any] | None = None,
 ) -> None:
-    """Keep ``report`` (``build_report`` over ``con`` without filters, the default
-    thresholds) as the UI's figures of the data set's current version, with what the
-    report computed on the way and the UI's first page reads: the slices of
-    :data:`REPORT_SLICES` (as the metrics kept them: nothing is computed again), the load
-    windows and the finding counts. Paths are resolved as ``retryscope ui`` resolves
-    them, so the UI finds the set; a local data set with a cached model only."""
+    """Keep the UI's first page's figures of the data set's current version: ``report``
+    (``build_report`` over ``con`` without filters, the default thresholds; built here when
+    None) with what the report computed on the way (the slices of :data:`REPORT_SLICES` as
+    the metrics kept them, the load windows, the finding counts), then what the Overview
+    and the sidebar read besides: amplification and cost by each of
+    :data:`OVERVIEW_DIMENSIONS`, the requests' time range and the trend buckets over it, the
+    sidebar's choices. Paths are resolved as ``retryscope ui`` resolves them, so the UI
+    finds the set; a local data set with a cached model only."""
     files = model_paths(con)
     if dataset.is_remote or not files:
         return
@@ -263,6 +286,8 @@ def keep_report(
         [os.path.realpath(f) for f in files],
         directory_mode=Modes.of(dataset.root).directory,
     )
+    if report is None:
+        report = build_report(con)
     store.put("report", (), report)
     for name, dim in REPORT_SLICES:
         table = metrics.kept_slice(con, name, dim)
@@ -270,3 +295,16 @@ def keep_report(
             store.put(name, (dim,), table)
     store.put("load", (), metrics.load(con))  # the windows the report's findings kept
     store.put("finding_counts", (), dict(report["violations"]))
+    for dim in OVERVIEW_DIMENSIONS:
+        store.put("amplification", (dim,), metrics.amplification(con, by=dim))
+        store.put("cost", (dim,), metrics.cost(con, by=dim))
+    span = scope_time_range(con)
+    store.put("scope_time_range", (), span)
+    row = span.to_pylist()[0]
+    first, last = row["first_started_at"], row["last_started_at"]
+    if first is not None:
+        bucket = trend_bucket(first, last)
+        trend = metrics.amplification(con, by="time_bucket", bucket=timedelta(seconds=bucket))
+        store.put("amplification", ("time_bucket", bucket), trend)
+    store.put("time_range", (), time_range(con))
+    store.put("dimension_values", (), dimension_values(con))

@@ -21,19 +21,11 @@ if TYPE_CHECKING:
 REQUEST_PAGE = "views/request.py"
 """The drill-down page script, relative to ``app.py``; ``?id=`` names the request."""
 
-_BUCKETS = (1, 5, 10, 30, 60, 300, 900, 1800, 3600, 6 * 3600, 86_400, 7 * 86_400)
-
 
 def frame(table: pa.Table) -> pd.DataFrame:
     """A small aggregated Arrow result as a pandas frame for Altair/st.dataframe."""
     df: pd.DataFrame = table.to_pandas()
     return df
-
-
-def bucket_for(seconds: float, target: int = 60) -> int:
-    """A round time-bucket width (seconds) giving at most ``target`` buckets over a span of
-    ``seconds``."""
-    return next((b for b in _BUCKETS if seconds / b <= target), _BUCKETS[-1])
 
 
 def nothing_in_scope(logical_requests: int) -> bool:

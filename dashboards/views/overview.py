@@ -14,12 +14,13 @@ import streamlit as st
 
 from retryscope.analytics import RULES, Severity
 from retryscope.analytics._browse import RequestSort
+from retryscope.analytics._figures import trend_bucket
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current, iso
-from retryscope.dashboards.views.common import Kpi, bucket_for, frame, kpi_row, scope_report
+from retryscope.dashboards.views.common import Kpi, frame, kpi_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 OFFENDERS_LISTED = 5
@@ -247,7 +248,7 @@ def _trends(ctx: Context) -> None:
         return
     first = pd.Timestamp(first).floor("us").to_pydatetime()
     last = pd.Timestamp(last).floor("us").to_pydatetime()
-    bucket = bucket_for((last - first).total_seconds())
+    bucket = trend_bucket(first, last)
     width = timedelta(seconds=bucket)
     amp = frame(ctx.source.query("amplification", ctx.filters, "time_bucket", bucket))
     slots = _slots(width, first, last)
