@@ -8,16 +8,17 @@ The app (``retryscope.dashboards.app``) runs in Streamlit's AppTest with
 (``RETRYSCOPE_MEMORY_LIMIT``, default 4GB), so the model is built once and memory stays
 bounded. The first page (Overview) is opened as a newly started server opens it
 (Streamlit's caches cleared, the data set opened anew): as the cache holds it (building
-the model when it is missing or stale); with the model up to date but no figures kept
-(the figure store removed: a model built by ``retryscope model``), every figure of the
-page computed (goal 4 of the model's issue); with model and figures up to date (the
-target); and with the figures ``retryscope report`` kept (the store removed, then the
-report run in a child process on the same cache). Then each page of its navigation
-(``PAGES``) is opened as a link opens it (the drill-down with a sample request's
-``?id=``), run once to fill the caches, then timed. The baseline is AppTest running a
-one-line page (Streamlit's own floor). Reported beside them, without a target: the first
-run of the Requests explorer on a filtered scope (its per-scope table built) and a new
-sort of that list (one DuckDB query over that table), the explorer's interactive costs.
+the model when it is missing or stale); with the model up to date but no figures kept (the
+figure store removed), every figure of the page computed; with model and figures up to
+date (the target); after ``retryscope model`` (goal 4 of the model's issue: the store
+removed, then the command run in a child process on the same cache, which keeps the first
+page's figures); and after ``retryscope report`` (the same, with the report). Then each
+page of its navigation (``PAGES``) is opened as a link opens it (the drill-down with a
+sample request's ``?id=``), run once to fill the caches, then timed. The baseline is
+AppTest running a one-line page (Streamlit's own floor). Reported beside them, without a
+target: the first run of the Requests explorer on a filtered scope (its per-scope table
+built) and a new sort of that list (one DuckDB query over that table), the explorer's
+interactive costs.
 """
 
 from __future__ import annotations
@@ -97,7 +98,10 @@ def run(settings: Settings) -> list[Result]:
         first, first_cpu = started()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         shutil.rmtree(Path(cache) / FOLDER, ignore_errors=True)
-        report_wall = _report(root, cache, memory_limit)
+        model_wall, model_cpu = _command("model", root, cache, memory_limit)
+        after_model, after_model_cpu = started()
+        shutil.rmtree(Path(cache) / FOLDER, ignore_errors=True)
+        report_wall, report_cpu = _command("report", root, cache, memory_limit)
         after_report, after_report_cpu = started()
         settings_text = f"model cache {cache}, memory limit {memory_limit}"
         results = [
@@ -111,10 +115,9 @@ def run(settings: Settings) -> list[Result]:
             ),
             Result(
                 "ui",
-                "goal 4: first page, a model built by `retryscope model`, no kept figures",
+                "first page, the model up to date, no kept figures",
                 computed,
                 "s",
-                Target(at_most=5.0, text="≤ 5 s"),
                 details={"CPU": f"{computed_cpu:.1f} s", "load": f"{os.getloadavg()[0]:.1f}"},
                 note="the model read from the cache; every figure of the page computed",
             ),
@@ -129,14 +132,30 @@ def run(settings: Settings) -> list[Result]:
             ),
             Result(
                 "ui",
+                "goal 4: first page after `retryscope model` on the same model cache",
+                after_model,
+                "s",
+                Target(at_most=5.0, text="≤ 5 s"),
+                details={
+                    "CPU": f"{after_model_cpu:.1f} s",
+                    "load": f"{os.getloadavg()[0]:.1f}",
+                    "`retryscope model`, model up to date (child)": (
+                        f"{model_wall:.1f} s, {model_cpu:.1f} CPU s"
+                    ),
+                },
+                note="the first page's figures kept by the command",
+            ),
+            Result(
+                "ui",
                 "first page after `retryscope report` on the same model cache",
                 after_report,
                 "s",
+                Target(at_most=5.0, text="≤ 5 s"),
                 details={
                     "CPU": f"{after_report_cpu:.1f} s",
-                    "the report (child process)": f"{report_wall:.1f} s",
+                    "the report (child process)": f"{report_wall:.1f} s, {report_cpu:.1f} CPU s",
                 },
-                note="the report's figures kept by the report; the page computes the rest",
+                note="the first page's figures kept by the report",
             ),
         ]
         for path, title in pages:
@@ -190,17 +209,20 @@ def run(settings: Settings) -> list[Result]:
                 os.environ[name] = value
 
 
-def _report(root: str, cache: str, memory_limit: str) -> float:
-    """``retryscope report`` on ``root`` with the model cache ``cache``, in a child process:
-    its wall seconds."""
+def _command(name: str, root: str, cache: str, memory_limit: str) -> tuple[float, float]:
+    """``retryscope <name>`` (``model`` or ``report``) on ``root`` with the model cache
+    ``cache``, in a child process: its wall and CPU seconds."""
     began = time.perf_counter()
-    argv = ["report", root, "--model-cache", cache, "--memory-limit", memory_limit]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    argv = [name, root, "--model-cache", cache, "--memory-limit", memory_limit]
+    if name == "report":
+        argv += ["--format", "json"]
     subprocess.run(
-        [sys.executable, "-m", "retryscope.cli", *argv, "--format", "json"],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "retryscope.cli", *argv], check=True, stdout=subprocess.DEVNULL
     )
-    return time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return time.perf_counter() - began, cpu
 
 
 def _pages() -> list[tuple[str, str]]:
