@@ -49,7 +49,7 @@ def run(settings: Settings) -> list[Result]:
     from streamlit.testing.v1 import AppTest
 
     from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV
-    from retryscope.dashboards._figures import FOLDER
+    from retryscope.analytics._figures import FOLDER
     from retryscope.dashboards._serve import APP, DATA_ENV
 
     pages = _pages()

@@ -58,13 +58,13 @@ from retryscope.analytics._dataset import (
     new_connection,
     skipped_files,
 )
+from retryscope.analytics._figures import FigureStore, Fingerprint
 from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._cache import CACHE_ENV
 from retryscope.analytics.model._progress import Progress, ProgressCallback
 from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import known_policy_count, policy_drift
 from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
-from retryscope.dashboards._figures import FigureStore, Fingerprint
 
 WAIT_POLL_S = 0.25
 """How often a session waiting for another's model build redraws that build's progress."""

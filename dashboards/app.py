@@ -14,9 +14,9 @@ from typing import Any
 
 import streamlit as st
 
+from retryscope.analytics._figures import fingerprint
 from retryscope.dashboards._context import page_entered, sidebar
 from retryscope.dashboards._data import Source
-from retryscope.dashboards._figures import fingerprint
 from retryscope.dashboards._progress import StatusProgress
 from retryscope.dashboards._serve import DATA_ENV
 

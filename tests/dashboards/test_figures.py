@@ -14,10 +14,9 @@ import pytest
 import streamlit as st
 
 from retryscope.analytics import _figures, amplification, build_report, connect
-from retryscope.analytics._figures import REPORT_SLICES
+from retryscope.analytics._figures import FOLDER, REPORT_SLICES, FigureStore
 from retryscope.cli import main
 from retryscope.dashboards import _data
-from retryscope.dashboards._figures import FOLDER, FigureStore
 from tests.dashboards.conftest import metrics, select, start_app
 from tests.dashboards.test_overview import WHOLE
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics._figures import fingerprint
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
-from retryscope.dashboards._figures import fingerprint
 from tests import ui_fixture
 from tests.dashboards.conftest import (
     charts,
