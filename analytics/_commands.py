@@ -124,13 +124,13 @@ def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> 
     }
     with _opened(path, engine) as (con, dataset):
         report = build_report(con, filters)
+        print(rendered[fmt](report), flush=True)  # the report first, whatever follows
         if engine.model_cache is not None and engine.model is None and filters == Filters():
             # the UI's first start on this data set and model reads these figures
             from retryscope.analytics._figures import keep_first_page
 
             with contextlib.suppress(OSError):
                 keep_first_page(con, dataset, engine.model_cache, report)
-    print(rendered[fmt](report))
     return 0
 
 
