@@ -93,7 +93,7 @@ def test_partitions_added_one_at_a_time_give_the_one_pass_model(seed: int, per_h
             assert stats["built"] == 1  # only the new partition
             assert stats["partitions"] == k
         assert stats["straddlers"] > 0
-        assert model_rows(connect(root, model_cache=cache)[0])["attempt_own_facts"] > 0
+        assert model_rows(connect(root, model_cache=cache)[0])["all_attempt_facts"] > 0
 
 
 def test_a_request_across_an_hour_counts_once(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def test_a_damaged_cache_is_rebuilt(data: Path, tmp_path: Path) -> None:
     (directory / "manifest.json").write_text("not json")
     assert _report(data, cache) == (reference, 0)  # the partition itself is intact
     (unit,) = _units(cache, data)
-    (unit / "attempt_own_facts.parquet").write_bytes(b"not a parquet file" * 100)
+    (unit / "all_attempt_facts.parquet").write_bytes(b"not a parquet file" * 100)
     assert _report(data, cache) == (reference, 1)  # its footer does not read: built again
     assert _report(data, cache) == (reference, 0)
 

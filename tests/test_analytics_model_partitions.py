@@ -73,7 +73,7 @@ def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
             text = json.dumps(build_report(con), sort_keys=True, default=str)
         assert _message(partitions) in caplog.text
         assert model_differences(whole, con) == {}
-        assert model_rows(con)["attempt_own_facts"] > 0
+        assert model_rows(con)["all_attempt_facts"] > 0
         assert text == one_pass
         assert findings(con).sort_by("logical_request_id").equals(one_pass_findings)
         # nothing of the passes is left on the connection

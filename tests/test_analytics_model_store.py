@@ -77,7 +77,7 @@ def test_partitions_built_together_give_the_model_built_one_by_one(
     ((stats,),) = apart.execute("SELECT getvariable('rs_model_stats')").fetchall()
     assert stats["straddlers"] > 0
     assert model_differences(together, apart) == {}
-    assert model_rows(apart)["attempt_own_facts"] > 0
+    assert model_rows(apart)["all_attempt_facts"] > 0
 
 
 def test_an_uncompressed_model_holds_the_compressed_models_rows(
@@ -100,7 +100,7 @@ def test_an_uncompressed_model_holds_the_compressed_models_rows(
     monkeypatch.setattr(_store, "UNCOMPRESSED_BYTES_PER_SPAN_ROW", 2**40)
     packed, _ = connect(hours)
     assert model_differences(plain, packed) == {}
-    assert model_rows(packed)["attempt_own_facts"] > 0
+    assert model_rows(packed)["all_attempt_facts"] > 0
     assert json.dumps(build_report(packed), sort_keys=True, default=str) == report
-    assert _methods(plain, "attempt_own_facts") == {"Uncompressed"}
-    assert _methods(packed, "attempt_own_facts") - {"Uncompressed"}
+    assert _methods(plain, "all_attempt_facts") == {"Uncompressed"}
+    assert _methods(packed, "all_attempt_facts") - {"Uncompressed"}

@@ -28,7 +28,7 @@ from retryscope.schema import SPAN_SCHEMA
 PER_REQUEST_TABLES: Final = (
     "request_base",
     "reconciliations",
-    "attempt_own_facts",
+    "all_attempt_facts",
     "all_request_layers",
     "all_request_nesting",
     "all_receiver_traffic",
@@ -40,9 +40,7 @@ PER_REQUEST_TABLES: Final = (
     "ordinal_gaps",
 )
 """The tables :func:`build_tables` leaves, each with the request key ``h`` (NULL on the
-rows of spans of no request: a foreign writer's spans, telemetry gap records). The view
-``all_attempt_facts`` joins ``attempt_own_facts`` to ``request_base``
-(:data:`~._scripts.ATTEMPT_FACTS`)."""
+rows of spans of no request: a foreign writer's spans, telemetry gap records)."""
 
 ACROSS_REQUESTS_TABLES: Final = (
     "idempotency_conflicts",
@@ -52,8 +50,7 @@ ACROSS_REQUESTS_TABLES: Final = (
 """The tables :func:`build_across_requests` leaves: each reads every request."""
 
 MODEL_TABLES: Final = (*PER_REQUEST_TABLES, *ACROSS_REQUESTS_TABLES)
-"""Every table of the audit model (``all_attempt_facts`` and ``physical_attempts`` are
-views over two of them)."""
+"""Every table of the audit model (``physical_attempts`` is a view of one of them)."""
 
 SOURCE: Final = "unit_spans"
 """The relation :func:`build_tables` reads: the spans of the requests to build."""
@@ -67,7 +64,6 @@ _SCRATCH: Final = (
 )
 _VIEWS: Final = (
     "spans",
-    "all_attempt_facts",
     "requests",
     "attempt_facts",
     "request_nesting",
@@ -148,7 +144,6 @@ def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
 def build_across_requests(con: duckdb.DuckDBPyConnection) -> None:
     """Build :data:`ACROSS_REQUESTS_TABLES` as temp tables of ``con`` from views named as
     :data:`PER_REQUEST_TABLES` over every request of the data set."""
-    con.execute(load(scripts.ATTEMPT_FACTS))
     con.execute(load(scripts.GLOBAL))
     con.execute(load(scripts.UNFILTERED_SCOPE))
     scope_facts.build_across_requests(con, "all")

@@ -31,10 +31,6 @@ UNMARKED_HTTP: Final = "unmarked_http_spans"
 """Whether there are such spans (``HTTP_ATTEMPTS`` runs only then)."""
 REQUESTS: Final = "model_requests"
 """The per-request and per-attempt tables every metric reads."""
-ATTEMPT_FACTS: Final = "attempt_facts"
-"""``all_attempt_facts``: each attempt's own facts with its request's (a view)."""
-REQUEST_LAYERS: Final = "model_request_layers"
-"""Attempts per request and layer, nesting, the receiver's traffic."""
 CHECKS: Final = "model_checks"
 """Telemetry checks of spans and requests: malformed spans, gaps, copies, ordinals."""
 UNFILTERED_SCOPE: Final = "scope_unfiltered"
@@ -46,7 +42,7 @@ REQUEST_KEYS: Final = "request_keys"
 GLOBAL: Final = "model_global"
 """Checks across requests: idempotency digests reused for different requests."""
 
-PER_REQUEST: Final = (ATTEMPTS, HTTP_ATTEMPTS, REQUESTS, ATTEMPT_FACTS, REQUEST_LAYERS, CHECKS)
+PER_REQUEST: Final = (ATTEMPTS, HTTP_ATTEMPTS, REQUESTS, CHECKS)
 SOURCES: Final = (
     MACROS,
     SPAN_COPIES,

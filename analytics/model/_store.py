@@ -23,8 +23,7 @@ from typing import Final
 
 import duckdb
 
-from retryscope.analytics._queries import load, sql_string
-from retryscope.analytics.model import _scripts as scripts
+from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model._partition import (
     ACROSS_REQUESTS_TABLES,
     MODEL_TABLES,
@@ -119,8 +118,7 @@ class Store(abc.ABC):
             con.execute(
                 f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {self.relation(table)}"
             )
-        if "attempt_own_facts" in tables:
-            con.execute(load(scripts.ATTEMPT_FACTS))
+        if "all_attempt_facts" in tables:
             con.execute(
                 "CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts"
             )
@@ -128,7 +126,7 @@ class Store(abc.ABC):
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the model's views on ``con``, and tables a model built earlier left there."""
-    names = [*MODEL_TABLES, "all_attempt_facts", "physical_attempts"]
+    names = [*MODEL_TABLES, "physical_attempts"]
     for kind, catalog, column in (
         ("VIEW", "duckdb_views()", "view_name"),
         ("TABLE", "duckdb_tables()", "table_name"),

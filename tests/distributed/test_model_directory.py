@@ -119,10 +119,10 @@ def test_a_missing_part_or_a_short_one_commits_nothing(
     data: Path, tasks: tuple[Path, list[TaskResult]], tmp_path: Path
 ) -> None:
     model, results = _copy(tasks, tmp_path)
-    part = model / "build-test" / "attempt_own_facts" / part_name(1)
+    part = model / "build-test" / "all_attempt_facts" / part_name(1)
     kept = part.read_bytes()
     part.unlink()
-    with pytest.raises(BuildError, match=r"attempt_own_facts/part-00001\.parquet does not read"):
+    with pytest.raises(BuildError, match=r"all_attempt_facts/part-00001\.parquet does not read"):
         _commit(data, model, results)
     assert not (model / "manifest.json").exists()
     part.write_bytes(kept)

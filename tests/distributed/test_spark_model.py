@@ -56,7 +56,7 @@ def test_spark_model_equals_the_single_node_model(
     distributed = _attached(data, built)
     assert model_differences(distributed, single) == {}, f"seed {SEED}"
     rows = model_rows(single)
-    assert rows["attempt_own_facts"] > 1000, f"seed {SEED}"
+    assert rows["all_attempt_facts"] > 1000, f"seed {SEED}"
     assert rows["request_base"] == 900, f"seed {SEED}"
     assert rows["duplicate_spans"] > 0, f"seed {SEED}"  # the copies were there to count once
 

@@ -154,11 +154,9 @@ WINDOW g AS (
     ORDER BY attempt_ordinal, start_time, span_id
 );
 
--- Every attempt with its own facts: its retry group place, leaf-ness (nothing beneath it,
--- so the receiver saw it), cost. What is its request's (the same for every attempt of
--- it) is request_base's: all_attempt_facts (attempt_facts.sql) joins the two, so each
--- request's fields are stored once, not once per attempt.
-CREATE OR REPLACE TEMP TABLE attempt_own_facts AS
+-- Every attempt with what each analysis needs: its retry group place, leaf-ness (nothing
+-- beneath it, so the receiver saw it), cost, acceptance, and its request's own fields.
+CREATE OR REPLACE TEMP TABLE all_attempt_facts AS
 WITH w AS NOT MATERIALIZED (
     SELECT *, rowid AS aid,
            hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k
@@ -169,8 +167,8 @@ children AS (
     FROM attempt_rows WHERE parent_layer IS NOT NULL
 )
 SELECT
-    -- cost_estimated is folded into cost_is_estimate; the request id is request_base's
-    w.* EXCLUDE (aid, k, parent_span_id, cost_estimated, logical_request_id),
+    -- cost_estimated is folded into cost_is_estimate
+    w.* EXCLUDE (aid, k, parent_span_id, cost_estimated),
     coalesce(x.group_position, w.attempt_ordinal::BIGINT - g.first_ordinal + 1)
         AS group_position,
     CASE WHEN g.consecutive THEN p.outcome ELSE x.prev_outcome END AS prev_outcome,
@@ -185,15 +183,108 @@ SELECT
     coalesce(w.hedge_ordinal, 0) > 0 AS is_hedge,
     coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
     (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
-        OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate
+        OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate,
+    w.outcome = 'success'
+        AND coalesce(w.decision, 'complete') = 'complete'
+        AND NOT coalesce(w.hedge_cancelled, FALSE)
+        AND coalesce(r.terminal, 'complete') = 'complete' AS accepted,
+    r.ended_at AS request_ended_at,
+    r.has_request_span,
+    r.terminal,
+    r.tenant AS request_tenant,
+    r.operation AS request_operation,
+    coalesce(w.deadline, r.deadline) AS request_deadline,
+    r.required_capability_digest,
+    r.required_behavior_class,
+    coalesce(r.max_data_boundary, r.entry_boundary) AS allowed_boundary,
+    w.route_capability_digest = r.required_capability_digest AS capability_bound,
+    w.route_behavior_class = r.required_behavior_class AS behavior_bound,
+    rs_boundary_rank(w.route_data_boundary)
+        <= rs_boundary_rank(coalesce(r.max_data_boundary, r.entry_boundary)) AS boundary_allowed
 FROM w
 JOIN attempt_groups g ON g.k = w.k
 LEFT JOIN (
     SELECT k, attempt_ordinal, outcome, outcome_kind, decision, end_time, route_id FROM w
 ) p ON g.consecutive AND p.k = w.k AND p.attempt_ordinal = w.attempt_ordinal::BIGINT - 1
 LEFT JOIN attempt_places x ON x.aid = w.aid
+JOIN request_base r ON r.h = w.h
 LEFT JOIN children c ON c.k = hash(w.h, w.layer, w.attempt_ordinal);
 
 DROP TABLE attempt_places;
 DROP TABLE attempt_groups;
 DROP TABLE attempt_rows;
+
+-- Per request and layer: its attempts (all, outermost, receiver-visible) and its largest
+-- retry group; nesting below and amplification by layer read these instead of every attempt.
+CREATE OR REPLACE TEMP TABLE all_request_layers AS
+WITH counts AS (
+    SELECT
+        h,
+        layer,
+        count(span_id) AS attempts,
+        count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
+        count(span_id) FILTER (WHERE is_leaf) AS receiver,
+        max(group_size) AS max_n,
+        -- its retries (and hedges): attempts beyond the first of their retry group
+        count(span_id) FILTER (WHERE group_position > 1) AS repeats,
+        -- the layer whose retries these are when the sends name one (an SDK's, a router's)
+        any_value(retry_layer) AS retry_layer,
+        -- distinct operations among its receiver attempts: operation ordinals run 1..k
+        -- under each parent attempt, so the largest is the count (an attempt that is no
+        -- send: 1)
+        max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf) AS receiver_operations,
+        -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64
+        -- as bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with
+        -- these
+        min(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS min_ordinal,
+        max(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS max_ordinal,
+        bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
+                              THEN 1::UBIGINT << (attempt_ordinal - 1) END)
+                  FILTER (WHERE NOT classified_from_http)) AS ordinals_1_to_64
+    FROM all_attempt_facts
+    GROUP BY h, layer
+)
+SELECT c.h, r.logical_request_id, c.* EXCLUDE (h)
+FROM counts c
+JOIN request_base r ON r.h = c.h;
+
+-- Per request: how many layers retried and the attempt multiplication they produce
+-- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
+-- distinct operations (the most any attempt of it made: what amplification divides by).
+CREATE OR REPLACE TEMP TABLE all_request_nesting AS
+WITH nesting AS (
+    SELECT
+        h,
+        count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
+        coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
+                 FILTER (WHERE max_n > 1), []) AS retried_layers,
+        coalesce(max(receiver_operations), 0) AS operations,
+        coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
+            AS multiplication
+    FROM all_request_layers
+    GROUP BY h
+)
+SELECT n.h, r.logical_request_id, n.* EXCLUDE (h)
+FROM nesting n
+JOIN request_base r ON r.h = n.h;
+
+-- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
+-- of its operation, by start time, then span and trace id: one per operation) or repeat (a
+-- retry, hedge or resend the receiver saw on top of it). The first of each operation is
+-- found by an aggregate and a hash join (a window's sort of rows in tiny partitions costs
+-- more).
+CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
+WITH firsts AS (
+    SELECT hash(h, coalesce(operation_ordinal, 1)) AS k,
+           min({t: start_time, s: span_id, r: trace_id}) AS first
+    FROM all_attempt_facts
+    WHERE is_leaf
+    GROUP BY 1
+)
+SELECT
+    a.h, a.logical_request_id, a.start_time, a.route_id, a.outcome, a.prev_kind,
+    a.route_release, a.request_tenant, a.request_operation, a.layer,
+    {t: a.start_time, s: a.span_id, r: a.trace_id} IS DISTINCT FROM f.first AS is_repeat
+FROM all_attempt_facts a
+JOIN firsts f ON f.k = hash(a.h, coalesce(a.operation_ordinal, 1))
+WHERE a.is_leaf;
