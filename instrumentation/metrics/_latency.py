@@ -19,7 +19,7 @@ class RollingMedian:
 
     Values are taken in as they come and ordered only when a median is asked for (a route
     whose attempts carry no deadline never asks): up to ``size`` new ones are inserted
-    into the ordered window, more replace it."""
+    into the ordered window (appended, then one sort), more replace it."""
 
     __slots__ = ("_order", "_pending", "_size", "_sorted")
 
@@ -44,14 +44,14 @@ class RollingMedian:
         if len(pending) >= size:
             recent = pending[-size:]
             self._order, self._sorted = deque(recent), sorted(recent)
-        else:
+        else:  # the oldest out one by one, the new ones in by one sort (one run: linear)
             order, ordered = self._order, self._sorted
-            insort, position = bisect.insort, bisect.bisect_left
-            for value in pending:
-                if len(order) == size:
-                    del ordered[position(ordered, order.popleft())]
-                order.append(value)
-                insort(ordered, value)
+            position, oldest = bisect.bisect_left, order.popleft
+            for _ in range(len(order) + len(pending) - size):
+                del ordered[position(ordered, oldest())]
+            order.extend(pending)
+            ordered.extend(pending)
+            ordered.sort()
         pending.clear()
 
     def median(self) -> float | None:
