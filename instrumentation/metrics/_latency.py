@@ -11,6 +11,11 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Iterable
+from typing import Final
+
+_SORT_FROM: Final = 32
+"""New values are sorted in together once they are more than 1/32 of the window (a sort
+passes over the whole window; an insertion only moves part of it)."""
 
 
 class RollingMedian:
@@ -19,7 +24,7 @@ class RollingMedian:
 
     Values are taken in as they come and ordered only when a median is asked for (a route
     whose attempts carry no deadline never asks): up to ``size`` new ones are inserted
-    into the ordered window (appended, then one sort), more replace it."""
+    into the ordered window (one by one, or appended and sorted once when many), more replace it."""
 
     __slots__ = ("_order", "_pending", "_size", "_sorted")
 
@@ -44,14 +49,19 @@ class RollingMedian:
         if len(pending) >= size:
             recent = pending[-size:]
             self._order, self._sorted = deque(recent), sorted(recent)
-        else:  # the oldest out one by one, the new ones in by one sort (one run: linear)
+        else:
             order, ordered = self._order, self._sorted
             position, oldest = bisect.bisect_left, order.popleft
             for _ in range(len(order) + len(pending) - size):
                 del ordered[position(ordered, oldest())]
             order.extend(pending)
-            ordered.extend(pending)
-            ordered.sort()
+            if len(pending) * _SORT_FROM < len(ordered):  # a few: inserted one by one
+                insort = bisect.insort
+                for value in pending:
+                    insort(ordered, value)
+            else:  # many: appended and sorted once (a sorted run plus the new ones)
+                ordered.extend(pending)
+                ordered.sort()
         pending.clear()
 
     def median(self) -> float | None:
