@@ -11,6 +11,11 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Iterable
+from typing import Final
+
+_SORT_FROM: Final = 32
+"""New values are sorted in together once they are more than 1/32 of the window (a sort
+passes over the whole window; an insertion only moves part of it)."""
 
 
 class RollingMedian:
@@ -19,7 +24,7 @@ class RollingMedian:
 
     Values are taken in as they come and ordered only when a median is asked for (a route
     whose attempts carry no deadline never asks): up to ``size`` new ones are inserted
-    into the ordered window, more replace it."""
+    into the ordered window (one by one, or appended and sorted once when many), more replace it."""
 
     __slots__ = ("_order", "_pending", "_size", "_sorted")
 
@@ -46,12 +51,17 @@ class RollingMedian:
             self._order, self._sorted = deque(recent), sorted(recent)
         else:
             order, ordered = self._order, self._sorted
-            insort, position = bisect.insort, bisect.bisect_left
-            for value in pending:
-                if len(order) == size:
-                    del ordered[position(ordered, order.popleft())]
-                order.append(value)
-                insort(ordered, value)
+            position, oldest = bisect.bisect_left, order.popleft
+            for _ in range(len(order) + len(pending) - size):
+                del ordered[position(ordered, oldest())]
+            order.extend(pending)
+            if len(pending) * _SORT_FROM < len(ordered):  # a few: inserted one by one
+                insort = bisect.insort
+                for value in pending:
+                    insort(ordered, value)
+            else:  # many: appended and sorted once (a sorted run plus the new ones)
+                ordered.extend(pending)
+                ordered.sort()
         pending.clear()
 
     def median(self) -> float | None:

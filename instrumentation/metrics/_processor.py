@@ -20,6 +20,7 @@ It never raises into the application: failures are counted in
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 import threading
@@ -318,7 +319,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         for raw, left in remaining.items():
             median = latency[places[raw]].median()
             if median is not None:
-                doomed = sum(1 for ms in left if ms < median)
+                doomed = sum(map(operator.lt, left, itertools.repeat(median)))
                 if doomed:
                     add(i.DOOMED_DISPATCHES, places[raw], doomed)
 
