@@ -212,7 +212,8 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                        (epoch_ns(a.end_time) - epoch_ns(a.request_deadline)) / 1000000.0)
     FROM request_facts r
     JOIN attempt_facts a ON a.h = r.h
-    WHERE r.late_success AND a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)
+    WHERE getvariable('rs_scope_late_success')  -- set below
+      AND r.late_success AND a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)
       AND (only_request IS NULL OR r.logical_request_id = only_request)
     QUALIFY row_number() OVER (
         PARTITION BY a.h ORDER BY rs_layer_rank(a.layer), a.end_time
@@ -276,3 +277,8 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                        'policy_digest', policy_digest, 'message', message)
     FROM policy_drift_rows()
     WHERE only_request IS NULL OR logical_request_id = only_request;
+
+-- Whether any request in scope succeeded late, for late_success above: a constant when the
+-- query is bound, so with none DuckDB drops that branch instead of reading every
+-- successful attempt. Set with the macro, which is created again before each use.
+SET VARIABLE rs_scope_late_success = (SELECT count(*) > 0 FROM request_facts WHERE late_success);

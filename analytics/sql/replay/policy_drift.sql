@@ -108,4 +108,11 @@ SELECT logical_request_id, trace_id, span_id, policy_digest,
        d.attempt_ordinal AS attempt_ordinal, d.route_id AS route_id,
        make_timestamp_ns(d.time_ns) AS time,
        d.observed AS observed, d.planned AS planned, d.message AS message
-FROM evaluated;
+FROM evaluated
+-- a constant when the query is bound: with no known policy the whole plan is folded
+-- away (DuckDB would otherwise scan the spans three times to find no request)
+WHERE getvariable('rs_policies_known');
+
+-- whether the data set carries any policy document, for the filter above (set with the
+-- macros: they are created again before each use)
+SET VARIABLE rs_policies_known = (SELECT count(*) > 0 FROM known_policies());
