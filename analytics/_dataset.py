@@ -31,7 +31,7 @@ from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lo
 from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import sql_string
-from retryscope.analytics.model._progress import ProgressCallback, set_progress
+from retryscope.analytics.model._progress import ProgressCallback, quiet_duckdb, set_progress
 from retryscope.analytics.model._store import Modes, make_dirs
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
 from retryscope.schema import SPAN_SCHEMA
@@ -240,7 +240,7 @@ def new_connection(
     if memory_limit:
         config["memory_limit"] = memory_limit
     try:
-        con = duckdb.connect(":memory:", config=config)
+        con = quiet_duckdb(duckdb.connect(":memory:", config=config))
     except duckdb.Error as exc:
         if memory_limit and "memory" in str(exc).lower():
             raise ValueError(
@@ -434,7 +434,7 @@ def drop_undecodable_files(
         wanted = set(among)
         files = [f for f in files if f in wanted]
     bad: dict[str, str] = {}
-    probe = duckdb.connect(":memory:")
+    probe = quiet_duckdb(duckdb.connect(":memory:"))
     try:
         for f in files:
             try:

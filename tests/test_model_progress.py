@@ -5,6 +5,7 @@ report to stderr."""
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,6 +86,31 @@ def test_quick_work_and_a_pipe_show_nothing() -> None:
     assert not show.enabled
     show(Progress(STAGE_PARTITIONS, 1, 4, 30.0))
     assert piped.getvalue() == ""
+
+
+_BAR_SETTINGS = """
+import sys, duckdb
+from retryscope.analytics import connect
+from retryscope.analytics.model._partition import new_connection
+def on(con):
+    return con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
+con, _ = connect(sys.argv[1])
+print(on(duckdb.connect(":memory:")), on(con), on(con.cursor()), on(new_connection()))
+"""
+
+
+def test_no_connection_prints_duckdbs_progress_bar(tmp_path: Path) -> None:
+    # DuckDB's bar goes to stdout for queries over two seconds, even into a pipe (a
+    # process's stdout, which pytest's capture is not): it would land inside
+    # `retryscope report --format json`.
+    data = _traffic(tmp_path / "spans", 3, 4, hours=1)
+    out = subprocess.run(
+        [sys.executable, "-c", _BAR_SETTINGS, str(data)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["True", "False", "False", "False"]
 
 
 def test_the_commands_report_progress_to_stderr(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.distributed._layout import Location, part_name
 from retryscope.analytics.model._partition import PER_REQUEST_TABLES, build_partition
+from retryscope.analytics.model._progress import quiet_duckdb
 from retryscope.analytics.model._store import Modes
 from retryscope.schema import SPAN_SCHEMA
 
@@ -98,7 +99,7 @@ def write_part(location: Location, relative: str, table: pa.Table, tag: str) -> 
     (zstd Parquet): a temporary file named by the attempt's ``tag``, moved into place
     whole. Returns its rows."""
     tmp = location.temp_file(relative, tag)
-    con = duckdb.connect(":memory:", config={"threads": 1})
+    con = quiet_duckdb(duckdb.connect(":memory:", config={"threads": 1}))
     try:
         con.register("rs_part", table)
         con.execute(

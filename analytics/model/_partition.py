@@ -23,6 +23,7 @@ from retryscope.analytics import _scope_facts as scope_facts
 from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import load
 from retryscope.analytics.model import _scripts as scripts
+from retryscope.analytics.model._progress import quiet_duckdb
 from retryscope.schema import SPAN_SCHEMA
 
 PER_REQUEST_TABLES: Final = (
@@ -154,7 +155,7 @@ def new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     config: dict[str, str | bool | int | float | list[str]] = {"preserve_insertion_order": False}
     if threads:
         config["threads"] = threads
-    con = duckdb.connect(":memory:", config=config)
+    con = quiet_duckdb(duckdb.connect(":memory:", config=config))
     install_macros(con)
     return con
 

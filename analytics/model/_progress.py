@@ -45,6 +45,15 @@ _callbacks: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, ProgressCallbac
 )
 
 
+def quiet_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` without DuckDB's own progress bar, which writes to stdout for any query over
+    two seconds even when stdout is piped (into a JSON report, for one): progress is
+    reported here instead, on stderr or to the UI. (DuckDB refuses the setting in a
+    connection's config, so it is set on the connection.)"""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def set_progress(con: duckdb.DuckDBPyConnection, callback: ProgressCallback | None) -> None:
     """Report the progress of long work on ``con`` (a model build) to ``callback``."""
     if callback is None:
