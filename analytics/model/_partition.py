@@ -31,6 +31,7 @@ PER_REQUEST_TABLES: Final = (
     "reconciliations",
     "all_attempt_facts",
     "all_request_layers",
+    "all_request_routes",
     "all_request_nesting",
     "all_receiver_traffic",
     "all_request_facts",
@@ -69,6 +70,7 @@ _VIEWS: Final = (
     "attempt_facts",
     "request_nesting",
     "request_layers",
+    "request_routes",
     "receiver_traffic",
 )
 

@@ -248,6 +248,21 @@ SELECT c.h, r.logical_request_id, c.* EXCLUDE (h)
 FROM counts c
 JOIN request_base r ON r.h = c.h;
 
+-- Per request and route: its attempts on the route (all, harness, outermost,
+-- receiver-visible) and the distinct operations among its receiver attempts there (as
+-- per layer above); amplification by route reads these instead of every attempt.
+CREATE OR REPLACE TEMP TABLE all_request_routes AS
+SELECT
+    h,
+    route_id,
+    count(span_id) AS attempts,
+    count(span_id) FILTER (WHERE layer = 'harness') AS harness,
+    count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
+    count(span_id) FILTER (WHERE is_leaf) AS receiver,
+    coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0) AS operations
+FROM all_attempt_facts
+GROUP BY h, route_id;
+
 -- Per request: how many layers retried and the attempt multiplication they produce
 -- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
 -- distinct operations (the most any attempt of it made: what amplification divides by).
