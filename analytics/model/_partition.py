@@ -29,6 +29,7 @@ from retryscope.schema import SPAN_SCHEMA
 PER_REQUEST_TABLES: Final = (
     "request_base",
     "reconciliations",
+    "digest_spans",
     "all_attempt_facts",
     "all_request_layers",
     "all_request_routes",

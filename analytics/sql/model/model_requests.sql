@@ -112,6 +112,19 @@ FROM (
 )
 WHERE e.name = 'retryscope.reconciliation';
 
+-- Request and continuation spans that carry a digest, per request and the id of the key
+-- they were digested under (`retryscope.digest.key_id`, NULL: unkeyed SHA-256), every
+-- copy counted as the data set holds it (`unit_spans`, the spans being built, not the
+-- one copy per span of `spans`): digest_keys.sql sums these over the whole data set.
+CREATE OR REPLACE TEMP TABLE digest_spans AS
+SELECT rs_request_key(logical_request_id) AS h,
+       attributes['retryscope.digest.key_id'] AS key_id,
+       count(*) AS spans
+FROM unit_spans
+WHERE span_role IN ('logical_request', 'continuation')
+  AND (idempotency_digest IS NOT NULL OR logical_request_digest IS NOT NULL)
+GROUP BY 1, 2;
+
 
 -- Each attempt's place in its retry group (same request, layer, enclosing attempt and, for
 -- sends, operation: distinct calls inside one attempt are not retries of one another),
