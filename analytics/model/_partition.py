@@ -28,6 +28,7 @@ from retryscope.schema import SPAN_SCHEMA
 
 PER_REQUEST_TABLES: Final = (
     "request_base",
+    "request_digest_hashes",
     "reconciliations",
     "digest_spans",
     "all_attempt_facts",

@@ -94,6 +94,14 @@ JOIN orphans o ON o.h = a.h;
 
 DROP TABLE request_entries;
 
+-- Per request carrying both digests, their 64-bit hashes: the idempotency digests reused
+-- for different work (model_global.sql) are looked for on these, not on the strings.
+CREATE OR REPLACE TEMP TABLE request_digest_hashes AS
+SELECT h, hash(idempotency_digest) AS idempotency_hash,
+       hash(logical_request_digest) AS request_hash
+FROM request_base
+WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL;
+
 -- Reconciliations recorded for a request: a span attribute (time unknown when on the
 -- logical request span) or a `retryscope.reconciliation` event (its own time).
 CREATE OR REPLACE TEMP TABLE reconciliations AS
