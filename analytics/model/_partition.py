@@ -42,6 +42,7 @@ PER_REQUEST_TABLES: Final = (
     "duplicate_spans",
     "ordinal_anomalies",
     "ordinal_gaps",
+    "attempt_findings",
 )
 """The tables :func:`build_tables` leaves, each with the request key ``h`` (NULL on the
 rows of spans of no request: a foreign writer's spans, telemetry gap records)."""
