@@ -37,7 +37,8 @@ WITH per AS (
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
     -- the attempt-level slices, with the nesting of the nested requests only (the others
-    -- count in neither nesting figure)
+    -- count in neither nesting figure), from request_nesting (request_facts carries the
+    -- same figures and more columns)
     SELECT s.value, NULL::TIMESTAMP, s.* EXCLUDE (value), n.retried_layer_count, n.multiplication
     FROM (
         SELECT layer AS value, h, attempts,
@@ -74,7 +75,7 @@ WITH per AS (
     ) s
     LEFT JOIN (
         SELECT h, retried_layer_count, multiplication
-        FROM request_facts
+        FROM request_nesting
         WHERE retried_layer_count >= 2
     ) n ON n.h = s.h
 )
