@@ -4,7 +4,9 @@
 action are written (the findings reference is generated from it). The rows come from the
 macro ``finding_rows`` of ``sql/findings/findings.sql``, which emits rule ids only: rule id,
 logical request id, trace id, span id, time and evidence (a JSON object with the numbers
-that triggered the rule); the listing adds each rule's severity from the catalog.
+that triggered the rule); the listing adds each rule's severity from the catalog. The rules
+of single attempts are judged when the model is built (``sql/model/model_findings.sql``,
+the table ``attempt_findings``) and selected from there.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ def test_filtered_scope_copies_are_dropped_when_filters_are_cleared(tmp_path: Pa
         "scoped_attempt_facts",
         "scoped_request_nesting",
         "scoped_request_layers",
+        "scoped_request_routes",
         "scoped_receiver_traffic",
         "scoped_route_latency",
         "scoped_doomed_dispatches",

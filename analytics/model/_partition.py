@@ -28,9 +28,12 @@ from retryscope.schema import SPAN_SCHEMA
 
 PER_REQUEST_TABLES: Final = (
     "request_base",
+    "request_digest_hashes",
     "reconciliations",
+    "digest_spans",
     "all_attempt_facts",
     "all_request_layers",
+    "all_request_routes",
     "all_request_nesting",
     "all_receiver_traffic",
     "all_request_facts",
@@ -39,6 +42,7 @@ PER_REQUEST_TABLES: Final = (
     "duplicate_spans",
     "ordinal_anomalies",
     "ordinal_gaps",
+    "attempt_findings",
 )
 """The tables :func:`build_tables` leaves, each with the request key ``h`` (NULL on the
 rows of spans of no request: a foreign writer's spans, telemetry gap records)."""
@@ -69,6 +73,7 @@ _VIEWS: Final = (
     "attempt_facts",
     "request_nesting",
     "request_layers",
+    "request_routes",
     "receiver_traffic",
 )
 

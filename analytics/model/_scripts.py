@@ -33,6 +33,8 @@ REQUESTS: Final = "model_requests"
 """The per-request and per-attempt tables every metric reads."""
 CHECKS: Final = "model_checks"
 """Telemetry checks of spans and requests: malformed spans, gaps, copies, ordinals."""
+FINDINGS: Final = "model_findings"
+"""The findings of single attempts, judged from the attempt and its own request."""
 UNFILTERED_SCOPE: Final = "scope_unfiltered"
 """The scope's views over the model's tables (every request)."""
 REQUEST_FACTS: Final = "request_facts"
@@ -42,7 +44,7 @@ REQUEST_KEYS: Final = "request_keys"
 GLOBAL: Final = "model_global"
 """Checks across requests: idempotency digests reused for different requests."""
 
-PER_REQUEST: Final = (ATTEMPTS, HTTP_ATTEMPTS, REQUESTS, CHECKS)
+PER_REQUEST: Final = (ATTEMPTS, HTTP_ATTEMPTS, REQUESTS, CHECKS, FINDINGS)
 SOURCES: Final = (
     MACROS,
     SPAN_COPIES,

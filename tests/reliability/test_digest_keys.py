@@ -210,6 +210,16 @@ def test_processes_sharing_a_key_join_and_the_report_tells_keyed_from_unkeyed(
     report = build_report(con)
     assert report["digests"]["key_ids"] == 2
     assert "digests do not join" in format_text(report)
+    # a second delivery of a's spans: each copy the data set holds counts, with the model
+    # in memory and through a model cache (where the counts come from per partition)
+    shutil.copytree(a, mixed / "again")
+    for cache in (None, tmp_path / "model-cache"):
+        con, _ = connect(mixed, model_cache=cache)
+        assert build_report(con)["digests"] == {
+            "keyed_requests": 9,
+            "unkeyed_requests": 0,
+            "key_ids": 2,
+        }
 
 
 def test_a_continuation_keeps_the_key_id_of_the_request_it_continues(

@@ -7,40 +7,11 @@
 -- severity and meaning are in its catalog, retryscope.analytics._findings.RULES: this emits
 -- only rule ids.
 CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, only_request) AS TABLE
-    SELECT 'not_before_ignored' AS rule_id,
-           logical_request_id, trace_id, span_id, start_time AS time,
-           json_object('layer', layer, 'attempt_ordinal', attempt_ordinal, 'route_id', route_id,
-                       'early_ms', (epoch_ns(not_before) - epoch_ns(start_time)) / 1000000.0,
-                       'backoff_delay_ms', backoff_delay_ms,
-                       'retry_after_ms', retry_after_ms) AS evidence
-    FROM attempt_facts
-    WHERE not_before IS NOT NULL AND start_time < not_before
-      AND (only_request IS NULL OR logical_request_id = only_request)
-
-    UNION ALL
-    SELECT 'retry_after_non_retryable',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('layer', layer, 'attempt_ordinal', attempt_ordinal,
-                       'route_id', route_id, 'previous_route_id', prev_route_id,
-                       'previous_kind', prev_kind, 'previous_decision', prev_decision)
-    FROM attempt_facts
-    WHERE group_position > 1 AND prev_outcome = 'non_retryable'
-      AND (only_request IS NULL OR logical_request_id = only_request)
-
-    UNION ALL
-    SELECT 'unreconciled_retry_after_indeterminate',
-           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
-           json_object('layer', a.layer, 'attempt_ordinal', a.attempt_ordinal,
-                       'route_id', a.route_id, 'previous_route_id', a.prev_route_id,
-                       'previous_kind', a.prev_kind, 'is_fallback', a.is_fallback)
-    FROM attempt_facts a
-    WHERE a.group_position > 1 AND a.prev_outcome = 'indeterminate'
-      AND (only_request IS NULL OR a.logical_request_id = only_request)
-      AND NOT EXISTS (
-          SELECT 1 FROM reconciliations c
-          WHERE c.logical_request_id = a.logical_request_id AND c.result IS NOT NULL
-            AND (c.at IS NULL OR (c.at >= a.prev_end AND c.at <= a.start_time))
-      )
+    -- the findings of single attempts, judged when the model was built (model_findings.sql)
+    SELECT f.rule_id, f.logical_request_id, f.trace_id, f.span_id, f.time, f.evidence
+    FROM attempt_findings f
+    JOIN requests r ON r.h = f.h  -- joined, not semi-joined: as missing_ordinals below
+    WHERE only_request IS NULL OR f.logical_request_id = only_request
 
     UNION ALL
     SELECT 'idempotency_digest_conflict',
@@ -52,19 +23,6 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     JOIN idempotency_conflicts k  -- model_checks.sql
       ON k.idempotency_digest = r.idempotency_digest
     WHERE only_request IS NULL OR r.logical_request_id = only_request
-
-    UNION ALL
-    SELECT 'attempt_after_terminal',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('layer', layer, 'attempt_ordinal', attempt_ordinal,
-                       'previous_decision', prev_decision,
-                       'after_request_end_ms', CASE WHEN start_time > request_ended_at
-                           THEN (epoch_ns(start_time) - epoch_ns(request_ended_at)) / 1000000.0
-                       END)
-    FROM attempt_facts
-    WHERE ((has_request_span AND start_time > request_ended_at)
-           OR (group_position > 1 AND NOT is_hedge AND prev_decision IN ('complete', 'stop')))
-      AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     -- joined to the requests in scope (one row per request key) rather than semi-joined
@@ -143,15 +101,6 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     FROM request_nesting n
     JOIN requests r ON r.h = n.h
     WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR n.logical_request_id = only_request)
-
-    UNION ALL
-    SELECT 'opaque_retry_ownership',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('layer', layer, 'retry_owner', retry_owner,
-                       'lower_max_retries', lower_max_retries)
-    FROM attempt_facts
-    WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
-      AND (only_request IS NULL OR logical_request_id = only_request)
 
     -- The request-level rules below fire once per request, when its request_facts row
     -- says so (the definitions the fallback and deadline metrics count), on the
@@ -238,13 +187,6 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     FROM attempt_facts a
     JOIN route_latency l ON l.route_id IS NOT DISTINCT FROM a.route_id AND l.layer = a.layer
     WHERE a.deadline_remaining_ms < l.p50_ms AND (only_request IS NULL OR a.logical_request_id = only_request)
-
-    UNION ALL
-    SELECT 'breaker_open_dispatch',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'layer', layer, 'breaker_state', breaker_state)
-    FROM attempt_facts
-    WHERE breaker_state = 'open' AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'synchronized_retries',

@@ -3,9 +3,9 @@
 -- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
 -- the narrowest table that has its counts ($dim selects the branch; the others are
 -- folded away): request_facts for slices of whole requests, request_layers per layer,
--- the attempts themselves per route or release (a request counts once in every slice its
--- attempts fall in). Requests that made no attempt fall in the slice of NULL of the
--- attempt-level slices.
+-- request_routes per route, the attempts themselves per release (a request counts once in
+-- every slice its attempts fall in). Requests that made no attempt fall in the slice of
+-- NULL of the attempt-level slices.
 --
 -- Two figures: sends per request (receiver attempts ÷ logical requests: what the receivers
 -- saw per request) and retry amplification (receiver attempts ÷ distinct operations: a
@@ -37,7 +37,8 @@ WITH per AS (
     WHERE $dim IN ('overall', 'tenant', 'operation', 'time_bucket')
     UNION ALL
     -- the attempt-level slices, with the nesting of the nested requests only (the others
-    -- count in neither nesting figure)
+    -- count in neither nesting figure), from request_nesting (request_facts carries the
+    -- same figures and more columns)
     SELECT s.value, NULL::TIMESTAMP, s.* EXCLUDE (value), n.retried_layer_count, n.multiplication
     FROM (
         SELECT layer AS value, h, attempts,
@@ -47,9 +48,15 @@ WITH per AS (
         FROM request_layers
         WHERE $dim = 'layer'
         UNION ALL
+        SELECT route_id, h, attempts, harness, top_level, receiver, operations,
+               greatest(0, receiver - operations)
+        FROM request_routes
+        WHERE $dim = 'route'
+        UNION ALL
+        -- per release, the counts of request_routes (model_requests.sql) from the attempts,
         -- grouped on the request key h (a 64-bit hash of the id): far cheaper than the string
         SELECT
-            rs_dim($dim, route_id, route_release, NULL, NULL, NULL, NULL),
+            route_release,
             h,
             count(span_id),
             count(span_id) FILTER (WHERE layer = 'harness'),
@@ -59,7 +66,7 @@ WITH per AS (
             greatest(0, count(span_id) FILTER (WHERE is_leaf)
                         - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
         FROM attempt_facts
-        WHERE $dim IN ('route', 'route_release')
+        WHERE $dim = 'route_release'
         GROUP BY 1, 2
         UNION ALL
         SELECT NULL, h, 0, 0, 0, 0, 0, 0
@@ -68,7 +75,7 @@ WITH per AS (
     ) s
     LEFT JOIN (
         SELECT h, retried_layer_count, multiplication
-        FROM request_facts
+        FROM request_nesting
         WHERE retried_layer_count >= 2
     ) n ON n.h = s.h
 )

@@ -6,19 +6,21 @@
 -- are built next.
 
 -- Idempotency digests shared by requests with different request digests (one key reused
--- for different work), whichever requests are in scope. Grouped on hashes of the digests;
--- only the (rare) conflicting digests are looked up again as strings.
+-- for different work), whichever requests are in scope. Grouped on hashes of the digests
+-- (request_digest_hashes; a group of more than one request digest hash has two that
+-- differ); only the (rare) requests of such a hash are looked up again as strings.
 CREATE OR REPLACE TEMP TABLE idempotency_conflicts AS
-WITH keys AS (
-    SELECT hash(idempotency_digest) AS k
-    FROM request_base
-    WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL
+WITH reused AS (
+    SELECT idempotency_hash
+    FROM request_digest_hashes
     GROUP BY 1
-    HAVING count(DISTINCT hash(logical_request_digest)) > 1
+    HAVING min(request_hash) <> max(request_hash)
+),
+conflicting AS (
+    SELECT h FROM request_digest_hashes SEMI JOIN reused USING (idempotency_hash)
 )
-SELECT idempotency_digest, count(DISTINCT logical_request_digest) AS digests
-FROM request_base
-WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL
-  AND hash(idempotency_digest) IN (SELECT k FROM keys)
-GROUP BY idempotency_digest
-HAVING count(DISTINCT logical_request_digest) > 1;
+SELECT r.idempotency_digest, count(DISTINCT r.logical_request_digest) AS digests
+FROM request_base r
+JOIN conflicting c ON c.h = r.h
+GROUP BY r.idempotency_digest
+HAVING count(DISTINCT r.logical_request_digest) > 1;

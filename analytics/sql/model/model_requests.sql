@@ -94,6 +94,14 @@ JOIN orphans o ON o.h = a.h;
 
 DROP TABLE request_entries;
 
+-- Per request carrying both digests, their 64-bit hashes: the idempotency digests reused
+-- for different work (model_global.sql) are looked for on these, not on the strings.
+CREATE OR REPLACE TEMP TABLE request_digest_hashes AS
+SELECT h, hash(idempotency_digest) AS idempotency_hash,
+       hash(logical_request_digest) AS request_hash
+FROM request_base
+WHERE idempotency_digest IS NOT NULL AND logical_request_digest IS NOT NULL;
+
 -- Reconciliations recorded for a request: a span attribute (time unknown when on the
 -- logical request span) or a `retryscope.reconciliation` event (its own time).
 CREATE OR REPLACE TEMP TABLE reconciliations AS
@@ -111,6 +119,19 @@ FROM (
     WHERE logical_request_id IS NOT NULL AND len(events) > 0
 )
 WHERE e.name = 'retryscope.reconciliation';
+
+-- Request and continuation spans that carry a digest, per request and the id of the key
+-- they were digested under (`retryscope.digest.key_id`, NULL: unkeyed SHA-256), every
+-- copy counted as the data set holds it (`unit_spans`, the spans being built, not the
+-- one copy per span of `spans`): digest_keys.sql sums these over the whole data set.
+CREATE OR REPLACE TEMP TABLE digest_spans AS
+SELECT rs_request_key(logical_request_id) AS h,
+       attributes['retryscope.digest.key_id'] AS key_id,
+       count(*) AS spans
+FROM unit_spans
+WHERE span_role IN ('logical_request', 'continuation')
+  AND (idempotency_digest IS NOT NULL OR logical_request_digest IS NOT NULL)
+GROUP BY 1, 2;
 
 
 -- Each attempt's place in its retry group (same request, layer, enclosing attempt and, for
@@ -247,6 +268,21 @@ WITH counts AS (
 SELECT c.h, r.logical_request_id, c.* EXCLUDE (h)
 FROM counts c
 JOIN request_base r ON r.h = c.h;
+
+-- Per request and route: its attempts on the route (all, harness, outermost,
+-- receiver-visible) and the distinct operations among its receiver attempts there (as
+-- per layer above); amplification by route reads these instead of every attempt.
+CREATE OR REPLACE TEMP TABLE all_request_routes AS
+SELECT
+    h,
+    route_id,
+    count(span_id) AS attempts,
+    count(span_id) FILTER (WHERE layer = 'harness') AS harness,
+    count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
+    count(span_id) FILTER (WHERE is_leaf) AS receiver,
+    coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0) AS operations
+FROM all_attempt_facts
+GROUP BY h, route_id;
 
 -- Per request: how many layers retried and the attempt multiplication they produce
 -- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its

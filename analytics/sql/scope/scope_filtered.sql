@@ -23,6 +23,10 @@ CREATE OR REPLACE TEMP TABLE scoped_request_layers AS
 SELECT * FROM all_request_layers
 WHERE h IN (SELECT h FROM scoped_requests);
 
+CREATE OR REPLACE TEMP TABLE scoped_request_routes AS
+SELECT * FROM all_request_routes
+WHERE h IN (SELECT h FROM scoped_requests);
+
 CREATE OR REPLACE TEMP TABLE scoped_receiver_traffic AS
 SELECT * FROM all_receiver_traffic
 WHERE h IN (SELECT h FROM scoped_requests);
@@ -33,4 +37,5 @@ CREATE OR REPLACE TEMP VIEW requests AS SELECT * FROM scoped_requests;
 CREATE OR REPLACE TEMP VIEW attempt_facts AS SELECT * FROM scoped_attempt_facts;
 CREATE OR REPLACE TEMP VIEW request_nesting AS SELECT * FROM scoped_request_nesting;
 CREATE OR REPLACE TEMP VIEW request_layers AS SELECT * FROM scoped_request_layers;
+CREATE OR REPLACE TEMP VIEW request_routes AS SELECT * FROM scoped_request_routes;
 CREATE OR REPLACE TEMP VIEW receiver_traffic AS SELECT * FROM scoped_receiver_traffic;
