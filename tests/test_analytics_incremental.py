@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.analytics.model import model_directory
+from retryscope.analytics.model._build import ensure_model
 from retryscope.cli import main
 from tests.model_support import model_differences, model_rows
-from tests.recorder import MS, T0, Recorder
+from tests.recorder import MS, T0, Clock, Recorder
 from tests.test_analytics_model_cache import model_stats
 from tests.test_analytics_randomized import _generate
 
@@ -202,3 +203,62 @@ def test_the_model_command_updates_only_new_partitions(
     assert "requests across partitions" in out
     assert main(["model", str(root), "--model-cache", str(cache)]) == 0
     assert capsys.readouterr().out.startswith("up to date: ")
+
+
+def _keyed(rec: Recorder, start_ns: int, key: str, payload: int, *, across: bool = False) -> str:
+    """A request with an idempotency key and a payload; ``across``: it starts 50 ms before
+    ``start_ns``'s hour ends and its second attempt starts in the next hour."""
+    clock = Clock(start_ns)
+    with rec.request(clock, idempotency_key=key, request={"payload": payload}) as req:
+        rec.attempt(req, ms=100, outcome="unavailable" if across else "success")
+        if across:
+            rec.attempt(req, ms=100)
+    return req.id
+
+
+def _conflicts(con: duckdb.DuckDBPyConnection) -> list[int]:
+    ensure_model(con)
+    return [
+        n for (n,) in con.execute("SELECT digests FROM idempotency_conflicts ORDER BY 1").fetchall()
+    ]
+
+
+def test_idempotency_conflicts_follow_added_and_rewritten_partitions(tmp_path: Path) -> None:
+    """Idempotency keys reused for different payloads across hours: a conflict that a new
+    hour brings (k1), one through a request straddling the hour boundary (k3), a key
+    reused for the same payload (k2, no conflict), and a rewrite of the newer hour that
+    takes one request away, and its conflict with it. At every step the cached model,
+    brought up to date from the previous one, holds the one-pass model's rows."""
+    rec = Recorder(tmp_path / "source")
+    _keyed(rec, FIRST_HOUR + 10 * 60_000 * MS, "k1", 1)
+    _keyed(rec, FIRST_HOUR + 20 * 60_000 * MS, "k2", 1)
+    _keyed(rec, FIRST_HOUR + 30 * 60_000 * MS, "k3", 1)
+    _keyed(rec, FIRST_HOUR + HOUR - 50 * MS, "k3", 2, across=True)
+    reused = _keyed(rec, FIRST_HOUR + HOUR + 10 * 60_000 * MS, "k1", 2)
+    _keyed(rec, FIRST_HOUR + HOUR + 20 * 60_000 * MS, "k2", 1)
+    rec.connect()
+    source = tmp_path / "source"
+    first, second = _partition_dirs(source)
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    shutil.copytree(first, root / first.relative_to(source))
+    _assert_same_model(root, _flat_copy(root, tmp_path / "flat-1"), cache)
+    assert _conflicts(connect(root, model_cache=cache)[0]) == [2]  # k3, within the hour
+
+    shutil.copytree(second, root / second.relative_to(source))
+    stats = _assert_same_model(root, _flat_copy(root, tmp_path / "flat-2"), cache)
+    assert (stats["built"], stats["straddlers"]) == (1, 1)
+    assert _conflicts(connect(root, model_cache=cache)[0]) == [2, 2]  # k1 and k3
+
+    newer = root / second.relative_to(source)
+    (victim,) = sorted(newer.glob("*.parquet"))
+    rows = duckdb.connect().sql(
+        f"SELECT * FROM read_parquet('{victim}') WHERE logical_request_id <> '{reused}'"
+    )
+    kept = rows.to_arrow_table()
+    victim.unlink()
+    import pyarrow.parquet as pq
+
+    pq.write_table(kept, newer / "rewritten.parquet")
+    stats = _assert_same_model(root, _flat_copy(root, tmp_path / "flat-3"), cache)
+    assert (stats["built"], stats["straddlers"]) == (1, 1)
+    assert _conflicts(connect(root, model_cache=cache)[0]) == [2]  # k1's reuse is gone

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 import duckdb
 
@@ -30,7 +30,9 @@ from retryscope.analytics.model._cache import (
     Manifest,
     model_directory,
     model_fingerprint,
+    parquet,
 )
+from retryscope.analytics.model._changes import Changes
 from retryscope.analytics.model._partition import (
     ACROSS_REQUESTS_TABLES,
     PER_REQUEST_TABLES,
@@ -243,10 +245,8 @@ class _InMemory:
         self._memory.keep(cur, self._tables, self._part.key, self._part.rows)
 
 
-def _replace_in_memory(
-    memory: MemoryStore, placement: Placement
-) -> Callable[[duckdb.DuckDBPyConnection, str, int], None]:
-    def replace(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int) -> None:
+def _replace_in_memory(memory: MemoryStore, placement: Placement) -> _Replace:
+    def replace(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int, rebuilt: int) -> None:
         if n:
             memory.replace_requests(cur, straddlers, placement)
 
@@ -346,34 +346,53 @@ def _spans_of(files: Sequence[str]) -> str:
     return "SELECT * FROM spans_in([" + ", ".join(sql_string(f) for f in files) + "])"
 
 
+_Replace = Callable[[duckdb.DuckDBPyConnection, str, int, int], None]
+"""Puts the straddlers' rows in place: ``(cursor, straddlers, n, rebuilt)``, where
+``straddlers`` names the ``n`` straddlers' keys and the per-request tables the cursor
+holds (when ``rebuilt`` > 0) are those of the :data:`REBUILT` ones."""
+REBUILT: Final = "rs_rebuilt_straddlers"
+"""Temp table of the reconciling cursor: the straddlers built again from their spans."""
+
+
 def _reconcile(
     con: duckdb.DuckDBPyConnection,
     keys: str | None,
     parts: Sequence[TimePartition],
     tracker: Tracker,
-    replace: Callable[[duckdb.DuckDBPyConnection, str, int], None],
+    replace: _Replace,
     place: Place | None = None,
+    changes: Changes | None = None,
 ) -> int:
     """Find the requests with spans in more than one of ``parts`` (``keys``: the
     partitions' request keys) and build their per-request tables again from all their
-    spans (as temp tables, or where ``place`` puts them); ``replace(cursor, straddlers,
-    n)`` puts them in place of the partitions' rows of those ``n`` requests. Returns
-    ``n``."""
+    spans (as temp tables, or where ``place`` puts them); ``replace`` puts them in place
+    of the partitions' rows of those requests. With ``changes`` (an update of a model
+    directory) only the requests those changes name can straddle, and a straddler none of
+    whose partitions changed is not built again (``replace`` keeps its previous rows).
+    Returns the number of straddlers."""
     if keys is None:
         return 0
     cur = con.cursor()
     try:
+        narrowed, rebuilt = "", f"SELECT h FROM {STRADDLERS}"
+        if changes is not None:
+            candidates, changed = changes.mark(cur)
+            narrowed = f" SEMI JOIN {candidates} c ON c.h = k.h"
+            rebuilt += f" SEMI JOIN {changed} USING (h)"
         cur.execute(
             f"CREATE OR REPLACE TEMP TABLE {STRADDLERS} AS "
-            f"SELECT h FROM {keys} GROUP BY h HAVING count(*) > 1"
+            f"SELECT k.h FROM {keys} k{narrowed} GROUP BY k.h HAVING count(*) > 1"
         )
-        ((n,),) = cur.execute(f"SELECT count(*) FROM {STRADDLERS}").fetchall()
-        if n:
-            tracker.report(STAGE_STRADDLING, 0, 1, detail=f"{n} requests")
+        cur.execute(f"CREATE OR REPLACE TEMP TABLE {REBUILT} AS {rebuilt}")
+        ((n, m),) = cur.execute(
+            f"SELECT (SELECT count(*) FROM {STRADDLERS}), (SELECT count(*) FROM {REBUILT})"
+        ).fetchall()
+        if m:
+            tracker.report(STAGE_STRADDLING, 0, 1, detail=f"{m} requests")
             involved = {
                 str(p)
                 for (p,) in cur.execute(
-                    f"SELECT DISTINCT part FROM {keys} SEMI JOIN {STRADDLERS} USING (h)"
+                    f"SELECT DISTINCT part FROM {keys} SEMI JOIN {REBUILT} USING (h)"
                 ).fetchall()
             }
             files = [f for p in parts if p.key in involved for f in p.files]
@@ -381,11 +400,11 @@ def _reconcile(
             cur.execute(
                 f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS "
                 f"{_spans_of([f for f in files if f not in skipped])} "
-                f"WHERE rs_request_key(logical_request_id) IN (SELECT h FROM {STRADDLERS})"
+                f"WHERE rs_request_key(logical_request_id) IN (SELECT h FROM {REBUILT})"
             )
             build_tables(cur, place)
-            _log.info("%d requests straddle time partitions: built again from all their spans", n)
-        replace(cur, f"temp.main.{STRADDLERS}", int(n))
+            _log.info("%d requests straddle time partitions: built again from all their spans", m)
+        replace(cur, f"temp.main.{STRADDLERS}", int(n), int(m))
         return int(n)
     finally:
         with contextlib.suppress(duckdb.Error):
@@ -398,13 +417,18 @@ def _build_across(
     store: MemoryStore | DirectoryStore,
     tracker: Tracker,
     keep: Callable[[duckdb.DuckDBPyConnection], None],
+    narrow: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
     """The tables across requests, over every per-request table of ``store``, handed to
-    ``keep`` (on the cursor that built them)."""
+    ``keep`` (on the cursor that built them). ``narrow`` (an update of a model
+    directory) narrows the idempotency conflicts' input before, and completes them after,
+    with :class:`Changes`."""
     tracker.report(STAGE_ACROSS, 0, 1)
     cur = con.cursor()
     try:
         store.point_views(cur, PER_REQUEST_TABLES)
+        if narrow is not None:
+            narrow(cur)
         build_across_requests(cur)
         keep(cur)
     finally:
@@ -444,7 +468,8 @@ def _update_directory(
     ):
         straddlers = previous.straddlers
     else:
-        straddlers = _write_across(con, store, parts, across, tracker)
+        changes = _changes_since(store, previous)
+        straddlers = _write_across(con, store, parts, across, tracker, changes)
     manifest = Manifest(model, fingerprints, across, straddlers)
     if manifest != previous:
         store.write_manifest(manifest)
@@ -501,34 +526,79 @@ def _read_skipped(store: DirectoryStore, fingerprint: str) -> dict[str, str]:
         return {}
 
 
+def _changes_since(store: DirectoryStore, previous: Manifest | None) -> Changes | None:
+    """What changed since the ``previous`` model of ``store`` (whose ``units`` name the
+    new model's partitions), or None when it cannot be told (no previous model, or a
+    folder it needs is damaged): then everything across partitions is built again."""
+    if (
+        previous is None
+        or not store.unit_files(KEYS)
+        or not store.across_is_whole(previous.across, previous.straddlers)
+    ):
+        return None
+    before, now = set(previous.partitions.values()), set(store.units)
+    added, removed = sorted(now - before), sorted(before - now)
+    if not all(store.unit_is_whole(fp) for fp in removed):
+        return None
+    return Changes.between(
+        store.directory / "across" / previous.across,
+        previous.straddlers,
+        changed_keys=store.unit_files(KEYS, [*added, *removed]),
+        removed_digests=store.unit_files(DIGEST_HASHES, removed),
+    )
+
+
+DIGEST_HASHES: Final = "request_digest_hashes"
+
+
 def _write_across(
     con: duckdb.DuckDBPyConnection,
     store: DirectoryStore,
     parts: Sequence[TimePartition],
     fingerprint: str,
     tracker: Tracker,
+    changes: Changes | None = None,
 ) -> int:
     """Write the requests across partitions and the tables across requests to a new
-    folder ``across/<fingerprint>``; returns how many requests straddle partitions."""
+    folder ``across/<fingerprint>`` (from the ``changes`` since the previous model where
+    they are known); returns how many requests straddle partitions."""
     staged = store.stage("across")
     store.across, store.straddlers = staged, 0
 
-    def keep_reconciled(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int) -> None:
+    def keep_reconciled(cur: duckdb.DuckDBPyConnection, straddlers: str, n: int, m: int) -> None:
         store.copy(cur, straddlers, staged / f"{STRADDLERS}.parquet")
         if n:
             for table in PER_REQUEST_TABLES:
-                store.copy(cur, f"temp.main.{table}", staged / f"{RECONCILED}{table}.parquet")
+                rows = [f"SELECT * FROM temp.main.{table}"] if m else []
+                kept = changes.kept_rows(table, straddlers, REBUILT) if changes else None
+                if kept is not None:
+                    rows.append(f"SELECT * FROM {kept}")
+                relation = "(" + " UNION ALL BY NAME ".join(rows) + ")"
+                store.copy(cur, relation, staged / f"{RECONCILED}{table}.parquet")
 
-    straddlers = _reconcile(con, store.keys(), parts, tracker, keep_reconciled)
+    straddlers = _reconcile(con, store.keys(), parts, tracker, keep_reconciled, None, changes)
     if store.keys() is None:  # no partition: an empty set of requests across them
         store.copy(con, "(SELECT NULL::UBIGINT AS h WHERE false)", staged / f"{STRADDLERS}.parquet")
     store.straddlers = straddlers
 
     def keep_across(cur: duckdb.DuckDBPyConnection) -> None:
+        if changes is not None:
+            changes.merge_conflicts(cur)
         for table in ACROSS_REQUESTS_TABLES:
             store.copy(cur, f"temp.main.{table}", staged / f"{table}.parquet")
 
-    _build_across(con, store, tracker, keep_across)
+    def narrow(cur: duckdb.DuckDBPyConnection) -> None:
+        assert changes is not None
+        reconciled = staged / f"{RECONCILED}{DIGEST_HASHES}.parquet"
+        changes.narrow_digests(
+            cur,
+            units=parquet(store.unit_files(DIGEST_HASHES)),
+            model=store.relation(DIGEST_HASHES),
+            straddlers=parquet([str(staged / f"{STRADDLERS}.parquet")]),
+            reconciled=parquet([str(reconciled)]) if straddlers else None,
+        )
+
+    _build_across(con, store, tracker, keep_across, None if changes is None else narrow)
     store.commit(staged, "across", fingerprint)
     return straddlers
 

@@ -134,10 +134,12 @@ class DirectoryStore(Store):
         self.across = self.directory / "across" / manifest.across
         self.straddlers = manifest.straddlers
 
-    def unit_files(self, table: str) -> list[str]:
+    def unit_files(self, table: str, units: Sequence[str] | None = None) -> list[str]:
+        """The Parquet files of ``table`` in the folders of ``units`` (partition
+        fingerprints; default: the model's)."""
         return [
             str(path)
-            for fp in self.units
+            for fp in (self.units if units is None else units)
             for path in sorted((self.directory / "units" / fp).glob(f"{table}*.parquet"))
             if path.stem == table or path.stem.startswith(f"{table}-")
         ]
@@ -145,12 +147,12 @@ class DirectoryStore(Store):
     def relation(self, table: str) -> str:
         assert self.across is not None
         if table in ACROSS_REQUESTS_TABLES:
-            return _parquet([str(self.across / f"{table}.parquet")])
-        units = _parquet(self.unit_files(table))
+            return parquet([str(self.across / f"{table}.parquet")])
+        units = parquet(self.unit_files(table))
         if not self.straddlers:
             return units
-        straddlers = _parquet([str(self.across / f"{STRADDLERS}.parquet")])
-        reconciled = _parquet([str(self.across / f"{RECONCILED}{table}.parquet")])
+        straddlers = parquet([str(self.across / f"{STRADDLERS}.parquet")])
+        reconciled = parquet([str(self.across / f"{RECONCILED}{table}.parquet")])
         return (
             f"(SELECT u.* FROM {units} u ANTI JOIN {straddlers} s ON s.h = u.h "
             f"UNION ALL BY NAME SELECT * FROM {reconciled})"
@@ -158,7 +160,7 @@ class DirectoryStore(Store):
 
     def keys(self) -> str | None:
         files = self.unit_files(KEYS)
-        return _parquet(files) if files else None
+        return parquet(files) if files else None
 
     def paths(self) -> list[str]:
         """Every file the model's views read."""
@@ -274,6 +276,7 @@ def _complete(folder: Path, names: Sequence[str]) -> bool:
     return True
 
 
-def _parquet(files: Sequence[str]) -> str:
+def parquet(files: Sequence[str]) -> str:
+    """A relation over the Parquet ``files`` (their columns matched by name)."""
     listed = ", ".join(sql_string(f) for f in files)
     return f"read_parquet([{listed}], union_by_name = true)"
