@@ -10,7 +10,9 @@
 -- (missing jitter); clusters of at least min_requests requests.
 CREATE OR REPLACE MACRO retry_clusters(gap_ms, min_requests) AS TABLE
 WITH q AS (
-    SELECT logical_request_id, start_time, prev_kind, route_id,
+    -- the request key, not the id, rides through the sorts: the ids are looked up for
+    -- the clusters kept
+    SELECT h, start_time, prev_kind, route_id,
            epoch_ns(start_time) AS t,
            epoch_ns(start_time) - lag(epoch_ns(start_time)) OVER w AS gap,
            lead(epoch_ns(start_time)) OVER w - epoch_ns(start_time) AS gap_after
@@ -30,25 +32,24 @@ c AS (
        OR gap <= gap_ms * 1000000::BIGINT
        OR gap_after <= gap_ms * 1000000::BIGINT
 ),
--- most clusters are one retry: keep those with enough retries to possibly hold
--- min_requests requests before building the distinct lists (4x faster)
+-- most clusters are one retry: keep those of min_requests requests before building the
+-- distinct lists
 candidates AS (
-    SELECT cluster FROM c GROUP BY cluster HAVING count(*) >= min_requests
+    SELECT cluster FROM c GROUP BY cluster HAVING count(DISTINCT h) >= min_requests
 )
 SELECT
     min(start_time) AS cluster_start,
     max(start_time) AS cluster_end,
     (max(t) - min(t)) / 1000000.0 AS spread_ms,
     count(*)::BIGINT AS retries,
-    count(DISTINCT logical_request_id)::BIGINT AS logical_requests,
+    count(DISTINCT r.logical_request_id)::BIGINT AS logical_requests,
     list(DISTINCT route_id ORDER BY route_id) AS routes,
     coalesce(list(DISTINCT prev_kind ORDER BY prev_kind) FILTER (WHERE prev_kind IS NOT NULL),
              []) AS after_kinds,
-    list(DISTINCT logical_request_id ORDER BY logical_request_id) AS logical_request_ids
-FROM c
-SEMI JOIN candidates USING (cluster)
-GROUP BY cluster
-HAVING count(DISTINCT logical_request_id) >= min_requests;
+    list(DISTINCT r.logical_request_id ORDER BY r.logical_request_id) AS logical_request_ids
+FROM (SELECT * FROM c SEMI JOIN candidates USING (cluster)) k
+JOIN requests r ON r.h = k.h
+GROUP BY cluster;
 
 -- Receiver traffic per window of window_ms and slice of a Dimension (`value`; 'all'
 -- overall): repeats as a fraction of attempts vs budget.
