@@ -104,6 +104,19 @@ def trend_bucket(first: datetime, last: datetime) -> int:
     return bucket_for((last - first).total_seconds())
 
 
+def _span_seconds(table: pa.Table, first: str, last: str) -> float | None:
+    """Seconds from the timestamp in column ``first`` to the one in ``last`` (first row),
+    exact to their unit: read as integers (pyarrow turns a nanosecond timestamp into a
+    Python value through pandas, which a command would import for that alone)."""
+    start, end = (table.column(c).cast(pa.int64())[0].as_py() for c in (first, last))
+    if start is None or end is None:
+        return None
+    return float((end - start) / _PER_SECOND[table.schema.field(first).type.unit])
+
+
+_PER_SECOND: Final = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
 def _stats(paths: list[Path]) -> list[tuple[str, int, int]]:
     out = []
     for path in paths:
@@ -300,10 +313,9 @@ def keep_first_page(
         store.put("cost", (dim,), metrics.cost(con, by=dim))
     span = scope_time_range(con)
     store.put("scope_time_range", (), span)
-    row = span.to_pylist()[0]
-    first, last = row["first_started_at"], row["last_started_at"]
-    if first is not None:
-        bucket = trend_bucket(first, last)
+    seconds = _span_seconds(span, "first_started_at", "last_started_at")
+    if seconds is not None:
+        bucket = bucket_for(seconds)  # trend_bucket's width
         trend = metrics.amplification(con, by="time_bucket", bucket=timedelta(seconds=bucket))
         store.put("amplification", ("time_bucket", bucket), trend)
     store.put("time_range", (), time_range(con))

@@ -6,6 +6,7 @@ values into SQL) and gets Arrow tables back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -13,6 +14,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+
+from retryscope.schema import duckdb_type
 
 
 @cache
@@ -45,6 +48,20 @@ def sql_string(value: str) -> str:
     """``value`` as a SQL string literal, for the few statements that cannot take a bound
     parameter (a view's file list, a rendered macro)."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def insert_columns(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    schema: pa.Schema,
+    columns: Sequence[Sequence[Any]],
+) -> None:
+    """Insert into ``table`` the rows given column by column (one Python sequence per field
+    of ``schema``, in the table's column order) in one statement, each column bound as a
+    typed list: no Arrow object is handed to DuckDB (its Python client would import
+    pandas for that, seconds of a command's start)."""
+    select = ", ".join(f"unnest(?::{duckdb_type(f.type)}[])" for f in schema)
+    con.execute(f"INSERT INTO {table} SELECT {select}", [list(c) for c in columns])
 
 
 def arrow(

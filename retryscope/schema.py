@@ -107,6 +107,37 @@ SCHEMA_VERSION_KEY: Final = b"retryscope.schema_version"
 """Parquet key-value metadata key holding the schema version a file was written with."""
 
 
+_DUCKDB_SCALARS: Final[dict[pa.DataType, str]] = {
+    pa.string(): "VARCHAR",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.float64(): "DOUBLE",
+    TIMESTAMP: "TIMESTAMP_NS",
+}
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """How DuckDB names the Arrow type ``t`` when it reads a column of it."""
+    if t in _DUCKDB_SCALARS:
+        return _DUCKDB_SCALARS[t]
+    if pa.types.is_map(t):
+        return f"MAP({duckdb_type(t.key_type)}, {duckdb_type(t.item_type)})"
+    if pa.types.is_list(t):
+        return f"{duckdb_type(t.value_type)}[]"
+    if pa.types.is_struct(t):
+        members = ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t)
+        return f"STRUCT({members})"
+    raise TypeError(f"no DuckDB name for Arrow type {t}")
+
+
+def duckdb_columns(schema: pa.Schema) -> str:
+    """The column list of a DuckDB ``CREATE TABLE`` with the columns of ``schema``, typed as
+    DuckDB reads them: a table made without handing an Arrow object to DuckDB (which has
+    DuckDB's Python client import pandas, seconds of a command's start)."""
+    return ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in schema)
+
+
 def schema_version_of(metadata: Mapping[bytes, bytes] | None) -> int:
     """The schema version recorded in a file's key-value metadata; 0 for files written before
     versions were recorded. A malformed value raises ``ValueError`` naming it."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +45,24 @@ def test_report_formats_and_filters(data: str, capsys: pytest.CaptureFixture[str
     code, out, _ = _run(capsys, "report", data, "--format", "markdown")
     assert out.startswith("# retryscope audit report")
     assert "| receiver attempts | 4 |" in out
+
+
+def test_report_and_model_commands_do_not_import_pandas(data: str, tmp_path: Path) -> None:
+    """Importing pandas costs a command about 0.4 s: neither command hands DuckDB an Arrow
+    object nor reads a nanosecond timestamp through pyarrow, which would import it."""
+    cache = str(tmp_path / "model")
+    script = (
+        "import sys\n"
+        "from retryscope.cli import main\n"
+        f"assert main(['report', {data!r}, '--format', 'json']) == 0\n"
+        f"assert main(['model', {data!r}, '--model-cache', {cache!r}]) == 0\n"
+        f"assert main(['report', {data!r}, '--model-cache', {cache!r}]) == 0\n"
+        "print('pandas imported:', 'pandas' in sys.modules)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert run.stdout.splitlines()[-1] == "pandas imported: False"
 
 
 def test_report_rejects_a_bad_time(data: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,8 +18,7 @@ from retryscope.instrumentation.export import ExportConfig
 from retryscope.reference import PAGES, REGENERATE, ReferenceMismatch, render_all, stale_pages
 from retryscope.reference._cli import commands
 from retryscope.reference._export_config import check_agreement
-from retryscope.reference._schema import duckdb_type
-from retryscope.schema import SPAN_SCHEMA
+from retryscope.schema import SPAN_SCHEMA, duckdb_type
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"

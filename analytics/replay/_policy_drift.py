@@ -42,7 +42,7 @@ from retryscope import vocabulary as v
 from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._queries import load
+from retryscope.analytics._queries import insert_columns, load
 from retryscope.instrumentation._digests import canonical_json
 from retryscope.instrumentation.control._evaluator import (
     AttemptRejected,
@@ -73,6 +73,7 @@ from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.instrumentation.control._strict import load_json
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
+from retryscope.schema import duckdb_columns
 from retryscope.vocabulary import Terminal
 
 POLICY_DIR: Final = "_policies"
@@ -121,9 +122,13 @@ def write_policy_side_file(data_dir: str | os.PathLike[str], policy: RetryPolicy
     return path
 
 
-def load_policy_documents(dataset: DataSet) -> pa.Table:
-    """Policy side files of a data set (local or on an object store) as (policy_digest,
-    document); the documents the request spans carry are read by the SQL."""
+POLICY_DOCUMENTS: Final = pa.schema([("policy_digest", pa.string()), ("document", pa.string())])
+"""The columns of ``policy_documents``: one row per policy side file."""
+
+
+def load_policy_documents(dataset: DataSet) -> tuple[list[str], list[str]]:
+    """Policy side files of a data set (local or on an object store) as the columns of
+    :data:`POLICY_DOCUMENTS`; the documents the request spans carry are read by the SQL."""
     digests: list[str] = []
     documents: list[str] = []
     if dataset.is_remote:  # no span objects: no request to drift, nothing to ask the store
@@ -137,9 +142,7 @@ def load_policy_documents(dataset: DataSet) -> pa.Table:
             for path in sorted(folder.glob("*.json")):
                 digests.append(path.stem)
                 documents.append(path.read_text(encoding="utf-8"))
-    return pa.table(
-        {"policy_digest": pa.array(digests, pa.string()), "document": pa.array(documents)}
-    )
+    return digests, documents
 
 
 def _remote_side_files(dataset: DataSet) -> list[tuple[str, str]]:
@@ -160,8 +163,12 @@ def _remote_side_files(dataset: DataSet) -> list[tuple[str, str]]:
 
 
 def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
-    """Register ``policy_documents`` and the evaluator function on ``con`` (cheap)."""
-    con.register("policy_documents", load_policy_documents(dataset))
+    """Load ``policy_documents`` (a temp table) and register the evaluator function on
+    ``con`` (cheap)."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE policy_documents ({duckdb_columns(POLICY_DOCUMENTS)})"
+    )
+    insert_columns(con, "policy_documents", POLICY_DOCUMENTS, load_policy_documents(dataset))
     with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
         con.remove_function("rs_policy_drift")
     con.create_function(

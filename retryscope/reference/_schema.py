@@ -9,18 +9,9 @@ import pyarrow as pa
 
 from retryscope import vocabulary as v
 from retryscope.reference._markdown import code, header, table
-from retryscope.schema import FIELD_DOCS, SPAN_SCHEMA
+from retryscope.schema import FIELD_DOCS, SPAN_SCHEMA, duckdb_type
 
 SOURCES = "retryscope/vocabulary.py and retryscope/schema.py"
-
-_DUCKDB_SCALARS: dict[pa.DataType, str] = {
-    pa.string(): "VARCHAR",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.bool_(): "BOOLEAN",
-    pa.float64(): "DOUBLE",
-    pa.timestamp("ns"): "TIMESTAMP_NS",
-}
 
 DOMAIN_VALUES: tuple[tuple[str, type[enum.Enum]], ...] = (
     ("span_role", v.SpanRole),
@@ -40,20 +31,6 @@ DOMAIN_VALUES: tuple[tuple[str, type[enum.Enum]], ...] = (
 
 class UndocumentedColumn(ValueError):
     """A schema column with no meaning to print."""
-
-
-def duckdb_type(t: pa.DataType) -> str:
-    """How DuckDB names the Arrow type ``t`` when it reads the column."""
-    if t in _DUCKDB_SCALARS:
-        return _DUCKDB_SCALARS[t]
-    if pa.types.is_map(t):
-        return f"MAP({duckdb_type(t.key_type)}, {duckdb_type(t.item_type)})"
-    if pa.types.is_list(t):
-        return f"{duckdb_type(t.value_type)}[]"
-    if pa.types.is_struct(t):
-        members = ", ".join(f"{f.name} {duckdb_type(f.type)}" for f in t)
-        return f"STRUCT({members})"
-    raise UndocumentedColumn(f"no DuckDB name for Arrow type {t}")
 
 
 def _arrow_type(field: pa.Field) -> str:
