@@ -215,7 +215,8 @@ def _checked(
     )
 
 
-def _cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -230,7 +231,7 @@ def new_connection(
     order says ORDER BY), and a spill directory so work beyond ``memory_limit`` (DuckDB's
     default when None: 80 % of RAM) goes to disk instead of failing."""
     config: dict[str, str | bool | int | float | list[str]] = {
-        "threads": threads or _cores(),
+        "threads": threads or usable_cores(),
         "preserve_insertion_order": False,
         "temp_directory": os.fspath(
             # per process: DuckDB creates it on the first spill and removes it on close

@@ -6,10 +6,13 @@ copied into another partition, a corrupt new file."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -262,3 +265,84 @@ def test_idempotency_conflicts_follow_added_and_rewritten_partitions(tmp_path: P
     stats = _assert_same_model(root, _flat_copy(root, tmp_path / "flat-3"), cache)
     assert (stats["built"], stats["straddlers"]) == (1, 1)
     assert _conflicts(connect(root, model_cache=cache)[0]) == [2]  # k1's reuse is gone
+
+
+def _concurrent_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Build time partitions two at a time (whatever the cores), recording each build's
+    partition and thread."""
+    from retryscope.analytics.model import _build
+
+    monkeypatch.setattr(_build, "_workers", lambda: 2)
+    build = _build._build_units
+    seen: list[tuple[str, int]] = []
+
+    def recorded(job: Any, keys: bool) -> None:
+        build(job, keys)
+        seen.append((job.part.key, threading.get_ident()))
+
+    monkeypatch.setattr(_build, "_build_units", recorded)
+    return seen
+
+
+def test_partitions_built_two_at_a_time_give_the_one_pass_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model cache builds two time partitions at once, each on its own cursor in a
+    thread; a file whose pages do not decode, met by one build while the other runs, is
+    named and skipped and its partition built again from the rest."""
+    from tests.reliability.support import garbled_copy
+
+    root = _traffic(tmp_path / "data", seed=11, per_hour=20, hours=4)
+    reference = _report(connect(root)[0])
+    victim = sorted(_partition_dirs(root)[1].glob("*.parquet"))[0]
+    pages = garbled_copy(victim)
+    seen = _concurrent_builds(monkeypatch)
+    con, dataset = connect(root, model_cache=tmp_path / "cache")
+    assert _report(con) == reference  # the garbled copy holds copies of counted spans
+    assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
+    parts = len(_partition_dirs(root))
+    assert model_stats(con) | {"built": parts, "partitions": parts} == model_stats(con)
+    assert len({thread for _, thread in seen}) == 2  # two threads built
+    assert sorted(key for key, _ in seen) == sorted(
+        str(d.relative_to(root)) for d in _partition_dirs(root)
+    )
+    whole, _ = connect(_flat_copy(root, tmp_path / "flat"))
+    assert model_differences(connect(root, model_cache=tmp_path / "cache")[0], whole) == {}
+
+
+def test_a_failed_build_stops_the_one_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When one of two builds running at once fails (here its disk is full), the other is
+    stopped, neither is kept, and the failure is named: the model is built in memory
+    instead and the answers do not change. The next run builds the cache."""
+    from retryscope.analytics.model import _build
+
+    root = _traffic(tmp_path / "data", seed=12, per_hour=15, hours=3)
+    reference = _report(connect(root)[0])
+    monkeypatch.setattr(_build, "_workers", lambda: 2)
+    build = _build._build_units
+    started = threading.Barrier(2, timeout=10)
+    failed = threading.Event()
+
+    def failing(job: Any, keys: bool) -> None:
+        if not failed.is_set():
+            started.wait()  # both builds are running
+            if job.index == 0:
+                failed.set()
+                raise OSError("no space left on device")
+        build(job, keys)
+
+    monkeypatch.setattr(_build, "_build_units", failing)
+    cache = tmp_path / "cache"
+    directory = model_directory(str(root), cache)
+    with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
+        con, _ = connect(root, model_cache=cache)
+        assert _report(con) == reference
+    assert "not written (OSError: no space left on device)" in caplog.text
+    assert not (directory / "manifest.json").exists()
+    assert not (directory / "units").exists() or list((directory / "units").iterdir()) == []
+    monkeypatch.setattr(_build, "_build_units", build)
+    con, _ = connect(root, model_cache=cache)
+    assert _report(con) == reference
+    assert model_stats(con)["built"] == len(_partition_dirs(root))

@@ -62,12 +62,14 @@ def memory_limit_bytes(setting: str) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def configured_partitions(con: duckdb.DuckDBPyConnection, span_rows: int | None) -> int:
+def configured_partitions(
+    con: duckdb.DuckDBPyConnection, span_rows: int | None, *, concurrent: int = 1
+) -> int:
     """The number of request partitions for a build over ``span_rows`` span rows on
     ``con``: :data:`PARTITIONS_ENV` when set, else from the row count (from the files'
-    footers; no data is read) and the connection's memory limit; one when the count is
-    unknown (an object-store data set). A bad :data:`PARTITIONS_ENV` is a ValueError that
-    names it."""
+    footers; no data is read) and the connection's memory limit, shared by ``concurrent``
+    builds; one when the count is unknown (an object-store data set). A bad
+    :data:`PARTITIONS_ENV` is a ValueError that names it."""
     fixed = os.environ.get(PARTITIONS_ENV, "").strip()
     if fixed:
         try:
@@ -80,4 +82,5 @@ def configured_partitions(con: duckdb.DuckDBPyConnection, span_rows: int | None)
     if span_rows is None:
         return 1
     ((setting,),) = con.execute("SELECT current_setting('memory_limit')").fetchall()
-    return partitions_for(int(span_rows), memory_limit_bytes(str(setting)))
+    limit = memory_limit_bytes(str(setting))
+    return partitions_for(int(span_rows), None if limit is None else limit // max(1, concurrent))
