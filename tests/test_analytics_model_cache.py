@@ -123,6 +123,28 @@ def test_a_damaged_cache_is_rebuilt(data: Path, tmp_path: Path) -> None:
     assert _report(data, cache) == (reference, 0)
 
 
+def test_a_folder_is_checked_by_its_recorded_sizes_or_else_its_footers(
+    data: Path, tmp_path: Path
+) -> None:
+    """A unit records its files' sizes when written: a later run checks it by a ``stat``
+    of each (a file of another size is rebuilt) and, in a folder without the record, by
+    reading each footer."""
+    cache = tmp_path / "cache"
+    reference, _ = _report(data, cache)
+    (unit,) = _units(cache, data)
+    sizes = json.loads((unit / "sizes.json").read_text(encoding="utf-8"))
+    assert sizes == {p.name: p.stat().st_size for p in unit.glob("*.parquet")}
+    facts = unit / "all_attempt_facts.parquet"
+    facts.write_bytes(facts.read_bytes() + b"\0")  # one byte more: not the file written
+    assert _report(data, cache) == (reference, 1)
+    (unit,) = _units(cache, data)
+    (unit / "sizes.json").unlink()
+    assert _report(data, cache) == (reference, 0)  # footers read: intact
+    facts = unit / "all_attempt_facts.parquet"
+    facts.write_bytes(b"PAR1" + b"\0" * (facts.stat().st_size - 4))
+    assert _report(data, cache) == (reference, 1)
+
+
 def test_a_cache_that_cannot_be_written_changes_nothing(
     data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -60,6 +60,8 @@ UNIT_FILES: Final = (*PER_REQUEST_TABLES, KEYS)
 file per table and request partition: ``<table>-<i>.parquet``)."""
 
 _MANIFEST: Final = "manifest.json"
+_SIZES: Final = "sizes.json"
+"""In a unit or across folder: the size of each of its files when it was written."""
 _LOCK: Final = "lock"
 
 
@@ -227,7 +229,12 @@ class DirectoryStore(Store):
         os.chmod(path, self.modes.file)
 
     def commit(self, staged: Path, kind: str, name: str) -> Path:
-        """Move the staged folder to ``kind/name`` (replacing a damaged one)."""
+        """Record the sizes of the staged folder's files (``sizes.json``: a later run checks
+        the folder by a ``stat`` of each) and move it to ``kind/name`` (replacing a damaged
+        one)."""
+        sizes = staged / _SIZES
+        sizes.write_text(json.dumps(_file_sizes(staged), sort_keys=True), encoding="utf-8")
+        os.chmod(sizes, self.modes.file)
         target = self.directory / kind / name
         make_dirs(target.parent, self.modes.directory)
         if target.exists():
@@ -262,12 +269,27 @@ class DirectoryStore(Store):
                 stale.unlink(missing_ok=True)
 
 
+def _file_sizes(folder: Path) -> dict[str, int]:
+    """The size of each Parquet file of ``folder``, by name."""
+    return {p.name: p.stat().st_size for p in folder.glob("*.parquet")}
+
+
 def _complete(folder: Path, names: Sequence[str]) -> bool:
+    """Whether ``folder`` holds a file of each table of ``names``, each as it was written:
+    of the size its ``sizes.json`` records (a file replaced, truncated or removed since
+    fails), or, in a folder without one, with a footer that reads."""
     if not folder.is_dir():
         return False
-    files = {p.stem.split("-")[0] if "-" in p.stem else p.stem: p for p in folder.glob("*.parquet")}
-    if not all(name in files for name in names):
+    sizes = _file_sizes(folder)
+    tables = {n.removesuffix(".parquet").split("-")[0] for n in sizes}
+    if not all(name in tables for name in names):
         return False
+    try:
+        recorded = json.loads((folder / _SIZES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = None
+    if recorded is not None:
+        return bool(recorded == sizes)
     try:
         for path in folder.glob("*.parquet"):
             pq.read_metadata(path)
