@@ -18,7 +18,7 @@ class Settings:
     attempts: int = FULL_ATTEMPTS
     data_dir: Path = Path("bench-data")
     rounds: int = 7
-    huge_memory_limit: str = "2GB"  # 100 M attempts: the model in 16 request partitions
+    huge_memory_limit: str = "2GB"  # 100 M attempts: 386 hourly partitions, two built at a time
     bounded_memory_limit: str = "1.5GB"  # the first run built into a cache within 2 GiB
 
     @classmethod
