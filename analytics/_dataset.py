@@ -30,11 +30,11 @@ from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
 from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
-from retryscope.analytics._queries import insert_columns, sql_string
+from retryscope.analytics._queries import create_table, sql_string
 from retryscope.analytics.model._progress import ProgressCallback, quiet_duckdb, set_progress
 from retryscope.analytics.model._store import Modes, make_dirs
 from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
-from retryscope.schema import SPAN_SCHEMA, duckdb_columns
+from retryscope.schema import SPAN_SCHEMA
 
 VIEWS_SQL = """
 CREATE OR REPLACE VIEW attempts AS SELECT * FROM spans WHERE span_role = 'attempt';
@@ -280,7 +280,7 @@ def connect(
     if con is None:
         con = new_connection()
     # a table, not a registered Arrow object: cursors (drill-downs) see it too
-    con.execute(f"CREATE OR REPLACE TABLE _retryscope_empty ({duckdb_columns(SPAN_SCHEMA)})")
+    create_table(con, "_retryscope_empty", SPAN_SCHEMA)
     con.execute("SET VARIABLE rs_casts = ?", [sorted(dataset.casts)])
     object_store.register(con, dataset.files)
     _create_spans_view(con, dataset.files, dataset.file_rows or None, union=not dataset.same_schema)
@@ -403,16 +403,12 @@ def _create_lookup_index(
 ) -> None:
     """``_retryscope_row_groups``: the lookup columns' statistics and Bloom filter locations
     per row group (``DataSet.lookup``), in the main schema so drill-down cursors see it."""
-    con.execute(
-        f"CREATE OR REPLACE TABLE _retryscope_row_groups ({duckdb_columns(_LOOKUP_INDEX_SCHEMA)})"
+    create_table(
+        con,
+        "_retryscope_row_groups",
+        _LOOKUP_INDEX_SCHEMA,
+        [[getattr(entry, f.name) for entry in lookup] for f in _LOOKUP_INDEX_SCHEMA],
     )
-    if lookup:
-        insert_columns(
-            con,
-            "_retryscope_row_groups",
-            _LOOKUP_INDEX_SCHEMA,
-            [[getattr(entry, f.name) for entry in lookup] for f in _LOOKUP_INDEX_SCHEMA],
-        )
 
 
 def drop_undecodable_files(

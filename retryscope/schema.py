@@ -133,8 +133,7 @@ def duckdb_type(t: pa.DataType) -> str:
 
 def duckdb_columns(schema: pa.Schema) -> str:
     """The column list of a DuckDB ``CREATE TABLE`` with the columns of ``schema``, typed as
-    DuckDB reads them: a table made without handing an Arrow object to DuckDB (which has
-    DuckDB's Python client import pandas, seconds of a command's start)."""
+    DuckDB reads them."""
     return ", ".join(f'"{f.name}" {duckdb_type(f.type)}' for f in schema)
 
 

@@ -344,7 +344,6 @@ def _build_partitions(
                     assert job.cursor is not None
                     job.keeper.finish(job.cursor)
                 except duckdb.Error as exc:
-                    job.close()
                     if isinstance(exc, duckdb.OutOfMemoryException) or not _skip_undecodable(
                         con, job
                     ):
@@ -361,13 +360,12 @@ def _build_partitions(
             if job.cursor is not None:
                 with contextlib.suppress(duckdb.Error):
                     job.cursor.interrupt()
+        raise
+    finally:
         if pool is not None:
             pool.shutdown(wait=True)
         for job in running.values():
             job.close()
-        raise
-    if pool is not None:
-        pool.shutdown(wait=True)
     if parts:
         tracker.report(STAGE_PARTITIONS, len(parts), len(parts), weight_done=1, weight_total=1)
     return taken

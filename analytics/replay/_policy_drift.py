@@ -42,7 +42,7 @@ from retryscope import vocabulary as v
 from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._queries import insert_columns, load
+from retryscope.analytics._queries import create_table, load
 from retryscope.instrumentation._digests import canonical_json
 from retryscope.instrumentation.control._evaluator import (
     AttemptRejected,
@@ -73,7 +73,6 @@ from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.instrumentation.control._strict import load_json
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
-from retryscope.schema import duckdb_columns
 from retryscope.vocabulary import Terminal
 
 POLICY_DIR: Final = "_policies"
@@ -165,10 +164,9 @@ def _remote_side_files(dataset: DataSet) -> list[tuple[str, str]]:
 def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
     """Load ``policy_documents`` (a temp table) and register the evaluator function on
     ``con`` (cheap)."""
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE policy_documents ({duckdb_columns(POLICY_DOCUMENTS)})"
+    create_table(
+        con, "policy_documents", POLICY_DOCUMENTS, load_policy_documents(dataset), temp=True
     )
-    insert_columns(con, "policy_documents", POLICY_DOCUMENTS, load_policy_documents(dataset))
     with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
         con.remove_function("rs_policy_drift")
     con.create_function(
