@@ -20,7 +20,16 @@ from retryscope import vocabulary as v
 from retryscope.analytics import build_report, connect, findings, skipped_files
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _partitions as mp
-from retryscope.analytics.model._partition import PER_REQUEST_TABLES, Place
+from retryscope.analytics.model._build import ensure_model
+from retryscope.analytics.model._partition import (
+    PER_REQUEST_TABLES,
+    PROJECTIONS,
+    REQUEST_BASE,
+    REQUEST_BASE_COLUMNS,
+    SOURCE,
+    Place,
+    build_tables,
+)
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.model_support import model_differences, model_rows
@@ -38,7 +47,7 @@ def _message(partitions: int) -> str:
 def _pass_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Temp tables of a partition's build still on ``con``."""
     temps = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-    passes = {*PER_REQUEST_TABLES, "attempt_rows", "attempt_groups", "span_copies"}
+    passes = {*PER_REQUEST_TABLES, REQUEST_BASE, "attempt_rows", "attempt_groups", "span_copies"}
     return {name for (name,) in temps} & passes
 
 
@@ -53,6 +62,37 @@ def randomized(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         rec.connect()
         roots.append(rec.directory)
     return roots
+
+
+def test_request_base_is_kept_as_the_projection_of_request_facts_it_is(
+    randomized: list[Path],
+) -> None:
+    con, _ = connect(randomized[0])
+    con.execute(f"CREATE TEMP TABLE {SOURCE} AS SELECT * FROM spans")
+    build_tables(con)  # the build's own request_base, a table
+    built = [name for (name, *_) in con.execute("DESCRIBE temp.main.request_base").fetchall()]
+    table, columns = PROJECTIONS[REQUEST_BASE]
+    facts = [name for (name, *_) in con.execute(f"DESCRIBE temp.main.{table}").fetchall()]
+    assert built == list(REQUEST_BASE_COLUMNS) == facts[: len(built)]
+    assert len(facts) > len(built)
+    listed = ", ".join(columns)
+    ((only_built, only_kept, rows),) = con.execute(
+        f"SELECT (SELECT count(*) FROM (FROM temp.main.request_base EXCEPT ALL"
+        f"  SELECT {listed} FROM temp.main.{table})),"
+        f" (SELECT count(*) FROM (SELECT {listed} FROM temp.main.{table} EXCEPT ALL"
+        f"  FROM temp.main.request_base)),"
+        f" (SELECT count(*) FROM temp.main.request_base)"
+    ).fetchall()
+    assert (only_built, only_kept) == (0, 0)
+    assert rows > 100
+    # the model built for the data set names it a view of what it keeps
+    model, _ = connect(randomized[0])
+    ensure_model(model)
+    assert model.execute("SELECT count(*) FROM request_base").fetchall() == [(rows,)]
+    views = model.execute(
+        "SELECT view_name FROM duckdb_views() WHERE temporary AND view_name = 'request_base'"
+    ).fetchall()
+    assert views == [("request_base",)]
 
 
 @pytest.mark.parametrize("partitions", [2, 7])

@@ -33,6 +33,7 @@ from retryscope.analytics.model._partition import (
     PER_REQUEST_TABLES,
     build_across_requests,
     new_connection,
+    point_projections,
 )
 
 
@@ -84,6 +85,7 @@ def build_across(location: Location, build: str, partitions: int, threads: int |
                 source = f"rs_parts_{table}"
                 con.register(source, parts_dataset(location, parts))
             con.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {source}")
+        point_projections(con, files)
         build_across_requests(con)
         for table in ACROSS_REQUESTS_TABLES:
             location.make_dir(f"{build}/{table}")

@@ -51,7 +51,7 @@ from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._partition import ACROSS_REQUESTS_TABLES, PER_REQUEST_TABLES
 from retryscope.analytics.model._store import KEYS, Modes, Store, make_dirs
 
-FORMAT: Final = 2
+FORMAT: Final = 3
 """The layout of a model directory (bump when it changes)."""
 STRADDLERS: Final = "straddlers"
 RECONCILED: Final = "reconciled_"

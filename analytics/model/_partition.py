@@ -13,7 +13,7 @@ union (:func:`build_across_requests`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 import duckdb
@@ -27,7 +27,6 @@ from retryscope.analytics.model._progress import quiet_duckdb
 from retryscope.schema import SPAN_SCHEMA
 
 PER_REQUEST_TABLES: Final = (
-    "request_base",
     "request_digest_hashes",
     "reconciliations",
     "digest_spans",
@@ -47,6 +46,34 @@ PER_REQUEST_TABLES: Final = (
 """The tables :func:`build_tables` leaves, each with the request key ``h`` (NULL on the
 rows of spans of no request: a foreign writer's spans, telemetry gap records)."""
 
+REQUEST_BASE: Final = "request_base"
+REQUEST_BASE_COLUMNS: Final = (
+    "h",
+    "logical_request_id",
+    "trace_id",
+    "started_at",
+    "ended_at",
+    "has_request_span",
+    "terminal",
+    "tenant",
+    "operation",
+    "retry_owner",
+    "deadline",
+    "idempotency_digest",
+    "logical_request_digest",
+    "required_capability_digest",
+    "required_behavior_class",
+    "max_data_boundary",
+    "entry_route",
+    "entry_release",
+    "entry_boundary",
+)
+"""The columns of ``request_base`` (``model_requests.sql``), which ``all_request_facts``
+begins with, row for row: the model keeps them once, there, and names ``request_base`` a
+projection of it (:func:`point_projections`)."""
+PROJECTIONS: Final = {REQUEST_BASE: ("all_request_facts", REQUEST_BASE_COLUMNS)}
+"""Model tables kept as a projection of another: name -> (table, columns)."""
+
 ACROSS_REQUESTS_TABLES: Final = (
     "idempotency_conflicts",
     "all_route_latency",
@@ -55,12 +82,14 @@ ACROSS_REQUESTS_TABLES: Final = (
 """The tables :func:`build_across_requests` leaves: each reads every request."""
 
 MODEL_TABLES: Final = (*PER_REQUEST_TABLES, *ACROSS_REQUESTS_TABLES)
-"""Every table of the audit model (``physical_attempts`` is a view of one of them)."""
+"""Every table the audit model keeps (``physical_attempts`` and the :data:`PROJECTIONS`
+are views of them)."""
 
 SOURCE: Final = "unit_spans"
 """The relation :func:`build_tables` reads: the spans of the requests to build."""
 
 _SCRATCH: Final = (
+    REQUEST_BASE,
     "span_copies",
     "attempt_rows",
     "attempt_groups",
@@ -147,9 +176,20 @@ def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
 
 
+def point_projections(con: duckdb.DuckDBPyConnection, tables: Collection[str]) -> None:
+    """Temp views on ``con`` of the :data:`PROJECTIONS` of ``tables`` (views or tables
+    of ``con`` named as the model's)."""
+    for name, (table, columns) in PROJECTIONS.items():
+        if table in tables:
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {', '.join(columns)} FROM {table}"
+            )
+
+
 def build_across_requests(con: duckdb.DuckDBPyConnection) -> None:
     """Build :data:`ACROSS_REQUESTS_TABLES` as temp tables of ``con`` from views named as
-    :data:`PER_REQUEST_TABLES` over every request of the data set."""
+    :data:`PER_REQUEST_TABLES` (and their :data:`PROJECTIONS`) over every request of
+    the data set."""
     con.execute(load(scripts.GLOBAL))
     con.execute(load(scripts.UNFILTERED_SCOPE))
     scope_facts.build_across_requests(con, "all")

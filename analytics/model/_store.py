@@ -28,6 +28,8 @@ from retryscope.analytics.model._partition import (
     ACROSS_REQUESTS_TABLES,
     MODEL_TABLES,
     PER_REQUEST_TABLES,
+    PROJECTIONS,
+    point_projections,
 )
 
 
@@ -112,12 +114,14 @@ class Store(abc.ABC):
     def point_views(
         self, con: duckdb.DuckDBPyConnection, tables: Sequence[str] = MODEL_TABLES
     ) -> None:
-        """Temp views on ``con`` named as the model's ``tables``, onto this store (a
-        cursor building the tables across requests names only the per-request ones)."""
+        """Temp views on ``con`` named as the model's ``tables`` (and their projections),
+        onto this store (a cursor building the tables across requests names only the
+        per-request ones)."""
         for table in tables:
             con.execute(
                 f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {self.relation(table)}"
             )
+        point_projections(con, tables)
         if "all_attempt_facts" in tables:
             con.execute(
                 "CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts"
@@ -126,7 +130,7 @@ class Store(abc.ABC):
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the model's views on ``con``, and tables a model built earlier left there."""
-    names = [*MODEL_TABLES, "physical_attempts"]
+    names = [*MODEL_TABLES, *PROJECTIONS, "physical_attempts"]
     for kind, catalog, column in (
         ("VIEW", "duckdb_views()", "view_name"),
         ("TABLE", "duckdb_tables()", "table_name"),

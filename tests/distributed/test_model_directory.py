@@ -127,12 +127,14 @@ def test_a_missing_part_or_a_short_one_commits_nothing(
     assert not (model / "manifest.json").exists()
     part.write_bytes(kept)
     short = [
-        TaskResult(r.partition, r.span_rows, {**r.table_rows, "request_base": 10**6}, r.seconds)
+        TaskResult(
+            r.partition, r.span_rows, {**r.table_rows, "all_request_facts": 10**6}, r.seconds
+        )
         if r.partition == 2
         else r
         for r in results
     ]
-    with pytest.raises(BuildError, match=r"request_base/part-00002\.parquet holds \d+ rows"):
+    with pytest.raises(BuildError, match=r"all_request_facts/part-00002\.parquet holds \d+ rows"):
         _commit(data, model, short)
     with pytest.raises(BuildError, match=r"one result from each of 3 tasks, got \[0, 1\]"):
         _commit(data, model, results[:2])
@@ -161,7 +163,7 @@ def test_a_retried_attempt_writes_the_same_part_and_leaves_no_temporary_file(
             " + (SELECT count(*) FROM (FROM after EXCEPT ALL FROM before))"
         ).fetchall()
         assert n == 0, table
-    assert before["request_base"].num_rows > 0
+    assert before["all_request_facts"].num_rows > 0
 
 
 def test_a_model_of_other_sql_is_refused(

@@ -171,13 +171,13 @@ def test_a_rerun_after_a_failed_s3_build_leaves_no_mixed_model(
 
     def losing_a_part(location: Location, build: str, *args: object, **kwargs: object) -> object:
         boto3.client("s3").delete_object(
-            Bucket=BUCKET, Key=f"rerun.model/{build}/request_base/{part_name(1)}"
+            Bucket=BUCKET, Key=f"rerun.model/{build}/all_request_facts/{part_name(1)}"
         )
         return real_commit(location, build, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(spark_module, "new_build_id", lambda: "build-failing")
     monkeypatch.setattr(spark_module, "commit", losing_a_part)
-    with pytest.raises(BuildError, match=f"{model}/build-failing/request_base/part-00001"):
+    with pytest.raises(BuildError, match=f"{model}/build-failing/all_request_facts/part-00001"):
         build_model_spark(spark, s3_data, model=model, partitions=2)  # type: ignore[arg-type]
     assert read_manifest(Location(model)).build == first.build
     assert any(k.startswith("rerun.model/build-failing/") for k in _keys("rerun.model/"))

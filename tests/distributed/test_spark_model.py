@@ -57,7 +57,7 @@ def test_spark_model_equals_the_single_node_model(
     assert model_differences(distributed, single) == {}, f"seed {SEED}"
     rows = model_rows(single)
     assert rows["all_attempt_facts"] > 1000, f"seed {SEED}"
-    assert rows["request_base"] == 900, f"seed {SEED}"
+    assert rows["all_request_facts"] == 900, f"seed {SEED}"
     assert rows["duplicate_spans"] > 0, f"seed {SEED}"  # the copies were there to count once
 
 
@@ -126,8 +126,8 @@ def test_a_rerun_after_a_failed_build_leaves_no_mixed_model(
     # the failing build: a file where its tasks must create a table's folder
     monkeypatch.setattr(spark_module, "new_build_id", lambda: "build-failing")
     (model / "build-failing").mkdir()
-    (model / "build-failing" / "request_base").write_text("in the way")
-    with pytest.raises(Exception, match="request_base"):
+    (model / "build-failing" / "all_request_facts").write_text("in the way")
+    with pytest.raises(Exception, match="all_request_facts"):
         build_model_spark(spark, str(data), model=str(model), partitions=3)  # type: ignore[arg-type]
     assert read_manifest(Location(str(model))).build == first  # the previous model stands
     monkeypatch.undo()
