@@ -71,7 +71,7 @@ def test_request_base_is_kept_as_the_projection_of_request_facts_it_is(
     con.execute(f"CREATE TEMP TABLE {SOURCE} AS SELECT * FROM spans")
     build_tables(con)  # the build's own request_base, a table
     built = [name for (name, *_) in con.execute("DESCRIBE temp.main.request_base").fetchall()]
-    table, columns = PROJECTIONS[REQUEST_BASE]
+    table, columns = PROJECTIONS[REQUEST_BASE].table, PROJECTIONS[REQUEST_BASE].columns
     facts = [name for (name, *_) in con.execute(f"DESCRIBE temp.main.{table}").fetchall()]
     assert built == list(REQUEST_BASE_COLUMNS) == facts[: len(built)]
     assert len(facts) > len(built)

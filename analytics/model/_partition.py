@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Final
 
 import duckdb
@@ -34,7 +35,6 @@ PER_REQUEST_TABLES: Final = (
     "all_request_layers",
     "all_request_routes",
     "all_request_nesting",
-    "all_receiver_traffic",
     "all_request_facts",
     "span_anomalies",
     "telemetry_gaps",
@@ -69,10 +69,48 @@ REQUEST_BASE_COLUMNS: Final = (
     "entry_boundary",
 )
 """The columns of ``request_base`` (``model_requests.sql``), which ``all_request_facts``
-begins with, row for row: the model keeps them once, there, and names ``request_base`` a
-projection of it (:func:`point_projections`)."""
-PROJECTIONS: Final = {REQUEST_BASE: ("all_request_facts", REQUEST_BASE_COLUMNS)}
-"""Model tables kept as a projection of another: name -> (table, columns)."""
+begins with, row for row: the build makes ``request_base`` a table of its own, the model
+keeps its rows once, in ``all_request_facts``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """A model table kept as some columns (and rows) of another: a view, never stored."""
+
+    table: str
+    columns: tuple[str, ...]
+    where: str | None = None
+    """The rows of ``table`` it holds (all when None)."""
+
+    def query(self) -> str:
+        where = "" if self.where is None else f" WHERE {self.where}"
+        return f"SELECT {', '.join(self.columns)} FROM {self.table}{where}"
+
+
+RECEIVER_TRAFFIC: Final = "all_receiver_traffic"
+PROJECTIONS: Final = {
+    REQUEST_BASE: Projection("all_request_facts", REQUEST_BASE_COLUMNS),
+    # what the receiver saw: the attempts with none beneath them, each an original or a
+    # repeat of its operation (model_requests.sql, all_attempt_facts.is_repeat)
+    RECEIVER_TRAFFIC: Projection(
+        "all_attempt_facts",
+        (
+            "h",
+            "logical_request_id",
+            "start_time",
+            "route_id",
+            "outcome",
+            "prev_kind",
+            "route_release",
+            "request_tenant",
+            "request_operation",
+            "layer",
+            "is_repeat",
+        ),
+        "is_leaf",
+    ),
+}
+"""Model tables named as views of what the model keeps (:func:`point_projections`)."""
 
 ACROSS_REQUESTS_TABLES: Final = (
     "idempotency_conflicts",
@@ -96,6 +134,9 @@ _SCRATCH: Final = (
     "attempt_places",
     "request_entries",
 )
+_BUILT_PROJECTIONS: Final = tuple(name for name in PROJECTIONS if name not in _SCRATCH)
+"""The projections a build names as views of the tables it built (the others it builds as
+tables of their own first: the later tables are made from them)."""
 _VIEWS: Final = (
     "spans",
     "requests",
@@ -130,6 +171,7 @@ def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> 
         if name == scripts.HTTP_ATTEMPTS and not _has_unmarked_http_spans(con):
             continue
         run(load(name))
+    point_projections(con, PER_REQUEST_TABLES, _BUILT_PROJECTIONS)
     con.execute(load(scripts.UNFILTERED_SCOPE))  # the scope's views over these tables
     if place is None:
         scope_facts.build_request_facts(con, "all")
@@ -169,21 +211,23 @@ def drop_tables(con: duckdb.DuckDBPyConnection) -> None:
             [list(PER_REQUEST_TABLES)],
         ).fetchall()
     }
-    for view in (*_VIEWS, *sorted(placed)):
+    for view in (*_VIEWS, *_BUILT_PROJECTIONS, *sorted(placed)):
         con.execute(f"DROP VIEW IF EXISTS temp.main.{view}")
     for table in (*PER_REQUEST_TABLES, *_SCRATCH):
         if table not in placed:
             con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
 
 
-def point_projections(con: duckdb.DuckDBPyConnection, tables: Collection[str]) -> None:
-    """Temp views on ``con`` of the :data:`PROJECTIONS` of ``tables`` (views or tables
-    of ``con`` named as the model's)."""
-    for name, (table, columns) in PROJECTIONS.items():
-        if table in tables:
-            con.execute(
-                f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {', '.join(columns)} FROM {table}"
-            )
+def point_projections(
+    con: duckdb.DuckDBPyConnection,
+    tables: Collection[str],
+    names: Collection[str] = tuple(PROJECTIONS),
+) -> None:
+    """Temp views on ``con`` of the :data:`PROJECTIONS` ``names`` of ``tables`` (views or
+    tables of ``con`` named as the model's)."""
+    for name, projection in PROJECTIONS.items():
+        if name in names and projection.table in tables:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {projection.query()}")
 
 
 def build_across_requests(con: duckdb.DuckDBPyConnection) -> None:

@@ -186,6 +186,16 @@ WITH w AS NOT MATERIALIZED (
 children AS (
     SELECT DISTINCT hash(h, parent_layer, parent_attempt_ordinal) AS k
     FROM attempt_rows WHERE parent_layer IS NOT NULL
+),
+-- the first leaf attempt of each of the request's operations (by start time, then span
+-- and trace id): the receiver's original, every other leaf of the operation a repeat.
+-- An aggregate and a hash join (a window's sort of rows in tiny partitions costs more).
+firsts AS (
+    SELECT hash(a.h, coalesce(a.operation_ordinal, 1)) AS k,
+           min({t: a.start_time, s: a.span_id, r: a.trace_id}) AS first
+    FROM attempt_rows a
+    ANTI JOIN children c ON c.k = hash(a.h, a.layer, a.attempt_ordinal)
+    GROUP BY 1
 )
 SELECT
     -- cost_estimated is folded into cost_is_estimate
@@ -202,6 +212,11 @@ SELECT
     coalesce(x.group_position, w.attempt_ordinal::BIGINT - g.first_ordinal + 1) > 1
         AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
     coalesce(w.hedge_ordinal, 0) > 0 AS is_hedge,
+    -- a leaf that is not its operation's first: a retry, hedge or resend the receiver saw
+    -- on top of the original (NULL on an attempt with attempts beneath it)
+    CASE WHEN c.k IS NULL
+         THEN {t: w.start_time, s: w.span_id, r: w.trace_id} IS DISTINCT FROM f.first
+    END AS is_repeat,
     coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
     (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
         OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate,
@@ -229,7 +244,8 @@ LEFT JOIN (
 ) p ON g.consecutive AND p.k = w.k AND p.attempt_ordinal = w.attempt_ordinal::BIGINT - 1
 LEFT JOIN attempt_places x ON x.aid = w.aid
 JOIN request_base r ON r.h = w.h
-LEFT JOIN children c ON c.k = hash(w.h, w.layer, w.attempt_ordinal);
+LEFT JOIN children c ON c.k = hash(w.h, w.layer, w.attempt_ordinal)
+LEFT JOIN firsts f ON f.k = hash(w.h, coalesce(w.operation_ordinal, 1));
 
 DROP TABLE attempt_places;
 DROP TABLE attempt_groups;
@@ -303,24 +319,3 @@ WITH nesting AS (
 SELECT n.h, r.logical_request_id, n.* EXCLUDE (h)
 FROM nesting n
 JOIN request_base r ON r.h = n.h;
-
--- Receiver-visible traffic: leaf attempts, each marked original (the request's first leaf
--- of its operation, by start time, then span and trace id: one per operation) or repeat (a
--- retry, hedge or resend the receiver saw on top of it). The first of each operation is
--- found by an aggregate and a hash join (a window's sort of rows in tiny partitions costs
--- more).
-CREATE OR REPLACE TEMP TABLE all_receiver_traffic AS
-WITH firsts AS (
-    SELECT hash(h, coalesce(operation_ordinal, 1)) AS k,
-           min({t: start_time, s: span_id, r: trace_id}) AS first
-    FROM all_attempt_facts
-    WHERE is_leaf
-    GROUP BY 1
-)
-SELECT
-    a.h, a.logical_request_id, a.start_time, a.route_id, a.outcome, a.prev_kind,
-    a.route_release, a.request_tenant, a.request_operation, a.layer,
-    {t: a.start_time, s: a.span_id, r: a.trace_id} IS DISTINCT FROM f.first AS is_repeat
-FROM all_attempt_facts a
-JOIN firsts f ON f.k = hash(a.h, coalesce(a.operation_ordinal, 1))
-WHERE a.is_leaf;
