@@ -225,7 +225,7 @@ SELECT
     any_value(coalesce(n.multiplication, 1)) AS multiplication
 FROM requests r
 LEFT JOIN attempt_facts a ON a.logical_request_id = r.logical_request_id
-LEFT JOIN request_nesting n ON n.logical_request_id = r.logical_request_id
+LEFT JOIN request_nesting n ON n.h = r.h
 GROUP BY 1, r.logical_request_id
 """
 

@@ -95,12 +95,12 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
 
     UNION ALL
     SELECT 'nested_retry_owners',
-           n.logical_request_id, r.trace_id, NULL, r.started_at,
+           r.logical_request_id, r.trace_id, NULL, r.started_at,
            json_object('retried_layers', n.retried_layers, 'multiplication', n.multiplication,
                        'retry_owner', r.retry_owner)
     FROM request_nesting n
     JOIN requests r ON r.h = n.h
-    WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR n.logical_request_id = only_request)
+    WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR r.logical_request_id = only_request)
 
     -- The request-level rules below fire once per request, when its request_facts row
     -- says so (the definitions the fallback and deadline metrics count), on the

@@ -50,7 +50,7 @@ found AS (
     GROUP BY hash(f.logical_request_id)
 ),
 nesting AS (
-    SELECT hash(logical_request_id) AS h, retried_layers FROM request_nesting
+    SELECT h, retried_layers FROM request_nesting
 )
 SELECT
     r.logical_request_id,

@@ -9,6 +9,6 @@ SELECT
     coalesce(n.multiplication, 1) AS multiplication,
     coalesce(n.operations, 0) AS operations
 FROM request_base r
-LEFT JOIN all_request_nesting n ON n.logical_request_id = r.logical_request_id
+LEFT JOIN all_request_nesting n ON n.h = r.h
 WHERE r.logical_request_id = $id OR r.trace_id = $id OR r.idempotency_digest = $id
 ORDER BY r.started_at, r.logical_request_id;

@@ -1,10 +1,9 @@
 -- Requests in scope where two or more layers retried, largest multiplication first, with
 -- each retried layer's largest retry group (e.g. 'harness 3 × transport 3'). $limit rows.
 WITH layers AS (
-    SELECT logical_request_id, layer, max(group_size) AS max_n
+    SELECT h, layer, max(group_size) AS max_n
     FROM attempt_facts
-    WHERE logical_request_id IN (
-        SELECT logical_request_id FROM request_nesting WHERE retried_layer_count >= 2)
+    WHERE h IN (SELECT h FROM request_nesting WHERE retried_layer_count >= 2)
     GROUP BY ALL
 )
 SELECT
@@ -13,8 +12,8 @@ SELECT
         FILTER (WHERE l.max_n > 1) AS product,
     any_value(n.multiplication)::BIGINT AS multiplication
 FROM layers l
-JOIN request_nesting n ON n.logical_request_id = l.logical_request_id
-JOIN requests r ON r.logical_request_id = l.logical_request_id
+JOIN request_nesting n ON n.h = l.h
+JOIN requests r ON r.h = l.h
 GROUP BY r.logical_request_id, r.trace_id, r.started_at, r.tenant, r.operation
 ORDER BY multiplication DESC, r.started_at, r.logical_request_id
 LIMIT $limit;
