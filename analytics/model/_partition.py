@@ -90,6 +90,8 @@ class Projection:
 RECEIVER_TRAFFIC: Final = "all_receiver_traffic"
 PROJECTIONS: Final = {
     REQUEST_BASE: Projection("all_request_facts", REQUEST_BASE_COLUMNS),
+    # every physical attempt, by the name users query
+    "physical_attempts": Projection("all_attempt_facts", ("*",)),
     # what the receiver saw: the attempts with none beneath them, each an original or a
     # repeat of its operation (model_requests.sql, all_attempt_facts.is_repeat)
     RECEIVER_TRAFFIC: Projection(
@@ -120,8 +122,7 @@ ACROSS_REQUESTS_TABLES: Final = (
 """The tables :func:`build_across_requests` leaves: each reads every request."""
 
 MODEL_TABLES: Final = (*PER_REQUEST_TABLES, *ACROSS_REQUESTS_TABLES)
-"""Every table the audit model keeps (``physical_attempts`` and the :data:`PROJECTIONS`
-are views of them)."""
+"""Every table the audit model keeps (the :data:`PROJECTIONS` are views of them)."""
 
 SOURCE: Final = "unit_spans"
 """The relation :func:`build_tables` reads: the spans of the requests to build."""
@@ -134,9 +135,9 @@ _SCRATCH: Final = (
     "attempt_places",
     "request_entries",
 )
-_BUILT_PROJECTIONS: Final = tuple(name for name in PROJECTIONS if name not in _SCRATCH)
-"""The projections a build names as views of the tables it built (the others it builds as
-tables of their own first: the later tables are made from them)."""
+_BUILT_PROJECTIONS: Final = (RECEIVER_TRAFFIC,)
+"""The projections the scripts' later statements read while a build runs (``request_base``
+they read as the table of its own the build makes first)."""
 _VIEWS: Final = (
     "spans",
     "requests",

@@ -122,15 +122,11 @@ class Store(abc.ABC):
                 f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {self.relation(table)}"
             )
         point_projections(con, tables)
-        if "all_attempt_facts" in tables:
-            con.execute(
-                "CREATE OR REPLACE TEMP VIEW physical_attempts AS SELECT * FROM all_attempt_facts"
-            )
 
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the model's views on ``con``, and tables a model built earlier left there."""
-    names = [*MODEL_TABLES, *PROJECTIONS, "physical_attempts"]
+    names = [*MODEL_TABLES, *PROJECTIONS]
     for kind, catalog, column in (
         ("VIEW", "duckdb_views()", "view_name"),
         ("TABLE", "duckdb_tables()", "table_name"),
