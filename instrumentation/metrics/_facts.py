@@ -16,7 +16,7 @@ analytics' scenarios and the demo with both and requires the same figures.
   did not succeed (``model_requests.sql``, ``retry_effectiveness.sql``).
 * The receiver saw the attempts with no attempt beneath them; of each operation's (an
   attempt that is no send: operation 1) all but the first (by start, then span id) are
-  resends (``all_receiver_traffic``). The request's distinct operations are the largest
+  resends (``all_attempt_facts.is_repeat``). The request's distinct operations are the largest
   operation ordinal among them (``all_request_nesting.operations``): retry amplification
   divides sends by them.
 * Nesting: each layer's largest retry group (hedges left out); the product over the layers
@@ -44,7 +44,7 @@ from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
 
 _SEND_ORDER: Final = operator.attrgetter("start", "span_id")
-"""The order the receiver saw sends in (``all_receiver_traffic``)."""
+"""The order the receiver saw sends in (``all_attempt_facts.is_repeat``)."""
 _LAYER_RANK: Final = {layer.value: rank for rank, layer in enumerate(Layer)}
 _UNKNOWN_LAYER_RANK: Final = len(_LAYER_RANK)
 _BOUNDARY_RANK: Final = {b.value: rank for b, rank in BOUNDARY_RANK.items()}
