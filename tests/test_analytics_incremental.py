@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retryscope.analytics import build_report, connect, findings, skipped_files
+from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import model_directory
 from retryscope.analytics.model._build import ensure_model
 from retryscope.cli import main
@@ -267,18 +268,19 @@ def test_idempotency_conflicts_follow_added_and_rewritten_partitions(tmp_path: P
     assert _conflicts(connect(root, model_cache=cache)[0]) == [2]  # k1's reuse is gone
 
 
-def _concurrent_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+def _concurrent_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     """Build time partitions two at a time (whatever the cores), recording each build's
-    partition and thread."""
+    partition, thread and the DuckDB threads its statements had."""
     from retryscope.analytics.model import _build
 
-    monkeypatch.setattr(_build, "_workers", lambda: 2)
+    monkeypatch.setattr(_build, "_workers", lambda con: 2)
     build = _build._build_units
-    seen: list[tuple[str, int]] = []
+    seen: list[tuple[str, int, int]] = []
 
     def recorded(job: Any, keys: bool) -> None:
         build(job, keys)
-        seen.append((job.part.key, threading.get_ident()))
+        ((threads,),) = job.cursor.execute("SELECT current_setting('threads')").fetchall()
+        seen.append((job.part.key, threading.get_ident(), threads))
 
     monkeypatch.setattr(_build, "_build_units", recorded)
     return seen
@@ -288,8 +290,9 @@ def test_partitions_built_two_at_a_time_give_the_one_pass_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model cache builds two time partitions at once, each on its own cursor in a
-    thread; a file whose pages do not decode, met by one build while the other runs, is
-    named and skipped and its partition built again from the rest."""
+    thread running its statements alone (DuckDB's threads are 1 while they run, and as
+    they were afterwards); a file whose pages do not decode, met by one build while the
+    other runs, is named and skipped and its partition built again from the rest."""
     from tests.reliability.support import garbled_copy
 
     root = _traffic(tmp_path / "data", seed=11, per_hour=20, hours=4)
@@ -297,17 +300,38 @@ def test_partitions_built_two_at_a_time_give_the_one_pass_model(
     victim = sorted(_partition_dirs(root)[1].glob("*.parquet"))[0]
     pages = garbled_copy(victim)
     seen = _concurrent_builds(monkeypatch)
-    con, dataset = connect(root, model_cache=tmp_path / "cache")
+    con, dataset = connect(root, con=new_connection(threads=3), model_cache=tmp_path / "cache")
     assert _report(con) == reference  # the garbled copy holds copies of counted spans
+    assert {threads for _, _, threads in seen} == {1}
+    assert con.execute("SELECT current_setting('threads')").fetchall() == [(3,)]
     assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
     parts = len(_partition_dirs(root))
     assert model_stats(con) | {"built": parts, "partitions": parts} == model_stats(con)
-    assert len({thread for _, thread in seen}) == 2  # two threads built
-    assert sorted(key for key, _ in seen) == sorted(
+    assert len({thread for _, thread, _ in seen}) == 2  # two threads built
+    assert sorted(key for key, _, _ in seen) == sorted(
         str(d.relative_to(root)) for d in _partition_dirs(root)
     )
     whole, _ = connect(_flat_copy(root, tmp_path / "flat"))
     assert model_differences(connect(root, model_cache=tmp_path / "cache")[0], whole) == {}
+
+
+def test_a_cache_builds_as_many_partitions_at_once_as_duckdb_has_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One build per thread the connection may use (each then runs on its own thread)."""
+    from retryscope.analytics.model import _build
+
+    root = _traffic(tmp_path / "data", seed=13, per_hour=5, hours=4)
+    build = _build._build_units
+    seen: set[int] = set()
+
+    def recorded(job: Any, keys: bool) -> None:
+        seen.add(threading.get_ident())
+        build(job, keys)
+
+    monkeypatch.setattr(_build, "_build_units", recorded)
+    ensure_model(connect(root, con=new_connection(threads=3), model_cache=tmp_path / "c")[0])
+    assert len(seen) == 3
 
 
 def test_a_failed_build_stops_the_one_beside_it(
@@ -320,7 +344,7 @@ def test_a_failed_build_stops_the_one_beside_it(
 
     root = _traffic(tmp_path / "data", seed=12, per_hour=15, hours=3)
     reference = _report(connect(root)[0])
-    monkeypatch.setattr(_build, "_workers", lambda: 2)
+    monkeypatch.setattr(_build, "_workers", lambda con: 2)
     build = _build._build_units
     started = threading.Barrier(2, timeout=10)
     failed = threading.Event()
@@ -337,9 +361,10 @@ def test_a_failed_build_stops_the_one_beside_it(
     cache = tmp_path / "cache"
     directory = model_directory(str(root), cache)
     with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
-        con, _ = connect(root, model_cache=cache)
+        con, _ = connect(root, con=new_connection(threads=3), model_cache=cache)
         assert _report(con) == reference
     assert "not written (OSError: no space left on device)" in caplog.text
+    assert con.execute("SELECT current_setting('threads')").fetchall() == [(3,)]
     assert not (directory / "manifest.json").exists()
     assert not (directory / "units").exists() or list((directory / "units").iterdir()) == []
     monkeypatch.setattr(_build, "_build_units", build)

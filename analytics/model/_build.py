@@ -263,12 +263,37 @@ def _time_partitions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[TimePar
     return parts or (TimePartition("", (), 0),)
 
 
-BUILD_WORKERS: Final = 2
-"""Time partitions a model cache builds at once (no more than the usable cores), each on
-a cursor of its own in a thread: one build keeps about 1.4 of 2 cores busy (its serial
-steps: writing each table's file, a window over one partition, planning), two keep both
-(a 39-partition cache of 10 M attempts: 121 → 94 s, the same CPU). A model in memory is
-built one pass at a time: its store takes every build's tables in turn."""
+def _workers(con: duckdb.DuckDBPyConnection) -> int:
+    """How many time partitions a model cache builds at once: one per thread the
+    connection may use (DuckDB's ``threads``, one per usable core unless set), each build
+    running on its own thread (:func:`_one_thread_each`). A model in memory is built one
+    pass at a time: its store takes every build's tables in turn."""
+    ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+    return max(1, int(threads))
+
+
+@contextlib.contextmanager
+def _one_thread_each(con: duckdb.DuckDBPyConnection, workers: int) -> Iterator[None]:
+    """While ``workers`` > 1 builds run at once on cursors of ``con``, each runs its
+    statements on the thread that started it alone (DuckDB ``threads = 1``: no worker
+    threads, each query's tasks run on its caller): a partition's statements are small, and
+    splitting each across threads costs more CPU than it saves (a 10 M cache's 39
+    partitions, two at a time: 131-135 CPU s with two threads per statement, 114-120 CPU s
+    with one, and 12 % less time). The setting is restored afterwards; a connection whose
+    configuration is locked keeps its own."""
+    if workers <= 1:
+        yield
+        return
+    ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+    try:
+        con.execute("SET threads = 1")
+    except duckdb.Error:
+        yield
+        return
+    try:
+        yield
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
 
 
 @dataclass
@@ -319,63 +344,57 @@ def _build_partitions(
     taken = [1] * len(parts)
     workers = max(1, min(workers, len(parts)))
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
-    try:
-        while waiting or running:
-            while waiting and len(running) < workers:
-                job = waiting.pop(0)
-                tracker.report(
-                    STAGE_PARTITIONS,
-                    finished_parts,
-                    len(parts),
-                    weight_done=done,
-                    weight_total=total,
-                    detail=job.part.key,
-                )
-                job.cursor = con.cursor()
-                job.request_partitions = request_partitions.configured_partitions(
-                    con, job.part.rows, concurrent=workers
-                )
-                running[_submit(pool, _build_units, job, keys)] = job
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                job = running.pop(future)
-                try:
-                    future.result()
-                    assert job.cursor is not None
-                    job.keeper.finish(job.cursor)
-                except duckdb.Error as exc:
-                    if isinstance(exc, duckdb.OutOfMemoryException) or not _skip_undecodable(
-                        con, job
-                    ):
-                        raise
-                    waiting.insert(0, job)
-                    continue
-                finally:
-                    job.close()
-                taken[job.index] = job.request_partitions
-                finished_parts += 1
-                done += job.part.rows
-    except BaseException:
-        for job in running.values():  # a stopped build (Ctrl-C, a failure) stops the others
-            if job.cursor is not None:
-                with contextlib.suppress(duckdb.Error):
-                    job.cursor.interrupt()
-        raise
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-        for job in running.values():
-            job.close()
+    with _one_thread_each(con, workers):
+        try:
+            while waiting or running:
+                while waiting and len(running) < workers:
+                    job = waiting.pop(0)
+                    tracker.report(
+                        STAGE_PARTITIONS,
+                        finished_parts,
+                        len(parts),
+                        weight_done=done,
+                        weight_total=total,
+                        detail=job.part.key,
+                    )
+                    job.cursor = con.cursor()
+                    job.request_partitions = request_partitions.configured_partitions(
+                        con, job.part.rows, concurrent=workers
+                    )
+                    running[_submit(pool, _build_units, job, keys)] = job
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    job = running.pop(future)
+                    try:
+                        future.result()
+                        assert job.cursor is not None
+                        job.keeper.finish(job.cursor)
+                    except duckdb.Error as exc:
+                        if isinstance(exc, duckdb.OutOfMemoryException) or not _skip_undecodable(
+                            con, job
+                        ):
+                            raise
+                        waiting.insert(0, job)
+                        continue
+                    finally:
+                        job.close()
+                    taken[job.index] = job.request_partitions
+                    finished_parts += 1
+                    done += job.part.rows
+        except BaseException:
+            for job in running.values():  # a stopped build (Ctrl-C, a failure) stops the others
+                if job.cursor is not None:
+                    with contextlib.suppress(duckdb.Error):
+                        job.cursor.interrupt()
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+            for job in running.values():
+                job.close()
     if parts:
         tracker.report(STAGE_PARTITIONS, len(parts), len(parts), weight_done=1, weight_total=1)
     return taken
-
-
-def _workers() -> int:
-    """How many time partitions a model cache builds at once (:data:`BUILD_WORKERS`)."""
-    from retryscope.analytics._dataset import usable_cores
-
-    return max(1, min(BUILD_WORKERS, usable_cores()))
 
 
 def _submit(pool: ThreadPoolExecutor | None, fn: Callable[..., None], *args: Any) -> Future[None]:
@@ -547,7 +566,7 @@ def _update_directory(
         todo,
         tracker,
         lambda part: _InDirectory(con, store, part, fingerprints[part.key]),
-        workers=_workers(),
+        workers=_workers(con),
     )
     store.units = [fingerprints[p.key] for p in parts]
     across = hashlib.sha256(json.dumps([model, sorted(fingerprints.items())]).encode()).hexdigest()[
