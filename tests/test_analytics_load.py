@@ -52,6 +52,29 @@ def test_synchronized_retries_cluster(recorder: Recorder) -> None:
     assert synchronized_retries(con, thresholds=Thresholds(sync_min_requests=6)).num_rows == 0
 
 
+def test_a_cluster_names_the_routes_and_kinds_of_retries_starting_together(
+    recorder: Recorder,
+) -> None:
+    """Two retries of one request starting at the same instant (one ended at once, the
+    next sent to another route) are both in the cluster, with both routes and both
+    kinds they followed."""
+    for i in range(5):
+        clock = Clock(T0)
+        with recorder.request(clock, logical_request_id=f"s{i}") as req:
+            recorder.attempt(req, outcome="unavailable", gap_ms=200 + i)
+            if i == 0:
+                recorder.attempt(req, ms=0, outcome="rate_limited")
+                recorder.attempt(req, "fallback")
+            else:
+                recorder.attempt(req)
+    (c,) = synchronized_retries(recorder.connect()).to_pylist()
+    assert (c["retries"], c["logical_requests"], c["spread_ms"]) == (6, 5, 4.0)
+    assert (c["routes"], c["after_kinds"]) == (
+        ["fallback", "primary"],
+        ["rate_limited", "unavailable"],
+    )
+
+
 def test_clusters_kept_per_scope_and_thresholds_follow_both(recorder: Recorder) -> None:
     """The clusters are computed once per scope and thresholds (the report's figures and
     its findings share them); any change of either computes them again."""

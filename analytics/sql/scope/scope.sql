@@ -10,9 +10,9 @@
 -- (missing jitter); clusters of at least min_requests requests.
 CREATE OR REPLACE MACRO retry_clusters(gap_ms, min_requests) AS TABLE
 WITH q AS (
-    -- the request key, not the id, rides through the sorts: the ids are looked up for
-    -- the clusters kept
-    SELECT h, start_time, prev_kind, route_id,
+    -- only the request key and the start time ride through the sort (a narrow sort stays
+    -- in memory); the routes and the kinds are looked up for the clusters kept
+    SELECT h, start_time,
            epoch_ns(start_time) AS t,
            epoch_ns(start_time) - lag(epoch_ns(start_time)) OVER w AS gap,
            lead(epoch_ns(start_time)) OVER w - epoch_ns(start_time) AS gap_after
@@ -32,23 +32,42 @@ c AS (
        OR gap <= gap_ms * 1000000::BIGINT
        OR gap_after <= gap_ms * 1000000::BIGINT
 ),
--- most clusters are one retry: keep those of min_requests requests before building the
--- distinct lists
-candidates AS (
-    SELECT cluster FROM c GROUP BY cluster HAVING count(DISTINCT h) >= min_requests
+-- most clusters are one retry: keep those of min_requests requests before looking
+-- anything up
+kept AS (
+    SELECT * FROM c
+    WHERE cluster IN (
+        SELECT cluster FROM c GROUP BY cluster HAVING count(DISTINCT h) >= min_requests)
+),
+-- the routes and kinds of the retries kept: every repeat with a kept retry's request and
+-- start time is one of them (equal start times are never split between clusters)
+seen AS (
+    SELECT DISTINCT k.cluster, t.route_id, t.prev_kind
+    FROM receiver_traffic t
+    JOIN (SELECT DISTINCT h, start_time, cluster FROM kept) k
+      ON k.h = t.h AND k.start_time = t.start_time
+    WHERE t.is_repeat
+),
+shape AS (
+    SELECT cluster,
+           list(DISTINCT route_id ORDER BY route_id) AS routes,
+           coalesce(list(DISTINCT prev_kind ORDER BY prev_kind)
+                        FILTER (WHERE prev_kind IS NOT NULL), []) AS after_kinds
+    FROM seen
+    GROUP BY cluster
 )
 SELECT
     min(start_time) AS cluster_start,
     max(start_time) AS cluster_end,
-    (max(t) - min(t)) / 1000000.0 AS spread_ms,
+    (max(k.t) - min(k.t)) / 1000000.0 AS spread_ms,
     count(*)::BIGINT AS retries,
     count(DISTINCT r.logical_request_id)::BIGINT AS logical_requests,
-    list(DISTINCT route_id ORDER BY route_id) AS routes,
-    coalesce(list(DISTINCT prev_kind ORDER BY prev_kind) FILTER (WHERE prev_kind IS NOT NULL),
-             []) AS after_kinds,
+    any_value(s.routes) AS routes,
+    any_value(s.after_kinds) AS after_kinds,
     list(DISTINCT r.logical_request_id ORDER BY r.logical_request_id) AS logical_request_ids
-FROM (SELECT * FROM c SEMI JOIN candidates USING (cluster)) k
+FROM kept k
 JOIN requests r ON r.h = k.h
+JOIN shape s USING (cluster)
 GROUP BY cluster;
 
 -- Receiver traffic per window of window_ms and slice of a Dimension (`value`; 'all'
