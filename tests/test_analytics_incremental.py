@@ -315,10 +315,14 @@ def test_partitions_built_two_at_a_time_give_the_one_pass_model(
     assert model_differences(connect(root, model_cache=tmp_path / "cache")[0], whole) == {}
 
 
-def test_a_cache_builds_as_many_partitions_at_once_as_duckdb_has_threads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("threads", "memory_limit", "builds"), [(3, "4GB", 3), (3, "1.1GB", 2), (3, "1GB", 1)]
+)
+def test_a_cache_builds_one_partition_per_thread_each_with_its_share_of_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int, memory_limit: str, builds: int
 ) -> None:
-    """One build per thread the connection may use (each then runs on its own thread)."""
+    """One build at a time per thread the connection may use (each then runs on its own
+    thread), and no more than leave each build 512 MiB of the memory limit."""
     from retryscope.analytics.model import _build
 
     root = _traffic(tmp_path / "data", seed=13, per_hour=5, hours=4)
@@ -330,8 +334,9 @@ def test_a_cache_builds_as_many_partitions_at_once_as_duckdb_has_threads(
         build(job, keys)
 
     monkeypatch.setattr(_build, "_build_units", recorded)
-    ensure_model(connect(root, con=new_connection(threads=3), model_cache=tmp_path / "c")[0])
-    assert len(seen) == 3
+    con = new_connection(threads=threads, memory_limit=memory_limit)
+    ensure_model(connect(root, con=con, model_cache=tmp_path / "c")[0])
+    assert len(seen) == builds
 
 
 def test_a_failed_build_stops_the_one_beside_it(

@@ -263,13 +263,23 @@ def _time_partitions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[TimePar
     return parts or (TimePartition("", (), 0),)
 
 
+BUILD_MEMORY: Final = 512 * 2**20
+"""The least share of the memory limit each time partition a model cache builds at once
+gets (at ``--memory-limit 2GB`` on 2 cores: two builds of 1 GiB each)."""
+
+
 def _workers(con: duckdb.DuckDBPyConnection) -> int:
     """How many time partitions a model cache builds at once: one per thread the
     connection may use (DuckDB's ``threads``, one per usable core unless set), each build
-    running on its own thread (:func:`_one_thread_each`). A model in memory is built one
-    pass at a time: its store takes every build's tables in turn."""
-    ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
-    return max(1, int(threads))
+    running on its own thread (:func:`_one_thread_each`), and no more than leaves each
+    :data:`BUILD_MEMORY` of the memory limit. A model in memory is built one pass at a
+    time: its store takes every build's tables in turn."""
+    ((threads, setting),) = con.execute(
+        "SELECT current_setting('threads'), current_setting('memory_limit')"
+    ).fetchall()
+    limit = request_partitions.memory_limit_bytes(str(setting))
+    by_memory = int(threads) if limit is None else limit // BUILD_MEMORY
+    return max(1, min(int(threads), by_memory))
 
 
 @contextlib.contextmanager
