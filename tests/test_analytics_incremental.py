@@ -339,6 +339,22 @@ def test_a_cache_builds_one_partition_per_thread_each_with_its_share_of_memory(
     assert len(seen) == builds
 
 
+def test_partitions_build_side_by_side_under_a_locked_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection whose configuration is locked keeps its threads: its partitions are
+    still built two at a time, with the same answers."""
+    from retryscope.analytics.model import _build
+
+    root = _traffic(tmp_path / "data", seed=14, per_hour=5, hours=3)
+    reference = _report(connect(root)[0])
+    monkeypatch.setattr(_build, "_workers", lambda con: 2)
+    con, _ = connect(root, con=new_connection(threads=2), model_cache=tmp_path / "cache")
+    con.execute("SET lock_configuration = true")
+    assert _report(con) == reference
+    assert con.execute("SELECT current_setting('threads')").fetchall() == [(2,)]
+
+
 def test_a_failed_build_stops_the_one_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

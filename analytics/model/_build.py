@@ -291,19 +291,17 @@ def _one_thread_each(con: duckdb.DuckDBPyConnection, workers: int) -> Iterator[N
     partitions, two at a time: 131-135 CPU s with two threads per statement, 114-120 CPU s
     with one, and 12 % less time). The setting is restored afterwards; a connection whose
     configuration is locked keeps its own."""
-    if workers <= 1:
-        yield
-        return
-    ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
-    try:
-        con.execute("SET threads = 1")
-    except duckdb.Error:
-        yield
-        return
+    restore: int | None = None
+    if workers > 1:
+        ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+        with contextlib.suppress(duckdb.Error):  # a locked configuration
+            con.execute("SET threads = 1")
+            restore = int(threads)
     try:
         yield
     finally:
-        con.execute(f"SET threads = {int(threads)}")
+        if restore is not None:
+            con.execute(f"SET threads = {restore}")
 
 
 @dataclass
