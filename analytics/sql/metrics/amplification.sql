@@ -15,6 +15,11 @@
 -- there is one): what the retry owner never saw. Excess attempts are the repeats: sends
 -- beyond one per distinct operation, or per layer the attempts beyond the first of their
 -- retry group (that layer's retries).
+--
+-- Every figure adds up over the requests of a slice that share a receiver count, so the
+-- requests are grouped on (slice, receiver count) first and the slices summed from those
+-- few rows: the p99 is then read off their cumulative request counts, where a quantile
+-- over the requests would hold every request's value until the end.
 WITH per AS (
     -- whole requests: request_facts carries each request's nesting. By time bucket the
     -- requests are grouped on the bucket's start (t) and its label is written once per
@@ -78,29 +83,51 @@ WITH per AS (
         FROM request_nesting
         WHERE retried_layer_count >= 2
     ) n ON n.h = s.h
+),
+-- per slice and receiver count (a handful of rows per slice): the sums of what follows
+by_receiver AS (
+    SELECT
+        value, t, receiver,
+        count(*) AS requests,
+        sum(attempts) AS attempts,
+        sum(harness) AS harness,
+        sum(operations) AS operations,
+        sum(excess) AS excess,
+        sum(greatest(0, receiver - operations
+                        * CASE WHEN harness > 0 THEN harness ELSE top_level END)) AS hidden,
+        count(*) FILTER (WHERE retried_layer_count >= 2) AS nested,
+        max(multiplication) FILTER (WHERE retried_layer_count >= 2) AS multiplication
+    FROM per
+    GROUP BY value, t, receiver
+),
+cumulative AS (
+    SELECT *,
+           sum(requests) OVER (PARTITION BY value, t ORDER BY receiver) AS up_to,
+           sum(requests) OVER (PARTITION BY value, t) AS n
+    FROM by_receiver
 )
 SELECT
     -- the bucket's label from its start: the label of every request in it
-    coalesce(p.value, rs_dim($dim, NULL, NULL, NULL, NULL, NULL, p.t)) AS value,
-    count(*)::BIGINT AS logical_requests,
-    sum(p.attempts)::BIGINT AS physical_attempts,
-    sum(p.harness)::BIGINT AS harness_attempts,
-    sum(p.receiver)::BIGINT AS receiver_attempts,
-    sum(p.operations)::BIGINT AS operations,
-    rs_ratio(sum(p.receiver), count(*)) AS sends_per_request,
-    rs_ratio(sum(p.receiver), sum(p.operations)) AS amplification_ratio,
+    coalesce(value, rs_dim($dim, NULL, NULL, NULL, NULL, NULL, t)) AS value,
+    sum(requests)::BIGINT AS logical_requests,
+    sum(attempts)::BIGINT AS physical_attempts,
+    sum(harness)::BIGINT AS harness_attempts,
+    sum(receiver * requests)::BIGINT AS receiver_attempts,
+    sum(operations)::BIGINT AS operations,
+    rs_ratio(sum(receiver * requests), sum(requests)) AS sends_per_request,
+    rs_ratio(sum(receiver * requests), sum(operations)) AS amplification_ratio,
     -- per layer: that layer's attempts per request reaching it (a harness makes attempts
     -- the receiver never sees as such); elsewhere every attempt at every layer
-    rs_ratio(sum(p.attempts), count(*)) AS attempts_per_request,
-    sum(p.excess)::BIGINT AS excess_attempts,
-    sum(greatest(0, p.receiver - p.operations
-                    * CASE WHEN p.harness > 0 THEN p.harness ELSE p.top_level END))::BIGINT
-        AS hidden_attempts,
-    coalesce(max(p.receiver), 0)::BIGINT AS max_attempts_per_request,
-    coalesce(quantile_disc(p.receiver, 0.99), 0)::BIGINT AS p99_attempts_per_request,
-    count(*) FILTER (WHERE p.retried_layer_count >= 2)::BIGINT AS nested_retry_requests,
-    coalesce(max(p.multiplication) FILTER (WHERE p.retried_layer_count >= 2), 0)::BIGINT
-        AS max_nested_multiplication
-FROM per p
-GROUP BY p.value, p.t
+    rs_ratio(sum(attempts), sum(requests)) AS attempts_per_request,
+    sum(excess)::BIGINT AS excess_attempts,
+    sum(hidden)::BIGINT AS hidden_attempts,
+    coalesce(max(receiver), 0)::BIGINT AS max_attempts_per_request,
+    -- discrete, as quantile_disc picks it: the receiver count of the request ranked
+    -- n - floor(n - 0.99 n) (at least 1st) in ascending order
+    coalesce(min(receiver) FILTER (WHERE up_to >= greatest(1, n - floor(n - 0.99 * n))),
+             0)::BIGINT AS p99_attempts_per_request,
+    sum(nested)::BIGINT AS nested_retry_requests,
+    coalesce(max(multiplication), 0)::BIGINT AS max_nested_multiplication
+FROM cumulative
+GROUP BY value, t
 ORDER BY value NULLS LAST;
