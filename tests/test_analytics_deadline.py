@@ -88,6 +88,32 @@ def test_deadline_findings(recorder: Recorder) -> None:
     ]
 
 
+def test_a_dispatch_is_doomed_only_with_less_time_left_than_its_route_median(
+    recorder: Recorder,
+) -> None:
+    """Route b's attempts all take 400 ms, its median: an attempt dispatched with 400 ms
+    left is not doomed, one with 399 ms left is, in the findings and the figure alike."""
+    for i, left_ms in enumerate((400, 399, None)):
+        clock = Clock(T0 + i * 10_000 * MS)
+        until = None if left_ms is None else clock.now + left_ms * MS
+        with recorder.request(clock, logical_request_id=f"e{i}", deadline=until) as req:
+            recorder.attempt(req, "b", ms=400)
+    con = recorder.connect()
+    doomed = findings(con, rule="doomed_dispatch").to_pylist()
+    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in doomed] == [
+        (
+            "e1",
+            {
+                "route_id": "b",
+                "layer": "harness",
+                "deadline_remaining_ms": 399,
+                "route_p50_ms": 400.0,
+            },
+        )
+    ]
+    assert deadline(con).to_pylist()[0]["doomed_dispatches"] == 1
+
+
 def test_findings_of_several_rules_and_a_limit(recorder: Recorder) -> None:
     _fixture(recorder)
     con = recorder.connect()
