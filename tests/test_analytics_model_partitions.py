@@ -121,6 +121,27 @@ def test_partitioned_model_holds_the_rows_of_the_one_pass_model(
         caplog.clear()
 
 
+def test_a_cache_built_in_request_partitions_holds_the_one_pass_model(
+    randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into a model cache each request partition's tables are written straight to their
+    own files (``<table>-<i>.parquet``), which the build's later statements read back: the
+    same rows as the one-pass model, table by table."""
+    root = randomized[0]
+    monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
+    whole, _ = connect(root)
+    monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
+    con, _ = connect(root, model_cache=tmp_path / "cache")
+    assert model_differences(whole, con) == {}
+    assert json.dumps(build_report(con), sort_keys=True, default=str) == json.dumps(
+        build_report(whole), sort_keys=True, default=str
+    )
+    names = {p.name for p in (tmp_path / "cache").rglob("units/*/*.parquet")}
+    for table in PER_REQUEST_TABLES:
+        assert {f"{table}.parquet", f"{table}-1.parquet", f"{table}-2.parquet"} <= names
+    assert _pass_tables(con) == set()
+
+
 def test_a_partitioned_build_that_stops_leaves_nothing(
     randomized: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

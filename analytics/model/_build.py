@@ -29,10 +29,12 @@ from retryscope.analytics.model._cache import (
     RECONCILED,
     STRADDLERS,
     DirectoryStore,
+    FilePlacement,
     Manifest,
     model_directory,
     model_fingerprint,
     parquet,
+    unit_file,
 )
 from retryscope.analytics.model._changes import Changes
 from retryscope.analytics.model._partition import (
@@ -613,17 +615,17 @@ class _InDirectory:
     def building(
         self, cur: duckdb.DuckDBPyConnection, index: int
     ) -> contextlib.AbstractContextManager[Place | None]:
-        return contextlib.nullcontext()
+        if index == 0 or self._staged is None:  # (built again after a file was skipped: anew)
+            self._staged = self._store.stage("unit")
+        return contextlib.nullcontext(FilePlacement(self._store, self._staged, index))
 
     def keep(self, cur: duckdb.DuckDBPyConnection, tables: Sequence[str], index: int) -> None:
-        if index == 0 or self._staged is None:
-            self._staged = self._store.stage("unit")
-        suffix = "" if index == 0 else f"-{index}"
+        assert self._staged is not None
         for table in tables:
             relation = f"temp.main.{table}"
             if table == KEYS:
                 relation = f"(SELECT h, {sql_string(self._part.key)} AS part FROM {relation})"
-            self._store.copy(cur, relation, self._staged / f"{table}{suffix}.parquet")
+            self._store.copy(cur, relation, unit_file(self._staged, table, index))
 
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
         assert self._staged is not None

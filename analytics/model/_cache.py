@@ -269,6 +269,28 @@ class DirectoryStore(Store):
                 stale.unlink(missing_ok=True)
 
 
+def unit_file(folder: Path, table: str, index: int) -> Path:
+    """The file of ``table`` for request partition ``index`` in a partition's folder."""
+    return folder / (f"{table}.parquet" if index == 0 else f"{table}-{index}.parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlacement:
+    """Where one build writes a time partition's per-request tables in a model cache: each
+    straight to the Parquet file it is kept in (in ``folder``, for request partition
+    ``index``), which the build's later statements read back; never held as a table first
+    (writing an hour's tables into memory and then out again cost ≈ 8 % of its build)."""
+
+    store: DirectoryStore
+    folder: Path
+    index: int
+
+    def write(self, con: duckdb.DuckDBPyConnection, table: str, query: str) -> str:
+        path = unit_file(self.folder, table, self.index)
+        self.store.copy(con, f"(\n{query}\n)", path)
+        return f"read_parquet({sql_string(str(path))})"
+
+
 def _file_sizes(folder: Path) -> dict[str, int]:
     """The size of each Parquet file of ``folder``, by name."""
     return {p.name: p.stat().st_size for p in folder.glob("*.parquet")}

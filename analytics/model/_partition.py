@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -149,18 +149,26 @@ _VIEWS: Final = (
 )
 
 
-Place = Callable[[str], str]
-"""Where :func:`build_tables` creates a per-request table: its name → a table name (e.g.
-in a store's database) that does not exist yet."""
+class Place(Protocol):
+    """Where :func:`build_tables` writes the per-request tables, instead of temp tables of
+    the connection: where they are kept (a store's database, a cache's Parquet files), so
+    each is written once, never copied."""
+
+    def write(self, con: duckdb.DuckDBPyConnection, table: str, query: str) -> str:
+        """Write the rows of ``query`` as the model's table ``table``; returns a relation
+        that reads them."""
+        ...
+
 
 _CREATE_TEMP: Final = re.compile(r"\A(?:\s+|--[^\n]*\n)*CREATE OR REPLACE TEMP TABLE (\w+) AS\b")
+_END: Final = re.compile(r";\s*\Z")
 
 
 def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> None:
     """Build :data:`PER_REQUEST_TABLES` from the spans the relation :data:`SOURCE` of
     ``con`` holds (which must hold every span of each request it holds any of): as temp
-    tables of ``con``, or, with ``place``, each as the table ``place(name)`` (written
-    once, where it is kept: no copy) under a temp view of its name. A temp view ``spans``
+    tables of ``con``, or, with ``place``, each written where ``place`` keeps it and read
+    through a temp view of its name. A temp view ``spans``
     over the source shadows the data set's: with one copy of each span that arrived more
     than once, and the scripts of :mod:`._scripts` read that."""
     run = con.execute if place is None else _placing(con, place)
@@ -181,9 +189,9 @@ def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> 
 
 
 def _placing(con: duckdb.DuckDBPyConnection, place: Place) -> Callable[[str], object]:
-    """Runs a script statement by statement, creating its per-request tables where
-    ``place`` puts them (each under a temp view of its own name, which the script's later
-    statements and the scope's views read)."""
+    """Runs a script statement by statement, writing its per-request tables where
+    ``place`` keeps them (each read through a temp view of its own name by the script's
+    later statements and the scope's views)."""
 
     def run(script: str) -> None:
         for statement in con.extract_statements(script):
@@ -191,9 +199,9 @@ def _placing(con: duckdb.DuckDBPyConnection, place: Place) -> Callable[[str], ob
             if created is None or created.group(1) not in PER_REQUEST_TABLES:
                 con.execute(statement)
                 continue
-            name, target = created.group(1), place(created.group(1))
-            con.execute(f"CREATE TABLE {target} AS {statement.query[created.end() :]}")
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {target}")
+            name, query = created.group(1), _END.sub("", statement.query[created.end() :])
+            relation = place.write(con, name, query)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {relation}")
 
     return run
 

@@ -37,12 +37,16 @@ from retryscope.analytics.model._partition import (
 class Placement:
     """Where one build writes its per-request tables in a :class:`MemoryStore`: tables of
     the store named as the model's with the build's ``suffix`` (a
-    :data:`~retryscope.analytics.model._partition.Place`)."""
+    :class:`~retryscope.analytics.model._partition.Place`)."""
 
     suffix: str
 
     def __call__(self, table: str) -> str:
         return f"{ALIAS}.main.{table}{self.suffix}"
+
+    def write(self, con: duckdb.DuckDBPyConnection, table: str, query: str) -> str:
+        con.execute(f"CREATE TABLE {self(table)} AS\n{query}")
+        return self(table)
 
 
 UNCOMPRESSED_BYTES_PER_SPAN_ROW: Final = 640
