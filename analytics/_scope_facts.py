@@ -52,18 +52,16 @@ def build(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
 
 
 def point(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
-    """Point the views ``route_latency``, ``doomed_dispatches`` and ``request_facts`` at
-    the tables of ``copy`` (the request facts with their count of doomed dispatches, 0
-    when none)."""
-    latency, doomed = (_name(copy, table) for table in ACROSS_REQUESTS)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {latency}")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW doomed_dispatches AS SELECT * FROM {doomed}")
+    """Point the views ``route_latency`` and ``request_facts`` at the tables of ``copy``
+    (the request facts with their doomed dispatches, 0 when none)."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {_name(copy, 'route_latency')}"
+    )
     con.execute(
         "CREATE OR REPLACE TEMP VIEW request_facts AS "
         "SELECT f.*, coalesce(d.doomed_dispatches, 0)::BIGINT AS doomed_dispatches "
         f"FROM {_name(copy, REQUEST_FACTS)} f "
-        f"LEFT JOIN (SELECT h, count(*) AS doomed_dispatches FROM {doomed} GROUP BY h) d "
-        "ON d.h = f.h"
+        f"LEFT JOIN {_name(copy, 'doomed_dispatches')} d ON d.h = f.h"
     )
 
 

@@ -179,14 +179,14 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     WHERE terminal = 'stop_deadline' AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
-    -- the scope's doomed dispatches, found when its facts were built (doomed_dispatches.sql)
     SELECT 'doomed_dispatch',
-           logical_request_id, trace_id, span_id, start_time,
-           json_object('route_id', route_id, 'layer', layer,
-                       'deadline_remaining_ms', deadline_remaining_ms,
-                       'route_p50_ms', p50_ms)
-    FROM doomed_dispatches
-    WHERE only_request IS NULL OR logical_request_id = only_request
+           a.logical_request_id, a.trace_id, a.span_id, a.start_time,
+           json_object('route_id', a.route_id, 'layer', a.layer,
+                       'deadline_remaining_ms', a.deadline_remaining_ms,
+                       'route_p50_ms', l.p50_ms)
+    FROM attempt_facts a
+    JOIN route_latency l ON l.route_id IS NOT DISTINCT FROM a.route_id AND l.layer = a.layer
+    WHERE a.deadline_remaining_ms < l.p50_ms AND (only_request IS NULL OR a.logical_request_id = only_request)
 
     UNION ALL
     SELECT 'synchronized_retries',
