@@ -3,7 +3,9 @@
 ``sql/scope/doomed_dispatches.sql``) and ``route_latency`` (``sql/scope/route_latency.sql``),
 each a view onto one of two stored copies: ``all_*`` over every request, part of the
 model (an unfiltered analysis then starts without building them), or ``scoped_*`` over
-the requests the filters select, built by :func:`~retryscope.analytics._filters.apply`.
+the requests the filters select, built by :func:`~retryscope.analytics._filters.apply`;
+and the view ``doomed_attempts`` (``sql/scope/doomed_attempts.sql``) over the scope's
+attempts and ``route_latency``, which the doomed dispatches count and the findings list.
 
 The doomed dispatches compare each attempt with its route's median latency over the
 whole scope, so the model builds ``all_request_facts`` with its per-request tables (per
@@ -24,7 +26,9 @@ REQUEST_FACTS: Final = "request_facts"
 """Per request, from its own attempts only: built with the model's per-request tables."""
 ACROSS_REQUESTS: Final = ("route_latency", "doomed_dispatches")
 """Built in this order over the scope's requests: the doomed dispatches read the latency."""
-SOURCES: Final = (REQUEST_FACTS, *ACROSS_REQUESTS)
+DOOMED_ATTEMPTS: Final = "doomed_attempts"
+"""The view of the doomed dispatches as attempts (never stored: see its SQL)."""
+SOURCES: Final = (REQUEST_FACTS, *ACROSS_REQUESTS, DOOMED_ATTEMPTS)
 
 
 def build_request_facts(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
@@ -41,6 +45,7 @@ def build_across_requests(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {_name(copy, latency)}"
     )
+    _view_doomed_attempts(con)
     _create(con, copy, doomed)
     point(con, copy)
 
@@ -57,12 +62,18 @@ def point(con: duckdb.DuckDBPyConnection, copy: Copy) -> None:
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW route_latency AS SELECT * FROM {_name(copy, 'route_latency')}"
     )
+    _view_doomed_attempts(con)
     con.execute(
         "CREATE OR REPLACE TEMP VIEW request_facts AS "
         "SELECT f.*, coalesce(d.doomed_dispatches, 0)::BIGINT AS doomed_dispatches "
         f"FROM {_name(copy, REQUEST_FACTS)} f "
         f"LEFT JOIN {_name(copy, 'doomed_dispatches')} d ON d.h = f.h"
     )
+
+
+def _view_doomed_attempts(con: duckdb.DuckDBPyConnection) -> None:
+    """The view ``doomed_attempts`` over the views ``attempt_facts`` and ``route_latency``."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {DOOMED_ATTEMPTS} AS\n{load(DOOMED_ATTEMPTS)}")
 
 
 def _create(con: duckdb.DuckDBPyConnection, copy: Copy, table: str) -> None:

@@ -183,10 +183,9 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
            a.logical_request_id, a.trace_id, a.span_id, a.start_time,
            json_object('route_id', a.route_id, 'layer', a.layer,
                        'deadline_remaining_ms', a.deadline_remaining_ms,
-                       'route_p50_ms', l.p50_ms)
-    FROM attempt_facts a
-    JOIN route_latency l ON l.route_id IS NOT DISTINCT FROM a.route_id AND l.layer = a.layer
-    WHERE a.deadline_remaining_ms < l.p50_ms AND (only_request IS NULL OR a.logical_request_id = only_request)
+                       'route_p50_ms', a.p50_ms)
+    FROM doomed_attempts a
+    WHERE only_request IS NULL OR a.logical_request_id = only_request
 
     UNION ALL
     SELECT 'synchronized_retries',
