@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 
 from retryscope.analytics import deadline, findings, latency
@@ -67,25 +68,24 @@ def test_latency_percentiles(recorder: Recorder) -> None:
     }
 
 
+def _evidence(con: duckdb.DuckDBPyConnection, rule: str) -> list[tuple[str, object]]:
+    """The findings of ``rule``: each request id with its evidence."""
+    rows = findings(con, rule=rule).to_pylist()
+    return [(r["logical_request_id"], json.loads(r["evidence"])) for r in rows]
+
+
+def _doomed(request_id: str, route: str, left_ms: int, p50_ms: float) -> tuple[str, object]:
+    evidence = {"route_id": route, "layer": "harness", "deadline_remaining_ms": left_ms}
+    return (request_id, {**evidence, "route_p50_ms": p50_ms})
+
+
 def test_deadline_findings(recorder: Recorder) -> None:
     _fixture(recorder)
     con = recorder.connect()
-    late = findings(con, rule="late_success").to_pylist()
-    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in late] == [
+    assert _evidence(con, "late_success") == [
         ("d1", {"route_id": "r", "layer": "harness", "late_ms": 400.0})
     ]
-    doomed = findings(con, rule="doomed_dispatch").to_pylist()
-    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in doomed] == [
-        (
-            "d1",
-            {
-                "route_id": "r",
-                "layer": "harness",
-                "deadline_remaining_ms": 300,
-                "route_p50_ms": 400.0,
-            },
-        )
-    ]
+    assert _evidence(con, "doomed_dispatch") == [_doomed("d1", "r", 300, 400.0)]
 
 
 def test_a_dispatch_is_doomed_only_with_less_time_left_than_its_route_median(
@@ -99,18 +99,7 @@ def test_a_dispatch_is_doomed_only_with_less_time_left_than_its_route_median(
         with recorder.request(clock, logical_request_id=f"e{i}", deadline=until) as req:
             recorder.attempt(req, "b", ms=400)
     con = recorder.connect()
-    doomed = findings(con, rule="doomed_dispatch").to_pylist()
-    assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in doomed] == [
-        (
-            "e1",
-            {
-                "route_id": "b",
-                "layer": "harness",
-                "deadline_remaining_ms": 399,
-                "route_p50_ms": 400.0,
-            },
-        )
-    ]
+    assert _evidence(con, "doomed_dispatch") == [_doomed("e1", "b", 399, 400.0)]
     assert deadline(con).to_pylist()[0]["doomed_dispatches"] == 1
 
 
