@@ -168,9 +168,9 @@ def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> 
     """Build :data:`PER_REQUEST_TABLES` from the spans the relation :data:`SOURCE` of
     ``con`` holds (which must hold every span of each request it holds any of): as temp
     tables of ``con``, or, with ``place``, each written where ``place`` keeps it and read
-    through a temp view of its name. A temp view ``spans``
-    over the source shadows the data set's: with one copy of each span that arrived more
-    than once, and the scripts of :mod:`._scripts` read that."""
+    through a temp view of its name. A temp view ``spans`` over the source shadows the
+    data set's: with one copy of each span that arrived more than once, and the scripts
+    of :mod:`._scripts` read that."""
     run = con.execute if place is None else _placing(con, place)
     con.execute(f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {SOURCE}")
     con.execute(load(scripts.SPAN_COPIES))
