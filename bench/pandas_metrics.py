@@ -76,7 +76,7 @@ def sends_per_request(path: str) -> float:
 
 def fallback_rate(path: str) -> float:
     df = _read(path, ["span_role", "logical_request_id", "is_fallback"])
-    on_fallback = (df["span_role"] == "attempt") & df["is_fallback"].fillna(False).astype(bool)
+    on_fallback = (df["span_role"] == "attempt") & df["is_fallback"].eq(True)
     return df.loc[on_fallback, "logical_request_id"].nunique() / df["logical_request_id"].nunique()
 
 
