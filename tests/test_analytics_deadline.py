@@ -75,8 +75,14 @@ def _evidence(con: duckdb.DuckDBPyConnection, rule: str) -> list[tuple[str, obje
 
 
 def _doomed(request_id: str, route: str, left_ms: int, p50_ms: float) -> tuple[str, object]:
-    evidence = {"route_id": route, "layer": "harness", "deadline_remaining_ms": left_ms}
-    return (request_id, {**evidence, "route_p50_ms": p50_ms})
+    """A doomed dispatch's finding on a harness attempt: its request id and evidence."""
+    evidence = {
+        "route_id": route,
+        "layer": "harness",
+        "deadline_remaining_ms": left_ms,
+        "route_p50_ms": p50_ms,
+    }
+    return (request_id, evidence)
 
 
 def test_deadline_findings(recorder: Recorder) -> None:

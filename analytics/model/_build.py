@@ -615,7 +615,7 @@ class _InDirectory:
     def building(
         self, cur: duckdb.DuckDBPyConnection, index: int
     ) -> contextlib.AbstractContextManager[Place | None]:
-        if index == 0 or self._staged is None:  # (built again after a file was skipped: anew)
+        if index == 0 or self._staged is None:  # a new folder (also for a build run again)
             self._staged = self._store.stage("unit")
         return contextlib.nullcontext(FilePlacement(self._store, self._staged, index))
 
