@@ -45,16 +45,16 @@ from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, O
 
 _SEND_ORDER: Final = operator.attrgetter("start", "span_id")
 """The order the receiver saw sends in (``all_attempt_facts.is_repeat``)."""
-_LAYER_RANK: Final = {layer.value: rank for rank, layer in enumerate(Layer)}
+_LAYER_RANK: Final[dict[str, int]] = {layer.value: rank for rank, layer in enumerate(Layer)}
 _UNKNOWN_LAYER_RANK: Final = len(_LAYER_RANK)
-_BOUNDARY_RANK: Final = {b.value: rank for b, rank in BOUNDARY_RANK.items()}
-_SUCCESS: Final = Outcome.SUCCESS.value
-_COMPLETE: Final = Decision.COMPLETE.value
-_CANCELLED: Final = HedgeResult.CANCELLED.value
-_COMPLETE_TERMINAL: Final = Terminal.COMPLETE.value
-_STOP_DEADLINE: Final = Terminal.STOP_DEADLINE.value
-_HTTP_STATUSES: Final = (v.HTTP_STATUS_CODE.key, *v.HTTP_STATUS_CODE.aliases)
-_IDEMPOTENCY_DIGEST: Final = v.IDEMPOTENCY_DIGEST.key
+_BOUNDARY_RANK: Final[dict[str, int]] = {b.value: rank for b, rank in BOUNDARY_RANK.items()}
+_SUCCESS: Final[str] = Outcome.SUCCESS.value
+_COMPLETE: Final[str] = Decision.COMPLETE.value
+_CANCELLED: Final[str] = HedgeResult.CANCELLED.value
+_COMPLETE_TERMINAL: Final[str] = Terminal.COMPLETE.value
+_STOP_DEADLINE: Final[str] = Terminal.STOP_DEADLINE.value
+_HTTP_STATUSES: Final[tuple[str, ...]] = (v.HTTP_STATUS_CODE.key, *v.HTTP_STATUS_CODE.aliases)
+_IDEMPOTENCY_DIGEST: Final[str] = v.IDEMPOTENCY_DIGEST.key
 
 
 def _str(value: object) -> str | None:
@@ -65,124 +65,102 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-_FIELDS: Final = (
-    # numbers and flags first: their types are checked (see _typed)
-    ("ordinal", v.ATTEMPT_ORDINAL.key, int),
-    ("parent_ordinal", v.PARENT_ATTEMPT_ORDINAL.key, int),
-    ("is_fallback", v.FALLBACK.key, bool),
-    ("backoff_ms", v.BACKOFF_DELAY_MS.key, int),
-    ("retry_after_ms", v.RETRY_AFTER_MS.key, int),
-    ("not_before", v.NOT_BEFORE.key, int),
-    ("reserved", v.COST_RESERVED.key, int),
-    ("actual", v.COST_ACTUAL.key, int),
-    ("deadline", v.DEADLINE.key, int),
-    ("remaining_ms", v.DEADLINE_REMAINING_MS.key, int),
-    ("estimated", v.COST_ESTIMATED.key, bool),
-    ("hedge_ordinal", v.HEDGE_ORDINAL.key, int),
-    ("operation_ordinal", v.OPERATION_ORDINAL.key, int),
-    # strings: another type is only ever compared with strings or bounded as a value
-    ("layer", v.LAYER.key, str),
-    ("parent_layer", v.PARENT_LAYER.key, str),
-    ("route", v.ROUTE_ID.key, str),
-    ("route_boundary", v.ROUTE_DATA_BOUNDARY.key, str),
-    ("route_capability", v.ROUTE_CAPABILITY_DIGEST.key, str),
-    ("route_behavior", v.ROUTE_BEHAVIOR_CLASS.key, str),
-    ("currency", v.COST_CURRENCY.key, str),
-    ("outcome", v.OUTCOME.key, str),
-    ("kind", v.OUTCOME_KIND.key, str),
-    ("decision", v.DECISION.key, str),
-    ("retry_owner", v.RETRY_OWNER.key, str),
-    ("hedge_result", v.HEDGE_RESULT.key, str),
-    ("tenant", v.TENANT.key, str),
-    ("operation", v.OPERATION.key, str),
-    ("http_method", v.HTTP_METHOD.key, str),
-    ("old_http_method", v.HTTP_METHOD.aliases[0], str),  # older HTTP semantic conventions
-)
-"""(row field, span attribute key, its type) of every attribute an attempt row reads: a
-value of another type (``bool`` for an ``int`` too) reads as absent."""
-_KEYS: Final = tuple(key for _, key, _ in _FIELDS)
-_CHECKED: Final = sum(1 for _, _, kind in _FIELDS if kind is not str)
-_TYPES: Final = tuple(kind for _, _, kind in _FIELDS[:_CHECKED])
-_NONE: Final = type(None)
-_EXTRA_FIELDS: Final = ("backoff_ms", "retry_after_ms", "not_before", "reserved", "actual")
-"""The fields whose values make an attempt record more than its counts (adjacent above)."""
-_NAMES: Final = [name for name, _, _ in _FIELDS]
-_FIRST_EXTRA: Final = _NAMES.index(_EXTRA_FIELDS[0])
-_SAMPLED: Final = slice(_FIRST_EXTRA, _FIRST_EXTRA + len(_EXTRA_FIELDS))
-if tuple(_NAMES[_SAMPLED]) != _EXTRA_FIELDS:
-    raise RuntimeError("the fields of _EXTRA_FIELDS must be adjacent in _FIELDS")
-_NOTHING_SAMPLED: Final = [None] * (_SAMPLED.stop - _SAMPLED.start)
-_signatures: set[tuple[type, ...]] = set()
-"""Type signatures of the checked values already found to be of their fields' types."""
-_MAX_SIGNATURES: Final = 4096
-
-
-def _typed(values: list[Any]) -> list[Any]:
-    """``values`` (of :data:`_KEYS`) with every number or flag not of its field's type (a
-    ``bool`` for an ``int`` too) made None, as the Parquet columns hold them. Signatures that
-    pass are remembered, so the check is usually one set lookup."""
-    signature = tuple(map(type, values[:_CHECKED]))
-    if signature in _signatures:
-        return values
-    clean = [
-        value if kind is _NONE or kind is expected else None
-        for value, kind, expected in zip(values, signature, _TYPES, strict=False)
-    ]
-    if clean == values[:_CHECKED]:
-        if len(_signatures) < _MAX_SIGNATURES:
-            _signatures.add(signature)
-        return values
-    return clean + values[_CHECKED:]
+# The span attributes an attempt row reads (typed here, so a compiled build knows them
+# without analysing the vocabulary). Numbers and flags of another type (a ``bool``
+# for an ``int`` too) read as absent, as the Parquet columns hold them; strings are kept
+# as they are (another type is only ever compared with strings or bounded as a value).
+_ORDINAL_KEY: Final[str] = v.ATTEMPT_ORDINAL.key
+_PARENT_ORDINAL_KEY: Final[str] = v.PARENT_ATTEMPT_ORDINAL.key
+_FALLBACK_KEY: Final[str] = v.FALLBACK.key
+_BACKOFF_KEY: Final[str] = v.BACKOFF_DELAY_MS.key
+_RETRY_AFTER_KEY: Final[str] = v.RETRY_AFTER_MS.key
+_NOT_BEFORE_KEY: Final[str] = v.NOT_BEFORE.key
+_RESERVED_KEY: Final[str] = v.COST_RESERVED.key
+_ACTUAL_KEY: Final[str] = v.COST_ACTUAL.key
+_DEADLINE_KEY: Final[str] = v.DEADLINE.key
+_REMAINING_KEY: Final[str] = v.DEADLINE_REMAINING_MS.key
+_ESTIMATED_KEY: Final[str] = v.COST_ESTIMATED.key
+_HEDGE_ORDINAL_KEY: Final[str] = v.HEDGE_ORDINAL.key
+_OPERATION_ORDINAL_KEY: Final[str] = v.OPERATION_ORDINAL.key
+_LAYER_KEY: Final[str] = v.LAYER.key
+_PARENT_LAYER_KEY: Final[str] = v.PARENT_LAYER.key
+_ROUTE_KEY: Final[str] = v.ROUTE_ID.key
+_BOUNDARY_KEY: Final[str] = v.ROUTE_DATA_BOUNDARY.key
+_CAPABILITY_KEY: Final[str] = v.ROUTE_CAPABILITY_DIGEST.key
+_BEHAVIOR_KEY: Final[str] = v.ROUTE_BEHAVIOR_CLASS.key
+_CURRENCY_KEY: Final[str] = v.COST_CURRENCY.key
+_OUTCOME_KEY: Final[str] = v.OUTCOME.key
+_KIND_KEY: Final[str] = v.OUTCOME_KIND.key
+_DECISION_KEY: Final[str] = v.DECISION.key
+_OWNER_KEY: Final[str] = v.RETRY_OWNER.key
+_HEDGE_RESULT_KEY: Final[str] = v.HEDGE_RESULT.key
+_TENANT_KEY: Final[str] = v.TENANT.key
+_OPERATION_KEY: Final[str] = v.OPERATION.key
+_METHOD_KEY: Final[str] = v.HTTP_METHOD.key
+_OLD_METHOD_KEY: Final[str] = v.HTTP_METHOD.aliases[0]  # older HTTP semantic conventions
 
 
 class AttemptRow:
     """One finished attempt span, as the model's ``attempt_rows`` holds it, and the facts
-    :func:`request_facts` derives for it (build it with :func:`attempt_row`)."""
+    :func:`request_facts` derives for it (build it with :func:`attempt_row`).
+
+    The fields every request's facts use are read when the span ends; the rest (boundary,
+    capability and behaviour of the route, cost currency and estimate, decision, hedge
+    result, deadline, tenant, operation) are read from the span's attribute mapping where a
+    rule asks for them: an ended span's attributes no longer change, and most rows are
+    never asked (a decision only matters on a success, a currency only with a cost)."""
 
     __slots__ = (
-        *(name for name, _, _ in _FIELDS),
         "accepted",
+        "actual",
+        "attrs",
+        "backoff_ms",
+        "context",
         "duration_ms",
         "end",
         "extra",
+        "hedge_ordinal",
+        "is_fallback",
+        "kind",
+        "layer",
         "leaf",
+        "not_before",
+        "operation_ordinal",
+        "ordinal",
+        "outcome",
+        "parent_layer",
+        "parent_ordinal",
         "parent_span_id",
+        "remaining_ms",
         "resend",
+        "reserved",
         "retry",
-        "context",
+        "retry_after_ms",
+        "retry_owner",
+        "route",
         "span_id",
         "start",
     )
-    layer: str | None
+    attrs: dict[str, Any]
+    """The span's attributes (read on demand by the properties below)."""
     ordinal: int | None
-    parent_layer: str | None
     parent_ordinal: int | None
-    route: str | None
     is_fallback: bool | None
-    route_boundary: str | None
-    route_capability: str | None
-    route_behavior: str | None
     backoff_ms: int | None
     retry_after_ms: int | None
     not_before: int | None
-    deadline: int | None
-    remaining_ms: int | None
     reserved: int | None
     actual: int | None
-    currency: str | None
-    estimated: bool | None
-    outcome: str | None
-    kind: str | None
-    decision: str | None
-    retry_owner: str | None
+    remaining_ms: int | None
     hedge_ordinal: int | None
     operation_ordinal: int | None
     """On a send: its operation under its parent attempt (1, 2, ...)."""
-    hedge_result: str | None
-    tenant: str | None
-    operation: str | None
-    http_method: str | None
-    old_http_method: str | None
+    layer: Any
+    parent_layer: Any
+    route: Any
+    outcome: Any
+    kind: Any
+    retry_owner: Any
     context: SpanContext | None
     """The span's context when it records a sample (backoff, Retry-After: their exemplars
     point at it), else None."""
@@ -203,46 +181,52 @@ class AttemptRow:
 
     def __init__(
         self,
-        values: Sequence[Any],
+        attrs: dict[str, Any],
         context: SpanContext | None,
         parent: SpanContext | None,
         start: int,
         end: int,
     ) -> None:
-        (
-            self.ordinal,
-            self.parent_ordinal,
-            self.is_fallback,
-            self.backoff_ms,
-            self.retry_after_ms,
-            self.not_before,
-            self.reserved,
-            self.actual,
-            self.deadline,
-            self.remaining_ms,
-            self.estimated,
-            self.hedge_ordinal,
-            self.operation_ordinal,
-            self.layer,
-            self.parent_layer,
-            self.route,
-            self.route_boundary,
-            self.route_capability,
-            self.route_behavior,
-            self.currency,
-            self.outcome,
-            self.kind,
-            self.decision,
-            self.retry_owner,
-            self.hedge_result,
-            self.tenant,
-            self.operation,
-            self.http_method,
-            self.old_http_method,
-        ) = values
+        # one explicit read per field: no intermediate list, and each type check is a
+        # pointer comparison (this runs for every attempt span that ends)
+        self.attrs = attrs
+        value = attrs.get(_ORDINAL_KEY)
+        self.ordinal = value if type(value) is int else None
+        value = attrs.get(_PARENT_ORDINAL_KEY)
+        self.parent_ordinal = value if type(value) is int else None
+        value = attrs.get(_FALLBACK_KEY)
+        self.is_fallback = value if type(value) is bool else None
+        value = attrs.get(_BACKOFF_KEY)
+        self.backoff_ms = value if type(value) is int else None
+        value = attrs.get(_RETRY_AFTER_KEY)
+        self.retry_after_ms = value if type(value) is int else None
+        value = attrs.get(_NOT_BEFORE_KEY)
+        self.not_before = value if type(value) is int else None
+        value = attrs.get(_RESERVED_KEY)
+        self.reserved = value if type(value) is int else None
+        value = attrs.get(_ACTUAL_KEY)
+        self.actual = value if type(value) is int else None
+        value = attrs.get(_REMAINING_KEY)
+        self.remaining_ms = value if type(value) is int else None
+        value = attrs.get(_HEDGE_ORDINAL_KEY)
+        self.hedge_ordinal = value if type(value) is int else None
+        value = attrs.get(_OPERATION_ORDINAL_KEY)
+        self.operation_ordinal = value if type(value) is int else None
+        self.layer = attrs.get(_LAYER_KEY)
+        self.parent_layer = attrs.get(_PARENT_LAYER_KEY)
+        self.route = attrs.get(_ROUTE_KEY)
+        self.outcome = attrs.get(_OUTCOME_KEY)
+        self.kind = attrs.get(_KIND_KEY)
+        self.retry_owner = attrs.get(_OWNER_KEY)
         self.start, self.end = start, end
         self.duration_ms = (end - start) / 1e6
-        self.extra = values[_SAMPLED] != _NOTHING_SAMPLED
+        self.extra = (
+            self.backoff_ms is not None
+            or self.retry_after_ms is not None
+            or self.not_before is not None
+            or self.reserved is not None
+            or self.actual is not None
+        )
         self.span_id = context.span_id if context is not None else 0
         # held only where a sample points at it: a row holds no other tracked object
         self.context = (
@@ -253,8 +237,52 @@ class AttemptRow:
         self.leaf = True
 
     @property
-    def hedge_cancelled(self) -> bool:
-        return self.hedge_result == _CANCELLED
+    def deadline(self) -> int | None:
+        value = self.attrs.get(_DEADLINE_KEY)
+        return value if type(value) is int else None
+
+    @property
+    def estimated(self) -> bool | None:
+        value = self.attrs.get(_ESTIMATED_KEY)
+        return value if type(value) is bool else None
+
+    @property
+    def route_boundary(self) -> Any:
+        return self.attrs.get(_BOUNDARY_KEY)
+
+    @property
+    def route_capability(self) -> Any:
+        return self.attrs.get(_CAPABILITY_KEY)
+
+    @property
+    def route_behavior(self) -> Any:
+        return self.attrs.get(_BEHAVIOR_KEY)
+
+    @property
+    def currency(self) -> Any:
+        return self.attrs.get(_CURRENCY_KEY)
+
+    @property
+    def decision(self) -> Any:
+        return self.attrs.get(_DECISION_KEY)
+
+    @property
+    def hedge_result(self) -> Any:
+        return self.attrs.get(_HEDGE_RESULT_KEY)
+
+    @property
+    def tenant(self) -> Any:
+        return self.attrs.get(_TENANT_KEY)
+
+    @property
+    def operation(self) -> Any:
+        return self.attrs.get(_OPERATION_KEY)
+
+    @property
+    def http_method(self) -> Any:
+        """The request method (either convention's key) when the span is an HTTP send."""
+        method = self.attrs.get(_METHOD_KEY)
+        return method if method is not None else self.attrs.get(_OLD_METHOD_KEY)
 
     @property
     def cost_micros(self) -> int | None:
@@ -274,14 +302,12 @@ def attempt_row(span: ReadableSpan, attrs: Mapping[str, Any]) -> AttemptRow:
     """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
     :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them): built when
     the span ends, from what it holds then, so the span itself is not kept."""
-    values = list(map(attrs.get, _KEYS))
-    if tuple(map(type, values[:_CHECKED])) not in _signatures:
-        values = _typed(values)
     context, parent, start, end, status = ended_fields(span)
     start = start or 0
-    row = AttemptRow(values, context, parent, start, end or start)
-    if row.outcome is None and (row.http_method is not None or row.old_http_method is not None):
-        row.outcome, http_kind = _http_outcome(status, attrs)
+    held = attrs if type(attrs) is dict else dict(attrs)
+    row = AttemptRow(held, context, parent, start, end or start)
+    if row.outcome is None and row.http_method is not None:
+        row.outcome, http_kind = _http_outcome(status, held)
         if row.kind is None:
             row.kind = http_kind
     return row
@@ -293,9 +319,7 @@ _BY_STATUS: dict[tuple[int, bool], tuple[str, str | None]] = {}
 _MAX_STATUSES: Final = 4096
 
 
-def _http_outcome(
-    status_of_span: Status, attrs: Mapping[str, Any]
-) -> tuple[str | None, str | None]:
+def _http_outcome(status_of_span: Status, attrs: dict[str, Any]) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = None
     for name in _HTTP_STATUSES:  # (inline: once per send)
@@ -431,9 +455,22 @@ class _Walk:
         self.groups, self.orphans, self.fallbacks, self.entry = groups, orphans, fallbacks, entry
 
 
+def _in_send_order(rows: list[AttemptRow]) -> bool:
+    """Whether ``rows`` already stand in :data:`_SEND_ORDER` (sends that ended in the order
+    they started, the usual case: no sort)."""
+    previous = rows[0]
+    for row in rows[1:]:
+        if row.start < previous.start or (
+            row.start == previous.start and row.span_id < previous.span_id
+        ):
+            return False
+        previous = row
+    return True
+
+
 def _mark_resends(leaves: list[AttemptRow]) -> int:
     """Mark every send after its operation's first as a resend; the distinct operations."""
-    if len(leaves) > 1:
+    if len(leaves) > 1 and not _in_send_order(leaves):
         leaves.sort(key=_SEND_ORDER)
     seen: set[int] = set()
     for row in leaves:
@@ -461,8 +498,14 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     request_complete = terminal is None or terminal == _COMPLETE_TERMINAL
     deadline = _int(attrs.get(v.DEADLINE.key))
     groups = walk.groups
-    parents = {(key[1], key[2]) for key in groups if key[1] is not None}
-    parent_layers = {layer for layer, _ in parents}
+    parents: dict[Any, set[int | None]] = {}  # by layer: the ordinals named as a parent
+    for _, parent_layer, parent_ordinal, _ in groups:
+        if parent_layer is not None:
+            ordinals = parents.get(parent_layer)
+            if ordinals is None:
+                parents[parent_layer] = {parent_ordinal}
+            else:
+                ordinals.add(parent_ordinal)
     largest: dict[str | None, int] = {}
     leaves: list[AttemptRow] = []
     late_success = False
@@ -470,12 +513,12 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     for (layer, _, _, _), group in groups.items():
         if len(group) > 1:
             group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
-        marks = layer in parent_layers  # some attempt of this layer may have one beneath it
+        enclosing = parents.get(layer)  # some attempt of this layer may have one beneath it
         previous_failed = False
         size = 0
         for row in group:
-            if marks:
-                row.leaf = (layer, row.ordinal) not in parents
+            if enclosing is not None:
+                row.leaf = row.ordinal not in enclosing
             if row.leaf:
                 leaves.append(row)
             if not row.hedge_ordinal:
@@ -559,3 +602,80 @@ def _fallback_facts(
         entry.route if entry is not None else None, chosen.route, bool(answered), quality
     )
     return facts
+
+
+Place = tuple[Any, Any]
+"""A layer and route as the spans hold them."""
+
+
+@dataclass(slots=True)
+class Tally:
+    """One request's attempts counted per distinct set of values the instruments carry (see
+    :func:`tally`); the processor bounds each set once and records it."""
+
+    attempts: dict[tuple[Any, Any, Any, Any, Any, bool], int]
+    """By layer, route, outcome, outcome kind, retry owner and retry."""
+    sends: dict[tuple[Any, Any, Any, bool], int]
+    """The receiver's, by layer, route, retry owner and resend."""
+    durations: dict[Place, list[float]]
+    """Each attempt's duration (ms) by layer and route, in the order of the rows."""
+    remaining: dict[Place, list[int]]
+    """The time left at dispatch (ms) of the attempts that had a deadline."""
+    extra: list[AttemptRow]
+    """The rows holding a cost, backoff, Retry-After or ``not_before``."""
+
+
+def _counted_alike(a: AttemptRow, b: AttemptRow) -> bool:
+    """Whether two rows fall in the same series of every count :class:`Tally` keeps."""
+    return (
+        a.layer == b.layer
+        and a.route == b.route
+        and a.outcome == b.outcome
+        and a.kind == b.kind
+        and a.retry_owner == b.retry_owner
+        and a.retry is b.retry
+        and a.leaf is b.leaf
+        and a.resend is b.resend
+    )
+
+
+def tally(rows: Sequence[AttemptRow]) -> Tally:
+    """Count the attempts of a request whose facts :func:`request_facts` derived. Rows are
+    taken in runs of rows counted alike (a request's attempts mostly are), so a run costs
+    one key per count, not one per row."""
+    counted = Tally({}, {}, {}, {}, [])
+    start, n = 0, len(rows)
+    while start < n:
+        first = rows[start]
+        stop = start + 1
+        while stop < n and _counted_alike(rows[stop], first):
+            stop += 1
+        run = stop - start
+        tried = (
+            first.layer,
+            first.route,
+            first.outcome,
+            first.kind,
+            first.retry_owner,
+            first.retry,
+        )
+        counted.attempts[tried] = counted.attempts.get(tried, 0) + run
+        if first.leaf:
+            sent = (first.layer, first.route, first.retry_owner, first.resend)
+            counted.sends[sent] = counted.sends.get(sent, 0) + run
+        place = (first.layer, first.route)
+        durations = counted.durations.get(place)
+        if durations is None:
+            durations = counted.durations[place] = []
+        remaining = counted.remaining.get(place)
+        for index in range(start, stop):
+            row = rows[index]
+            durations.append(row.duration_ms)
+            if row.remaining_ms is not None:
+                if remaining is None:
+                    remaining = counted.remaining[place] = []
+                remaining.append(row.remaining_ms)
+            if row.extra:
+                counted.extra.append(row)
+        start = stop
+    return counted

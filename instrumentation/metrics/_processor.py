@@ -45,6 +45,7 @@ from retryscope.instrumentation.metrics._facts import (
     RequestFacts,
     attempt_row,
     request_facts,
+    tally,
 )
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
 from retryscope.instrumentation.metrics._latency import RollingMedian
@@ -57,13 +58,6 @@ _ATTEMPT: Final = v.SpanRole.ATTEMPT.value
 _REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
 _CONTINUATION: Final = v.SpanRole.CONTINUATION.value
 METER_NAME: Final = "retryscope"
-_TRIED: Final = operator.attrgetter("layer", "route", "outcome", "kind", "retry_owner", "retry")
-_SENT: Final = operator.attrgetter("layer", "route", "retry_owner", "resend")
-_PLACE: Final = operator.attrgetter("layer", "route")
-_LEAF: Final = operator.attrgetter("leaf")
-_EXTRA: Final = operator.attrgetter("extra")
-_DURATION: Final = operator.attrgetter("duration_ms")
-_REMAINING: Final = operator.attrgetter("remaining_ms")
 
 Values = tuple[AttributeValue | None, ...]
 """An instrument's attribute values in the order of its keys (None: not set)."""
@@ -266,57 +260,32 @@ class AttemptMetricsProcessor(SpanProcessor):
         """The attempts' counts (summed per distinct attribute set, each set bounded once)
         and samples, the latency windows, then doomed dispatches. Holds the lock."""
         d = self._dim
-        Raw = tuple[str | None, str | None]
-        Text = str | None
-        attempts: dict[tuple[Text, Text, Text, Text, Text, bool], int] = {}
-        for tried in map(_TRIED, rows):  # (the keys read in C; no Counter set-up per request)
-            attempts[tried] = attempts.get(tried, 0) + 1
-        sends: dict[tuple[Text, Text, Text, bool], int] = {}
-        for sent in map(_SENT, filter(_LEAF, rows)):
-            sends[sent] = sends.get(sent, 0) + 1
-        raws = list(map(_PLACE, rows))
-        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in set(raws)}
-        durations: dict[Raw, list[float]] = {}
-        remaining: dict[Raw, list[int]] = {}
-        if len(places) == 1:  # one layer and route: the columns as they are
-            (raw,) = places
-            durations[raw] = list(map(_DURATION, rows))
-            left = [ms for ms in map(_REMAINING, rows) if ms is not None]
-            if left:
-                remaining[raw] = left
-        else:
-            for raw, row in zip(raws, rows, strict=True):
-                values = durations.get(raw)
-                if values is None:
-                    durations[raw] = [row.duration_ms]
-                else:
-                    values.append(row.duration_ms)
-                if row.remaining_ms is not None:
-                    remaining.setdefault(raw, []).append(row.remaining_ms)
-        for row in filter(_EXTRA, rows):  # a cost, delay or not_before to record
+        counted = tally(rows)
+        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in counted.durations}
+        for row in counted.extra:  # a cost, delay or not_before to record
             place = places[row.layer, row.route]
             if row.actual is not None or row.reserved is not None:
                 spent = (d.currency(row.currency), place[1], not row.accepted)
                 add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
-            if row.not_before is not None and row.start < row.not_before:
+            if row.violates_not_before:
                 add(i.NOT_BEFORE_VIOLATIONS, place)
             if row.backoff_ms is not None:
                 samples.append((i.BACKOFF_DELAY, row.backoff_ms, place, row.context))
             if row.retry_after_ms is not None:
                 samples.append((i.RETRY_AFTER, row.retry_after_ms, place, row.context))
-        for (layer, route, outcome, kind, owner, retry), n in attempts.items():
+        for (layer, route, outcome, kind, owner, retry), n in counted.attempts.items():
             figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)
-        for (layer, route, owner, resend), n in sends.items():
+        for (layer, route, owner, resend), n in counted.sends.items():
             add(i.SENDS, (*places[layer, route], d.owner(owner), resend), n)
         latency, window_size = self._latency, self.config.latency_window
-        for raw, values in durations.items():
+        for raw, values in counted.durations.items():
             place = places[raw]
             window = latency.get(place)
             if window is None:
                 window = latency[place] = RollingMedian(window_size)
             window.extend(values)
-        for raw, left in remaining.items():
+        for raw, left in counted.remaining.items():
             median = latency[places[raw]].median()
             if median is not None:
                 doomed = sum(map(operator.lt, left, itertools.repeat(median)))

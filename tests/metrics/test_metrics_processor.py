@@ -259,12 +259,29 @@ def test_a_retry_follows_a_failure_in_its_group_and_a_hedge_is_none() -> None:
     assert retries == {("success", False): 2, ("retryable", False): 2, ("success", True): 1}
 
 
-def test_signatures_of_checked_types_are_remembered_only_when_clean() -> None:
-    clean = [1, None, True] + [None] * (len(facts._KEYS) - 3)
-    assert facts._typed(list(clean)) == clean
-    dirty = ["1", None, "yes"] + [None] * (len(facts._KEYS) - 3)
-    assert facts._typed(list(dirty))[:3] == [None, None, None]
-    assert tuple(map(type, dirty[: facts._CHECKED])) not in facts._signatures
+def test_numbers_and_flags_of_another_type_read_as_absent() -> None:
+    """As the Parquet columns hold them: a bool is no int, a string no bool."""
+    ordinal, fallback, backoff, deadline = (
+        v.ATTEMPT_ORDINAL.key,
+        v.FALLBACK.key,
+        v.BACKOFF_DELAY_MS.key,
+        v.DEADLINE.key,
+    )
+    clean = facts.AttemptRow(
+        {ordinal: 2, fallback: True, backoff: 250, v.ROUTE_ID.key: "p"}, None, None, 0, 1
+    )
+    assert (clean.ordinal, clean.is_fallback, clean.backoff_ms, clean.route) == (2, True, 250, "p")
+    assert clean.extra
+    dirty = facts.AttemptRow(
+        {ordinal: "2", fallback: "yes", backoff: True, deadline: 1.5, v.ROUTE_ID.key: 7},
+        None,
+        None,
+        0,
+        1,
+    )
+    assert (dirty.ordinal, dirty.is_fallback, dirty.backoff_ms, dirty.deadline) == (None,) * 4
+    assert dirty.route == 7  # strings are bounded where they are recorded, not dropped
+    assert not dirty.extra
 
 
 def test_processor_writes_nothing_onto_spans(tmp_path: Path) -> None:
