@@ -12,7 +12,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# setup.py compiles instrumentation/metrics/_facts.py with mypyc into the source tree (an
+# editable install), so a change to it reinstalls
+$(STAMP): pyproject.toml setup.py instrumentation/metrics/_facts.py | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -86,3 +88,4 @@ bench: $(STAMP) java
 
 clean:
 	rm -rf $(VENV) retryscope-data .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	find instrumentation analytics dashboards retryscope -name "*.so" -delete

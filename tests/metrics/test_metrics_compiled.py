@@ -1,0 +1,149 @@
+"""The metrics' per-attempt code compiled by mypyc (``setup.py``) and as plain Python.
+
+The build compiles ``_facts`` where it can; the package must record the same figures either
+way, and the compiled module in use must be the current source's.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+
+from retryscope import logical_request
+from retryscope.instrumentation import AttemptStampingProcessor
+from retryscope.instrumentation._sdk import finished_attributes
+from retryscope.instrumentation.metrics import _facts as facts
+from retryscope.instrumentation.metrics import _processor
+from tests.metrics.support import Metered, differences, live_figures, report_figures
+from tests.metrics.test_metrics_agree import SCENARIOS
+from tests.recorder import T0, Clock, Recorder
+
+SOURCE = Path(facts.__file__).with_name("_facts.py")
+COMPILED = facts.__file__ is not None and facts.__file__.endswith(
+    tuple(importlib.machinery.EXTENSION_SUFFIXES)
+)
+
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[ModuleType]:
+    """``_facts`` imported from its source, whether or not a compiled build is installed."""
+    name = "retryscope_plain_metrics_facts"
+    spec = importlib.util.spec_from_file_location(name, SOURCE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # (dataclasses look their module up while building a class)
+    try:
+        spec.loader.exec_module(module)
+        assert module.__file__ == str(SOURCE)
+        yield module
+    finally:
+        del sys.modules[name]
+
+
+def test_the_build_compiled_the_facts_where_it_could() -> None:
+    """With mypyc and a C compiler (the dev install has both) the module in use is the
+    compiled one, built after its source last changed (``make test`` reinstalls then)."""
+    if os.environ.get("RETRYSCOPE_COMPILE", "1") == "0":
+        pytest.skip("RETRYSCOPE_COMPILE=0: the plain-Python package is installed")
+    if importlib.util.find_spec("mypyc") is None or shutil.which("cc") is None:
+        pytest.skip("no mypyc or no C compiler here: the plain-Python package is installed")
+    assert COMPILED, f"{facts.__file__} is not compiled: reinstall the package (make test does)"
+    built, source = Path(facts.__file__).stat().st_mtime, SOURCE.stat().st_mtime
+    assert built >= source, f"{facts.__file__} predates {SOURCE}: reinstall the package"
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_the_plain_python_facts_record_what_the_installed_ones_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: ModuleType, scenario: str
+) -> None:
+    """The same traffic through the processor with the installed module (compiled, in a
+    dev install) and with the source's functions: the same figures, the report's."""
+    installed = Recorder(tmp_path / "installed")
+    metered = Metered.on(installed.provider)
+    SCENARIOS[scenario](installed)
+    expected = live_figures(metered.points())
+    assert list(differences(expected, report_figures(installed.connect()))) == []
+
+    for name in ("attempt_row", "request_facts", "tally"):
+        monkeypatch.setattr(_processor, name, getattr(plain, name))
+    again = Recorder(tmp_path / "plain")
+    metered_plain = Metered.on(again.provider)
+    SCENARIOS[scenario](again)
+    assert live_figures(metered_plain.points()) == expected
+    assert metered_plain.processor is not None
+    assert metered_plain.processor.errors == 0
+
+
+class _Kept(SpanProcessor):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
+
+
+@pytest.mark.parametrize("module", ["installed", "plain"])
+def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: str) -> None:
+    """The receiver's order is by start: sends of one operation that end out of that order
+    (the first to start ends last) still make the later-started one the resend."""
+    m = facts if module == "installed" else plain
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    kept = _Kept()
+    provider.add_span_processor(kept)
+    clock = Clock(T0)
+    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+        with req.attempt("p") as first:
+            first.set_outcome("unavailable")
+        clock.advance_ms(10)
+        with req.attempt("p") as second:
+            second.set_outcome("success")
+    attempts = [s for s in kept.spans if s.name != kept.spans[-1].name]
+    request = kept.spans[-1]
+    in_order = [m.attempt_row(s, finished_attributes(s) or {}) for s in attempts]
+    m.request_facts(in_order, request)
+    assert [r.resend for r in in_order] == [False, True]
+    # the same sends, the later-started one first (as if it had ended first)
+    swapped = [m.attempt_row(s, finished_attributes(s) or {}) for s in reversed(attempts)]
+    m.request_facts(swapped, request)
+    assert sorted((r.start, r.resend) for r in swapped) == [(r.start, r.resend) for r in in_order]
+    # sends that started at the same time: the receiver's order is by span id
+    tied = [m.attempt_row(s, finished_attributes(s) or {}) for s in attempts]
+    tied[1].start = tied[0].start
+    tied.sort(key=lambda r: r.span_id, reverse=True)
+    m.request_facts(tied, request)
+    assert [r.resend for r in sorted(tied, key=lambda r: r.span_id)] == [False, True]
+
+
+def test_a_tally_counts_runs_of_alike_rows_as_each_row(plain: ModuleType) -> None:
+    """Rows counted alike are summed in one run; a row that differs in any counted value
+    starts a new one (flip a comparison in ``_counted_alike`` and the counts change)."""
+    for m in (facts, plain):
+        rows = [
+            m.AttemptRow(
+                {"retryscope.attempt.layer": "sdk", "retryscope.route.id": r}, None, None, 0, 1
+            )
+            for r in ("a", "a", "b", "a")
+        ]
+        rows[1].retry = True
+        counted = m.tally(rows)
+        assert counted.attempts == {
+            ("sdk", "a", None, None, None, False): 2,
+            ("sdk", "a", None, None, None, True): 1,
+            ("sdk", "b", None, None, None, False): 1,
+        }
+        assert counted.sends == {("sdk", "a", None, False): 3, ("sdk", "b", None, False): 1}
+        assert {place: len(d) for place, d in counted.durations.items()} == {
+            ("sdk", "a"): 3,
+            ("sdk", "b"): 1,
+        }
