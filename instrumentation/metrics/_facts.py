@@ -228,7 +228,7 @@ class AttemptRow:
             or self.actual is not None
         )
         self.span_id = context.span_id if context is not None else 0
-        # held only where a sample points at it: a row holds no other tracked object
+        # held only where a sample points at it (fewer objects for the collector to visit)
         self.context = (
             context if self.backoff_ms is not None or self.retry_after_ms is not None else None
         )
