@@ -400,7 +400,7 @@ def timeline(
         x="end_ms:Q", y=y, text="outside:N", tooltip=tooltip
     )
     layers: list[Any] = [bars_, inside, outside]
-    fallbacks = a[a["is_fallback"].fillna(False).astype(bool)]
+    fallbacks = a[a["is_fallback"].eq(True)]  # (None and NaN: no fallback)
     if not fallbacks.empty:
         layers.append(
             alt.Chart(fallbacks)
