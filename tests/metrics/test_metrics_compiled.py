@@ -10,6 +10,7 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +148,45 @@ def test_a_tally_counts_runs_of_alike_rows_as_each_row(plain: ModuleType) -> Non
             ("sdk", "a"): 3,
             ("sdk", "b"): 1,
         }
+
+
+_RECORD_AND_EXIT = """
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from retryscope import AttemptStampingProcessor, logical_request
+from retryscope.instrumentation import AttemptMetricsProcessor, MetricsConfig
+from retryscope.instrumentation.metrics import _facts
+
+reader = InMemoryMetricReader()
+provider = TracerProvider()
+provider.add_span_processor(AttemptStampingProcessor())
+provider.add_span_processor(
+    AttemptMetricsProcessor(
+        meter_provider=MeterProvider(metric_readers=[reader]), config=MetricsConfig()
+    )
+)
+for _ in range(50):
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        for outcome in ("rate_limited", "success"):
+            with req.attempt("p") as attempt:
+                attempt.set_outcome(outcome)
+assert reader.get_metrics_data() is not None
+print(_facts.__file__)
+"""
+
+
+def test_a_process_recording_metrics_exits_cleanly() -> None:
+    """An interpreter that recorded through the installed build shuts down with status 0 (a
+    compiled module's teardown runs at exit, where a crash would take the application's
+    shutdown with it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _RECORD_AND_EXIT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "RETRYSCOPE_DIGEST_KEY": "exit-test-key-0123456789"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == facts.__file__
