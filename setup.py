@@ -68,19 +68,16 @@ def _extensions() -> list[Any]:
 
 class OptionalBuildExt(build_ext):
     """``build_ext`` that installs the plain-Python package when compiling fails (no C
-    compiler, no Python headers)."""
+    compiler, no Python headers): what it built before the failure is removed too, since
+    a compiled module without its runtime library would not import."""
 
     def run(self) -> None:
         try:
             super().run()
         except Exception as exc:
             print(f"retryscope: metrics code not compiled ({exc})", file=sys.stderr)
-
-    def build_extension(self, ext: Any) -> None:
-        try:
-            super().build_extension(ext)
-        except Exception as exc:
-            print(f"retryscope: {ext.name} not compiled ({exc})", file=sys.stderr)
+            for ext in self.extensions:
+                Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -190,3 +190,49 @@ def test_a_process_recording_metrics_exits_cleanly() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == facts.__file__
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _build(tmp_path: Path, compiler: Path) -> subprocess.CompletedProcess[str]:
+    """``setup.py build_ext`` on a copy of the build's inputs, with ``compiler`` as CC."""
+    tree = tmp_path / "src"
+    (tree / "instrumentation" / "metrics").mkdir(parents=True)
+    for name in ("setup.py", "pyproject.toml", "README.md", "instrumentation/metrics/_facts.py"):
+        shutil.copyfile(ROOT / name, tree / name)
+    build = [
+        "build_ext",
+        "--build-lib",
+        str(tmp_path / "lib"),
+        "--build-temp",
+        str(tmp_path / "temp"),
+    ]
+    return subprocess.run(
+        [sys.executable, "setup.py", "-q", *build],
+        cwd=tree,
+        env={**os.environ, "CC": str(compiler)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_failed_compile_leaves_the_plain_python_package(tmp_path: Path) -> None:
+    """The compiler fails on the second of the two extensions mypyc makes (the module's
+    shim, after its runtime library built): the build still succeeds, and leaves neither,
+    since the shim without its library, or the library alone, would not import."""
+    if importlib.util.find_spec("mypyc") is None:
+        pytest.skip("no mypyc here")
+    compiler = tmp_path / "cc-failing-on-the-shim"
+    compiler.write_text(
+        '#!/bin/sh\ncase "$*" in *metrics/_facts.c*) echo "no" >&2; exit 1;; esac\nexec cc "$@"\n'
+    )
+    compiler.chmod(0o755)
+    done = _build(tmp_path, compiler)
+    assert done.returncode == 0, done.stderr
+    assert "metrics code not compiled" in done.stderr
+    assert (tmp_path / "temp").exists()  # the runtime library was compiled first
+    assert list((tmp_path / "lib").rglob("*.so")) == []
