@@ -65,6 +65,10 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
+def _bool(value: object) -> bool | None:
+    return value if type(value) is bool else None
+
+
 # The span attributes an attempt row reads (typed here, so a compiled build knows them
 # without analysing the vocabulary). Numbers and flags of another type (a ``bool``
 # for an ``int`` too) read as absent, as the Parquet columns hold them; strings are kept
@@ -187,8 +191,9 @@ class AttemptRow:
         start: int,
         end: int,
     ) -> None:
-        # one explicit read per field: no intermediate list, and each type check is a
-        # pointer comparison (this runs for every attempt span that ends)
+        # one read per field, no intermediate list, and _int/_bool's check written inline
+        # (this runs for every attempt span that ends: a call per field measured +1-2 k
+        # instructions per attempt compiled, +3.7 k as plain Python)
         self.attrs = attrs
         value = attrs.get(_ORDINAL_KEY)
         self.ordinal = value if type(value) is int else None
@@ -238,13 +243,11 @@ class AttemptRow:
 
     @property
     def deadline(self) -> int | None:
-        value = self.attrs.get(_DEADLINE_KEY)
-        return value if type(value) is int else None
+        return _int(self.attrs.get(_DEADLINE_KEY))
 
     @property
     def estimated(self) -> bool | None:
-        value = self.attrs.get(_ESTIMATED_KEY)
-        return value if type(value) is bool else None
+        return _bool(self.attrs.get(_ESTIMATED_KEY))
 
     @property
     def route_boundary(self) -> Any:
