@@ -17,7 +17,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from retryscope import logical_request
 from retryscope.instrumentation import AttemptStampingProcessor
@@ -85,14 +87,6 @@ def test_the_plain_python_facts_record_what_the_installed_ones_do(
     assert metered_plain.processor.errors == 0
 
 
-class _Kept(SpanProcessor):
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
-
-
 @pytest.mark.parametrize("module", ["installed", "plain"])
 def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: str) -> None:
     """The receiver's order is by start: sends of one operation that end out of that order
@@ -100,8 +94,8 @@ def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: st
     m = facts if module == "installed" else plain
     provider = TracerProvider()
     provider.add_span_processor(AttemptStampingProcessor())
-    kept = _Kept()
-    provider.add_span_processor(kept)
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
     clock = Clock(T0)
     with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
         with req.attempt("p") as first:
@@ -109,8 +103,9 @@ def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: st
         clock.advance_ms(10)
         with req.attempt("p") as second:
             second.set_outcome("success")
-    attempts = [s for s in kept.spans if s.name != kept.spans[-1].name]
-    request = kept.spans[-1]
+    spans = kept.get_finished_spans()
+    attempts = [s for s in spans if s.name != spans[-1].name]
+    request = spans[-1]
     in_order = [m.attempt_row(s, finished_attributes(s) or {}) for s in attempts]
     m.request_facts(in_order, request)
     assert [r.resend for r in in_order] == [False, True]
