@@ -9,8 +9,10 @@ holds the traffic the report reads.
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 _SORT_FROM: Final = 32
@@ -22,11 +24,12 @@ class RollingMedian:
     """The median (interpolated, as DuckDB's ``quantile_cont(x, 0.5)``) of the last
     ``size`` values added.
 
-    Values are taken in as they come and ordered only when a median is asked for (a route
-    whose attempts carry no deadline never asks): up to ``size`` new ones are inserted
-    into the ordered window (one by one, or appended and sorted once when many), more replace it."""
+    Values are taken in as they come and ordered only when a median is needed (a route
+    whose attempts carry no deadline never needs one, nor does a request whose time left
+    exceeds every latency in the window): up to ``size`` new ones are inserted into the
+    ordered window (one by one, or appended and sorted once when many), more replace it."""
 
-    __slots__ = ("_order", "_pending", "_size", "_sorted")
+    __slots__ = ("_ceiling", "_order", "_pending", "_size", "_sorted")
 
     def __init__(self, size: int) -> None:
         if size < 1:
@@ -35,11 +38,19 @@ class RollingMedian:
         self._order: deque[float] = deque()
         self._sorted: list[float] = []
         self._pending: list[float] = []
+        self._ceiling: float | None = None
+        """At least the largest value in the window (None: the window is empty)."""
 
     def extend(self, values: Iterable[float]) -> None:
         """Add ``values`` in order (the oldest drop out past ``size``)."""
         pending = self._pending
+        before = len(pending)
         pending.extend(values)
+        if len(pending) == before:
+            return
+        top = max(pending[before:])
+        if self._ceiling is None or top > self._ceiling:
+            self._ceiling = top
         if len(pending) > 2 * self._size:
             del pending[: -self._size]  # only the last ``size`` can still be in the window
 
@@ -63,6 +74,7 @@ class RollingMedian:
                 ordered.extend(pending)
                 ordered.sort()
         pending.clear()
+        self._ceiling = self._sorted[-1]
 
     def median(self) -> float | None:
         if self._pending:
@@ -73,3 +85,13 @@ class RollingMedian:
             return None
         mid = n // 2
         return values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
+
+    def count_below(self, values: Sequence[float]) -> int:
+        """How many of ``values`` are below the median (0 with an empty window). When none
+        is below the largest value the window may hold, none is below its median, and the
+        window is not ordered: the usual case of time left against latency."""
+        ceiling = self._ceiling
+        if ceiling is None or not values or min(values) >= ceiling:
+            return 0
+        median = self.median()
+        return 0 if median is None else sum(map(operator.lt, values, itertools.repeat(median)))

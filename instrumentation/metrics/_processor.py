@@ -20,9 +20,7 @@ It never raises into the application: failures are counted in
 
 from __future__ import annotations
 
-import itertools
 import logging
-import operator
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -286,11 +284,9 @@ class AttemptMetricsProcessor(SpanProcessor):
                 window = latency[place] = RollingMedian(window_size)
             window.extend(values)
         for raw, left in counted.remaining.items():
-            median = latency[places[raw]].median()
-            if median is not None:
-                doomed = sum(map(operator.lt, left, itertools.repeat(median)))
-                if doomed:
-                    add(i.DOOMED_DISPATCHES, places[raw], doomed)
+            doomed = latency[places[raw]].count_below(left)
+            if doomed:
+                add(i.DOOMED_DISPATCHES, places[raw], doomed)
 
     def _request_figures(
         self,

@@ -37,3 +37,35 @@ def test_a_few_values_are_inserted_and_many_sorted_in_with_the_same_median() -> 
             window.extend(new)
             seen += new
             assert window.median() == statistics.median(seen[-size:])
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 50), max_size=40), min_size=1, max_size=30),
+    st.lists(st.lists(st.integers(-5, 60), max_size=8), min_size=1, max_size=30),
+    st.integers(1, 120),
+)
+def test_values_below_the_median_are_counted_as_against_the_most_recent_values(
+    batches: list[list[int]], lefts: list[list[int]], size: int
+) -> None:
+    window = RollingMedian(size)
+    seen: list[float] = []
+    for batch, left in zip(batches, lefts, strict=False):
+        window.extend(float(x) for x in batch)
+        seen += map(float, batch)
+        median = statistics.median(seen[-size:]) if seen else None
+        expected = 0 if median is None else sum(x < median for x in left)
+        assert window.count_below(left) == expected
+
+
+def test_the_window_is_not_ordered_when_no_value_is_below_its_largest() -> None:
+    window = RollingMedian(4)
+    window.extend([3.0, 1.0, 2.0])
+    assert window.count_below([3.0, 9.0]) == 0  # 3.0 is the largest: none below the median
+    assert window._pending == [3.0, 1.0, 2.0]  # still as taken in
+    assert window.count_below([2.0]) == 0  # 2.0 is the median, not below it
+    assert window._pending == []  # ordered to find out
+    window.extend([0.5])
+    assert window.count_below([2.0, 1.0]) == 1  # median of 3, 1, 2, 0.5 is 1.5
+    window.extend([7.0, 8.0, 9.0, 10.0])  # the window is now 7..10: the old 3.0 has gone
+    assert window.count_below([3.0, 9.0]) == 1  # median 8.5
+    assert RollingMedian(3).count_below([1.0]) == 0  # nothing seen: no median
