@@ -39,7 +39,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
-from retryscope.instrumentation._sdk import ended_fields, finished_attributes
+from retryscope.instrumentation._sdk import finished_attributes
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
 
@@ -63,10 +63,6 @@ def _str(value: object) -> str | None:
 
 def _int(value: object) -> int | None:
     return value if type(value) is int else None
-
-
-def _bool(value: object) -> bool | None:
-    return value if type(value) is bool else None
 
 
 # The span attributes an attempt row reads (typed here, so a compiled build knows them
@@ -108,27 +104,34 @@ class AttemptRow:
     """One finished attempt span, as the model's ``attempt_rows`` holds it, and the facts
     :func:`request_facts` derives for it (build it with :func:`attempt_row`).
 
-    The fields every request's facts use are read when the span ends; the rest (boundary,
-    capability and behaviour of the route, cost currency and estimate, decision, hedge
-    result, deadline, tenant, operation) are read from the span's attribute mapping where a
-    rule asks for them: an ended span's attributes no longer change, and most rows are
-    never asked (a decision only matters on a success, a currency only with a cost)."""
+    Every field is read when the span ends, so the row keeps no reference to the span's
+    attributes (a request's rows are held until it ends: a few hundred bytes each, not the
+    whole attribute mapping). The fields only some rules read are read where one will: the
+    decision, hedge result and deadline of a success (acceptance, late success), the
+    route's boundary on a success or a top-level attempt (boundary widening, the entry
+    route), its capability and behaviour on a successful fallback (fallback quality), the
+    currency and estimate of a cost."""
 
     __slots__ = (
         "accepted",
         "actual",
-        "attrs",
         "backoff_ms",
         "context",
+        "currency",
+        "deadline",
+        "decision",
         "duration_ms",
         "end",
+        "estimated",
         "extra",
         "hedge_ordinal",
+        "hedge_result",
         "is_fallback",
         "kind",
         "layer",
         "leaf",
         "not_before",
+        "operation",
         "operation_ordinal",
         "ordinal",
         "outcome",
@@ -142,11 +145,13 @@ class AttemptRow:
         "retry_after_ms",
         "retry_owner",
         "route",
+        "route_behavior",
+        "route_boundary",
+        "route_capability",
         "span_id",
         "start",
+        "tenant",
     )
-    attrs: dict[str, Any]
-    """The span's attributes (read on demand by the properties below)."""
     ordinal: int | None
     parent_ordinal: int | None
     is_fallback: bool | None
@@ -159,12 +164,22 @@ class AttemptRow:
     hedge_ordinal: int | None
     operation_ordinal: int | None
     """On a send: its operation under its parent attempt (1, 2, ...)."""
+    deadline: int | None
+    estimated: bool | None
     layer: Any
     parent_layer: Any
     route: Any
     outcome: Any
     kind: Any
     retry_owner: Any
+    tenant: Any
+    operation: Any
+    decision: Any
+    hedge_result: Any
+    route_boundary: Any
+    route_capability: Any
+    route_behavior: Any
+    currency: Any
     context: SpanContext | None
     """The span's context when it records a sample (backoff, Retry-After: their exemplars
     point at it), else None."""
@@ -187,14 +202,15 @@ class AttemptRow:
         self,
         attrs: dict[str, Any],
         context: SpanContext | None,
-        parent: SpanContext | None,
+        span_id: int,
+        parent_span_id: int | None,
         start: int,
         end: int,
+        status: Status | None = None,
     ) -> None:
-        # one read per field, no intermediate list, and _int/_bool's check written inline
+        # one read per field, no intermediate list, and the type checks written inline
         # (this runs for every attempt span that ends: a call per field measured +1-2 k
         # instructions per attempt compiled, +3.7 k as plain Python)
-        self.attrs = attrs
         value = attrs.get(_ORDINAL_KEY)
         self.ordinal = value if type(value) is int else None
         value = attrs.get(_PARENT_ORDINAL_KEY)
@@ -223,6 +239,34 @@ class AttemptRow:
         self.outcome = attrs.get(_OUTCOME_KEY)
         self.kind = attrs.get(_KIND_KEY)
         self.retry_owner = attrs.get(_OWNER_KEY)
+        self.tenant = attrs.get(_TENANT_KEY)
+        self.operation = attrs.get(_OPERATION_KEY)
+        if self.outcome is None:  # an HTTP send without one: its status says
+            method = attrs.get(_METHOD_KEY)
+            if method is None:
+                method = attrs.get(_OLD_METHOD_KEY)
+            if method is not None:
+                self.outcome, http_kind = _http_outcome(status, attrs)
+                if self.kind is None:
+                    self.kind = http_kind
+        succeeded = self.outcome == _SUCCESS
+        self.decision = self.hedge_result = self.deadline = None
+        self.route_boundary = self.route_capability = self.route_behavior = None
+        if succeeded:
+            self.decision = attrs.get(_DECISION_KEY)
+            self.hedge_result = attrs.get(_HEDGE_RESULT_KEY)
+            value = attrs.get(_DEADLINE_KEY)
+            self.deadline = value if type(value) is int else None
+            if self.is_fallback:
+                self.route_capability = attrs.get(_CAPABILITY_KEY)
+                self.route_behavior = attrs.get(_BEHAVIOR_KEY)
+        if succeeded or self.parent_layer is None:
+            self.route_boundary = attrs.get(_BOUNDARY_KEY)
+        self.currency = self.estimated = None
+        if self.reserved is not None or self.actual is not None:
+            self.currency = attrs.get(_CURRENCY_KEY)
+            value = attrs.get(_ESTIMATED_KEY)
+            self.estimated = value if type(value) is bool else None
         self.start, self.end = start, end
         self.duration_ms = (end - start) / 1e6
         self.extra = (
@@ -232,60 +276,13 @@ class AttemptRow:
             or self.reserved is not None
             or self.actual is not None
         )
-        self.span_id = context.span_id if context is not None else 0
-        # held only where a sample points at it (fewer objects for the collector to visit)
+        self.span_id, self.parent_span_id = span_id, parent_span_id
+        # held only where a sample points at it (fewer objects kept for the collector)
         self.context = (
             context if self.backoff_ms is not None or self.retry_after_ms is not None else None
         )
-        self.parent_span_id = parent.span_id if parent is not None else None
         self.retry = self.resend = self.accepted = False
         self.leaf = True
-
-    @property
-    def deadline(self) -> int | None:
-        return _int(self.attrs.get(_DEADLINE_KEY))
-
-    @property
-    def estimated(self) -> bool | None:
-        return _bool(self.attrs.get(_ESTIMATED_KEY))
-
-    @property
-    def route_boundary(self) -> Any:
-        return self.attrs.get(_BOUNDARY_KEY)
-
-    @property
-    def route_capability(self) -> Any:
-        return self.attrs.get(_CAPABILITY_KEY)
-
-    @property
-    def route_behavior(self) -> Any:
-        return self.attrs.get(_BEHAVIOR_KEY)
-
-    @property
-    def currency(self) -> Any:
-        return self.attrs.get(_CURRENCY_KEY)
-
-    @property
-    def decision(self) -> Any:
-        return self.attrs.get(_DECISION_KEY)
-
-    @property
-    def hedge_result(self) -> Any:
-        return self.attrs.get(_HEDGE_RESULT_KEY)
-
-    @property
-    def tenant(self) -> Any:
-        return self.attrs.get(_TENANT_KEY)
-
-    @property
-    def operation(self) -> Any:
-        return self.attrs.get(_OPERATION_KEY)
-
-    @property
-    def http_method(self) -> Any:
-        """The request method (either convention's key) when the span is an HTTP send."""
-        method = self.attrs.get(_METHOD_KEY)
-        return method if method is not None else self.attrs.get(_OLD_METHOD_KEY)
 
     @property
     def cost_micros(self) -> int | None:
@@ -301,19 +298,15 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-def attempt_row(span: ReadableSpan, attrs: Mapping[str, Any]) -> AttemptRow:
-    """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
-    :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them): built when
-    the span ends, from what it holds then, so the span itself is not kept."""
-    context, parent, start, end, status = ended_fields(span)
-    start = start or 0
-    held = attrs if type(attrs) is dict else dict(attrs)
-    row = AttemptRow(held, context, parent, start, end or start)
-    if row.outcome is None and row.http_method is not None:
-        row.outcome, http_kind = _http_outcome(status, held)
-        if row.kind is None:
-            row.kind = http_kind
-    return row
+def attempt_row(ended: tuple[Any, ...]) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt`` (``ended``: the span as
+    :func:`~retryscope.instrumentation._sdk.ended_span` reads it): built when the span
+    ends, from what it holds then, so neither the span nor its attributes are kept."""
+    attrs = ended[0]
+    start = ended[4] or 0
+    end = ended[5]
+    held = attrs if type(attrs) is dict else dict(attrs or {})
+    return AttemptRow(held, ended[1], ended[2], ended[3], start, end or start, ended[6])
 
 
 _NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)
@@ -322,7 +315,9 @@ _BY_STATUS: dict[tuple[int, bool], tuple[str, str | None]] = {}
 _MAX_STATUSES: Final = 4096
 
 
-def _http_outcome(status_of_span: Status, attrs: dict[str, Any]) -> tuple[str | None, str | None]:
+def _http_outcome(
+    status_of_span: Status | None, attrs: dict[str, Any]
+) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
     status = None
     for name in _HTTP_STATUSES:  # (inline: once per send)
@@ -332,7 +327,7 @@ def _http_outcome(status_of_span: Status, attrs: dict[str, Any]) -> tuple[str | 
     if type(status) is not int:
         status = None
     if status is None:
-        if status_of_span.status_code is StatusCode.ERROR:
+        if status_of_span is not None and status_of_span.status_code is StatusCode.ERROR:
             return _NO_RESPONSE
         return None, None
     key = (status, attrs.get(_IDEMPOTENCY_DIGEST) is not None)
@@ -440,13 +435,23 @@ class _Walk:
         orphans: list[AttemptRow] = []
         fallbacks: list[AttemptRow] = []
         entry: AttemptRow | None = None
+        group: list[AttemptRow] = []
+        last: AttemptRow | None = None
         for row in rows:
-            key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
-            group = groups.get(key)
-            if group is None:
-                groups[key] = [row]
-            else:
-                group.append(row)
+            if (  # a group's attempts mostly end one after another: looked up once per run
+                last is None
+                or row.layer != last.layer
+                or row.parent_layer != last.parent_layer
+                or row.parent_ordinal != last.parent_ordinal
+                or row.operation_ordinal != last.operation_ordinal
+            ):
+                key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
+                found = groups.get(key)
+                if found is None:
+                    found = groups[key] = []
+                group = found
+            group.append(row)
+            last = row
             if row.parent_layer is None:
                 parent = row.parent_span_id
                 if parent is not None and parent != request_span_id:
@@ -456,6 +461,22 @@ class _Walk:
             if row.is_fallback:
                 fallbacks.append(row)
         self.groups, self.orphans, self.fallbacks, self.entry = groups, orphans, fallbacks, entry
+
+
+def _in_group_order(group: list[AttemptRow]) -> bool:
+    """Whether a retry group already stands in :func:`_group_order` with every ordinal set
+    (attempts that ended in the order they were numbered, the usual case: no sort)."""
+    previous = group[0]
+    if previous.ordinal is None:
+        return False
+    for row in group[1:]:
+        ordinal = row.ordinal
+        if ordinal is None or ordinal < previous.ordinal:
+            return False
+        if ordinal == previous.ordinal and row.start < previous.start:
+            return False
+        previous = row
+    return True
 
 
 def _in_send_order(rows: list[AttemptRow]) -> bool:
@@ -514,7 +535,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     late_success = False
     # one pass in group order: leaves, retries (the group sizes), acceptance, late successes
     for (layer, _, _, _), group in groups.items():
-        if len(group) > 1:
+        if len(group) > 1 and not _in_group_order(group):
             group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
         enclosing = parents.get(layer)  # some attempt of this layer may have one beneath it
         previous_failed = False
@@ -536,7 +557,9 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
                     and row.hedge_result != _CANCELLED
                 )
                 if not late_success:
-                    limit = row.deadline if row.deadline is not None else deadline
+                    limit = row.deadline
+                    if limit is None:
+                        limit = deadline
                     late_success = limit is not None and row.end > limit
             else:
                 previous_failed = True

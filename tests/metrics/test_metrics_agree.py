@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
 
 from retryscope import vocabulary as v
 from retryscope.analytics import connect
@@ -85,7 +86,52 @@ def _rewritten(rec: Recorder) -> None:
             third.span.set_attributes({v.OUTCOME.key: "success", v.COST_ACTUAL.key: 70})
 
 
+def _unnamed_parents(rec: Recorder) -> None:
+    """Attempt spans another writer made under a harness attempt without naming it as their
+    enclosing attempt (no parent layer or ordinal): they nest under their parent span's
+    attempt (a failed SDK try, then its retry), so the harness attempt is no send; and one
+    under a span that is no attempt stays a top-level attempt of its own."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="u1") as req:
+        with req.attempt("primary") as harness:
+            for ordinal, outcome in ((1, "unavailable"), (2, "success")):
+                span = rec.tracer.start_span(
+                    "sdk attempt",
+                    kind=trace.SpanKind.CLIENT,
+                    attributes={
+                        v.SPAN_ROLE.key: v.SpanRole.ATTEMPT.value,
+                        v.LOGICAL_REQUEST_ID.key: "u1",
+                        v.LAYER.key: "sdk",
+                        v.ROUTE_ID.key: "primary",
+                        v.ATTEMPT_ORDINAL.key: ordinal,
+                        v.OUTCOME.key: outcome,
+                    },
+                    start_time=clock(),
+                )
+                clock.advance_ms(40)
+                span.end(end_time=clock())
+            harness.set_outcome("success")
+    clock = Clock(T0 + 60_000 * MS)
+    with rec.request(clock, logical_request_id="u2"):
+        with rec.tracer.start_as_current_span("queue work", start_time=clock()):
+            span = rec.tracer.start_span(
+                "worker attempt",
+                attributes={
+                    v.SPAN_ROLE.key: v.SpanRole.ATTEMPT.value,
+                    v.LOGICAL_REQUEST_ID.key: "u2",
+                    v.LAYER.key: "queue",
+                    v.ROUTE_ID.key: "primary",
+                    v.ATTEMPT_ORDINAL.key: 1,
+                    v.OUTCOME.key: "success",
+                },
+                start_time=clock(),
+            )
+            clock.advance_ms(40)
+            span.end(end_time=clock())
+
+
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
+    "attempts that name no enclosing attempt": _unnamed_parents,
     "attributes written after stamping": _rewritten,
     "nested retries and HTTP sends": _nested,
     "distinct calls and their resends": _distinct_calls,

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from retryscope import logical_request
 from retryscope.instrumentation import AttemptStampingProcessor
-from retryscope.instrumentation._sdk import finished_attributes
+from retryscope.instrumentation._sdk import ended_span
 from retryscope.instrumentation.metrics import _facts as facts
 from retryscope.instrumentation.metrics import _processor
 from tests.metrics.support import Metered, differences, live_figures, report_figures
@@ -106,19 +106,49 @@ def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: st
     spans = kept.get_finished_spans()
     attempts = [s for s in spans if s.name != spans[-1].name]
     request = spans[-1]
-    in_order = [m.attempt_row(s, finished_attributes(s) or {}) for s in attempts]
+    in_order = [m.attempt_row(ended_span(s)) for s in attempts]
     m.request_facts(in_order, request)
     assert [r.resend for r in in_order] == [False, True]
     # the same sends, the later-started one first (as if it had ended first)
-    swapped = [m.attempt_row(s, finished_attributes(s) or {}) for s in reversed(attempts)]
+    swapped = [m.attempt_row(ended_span(s)) for s in reversed(attempts)]
     m.request_facts(swapped, request)
     assert sorted((r.start, r.resend) for r in swapped) == [(r.start, r.resend) for r in in_order]
     # sends that started at the same time: the receiver's order is by span id
-    tied = [m.attempt_row(s, finished_attributes(s) or {}) for s in attempts]
+    tied = [m.attempt_row(ended_span(s)) for s in attempts]
     tied[1].start = tied[0].start
     tied.sort(key=lambda r: r.span_id, reverse=True)
     m.request_facts(tied, request)
     assert [r.resend for r in sorted(tied, key=lambda r: r.span_id)] == [False, True]
+
+
+@pytest.mark.parametrize("module", ["installed", "plain"])
+def test_a_retry_group_is_taken_in_ordinal_then_start_order(plain: ModuleType, module: str) -> None:
+    """A failure then a success numbered 1 and 2 (or both 1, started 10 ms apart): the
+    success is the retry, in whatever order the rows arrive."""
+    m = facts if module == "installed" else plain
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    clock = Clock(T0)
+    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+        with req.attempt("p") as first:
+            first.set_outcome("unavailable")
+        clock.advance_ms(10)
+        with req.attempt("p") as second:
+            second.set_outcome("success")
+    *attempts, request = kept.get_finished_spans()
+
+    def retries(numbered_alike: bool, arrival: slice) -> list[bool]:
+        rows = [m.attempt_row(ended_span(s)) for s in attempts]
+        if numbered_alike:
+            rows[1].ordinal = rows[0].ordinal
+        m.request_facts(rows[arrival], request)
+        return [r.retry for r in rows]
+
+    for numbered_alike in (False, True):
+        for arrival in (slice(None), slice(None, None, -1)):
+            assert retries(numbered_alike, arrival) == [False, True], (numbered_alike, arrival)
 
 
 def test_a_tally_counts_runs_of_alike_rows_as_each_row(plain: ModuleType) -> None:
@@ -127,9 +157,9 @@ def test_a_tally_counts_runs_of_alike_rows_as_each_row(plain: ModuleType) -> Non
     for m in (facts, plain):
         rows = [
             m.AttemptRow(
-                {"retryscope.attempt.layer": "sdk", "retryscope.route.id": r}, None, None, 0, 1
+                {"retryscope.attempt.layer": "sdk", "retryscope.route.id": r}, None, n, None, 0, 1
             )
-            for r in ("a", "a", "b", "a")
+            for n, r in enumerate(("a", "a", "b", "a"))
         ]
         rows[1].retry = True
         counted = m.tally(rows)
@@ -231,3 +261,42 @@ def test_a_failed_compile_leaves_the_plain_python_package(tmp_path: Path) -> Non
     assert "metrics code not compiled" in done.stderr
     assert (tmp_path / "temp").exists()  # the runtime library was compiled first
     assert list((tmp_path / "lib").rglob("*.so")) == []
+
+
+@pytest.mark.parametrize("module", ["installed", "plain"])
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        ("layer", ("harness", "sdk")),
+        ("parent_layer", (None, "harness")),
+        ("parent_ordinal", (1, 2)),
+        ("operation_ordinal", (1, 2)),
+    ],
+)
+def test_attempts_of_different_groups_are_no_retries_of_one_another(
+    plain: ModuleType, module: str, field: str, values: tuple[object, object]
+) -> None:
+    """A failure and then a success that differ in one part of the retry group's key (and
+    arrive one after the other): two groups of one attempt each, so no retry."""
+    m = facts if module == "installed" else plain
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor())
+    kept = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    clock = Clock(T0)
+    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
+        with req.attempt("p") as first:
+            first.set_outcome("unavailable")
+        clock.advance_ms(10)
+        with req.attempt("p") as second:
+            second.set_outcome("success")
+    *attempts, request = kept.get_finished_spans()
+    rows = [m.attempt_row(ended_span(s)) for s in attempts]
+    for row, value in zip(rows, values, strict=True):
+        row.ordinal = 1
+        row.parent_layer, row.parent_ordinal, row.operation_ordinal = None, None, None
+        setattr(row, field, value)
+        if field == "parent_ordinal":
+            row.parent_layer = "harness"
+    m.request_facts(rows, request)
+    assert [r.retry for r in rows] == [False, False]

@@ -4,6 +4,7 @@ its settings. Real TracerProvider and MeterProvider throughout."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 from pathlib import Path
@@ -12,6 +13,7 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 import retryscope
@@ -268,13 +270,21 @@ def test_numbers_and_flags_of_another_type_read_as_absent() -> None:
         v.DEADLINE.key,
     )
     clean = facts.AttemptRow(
-        {ordinal: 2, fallback: True, backoff: 250, v.ROUTE_ID.key: "p"}, None, None, 0, 1
+        {ordinal: 2, fallback: True, backoff: 250, v.ROUTE_ID.key: "p"}, None, 1, None, 0, 1
     )
     assert (clean.ordinal, clean.is_fallback, clean.backoff_ms, clean.route) == (2, True, 250, "p")
     assert clean.extra
     dirty = facts.AttemptRow(
-        {ordinal: "2", fallback: "yes", backoff: True, deadline: 1.5, v.ROUTE_ID.key: 7},
+        {
+            ordinal: "2",
+            fallback: "yes",
+            backoff: True,
+            deadline: 1.5,
+            v.ROUTE_ID.key: 7,
+            v.OUTCOME.key: "success",  # (a success's deadline is read)
+        },
         None,
+        2,
         None,
         0,
         1,
@@ -282,6 +292,65 @@ def test_numbers_and_flags_of_another_type_read_as_absent() -> None:
     assert (dirty.ordinal, dirty.is_fallback, dirty.backoff_ms, dirty.deadline) == (None,) * 4
     assert dirty.route == 7  # strings are bounded where they are recorded, not dropped
     assert not dirty.extra
+    costly = facts.AttemptRow(
+        {v.COST_RESERVED.key: 10, v.COST_ESTIMATED.key: "yes"}, None, 3, None, 0, 1
+    )
+    assert (costly.reserved, costly.estimated) == (10, None)
+
+
+RARE = {
+    v.DECISION.key: "complete",
+    v.HEDGE_RESULT.key: "won",
+    v.DEADLINE.key: 5,
+    v.ROUTE_DATA_BOUNDARY.key: "private",
+    v.ROUTE_CAPABILITY_DIGEST.key: "c",
+    v.ROUTE_BEHAVIOR_CLASS.key: "b",
+    v.COST_CURRENCY.key: "USD",
+    v.COST_ESTIMATED.key: True,
+}
+"""The attributes an attempt row reads only where some rule will."""
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        (  # a successful fallback with a cost, beneath another attempt: all of them
+            {
+                v.OUTCOME.key: "success",
+                v.FALLBACK.key: True,
+                v.PARENT_LAYER.key: "harness",
+                v.COST_ACTUAL.key: 3,
+            },
+            ("complete", "won", 5, "private", "c", "b", "USD", True),
+        ),
+        (  # a success on the primary route, top-level, no cost: no route match, no cost
+            {v.OUTCOME.key: "success"},
+            ("complete", "won", 5, "private", None, None, None, None),
+        ),
+        (  # a failed top-level fallback with a reservation: the entry's boundary and cost
+            {v.OUTCOME.key: "unavailable", v.FALLBACK.key: True, v.COST_RESERVED.key: 9},
+            (None, None, None, "private", None, None, "USD", True),
+        ),
+        (  # a failure beneath another attempt, no cost: none
+            {v.OUTCOME.key: "unavailable", v.FALLBACK.key: True, v.PARENT_LAYER.key: "sdk"},
+            (None,) * 8,
+        ),
+    ],
+)
+def test_the_rare_fields_are_read_where_a_rule_reads_them(
+    attributes: dict[str, object], expected: tuple[object, ...]
+) -> None:
+    row = facts.AttemptRow({**RARE, **attributes}, None, 1, None, 0, 1)
+    assert (
+        row.decision,
+        row.hedge_result,
+        row.deadline,
+        row.route_boundary,
+        row.route_capability,
+        row.route_behavior,
+        row.currency,
+        row.estimated,
+    ) == expected
 
 
 def test_processor_writes_nothing_onto_spans(tmp_path: Path) -> None:
@@ -362,14 +431,21 @@ def test_doomed_dispatches_have_less_time_left_than_the_median() -> None:
     assert live_figures(metered.points())["doomed_dispatches"] == 1
 
 
-def test_ended_fields_read_the_same_on_either_path() -> None:
-    from retryscope.instrumentation._sdk import ended_fields, public_paths
+@pytest.mark.parametrize("parent_span", [True, False])
+def test_an_ended_span_reads_the_same_on_either_path(parent_span: bool) -> None:
+    from retryscope.instrumentation._sdk import ended_span, public_paths
 
     provider = TracerProvider()
-    span = provider.get_tracer("t").start_span("s", start_time=5)
+    parent = provider.get_tracer("t").start_span("p")
+    with trace.use_span(parent) if parent_span else contextlib.nullcontext():
+        span = provider.get_tracer("t").start_span("s", start_time=5, attributes={"a": 1})
     span.end(end_time=9)
-    fast = ended_fields(span)
+    fast = ended_span(span)
     with public_paths():
-        public = ended_fields(span)
-    assert fast == public
-    assert (fast[0], fast[2], fast[3]) == (span.get_span_context(), 5, 9)
+        public = ended_span(span)
+    assert fast == (dict(public[0]), *public[1:])
+    assert type(fast[0]) is dict  # the attributes' own dict, not a copy or a view
+    own = span.get_span_context()
+    parent_id = parent.get_span_context().span_id if parent_span else None
+    assert fast[:6] == ({"a": 1}, own, own.span_id, parent_id, 5, 9)
+    assert fast[6] is span.status
