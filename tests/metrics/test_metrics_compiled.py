@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -87,11 +87,8 @@ def test_the_plain_python_facts_record_what_the_installed_ones_do(
     assert metered_plain.processor.errors == 0
 
 
-@pytest.mark.parametrize("module", ["installed", "plain"])
-def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: str) -> None:
-    """The receiver's order is by start: sends of one operation that end out of that order
-    (the first to start ends last) still make the later-started one the resend."""
-    m = facts if module == "installed" else plain
+def _failure_then_success() -> tuple[list[ReadableSpan], ReadableSpan]:
+    """A request's two harness attempts (a failure, then 10 ms later a success) and its span."""
     provider = TracerProvider()
     provider.add_span_processor(AttemptStampingProcessor())
     kept = InMemorySpanExporter()
@@ -103,9 +100,16 @@ def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: st
         clock.advance_ms(10)
         with req.attempt("p") as second:
             second.set_outcome("success")
-    spans = kept.get_finished_spans()
-    attempts = [s for s in spans if s.name != spans[-1].name]
-    request = spans[-1]
+    *attempts, request = kept.get_finished_spans()
+    return attempts, request
+
+
+@pytest.mark.parametrize("module", ["installed", "plain"])
+def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: str) -> None:
+    """The receiver's order is by start: sends of one operation that end out of that order
+    (the first to start ends last) still make the later-started one the resend."""
+    m = facts if module == "installed" else plain
+    attempts, request = _failure_then_success()
     in_order = [m.attempt_row(ended_span(s)) for s in attempts]
     m.request_facts(in_order, request)
     assert [r.resend for r in in_order] == [False, True]
@@ -126,18 +130,7 @@ def test_a_retry_group_is_taken_in_ordinal_then_start_order(plain: ModuleType, m
     """A failure then a success numbered 1 and 2 (or both 1, started 10 ms apart): the
     success is the retry, in whatever order the rows arrive."""
     m = facts if module == "installed" else plain
-    provider = TracerProvider()
-    provider.add_span_processor(AttemptStampingProcessor())
-    kept = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(kept))
-    clock = Clock(T0)
-    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
-        with req.attempt("p") as first:
-            first.set_outcome("unavailable")
-        clock.advance_ms(10)
-        with req.attempt("p") as second:
-            second.set_outcome("success")
-    *attempts, request = kept.get_finished_spans()
+    attempts, request = _failure_then_success()
 
     def retries(numbered_alike: bool, arrival: slice) -> list[bool]:
         rows = [m.attempt_row(ended_span(s)) for s in attempts]
@@ -178,7 +171,7 @@ def test_a_tally_counts_runs_of_alike_rows_as_each_row(plain: ModuleType) -> Non
 _RECORD_AND_EXIT = """
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from retryscope import AttemptStampingProcessor, logical_request
 from retryscope.instrumentation import AttemptMetricsProcessor, MetricsConfig
 from retryscope.instrumentation.metrics import _facts
@@ -279,18 +272,7 @@ def test_attempts_of_different_groups_are_no_retries_of_one_another(
     """A failure and then a success that differ in one part of the retry group's key (and
     arrive one after the other): two groups of one attempt each, so no retry."""
     m = facts if module == "installed" else plain
-    provider = TracerProvider()
-    provider.add_span_processor(AttemptStampingProcessor())
-    kept = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(kept))
-    clock = Clock(T0)
-    with logical_request(operation="chat", tracer_provider=provider, clock=clock) as req:
-        with req.attempt("p") as first:
-            first.set_outcome("unavailable")
-        clock.advance_ms(10)
-        with req.attempt("p") as second:
-            second.set_outcome("success")
-    *attempts, request = kept.get_finished_spans()
+    attempts, request = _failure_then_success()
     rows = [m.attempt_row(ended_span(s)) for s in attempts]
     for row, value in zip(rows, values, strict=True):
         row.ordinal = 1
