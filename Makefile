@@ -48,7 +48,7 @@ PUBLIC_SDK_TESTS := tests/instrumentation tests/test_context_and_processor.py \
 	tests/test_pipeline_end_to_end.py tests/test_sdk_paths.py tests/test_zero_code.py \
 	tests/test_columns_routing.py tests/test_export_*.py tests/reliability/test_load.py \
 	tests/reliability/test_kill_pipeline.py tests/reliability/test_bad_attributes.py \
-	tests/reliability/test_disk_faults.py
+	tests/reliability/test_disk_faults.py tests/metrics/test_metrics_agree.py
 unit-public-sdk: $(STAMP)
 	RETRYSCOPE_SDK_PUBLIC_ONLY=1 $(BIN)/python -m pytest -q $(XDIST) $(PUBLIC_SDK_TESTS)
 

@@ -305,8 +305,9 @@ def attempt_row(ended: tuple[Any, ...]) -> AttemptRow:
     attrs = ended[0]
     start = ended[4] or 0
     end = ended[5]
-    held = attrs if type(attrs) is dict else dict(attrs or {})
-    return AttemptRow(held, ended[1], ended[2], ended[3], start, end or start, ended[6])
+    if type(attrs) is not dict:  # (a span of another class: its mapping, read as a dict)
+        attrs = dict(attrs or {})
+    return AttemptRow(attrs, ended[1], ended[2], ended[3], start, end or start, ended[6])
 
 
 _NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)
