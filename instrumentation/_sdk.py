@@ -35,7 +35,7 @@ Context (:func:`context_with`, :func:`is_current_span`)
     Public: ``trace.set_span_in_context`` + ``context.set_value``; ``get_current_span``.
 Finished spans (:func:`finished_rows`, :func:`finished_attributes`,
 :func:`finished_attribute_columns`, :func:`bounded_items`, :func:`status_fields`,
-:func:`context_ids`, :func:`ended_span`)
+:func:`context_ids`, :func:`ended_fields`)
     Private: ``ReadableSpan._context``/``_parent``/``_name``/``_kind``/``_start_time``/
     ``_end_time``/``_status``/``_resource``/``_instrumentation_scope``/``_events``/
     ``_links``/``_attributes``; ``BoundedAttributes._dict``; ``BoundedList._dq``;
@@ -102,7 +102,7 @@ __all__ = [
     "context_ids",
     "context_with",
     "count_queue_evictions",
-    "ended_span",
+    "ended_fields",
     "fast_paths",
     "finished_attribute_columns",
     "finished_attributes",
@@ -363,32 +363,28 @@ def finished_rows(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
 
 _ENDED: Final = ("context", "parent", "start_time", "end_time", "status")
 _PUBLIC_ENDED: Final = operator.attrgetter(*_ENDED)
-_PRIVATE_ENDED: Final = operator.attrgetter("_attributes", *(f"_{name}" for name in _ENDED))
+_PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
 
 
-def ended_span(span: ReadableSpan) -> tuple[Any, ...]:
-    """One finished span's attributes (as :func:`finished_attributes` reads them), context,
-    span id, parent span id (None without a parent), start time, end time and status, in
-    one call (the live metrics need them all for every attempt span): its fields read
-    directly from a span of a probed class, the ids as items of a probed ``SpanContext``."""
-    kind = type(span)
+def ended_fields(span: ReadableSpan) -> tuple[Any, ...]:
+    """One finished span's context, span id, parent span id (None without a parent), start
+    time, end time and status, in one call (the live metrics need them for every attempt
+    span): read directly from a span of a probed class, the ids as items of a probed
+    ``SpanContext``."""
     paths = _paths
-    if kind in paths.plain_types and kind in paths.readable_types:
-        stored, context, parent, start, end, status = _PRIVATE_ENDED(span)
-        attrs = stored._dict if type(stored) is BoundedAttributes else span.attributes
-    else:
-        attrs = finished_attributes(span)
-        context, parent, start, end, status = _PUBLIC_ENDED(span)
+    context, parent, start, end, status = (
+        _PRIVATE_ENDED if type(span) in paths.plain_types else _PUBLIC_ENDED
+    )(span)
     if (
         paths.tuple_contexts
         and type(context) is SpanContext
         and (parent is None or type(parent) is SpanContext)
     ):
         parent_id = None if parent is None else parent[1]
-        return attrs, context, context[1], parent_id, start, end, status
+        return context, context[1], parent_id, start, end, status
     span_id = context.span_id if context is not None else 0
     parent_id = parent.span_id if parent is not None else None
-    return attrs, context, span_id, parent_id, start, end, status
+    return context, span_id, parent_id, start, end, status
 
 
 def _probe_bounded_lists() -> bool:

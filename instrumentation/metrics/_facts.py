@@ -298,16 +298,15 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-def attempt_row(ended: tuple[Any, ...]) -> AttemptRow:
-    """The row of a finished span whose role is ``attempt`` (``ended``: the span as
-    :func:`~retryscope.instrumentation._sdk.ended_span` reads it): built when the span
-    ends, from what it holds then, so neither the span nor its attributes are kept."""
-    attrs = ended[0]
-    start = ended[4] or 0
-    end = ended[5]
-    if type(attrs) is not dict:  # (a span of another class: its mapping, read as a dict)
-        attrs = dict(attrs or {})
-    return AttemptRow(attrs, ended[1], ended[2], ended[3], start, end or start, ended[6])
+def attempt_row(attrs: Mapping[str, Any], ended: tuple[Any, ...]) -> AttemptRow:
+    """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
+    :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them; ``ended``: the
+    rest, as :func:`~retryscope.instrumentation._sdk.ended_fields` does): built when the
+    span ends, from what it holds then, so neither the span nor its attributes are kept."""
+    held = attrs if type(attrs) is dict else dict(attrs)  # (another span class's mapping)
+    start = ended[3] or 0
+    end = ended[4]
+    return AttemptRow(held, ended[0], ended[1], ended[2], start, end or start, ended[5])
 
 
 _NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)

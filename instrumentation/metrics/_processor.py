@@ -35,7 +35,7 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._sdk import ended_span, finished_attributes
+from retryscope.instrumentation._sdk import ended_fields, finished_attributes
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import (
@@ -174,7 +174,7 @@ class AttemptMetricsProcessor(SpanProcessor):
             if type(request_id) is not str:
                 return
             if role == _ATTEMPT:
-                kept = attempt_row(ended_span(span))
+                kept = attempt_row(attrs, ended_fields(span))
                 lock = self._lock
                 lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
                 try:
