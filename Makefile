@@ -12,9 +12,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py compiles instrumentation/metrics/_facts.py with mypyc into the source tree (an
-# editable install), so a change to it reinstalls
-$(STAMP): pyproject.toml setup.py instrumentation/metrics/_facts.py | $(BIN)/python
+# setup.py compiles the live metrics' per-attempt modules with mypyc into the source tree
+# (an editable install), so a change to one of them reinstalls
+COMPILED := instrumentation/_sdk_finished.py instrumentation/metrics/_facts.py \
+	instrumentation/metrics/_hold.py
+$(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

@@ -1,11 +1,12 @@
 """Build hook: compiles the live metrics' per-attempt code with mypyc where it can.
 
-``retryscope.instrumentation.metrics._facts`` runs for every attempt span that ends while
-live metrics are on; compiled by mypyc (part of mypy) it costs about half the instructions
-(``python -m bench.instructions``). The module stays plain Python and is the same code
-either way: without a C compiler, or with ``RETRYSCOPE_COMPILE=0``, the package installs
-without the extension and imports the source. Everything else about the package is in
-``pyproject.toml``.
+The modules in :data:`COMPILED` run for every attempt span that ends while live metrics
+are on (reading the span, building its row, the request's facts when it ends); compiled by
+mypyc (part of mypy) they cost about half the instructions (``python -m
+bench.instructions``), and calls between them skip the interpreter. They stay plain Python
+and are the same code either way: without a C compiler, or with ``RETRYSCOPE_COMPILE=0``,
+the package installs without the extensions and imports the sources. Everything else about
+the package is in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from typing import Any
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
-COMPILED = ("instrumentation/metrics/_facts.py",)
+COMPILED = (
+    "instrumentation/_sdk_finished.py",
+    "instrumentation/metrics/_facts.py",
+    "instrumentation/metrics/_hold.py",
+)
 """Source files compiled (paths in this tree; their package is ``retryscope.<dir>``)."""
+GROUP = "retryscope.instrumentation._compiled"
+"""mypyc's name for the modules' shared library (``<GROUP>__mypyc``)."""
 _ROOT = Path(__file__).resolve().parent
 _TREE = Path("build") / "mypyc-src"
 """Where the compiled sources are laid out under their import names for mypyc."""
@@ -60,7 +67,8 @@ def _extensions() -> list[Any]:
         print("retryscope: mypyc not available, metrics code not compiled", file=sys.stderr)
         return []
     try:
-        return list(mypycify(_import_tree(), opt_level="3"))
+        # one shared library, named inside the package (not a top-level module of its own)
+        return list(mypycify(_import_tree(), opt_level="3", group_name=GROUP))
     except (Exception, SystemExit) as exc:  # mypyc's failure: the plain-Python package
         print(f"retryscope: metrics code not compiled ({exc})", file=sys.stderr)
         return []

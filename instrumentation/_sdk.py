@@ -2,9 +2,10 @@
 
 retryscope touches every span twice: it stamps spans on the hot path of the application and
 converts finished spans to Arrow in bulk. A few shortcuts into SDK-private structure make
-both cheap. They all live here: the rest of retryscope calls this module's functions and
-never names a private attribute or underscore import of ``opentelemetry``. A shortcut runs
-only when
+both cheap. They all live here (and in :mod:`._sdk_finished`, the two readers the live
+metrics call for every attempt span, compiled with them): the rest of retryscope calls
+these modules' functions and never names a private attribute or underscore import of
+``opentelemetry``. A shortcut runs only when
 
 * ``RETRYSCOPE_SDK_PUBLIC_ONLY`` is not set to ``1``/``true``/``yes``/``on`` (read once, at
   import; set, it forces every public path), and
@@ -88,7 +89,9 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
+from retryscope.instrumentation import _sdk_finished
 from retryscope.instrumentation._fork import reset_in_child
+from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._configuration import _OTelSDKConfigurator as SdkConfigurator
@@ -361,32 +364,6 @@ def finished_rows(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
     return list(map(fields_of, spans))
 
 
-_ENDED: Final = ("context", "parent", "start_time", "end_time", "status")
-_PUBLIC_ENDED: Final = operator.attrgetter(*_ENDED)
-_PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
-
-
-def ended_fields(span: ReadableSpan) -> tuple[Any, ...]:
-    """One finished span's context, span id, parent span id (None without a parent), start
-    time, end time and status, in one call (the live metrics need them for every attempt
-    span): read directly from a span of a probed class, the ids as items of a probed
-    ``SpanContext``."""
-    paths = _paths
-    context, parent, start, end, status = (
-        _PRIVATE_ENDED if type(span) in paths.plain_types else _PUBLIC_ENDED
-    )(span)
-    if (
-        paths.tuple_contexts
-        and type(context) is SpanContext
-        and (parent is None or type(parent) is SpanContext)
-    ):
-        parent_id = None if parent is None else parent[1]
-        return context, context[1], parent_id, start, end, status
-    span_id = context.span_id if context is not None else 0
-    parent_id = parent.span_id if parent is not None else None
-    return context, span_id, parent_id, start, end, status
-
-
 def _probe_bounded_lists() -> bool:
     """Whether a ``BoundedList`` keeps its items, in order, in its ``_dq`` deque."""
     try:
@@ -456,16 +433,6 @@ def _probe_readable_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
     if not expected:
         return frozenset()
     return frozenset({ReadableSpan} | ({span_type} if span_type else set()))
-
-
-def finished_attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
-    """A finished span's attributes for reading: the ``BoundedAttributes`` dict itself on the
-    SDK's spans (an ended span's attributes no longer change), else ``span.attributes``."""
-    if type(span) in _paths.readable_types:
-        attrs = span._attributes
-        if type(attrs) is BoundedAttributes:
-            return attrs._dict
-    return span.attributes
 
 
 def finished_attribute_columns(
@@ -595,7 +562,13 @@ def _probe() -> _Paths:
     )
 
 
-_paths: _Paths = _PUBLIC if PUBLIC_ONLY else _probe()
+def _use(paths: _Paths) -> _Paths:
+    """``paths``, also handed to the compiled readers of :mod:`._sdk_finished`."""
+    _sdk_finished.use(paths.readable_types, paths.plain_types, paths.tuple_contexts)
+    return paths
+
+
+_paths: _Paths = _use(_PUBLIC if PUBLIC_ONLY else _probe())
 """The paths the functions above use: what the probes allowed at import (all public when
 :data:`PUBLIC_ONLY`), or all public inside :func:`public_paths`."""
 
@@ -612,8 +585,8 @@ def public_paths() -> Iterator[None]:
     (not for use while other threads record spans); a batch processor made inside keeps
     the public queue accounting after the block."""
     global _paths
-    saved, _paths = _paths, _PUBLIC
+    saved, _paths = _paths, _use(_PUBLIC)
     try:
         yield
     finally:
-        _paths = saved
+        _paths = _use(saved)

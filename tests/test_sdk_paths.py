@@ -28,7 +28,7 @@ import pytest
 
 from retryscope.analytics import build_report, connect
 from retryscope.demo._run import generate
-from retryscope.instrumentation import _sdk
+from retryscope.instrumentation import _sdk, _sdk_finished
 
 PATHS = [
     "span_type",
@@ -74,12 +74,24 @@ def test_the_switch_forces_every_public_path_in_a_new_process() -> None:
     assert "RETRYSCOPE_SDK_PUBLIC_ONLY='sometimes' is not a boolean" in stderr
 
 
+def _readers() -> tuple[object, ...]:
+    """What the compiled readers of ``_sdk_finished`` may read directly."""
+    allowed = _sdk_finished._ALLOWED
+    return allowed.readable_types, allowed.plain_types, allowed.tuple_contexts
+
+
 def test_this_process_runs_the_paths_the_switch_says() -> None:
+    """The switch, and ``public_paths``, hold for the compiled readers too."""
     assert _sdk._public_only(os.environ.get(_sdk.PUBLIC_ONLY_ENV)) == _sdk.PUBLIC_ONLY
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
+    paths = _sdk._paths
+    in_use = (paths.readable_types, paths.plain_types, paths.tuple_contexts)
+    assert _readers() == in_use
     with _sdk.public_paths():
         assert not any(_sdk.fast_paths().values())
+        assert _readers() == (frozenset(), frozenset(), False)
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
+    assert _readers() == in_use
 
 
 def test_public_only_reads_booleans(caplog: pytest.LogCaptureFixture) -> None:
@@ -218,16 +230,18 @@ def _private_otel_uses(path: Path) -> list[str]:
 
 
 def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
+    """Only ``_sdk`` and its compiled readers ``_sdk_finished`` name private structure."""
     root = Path(__file__).resolve().parents[1]
+    owners = [root / "instrumentation" / "_sdk.py", root / "instrumentation" / "_sdk_finished.py"]
     sources = [
         path
         for folder in ("instrumentation", "analytics", "dashboards", "retryscope", "bench")
         for path in sorted((root / folder).rglob("*.py"))
-        if path != root / "instrumentation" / "_sdk.py"
+        if path not in owners
     ]
     assert len(sources) > 50
     assert [use for path in sources for use in _private_otel_uses(path)] == []
-    assert _private_otel_uses(root / "instrumentation" / "_sdk.py")  # the check sees them
+    assert all(_private_otel_uses(path) for path in owners)  # the check sees them
 
 
 def test_the_counting_queue_reports_what_either_end_pushes_out() -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -39,9 +39,21 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
 from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
-from retryscope.instrumentation._sdk import finished_attributes
+from retryscope.instrumentation._sdk_finished import Ended, finished_attributes
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
+
+
+def _plain_class(*flags: object, **settings: object) -> Callable[[type], type]:
+    """``mypyc_attr`` where mypy's extensions are not installed: it only tells mypyc how to
+    build a class, and plain Python builds it as written."""
+    return lambda cls: cls
+
+
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:  # (plain Python without mypy's extensions: the decorator only tells mypyc)
+    mypyc_attr = _plain_class  # type: ignore[assignment]
 
 _SEND_ORDER: Final = operator.attrgetter("start", "span_id")
 """The order the receiver saw sends in (``all_attempt_facts.is_repeat``)."""
@@ -100,6 +112,7 @@ _METHOD_KEY: Final[str] = v.HTTP_METHOD.key
 _OLD_METHOD_KEY: Final[str] = v.HTTP_METHOD.aliases[0]  # older HTTP semantic conventions
 
 
+@mypyc_attr(acyclic=True)
 class AttemptRow:
     """One finished attempt span, as the model's ``attempt_rows`` holds it, and the facts
     :func:`request_facts` derives for it (build it with :func:`attempt_row`).
@@ -110,7 +123,11 @@ class AttemptRow:
     decision, hedge result and deadline of a success (acceptance, late success), the
     route's boundary on a success or a top-level attempt (boundary widening, the entry
     route), its capability and behaviour on a successful fallback (fallback quality), the
-    currency and estimate of a cost."""
+    currency and estimate of a cost.
+
+    A row refers only to attribute values and the span's context, never back to a row, so
+    the compiled class is ``acyclic``: the garbage collector does not track rows (a long
+    request's thousands of rows are freed by reference counting, never walked)."""
 
     __slots__ = (
         "accepted",
@@ -298,10 +315,11 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-def attempt_row(attrs: Mapping[str, Any], ended: tuple[Any, ...]) -> AttemptRow:
+def attempt_row(attrs: Mapping[str, Any], ended: Ended) -> AttemptRow:
     """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
-    :func:`~retryscope.instrumentation._sdk.finished_attributes` reads them; ``ended``: the
-    rest, as :func:`~retryscope.instrumentation._sdk.ended_fields` does): built when the
+    :func:`~retryscope.instrumentation._sdk_finished.finished_attributes` reads them;
+    ``ended``: the rest, as :func:`~retryscope.instrumentation._sdk_finished.ended_fields`
+    does): built when the
     span ends, from what it holds then, so neither the span nor its attributes are kept."""
     held = attrs if type(attrs) is dict else dict(attrs)  # (another span class's mapping)
     start = ended[3] or 0

@@ -21,7 +21,6 @@ It never raises into the application: failures are counted in
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -35,26 +34,15 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._sdk import ended_fields, finished_attributes
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
-from retryscope.instrumentation.metrics._facts import (
-    AttemptRow,
-    RequestFacts,
-    attempt_row,
-    request_facts,
-    tally,
-)
+from retryscope.instrumentation.metrics._facts import AttemptRow, RequestFacts, request_facts, tally
+from retryscope.instrumentation.metrics._hold import Holder
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import Capped, Enumerated
 
 _log = logging.getLogger(__name__)
-_ROLE: Final = v.SPAN_ROLE.key
-_ID: Final = v.LOGICAL_REQUEST_ID.key
-_ATTEMPT: Final = v.SpanRole.ATTEMPT.value
-_REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
-_CONTINUATION: Final = v.SpanRole.CONTINUATION.value
 METER_NAME: Final = "retryscope"
 
 Values = tuple[AttributeValue | None, ...]
@@ -125,8 +113,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         """Requests recorded without their request-level figures: still open when more
         than ``max_open_requests`` were."""
         self._enabled = self.config.enabled
-        self._lock = threading.Lock()
-        self._open: dict[str, list[AttemptRow]] = {}
+        self._holder = Holder(self._hold_first, self._end, self._failed)
+        self._lock = self._holder.lock
+        self._open = self._holder.open
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
         self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
@@ -140,6 +129,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         if not self._enabled:
             self.on_end = _ignore  # type: ignore[method-assign]
             return
+        # the SDK calls the compiled holder's methods directly (no interpreter frame between)
+        self.on_start = self._holder.on_start  # type: ignore[method-assign]
+        self.on_end = self._holder.on_end  # type: ignore[method-assign]
         from retryscope import __version__
 
         meter = metrics.get_meter(METER_NAME, __version__, meter_provider=meter_provider)
@@ -165,32 +157,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
-            attrs = finished_attributes(span)
-            role = attrs.get(_ROLE) if attrs else None
-            if role is None or attrs is None:
-                return
-            request_id = attrs.get(_ID)
-            if type(request_id) is not str:
-                return
-            if role == _ATTEMPT:
-                kept = attempt_row(attrs, ended_fields(span))
-                lock = self._lock
-                lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
-                try:
-                    held = self._open.get(request_id)
-                    if held is not None:
-                        held.append(kept)
-                        return
-                finally:
-                    lock.release()
-                self._hold_first(request_id, kept)
-            elif role == _REQUEST:
-                self._end(request_id, span)
-            elif role == _CONTINUATION:
-                self._end(request_id, None)
-        except Exception:  # never break the instrumented application
-            self._failed("recording a span's metrics")
+        self._holder.on_end(span)
 
     def shutdown(self) -> None:
         return None

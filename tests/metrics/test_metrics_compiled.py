@@ -1,18 +1,19 @@
 """The metrics' per-attempt code compiled by mypyc (``setup.py``) and as plain Python.
 
-The build compiles ``_facts`` where it can; the package must record the same figures either
-way, and the compiled module in use must be the current source's.
+The build compiles the modules of ``setup.COMPILED`` where it can; the package must record
+the same figures either way, and the compiled modules in use must be the current source's.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.machinery
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -22,52 +23,100 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from retryscope import logical_request
-from retryscope.instrumentation import AttemptStampingProcessor
-from retryscope.instrumentation._sdk import ended_fields, finished_attributes
+from retryscope.instrumentation import AttemptStampingProcessor, _sdk, _sdk_finished
+from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 from retryscope.instrumentation.metrics import _facts as facts
-from retryscope.instrumentation.metrics import _processor
+from retryscope.instrumentation.metrics import _hold, _processor
 from tests.metrics.support import Metered, differences, live_figures, report_figures
 from tests.metrics.test_metrics_agree import SCENARIOS
 from tests.recorder import T0, Clock, Recorder
 
-SOURCE = Path(facts.__file__).with_name("_facts.py")
-COMPILED = facts.__file__ is not None and facts.__file__.endswith(
-    tuple(importlib.machinery.EXTENSION_SUFFIXES)
-)
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = (_sdk_finished, facts, _hold)
+"""The compiled modules, each after the ones it imports (``setup.COMPILED``)."""
+
+
+def _source(module: ModuleType) -> Path:
+    assert module.__file__ is not None
+    return Path(module.__file__).with_name(module.__name__.rpartition(".")[2] + ".py")
+
+
+def _compiled(module: ModuleType) -> bool:
+    return (module.__file__ or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+COMPILED = _compiled(facts)
+
+
+@dataclass(frozen=True)
+class PlainBuild:
+    """The compiled modules imported from their sources, each importing the others' source."""
+
+    finished: ModuleType
+    facts: ModuleType
+    hold: ModuleType
 
 
 @pytest.fixture(scope="module")
-def plain() -> Iterator[ModuleType]:
-    """``_facts`` imported from its source, whether or not a compiled build is installed."""
-    name = "retryscope_plain_metrics_facts"
-    spec = importlib.util.spec_from_file_location(name, SOURCE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # (dataclasses look their module up while building a class)
+def plain_build() -> PlainBuild:
+    """The modules of ``setup.COMPILED`` imported from their sources (under their own names
+    while they import one another, so each binds the others' plain functions), whether or
+    not a compiled build is installed; the installed modules are back in place after."""
+    saved = {m.__name__: sys.modules[m.__name__] for m in MODULES}
+    loaded = []
     try:
-        spec.loader.exec_module(module)
-        assert module.__file__ == str(SOURCE)
-        yield module
+        for module in MODULES:
+            spec = importlib.util.spec_from_file_location(module.__name__, _source(module))
+            assert spec is not None
+            assert spec.loader is not None
+            plain = importlib.util.module_from_spec(spec)
+            sys.modules[module.__name__] = plain  # (dataclasses look their module up)
+            spec.loader.exec_module(plain)
+            assert plain.__file__ == str(_source(module))
+            loaded.append(plain)
     finally:
-        del sys.modules[name]
+        sys.modules.update(saved)
+    finished, plain_facts, hold = loaded
+    assert hold.attempt_row is plain_facts.attempt_row
+    assert hold.ended_fields is plain_facts.finished_attributes.__globals__["ended_fields"]
+    paths = _sdk._paths
+    finished.use(paths.readable_types, paths.plain_types, paths.tuple_contexts)
+    return PlainBuild(finished, plain_facts, hold)
 
 
-def test_the_build_compiled_the_facts_where_it_could() -> None:
-    """With mypyc and a C compiler (the dev install has both) the module in use is the
-    compiled one, built after its source last changed (``make test`` reinstalls then)."""
+@pytest.fixture(scope="module")
+def plain(plain_build: PlainBuild) -> ModuleType:
+    """``_facts`` imported from its source."""
+    return plain_build.facts
+
+
+def test_the_build_compiled_the_modules_where_it_could() -> None:
+    """With mypyc and a C compiler (the dev install has both) the modules in use are the
+    compiled ones, built after their sources last changed (``make test`` reinstalls then)."""
     if os.environ.get("RETRYSCOPE_COMPILE", "1") == "0":
         pytest.skip("RETRYSCOPE_COMPILE=0: the plain-Python package is installed")
     if importlib.util.find_spec("mypyc") is None or shutil.which("cc") is None:
         pytest.skip("no mypyc or no C compiler here: the plain-Python package is installed")
-    assert COMPILED, f"{facts.__file__} is not compiled: reinstall the package (make test does)"
-    built, source = Path(facts.__file__).stat().st_mtime, SOURCE.stat().st_mtime
-    assert built >= source, f"{facts.__file__} predates {SOURCE}: reinstall the package"
+    sources = sorted(str(_source(m).relative_to(ROOT)) for m in MODULES)
+    setup_py = (ROOT / "setup.py").read_text()
+    assert all(f'"{s}"' in setup_py for s in sources), "MODULES and setup.COMPILED differ"
+    for module in MODULES:
+        assert _compiled(module), f"{module.__file__} is not compiled: reinstall the package"
+        built, source = Path(str(module.__file__)).stat().st_mtime, _source(module).stat().st_mtime
+        assert built >= source, f"{module.__file__} predates its source: reinstall the package"
+
+
+def test_a_held_row_is_left_to_reference_counting() -> None:
+    """A request's rows are held until it ends and refer to nothing that can refer back
+    to them; compiled, the collector does not track them (``acyclic``: no collection
+    walks a long request's rows)."""
+    row = facts.AttemptRow({"retryscope.attempt.layer": "sdk"}, None, 1, None, 0, 1)
+    assert gc.is_tracked(row) is not COMPILED
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_the_plain_python_facts_record_what_the_installed_ones_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: ModuleType, scenario: str
+def test_the_plain_python_modules_record_what_the_installed_ones_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain_build: PlainBuild, scenario: str
 ) -> None:
     """The same traffic through the processor with the installed module (compiled, in a
     dev install) and with the source's functions: the same figures, the report's."""
@@ -77,8 +126,9 @@ def test_the_plain_python_facts_record_what_the_installed_ones_do(
     expected = live_figures(metered.points())
     assert list(differences(expected, report_figures(installed.connect()))) == []
 
-    for name in ("attempt_row", "request_facts", "tally"):
-        monkeypatch.setattr(_processor, name, getattr(plain, name))
+    monkeypatch.setattr(_processor, "Holder", plain_build.hold.Holder)
+    for name in ("request_facts", "tally"):
+        monkeypatch.setattr(_processor, name, getattr(plain_build.facts, name))
     again = Recorder(tmp_path / "plain")
     metered_plain = Metered.on(again.provider)
     SCENARIOS[scenario](again)
@@ -212,14 +262,12 @@ def test_a_process_recording_metrics_exits_cleanly() -> None:
     assert done.stdout.strip() == facts.__file__
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 def _build(tmp_path: Path, compiler: Path) -> subprocess.CompletedProcess[str]:
     """``setup.py build_ext`` on a copy of the build's inputs, with ``compiler`` as CC."""
     tree = tmp_path / "src"
     (tree / "instrumentation" / "metrics").mkdir(parents=True)
-    for name in ("setup.py", "pyproject.toml", "README.md", "instrumentation/metrics/_facts.py"):
+    sources = [str(_source(m).relative_to(ROOT)) for m in MODULES]
+    for name in ("setup.py", "pyproject.toml", "README.md", *sources):
         shutil.copyfile(ROOT / name, tree / name)
     build = [
         "build_ext",
@@ -241,9 +289,9 @@ def _build(tmp_path: Path, compiler: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_a_failed_compile_leaves_the_plain_python_package(tmp_path: Path) -> None:
-    """The compiler fails on the second of the two extensions mypyc makes (the module's
-    shim, after its runtime library built): the build still succeeds, and leaves neither,
-    since the shim without its library, or the library alone, would not import."""
+    """The compiler fails on one of the extensions mypyc makes (the shim of ``_facts``,
+    after the modules' shared library built): the build still succeeds, and leaves none of
+    them, since a shim without its library, or the library alone, would not import."""
     if importlib.util.find_spec("mypyc") is None:
         pytest.skip("no mypyc here")
     compiler = tmp_path / "cc-failing-on-the-shim"

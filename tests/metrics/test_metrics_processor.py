@@ -128,6 +128,9 @@ def test_a_failure_is_contained_counted_and_the_application_goes_on(
     monkeypatch.undo()
     _one(provider)
     assert live_figures(metered.points())["logical_requests"] == 1
+    # a span the SDK would never hand over: counted, not raised (the compiled path too)
+    metered.processor.on_end(object())  # type: ignore[arg-type]
+    assert metered.processor.errors == 3
 
 
 def test_odd_attribute_types_read_as_absent() -> None:
