@@ -319,8 +319,8 @@ def attempt_row(attrs: Mapping[str, Any], ended: Ended) -> AttemptRow:
     """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
     :func:`~retryscope.instrumentation._sdk_finished.finished_attributes` reads them;
     ``ended``: the rest, as :func:`~retryscope.instrumentation._sdk_finished.ended_fields`
-    does): built when the
-    span ends, from what it holds then, so neither the span nor its attributes are kept."""
+    does): built when the span ends, from what it holds then, so neither the span nor its
+    attributes are kept."""
     held = attrs if type(attrs) is dict else dict(attrs)  # (another span class's mapping)
     start = ended[3] or 0
     end = ended[4]

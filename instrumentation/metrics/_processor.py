@@ -5,7 +5,9 @@ spans, so the live figures come from the same facts as the audit data set: when 
 attempt span ends its row is read from it (:func:`~._facts.attempt_row`: what the span
 holds then, whoever wrote it) and held until its logical request's span ends; then the
 request's facts are computed (:func:`~._facts.request_facts`, the model's definitions)
-and recorded. Every other span costs one attribute lookup.
+and recorded. Every other span costs one attribute lookup. The span-end path up to the
+held row is :class:`~._hold.Holder`, compiled with the facts where the install can: the
+SDK calls it directly.
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
