@@ -78,7 +78,8 @@ def plain_build() -> PlainBuild:
         sys.modules.update(saved)
     finished, plain_facts, hold = loaded
     assert hold.attempt_row is plain_facts.attempt_row
-    assert hold.ended_fields is plain_facts.finished_attributes.__globals__["ended_fields"]
+    assert hold.ended_fields is finished.ended_fields
+    assert plain_facts.finished_attributes is finished.finished_attributes
     paths = _sdk._paths
     finished.use(paths.readable_types, paths.plain_types, paths.tuple_contexts)
     return PlainBuild(finished, plain_facts, hold)
