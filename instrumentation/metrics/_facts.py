@@ -315,16 +315,15 @@ class AttemptRow:
         return self.not_before is not None and self.start < self.not_before
 
 
-def attempt_row(attrs: Mapping[str, Any], ended: Ended) -> AttemptRow:
+def attempt_row(attrs: dict[str, Any], ended: Ended) -> AttemptRow:
     """The row of a finished span whose role is ``attempt`` (``attrs``: its attributes, as
-    :func:`~retryscope.instrumentation._sdk_finished.finished_attributes` reads them;
-    ``ended``: the rest, as :func:`~retryscope.instrumentation._sdk_finished.ended_fields`
-    does): built when the span ends, from what it holds then, so neither the span nor its
-    attributes are kept."""
-    held = attrs if type(attrs) is dict else dict(attrs)  # (another span class's mapping)
+    :func:`~retryscope.instrumentation._sdk_finished.finished_attributes` reads them, as a
+    ``dict``; ``ended``: the rest, as
+    :func:`~retryscope.instrumentation._sdk_finished.ended_fields` does): built when the
+    span ends, from what it holds then, so neither the span nor its attributes are kept."""
     start = ended[3] or 0
     end = ended[4]
-    return AttemptRow(held, ended[0], ended[1], ended[2], start, end or start, ended[5])
+    return AttemptRow(attrs, ended[0], ended[1], ended[2], start, end or start, ended[5])
 
 
 _NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)

@@ -51,7 +51,7 @@ class Holder:
             found = finished_attributes(span)
             if not found:
                 return
-            # (a dict: compiled, its reads skip a method lookup each)
+            # (a dict, as the row takes it: compiled, each read skips a method lookup)
             attrs = found if isinstance(found, dict) else dict(found)
             role = attrs.get(_ROLE)
             if type(role) is not str:

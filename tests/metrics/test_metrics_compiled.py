@@ -138,6 +138,12 @@ def test_the_plain_python_modules_record_what_the_installed_ones_do(
     assert metered_plain.processor.errors == 0
 
 
+def _row(m: ModuleType, span: ReadableSpan) -> facts.AttemptRow:
+    """``span``'s row as the processor reads it, with module ``m``'s ``attempt_row``."""
+    row: facts.AttemptRow = m.attempt_row(dict(finished_attributes(span) or {}), ended_fields(span))
+    return row
+
+
 def _failure_then_success() -> tuple[list[ReadableSpan], ReadableSpan]:
     """A request's two harness attempts (a failure, then 10 ms later a success) and its span."""
     provider = TracerProvider()
@@ -161,17 +167,15 @@ def test_resends_follow_the_order_sends_started_in(plain: ModuleType, module: st
     (the first to start ends last) still make the later-started one the resend."""
     m = facts if module == "installed" else plain
     attempts, request = _failure_then_success()
-    in_order = [m.attempt_row(finished_attributes(s) or {}, ended_fields(s)) for s in attempts]
+    in_order = [_row(m, s) for s in attempts]
     m.request_facts(in_order, request)
     assert [r.resend for r in in_order] == [False, True]
     # the same sends, the later-started one first (as if it had ended first)
-    swapped = [
-        m.attempt_row(finished_attributes(s) or {}, ended_fields(s)) for s in reversed(attempts)
-    ]
+    swapped = [_row(m, s) for s in reversed(attempts)]
     m.request_facts(swapped, request)
     assert sorted((r.start, r.resend) for r in swapped) == [(r.start, r.resend) for r in in_order]
     # sends that started at the same time: the receiver's order is by span id
-    tied = [m.attempt_row(finished_attributes(s) or {}, ended_fields(s)) for s in attempts]
+    tied = [_row(m, s) for s in attempts]
     tied[1].start = tied[0].start
     tied.sort(key=lambda r: r.span_id, reverse=True)
     m.request_facts(tied, request)
@@ -186,7 +190,7 @@ def test_a_retry_group_is_taken_in_ordinal_then_start_order(plain: ModuleType, m
     attempts, request = _failure_then_success()
 
     def retries(numbered_alike: bool, arrival: slice) -> list[bool]:
-        rows = [m.attempt_row(finished_attributes(s) or {}, ended_fields(s)) for s in attempts]
+        rows = [_row(m, s) for s in attempts]
         if numbered_alike:
             rows[1].ordinal = rows[0].ordinal
         m.request_facts(rows[arrival], request)
@@ -324,7 +328,7 @@ def test_attempts_of_different_groups_are_no_retries_of_one_another(
     arrive one after the other): two groups of one attempt each, so no retry."""
     m = facts if module == "installed" else plain
     attempts, request = _failure_then_success()
-    rows = [m.attempt_row(finished_attributes(s) or {}, ended_fields(s)) for s in attempts]
+    rows = [_row(m, s) for s in attempts]
     for row, value in zip(rows, values, strict=True):
         row.ordinal = 1
         row.parent_layer, row.parent_ordinal, row.operation_ordinal = None, None, None
