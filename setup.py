@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +61,30 @@ def _import_tree() -> list[str]:
 
 def _extensions() -> list[Any]:
     if not _wanted():
-        return []
+        return _plain()
     try:
         from mypyc.build import mypycify
     except ImportError:  # a build environment without mypy: the plain-Python package
         print("retryscope: mypyc not available, metrics code not compiled", file=sys.stderr)
-        return []
+        return _plain()
     try:
         # one shared library, named inside the package (not a top-level module of its own)
         return list(mypycify(_import_tree(), opt_level="3", group_name=GROUP))
     except (Exception, SystemExit) as exc:  # mypyc's failure: the plain-Python package
         print(f"retryscope: metrics code not compiled ({exc})", file=sys.stderr)
-        return []
+        return _plain()
+
+
+def _plain() -> list[Any]:
+    """No extension: and none left beside the sources by an earlier in-place build (an
+    editable install builds there), which would still be imported instead of the sources
+    that changed since."""
+    stems = [Path(source).with_suffix("") for source in COMPILED]
+    stems.append(Path(*GROUP.split(".")[1:]).with_name(GROUP.rsplit(".", 1)[1] + "__mypyc"))
+    for stem in stems:
+        for suffix in EXTENSION_SUFFIXES:
+            (_ROOT / f"{stem}{suffix}").unlink(missing_ok=True)
+    return []
 
 
 class OptionalBuildExt(build_ext):

@@ -267,13 +267,19 @@ def test_a_process_recording_metrics_exits_cleanly() -> None:
     assert done.stdout.strip() == facts.__file__
 
 
-def _build(tmp_path: Path, compiler: Path) -> subprocess.CompletedProcess[str]:
-    """``setup.py build_ext`` on a copy of the build's inputs, with ``compiler`` as CC."""
+def _build(
+    tmp_path: Path, compiler: Path, appended: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``setup.py build_ext`` on a copy of the build's inputs (in ``tmp_path / "src"``),
+    ``appended`` added to the copy of ``_hold.py``, with ``compiler`` as CC and ``env``
+    added to the environment."""
     tree = tmp_path / "src"
-    (tree / "instrumentation" / "metrics").mkdir(parents=True)
+    (tree / "instrumentation" / "metrics").mkdir(parents=True, exist_ok=True)
     sources = [str(_source(m).relative_to(ROOT)) for m in MODULES]
     for name in ("setup.py", "pyproject.toml", "README.md", *sources):
         shutil.copyfile(ROOT / name, tree / name)
+    with (tree / "instrumentation" / "metrics" / "_hold.py").open("a") as hold:
+        hold.write(appended)
     build = [
         "build_ext",
         "--build-lib",
@@ -284,7 +290,7 @@ def _build(tmp_path: Path, compiler: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "setup.py", "-q", *build],
         cwd=tree,
-        env={**os.environ, "CC": str(compiler)},
+        env={**os.environ, "CC": str(compiler), **env},
         capture_output=True,
         text=True,
         timeout=600,
@@ -309,6 +315,37 @@ def test_a_failed_compile_leaves_the_plain_python_package(tmp_path: Path) -> Non
     assert "metrics code not compiled" in done.stderr
     assert (tmp_path / "temp").exists()  # the runtime library was compiled first
     assert list((tmp_path / "lib").rglob("*.so")) == []
+
+
+@pytest.mark.parametrize("why", ["switched off", "mypyc fails"])
+def test_a_build_without_compiling_removes_extensions_left_beside_the_sources(
+    tmp_path: Path, why: str
+) -> None:
+    """An editable install builds the extensions beside the sources: a later build that
+    does not compile removes them, or they would be imported instead of changed sources."""
+    tree = tmp_path / "src"
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    stale = [tree / f"{_source(m).relative_to(ROOT).with_suffix('')}{suffix}" for m in MODULES]
+    stale.append(tree / "instrumentation" / f"_compiled__mypyc{suffix}")
+    kept = tree / "instrumentation" / f"_other{suffix}"  # not one of the build's
+    for path in [*stale, kept]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"stale")
+    compiler = Path(shutil.which("cc") or "cc")
+    if why == "switched off":
+        done = _build(tmp_path, compiler, RETRYSCOPE_COMPILE="0")
+    else:  # a construct mypyc does not compile (plain Python runs it)
+        if importlib.util.find_spec("mypyc") is None:
+            pytest.skip("no mypyc here")
+        uncompilable = (
+            "\n\ndef _each(items: list[int]) -> None:\n    for item in items:\n"
+            "        try:\n            continue\n        finally:\n            pass\n"
+        )
+        done = _build(tmp_path, compiler, uncompilable)
+        assert "metrics code not compiled" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert [p for p in stale if p.exists()] == []
+    assert kept.exists()
 
 
 @pytest.mark.parametrize("module", ["installed", "plain"])
