@@ -77,6 +77,13 @@ def _int(value: object) -> int | None:
     return value if type(value) is int else None
 
 
+def _same(a: object, b: object) -> bool:
+    """``a == b``, the identical object first, as a dict compares its keys: a request's
+    rows mostly share their values' objects, and an ``==`` between objects costs a
+    comparison call even when they are one (this runs several times per attempt)."""
+    return a is b or bool(a == b)
+
+
 # The span attributes an attempt row reads (typed here, so a compiled build knows them
 # without analysing the vocabulary). Numbers and flags of another type (a ``bool``
 # for an ``int`` too) read as absent, as the Parquet columns hold them; strings are kept
@@ -266,7 +273,7 @@ class AttemptRow:
                 self.outcome, http_kind = _http_outcome(status, attrs)
                 if self.kind is None:
                     self.kind = http_kind
-        succeeded = self.outcome == _SUCCESS
+        succeeded = _same(self.outcome, _SUCCESS)
         self.decision = self.hedge_result = self.deadline = None
         self.route_boundary = self.route_capability = self.route_behavior = None
         if succeeded:
@@ -327,8 +334,9 @@ def attempt_row(attrs: dict[str, Any], ended: Ended) -> AttemptRow:
 
 
 _NO_RESPONSE: Final = (NO_RESPONSE_KIND.family.value, NO_RESPONSE_KIND.value)
-_BY_STATUS: dict[tuple[int, bool], tuple[str, str | None]] = {}
-"""(family, kind) of the statuses seen so far, by (status, idempotent)."""
+_BY_STATUS: dict[int, tuple[str, str | None]] = {}
+"""(family, kind) of the statuses seen so far, by ``2 * status + idempotent`` (an int key:
+no tuple to build and hash for every send)."""
 _MAX_STATUSES: Final = 4096
 
 
@@ -336,21 +344,21 @@ def _http_outcome(
     status_of_span: Status | None, attrs: dict[str, Any]
 ) -> tuple[str | None, str | None]:
     """(family, kind) of an HTTP send by its status (``rs_http_outcome``/``_kind``)."""
-    status = None
+    found = None
     for name in _HTTP_STATUSES:  # (inline: once per send)
-        status = attrs.get(name)
-        if status is not None:
+        found = attrs.get(name)
+        if found is not None:
             break
-    if type(status) is not int:
-        status = None
-    if status is None:
+    if type(found) is not int:
         if status_of_span is not None and status_of_span.status_code is StatusCode.ERROR:
             return _NO_RESPONSE
         return None, None
-    key = (status, attrs.get(_IDEMPOTENCY_DIGEST) is not None)
+    status: int = found
+    idempotent = attrs.get(_IDEMPOTENCY_DIGEST) is not None
+    key = 2 * status + 1 if idempotent else 2 * status
     known = _BY_STATUS.get(key)
     if known is None:
-        kind = classify_status(status, idempotent=key[1])
+        kind = classify_status(status, idempotent=idempotent)
         known = (_SUCCESS, None) if kind is None else (kind.family.value, kind.value)
         if len(_BY_STATUS) < _MAX_STATUSES:
             _BY_STATUS[key] = known
@@ -457,10 +465,10 @@ class _Walk:
         for row in rows:
             if (  # a group's attempts mostly end one after another: looked up once per run
                 last is None
-                or row.layer != last.layer
-                or row.parent_layer != last.parent_layer
-                or row.parent_ordinal != last.parent_ordinal
-                or row.operation_ordinal != last.operation_ordinal
+                or not _same(row.layer, last.layer)
+                or not _same(row.parent_layer, last.parent_layer)
+                or not _same(row.parent_ordinal, last.parent_ordinal)
+                or not _same(row.operation_ordinal, last.operation_ordinal)
             ):
                 key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
                 found = groups.get(key)
@@ -566,7 +574,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
                 size += 1
                 if previous_failed:
                     row.retry = True
-            if row.outcome == _SUCCESS:
+            if _same(row.outcome, _SUCCESS):
                 previous_failed = False
                 row.accepted = (
                     request_complete
@@ -671,11 +679,11 @@ class Tally:
 def _counted_alike(a: AttemptRow, b: AttemptRow) -> bool:
     """Whether two rows fall in the same series of every count :class:`Tally` keeps."""
     return (
-        a.layer == b.layer
-        and a.route == b.route
-        and a.outcome == b.outcome
-        and a.kind == b.kind
-        and a.retry_owner == b.retry_owner
+        _same(a.layer, b.layer)
+        and _same(a.route, b.route)
+        and _same(a.outcome, b.outcome)
+        and _same(a.kind, b.kind)
+        and _same(a.retry_owner, b.retry_owner)
         and a.retry is b.retry
         and a.leaf is b.leaf
         and a.resend is b.resend

@@ -1,13 +1,13 @@
 """``AttemptMetricsProcessor``: live metrics from the spans retryscope stamps.
 
 A span processor beside the stamping one. It reads the retryscope attributes of finished
-spans, so the live figures come from the same facts as the audit data set: when an
-attempt span ends its row is read from it (:func:`~._facts.attempt_row`: what the span
-holds then, whoever wrote it) and held until its logical request's span ends; then the
-request's facts are computed (:func:`~._facts.request_facts`, the model's definitions)
-and recorded. Every other span costs one attribute lookup. The span-end path up to the
-held row is :class:`~._hold.Holder`, compiled with the facts where the install can: the
-SDK calls it directly.
+spans, so the live figures come from the same facts as the audit data set: each finished
+attempt span's row is read from it (:func:`~._facts.attempt_row`: what the ended span
+holds, whoever wrote it; a few spans at a time) and held until its logical request's span
+ends; then the request's facts are computed (:func:`~._facts.request_facts`, the model's
+definitions) and recorded. Every other span costs one attribute lookup. The span-end path
+up to the held rows is :class:`~._hold.Holder`, compiled with the facts where the install
+can: the SDK calls it directly.
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
@@ -111,11 +111,11 @@ class AttemptMetricsProcessor(SpanProcessor):
         self.config = config if config is not None else MetricsConfig.from_env()
         self.errors = 0
         """Spans or collections whose recording failed (contained, logged once)."""
-        self.evicted = 0
-        """Requests recorded without their request-level figures: still open when more
-        than ``max_open_requests`` were."""
+        self._evicted = 0
         self._enabled = self.config.enabled
-        self._holder = Holder(self._hold_first, self._end, self._failed)
+        self._holder = Holder(
+            self._record, self._record_evicted, self._failed, self.config.max_open_requests
+        )
         self._lock = self._holder.lock
         self._open = self._holder.open
         self._totals: dict[str, dict[Values, int]] = {}
@@ -131,8 +131,9 @@ class AttemptMetricsProcessor(SpanProcessor):
         if not self._enabled:
             self.on_end = _ignore  # type: ignore[method-assign]
             return
-        # the SDK calls the compiled holder's methods directly (no interpreter frame between)
-        self.on_start = self._holder.on_start  # type: ignore[method-assign]
+        # the SDK calls the compiled holder's on_end directly (no interpreter frame between;
+        # ``on_start`` stays a method: the SDK passes its context by keyword, which the
+        # interpreter's call takes for less than a compiled function's argument parsing)
         self.on_end = self._holder.on_end  # type: ignore[method-assign]
         from retryscope import __version__
 
@@ -167,26 +168,17 @@ class AttemptMetricsProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
 
-    # -- holding attempts until their request ends -------------------------------------
-    def _hold_first(self, request_id: str, attempt: AttemptRow) -> None:
-        """Hold the first attempt of a request; past ``max_open_requests`` open ones,
-        record the oldest as it stands."""
-        evicted: list[AttemptRow] | None = None
-        with self._lock:
-            held = self._open.get(request_id)
-            if held is None:
-                if len(self._open) >= self.config.max_open_requests:
-                    evicted = self._open.pop(next(iter(self._open)))
-                held = self._open[request_id] = []
-            held.append(attempt)
-        if evicted is not None:
-            self.evicted += 1
-            self._record(evicted, None)
+    def _record_evicted(self, attempts: list[AttemptRow]) -> None:
+        """Record the attempts of a request evicted while open (past ``max_open_requests``)."""
+        self._evicted += 1
+        self._record(attempts, None)
 
-    def _end(self, request_id: str, request: ReadableSpan | None) -> None:
-        with self._lock:
-            held = self._open.pop(request_id, [])
-        self._record(held, request)
+    @property
+    def evicted(self) -> int:
+        """Requests recorded without their request-level figures: still open when more
+        than ``max_open_requests`` were (the finished attempts not read yet are read first)."""
+        self._holder.read_queued()
+        return self._evicted
 
     # -- recording -----------------------------------------------------------------------
     def _record(self, attempts: list[AttemptRow], request: ReadableSpan | None) -> None:
@@ -316,6 +308,7 @@ class AttemptMetricsProcessor(SpanProcessor):
 
     def open_requests(self) -> int:
         """Requests whose attempts are held until their span ends."""
+        self._holder.read_queued()
         with self._lock:
             return len(self._open)
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 import retryscope
 from retryscope import vocabulary as v
@@ -27,6 +27,7 @@ from retryscope.instrumentation import (
 from retryscope.instrumentation.metrics import OVERFLOW, Dimension
 from retryscope.instrumentation.metrics import _facts as facts
 from retryscope.instrumentation.metrics import _instruments as i
+from retryscope.instrumentation.metrics._hold import BATCH
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import MAX_VALUE_LENGTH, Capped, Enumerated
 from tests.metrics.support import Metered, live_figures
@@ -172,6 +173,56 @@ def test_requests_past_the_open_limit_keep_their_attempt_counts() -> None:
     assert live["histogram_attempts"] == 2  # the evicted one's attempt left its request
 
 
+def test_finished_attempts_are_read_in_batches_and_all_when_their_request_ends() -> None:
+    provider, metered = _provider()
+    assert metered.processor is not None
+    holder = metered.processor._holder
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        request_id = req.id
+        for k in range(BATCH + 3):
+            with req.attempt("p") as a:
+                a.set_outcome("unavailable")
+            if k == BATCH - 2:  # one short of a batch: queued, not read
+                assert (len(holder.queued), holder.open) == (BATCH - 1, {})
+            if k == BATCH - 1:  # a batch: read into the request's rows
+                assert (holder.queued, len(holder.open[request_id])) == ([], BATCH)
+        assert len(holder.queued) == 3
+    assert (holder.queued, holder.open) == ([], {})
+    assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"p": BATCH + 3}
+    (point,) = metered.points()[i.ATTEMPTS_PER_REQUEST.name]
+    assert (point.count, point.sum) == (1, BATCH + 3)  # all in their request's facts
+
+
+class _Unreadable(ReadableSpan):
+    """A finished attempt span whose start time cannot be read."""
+
+    @property
+    def start_time(self) -> int | None:
+        raise RuntimeError("unreadable")
+
+
+def test_an_unreadable_queued_span_is_counted_and_its_batch_still_read() -> None:
+    provider, metered = _provider()
+    assert metered.processor is not None
+    with logical_request(operation="chat", tracer_provider=provider) as req:
+        with req.attempt("p") as a:
+            a.set_outcome("unavailable")
+        unreadable = _Unreadable(
+            "odd",
+            context=a.span.get_span_context(),
+            attributes={
+                v.SPAN_ROLE.key: v.SpanRole.ATTEMPT.value,
+                v.LOGICAL_REQUEST_ID.key: req.id,
+            },
+        )
+        metered.processor.on_end(unreadable)  # queued: nothing read yet
+        assert metered.processor.errors == 0
+        with req.attempt("p") as a:
+            a.set_outcome("success")
+    assert metered.processor.errors == 1
+    assert live_figures(metered.points())["physical_attempts"] == 2
+
+
 def test_a_continuation_records_its_attempts_without_a_second_request() -> None:
     provider, metered = _provider()
     carrier: dict[str, str] = {}
@@ -192,8 +243,11 @@ def test_concurrent_requests_are_all_counted() -> None:
     provider, metered = _provider()
 
     def work() -> None:
-        for _ in range(50):
-            _one(provider)
+        for _ in range(50):  # three attempts each: the threads' attempts share batches
+            with logical_request(operation="chat", tracer_provider=provider) as req:
+                for outcome in ("unavailable", "unavailable", "success"):
+                    with req.attempt("p") as a:
+                        a.set_outcome(outcome)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
@@ -201,7 +255,8 @@ def test_concurrent_requests_are_all_counted() -> None:
     for t in threads:
         t.join()
     live = live_figures(metered.points())
-    assert (live["logical_requests"], live["physical_attempts"]) == (200, 200)
+    assert (live["logical_requests"], live["physical_attempts"]) == (200, 600)
+    assert (live["histogram_attempts"], live["retries"], live["retry_successes"]) == (600, 400, 200)
 
 
 def test_settings_read_back_and_bad_ones_are_named() -> None:
