@@ -49,7 +49,8 @@ class Holder:
         failed: Callable[[str], None],
         max_open: int,
     ) -> None:
-        self.lock: Any = threading.Lock()
+        # re-entrant: reading a queued span runs its class's code, which may end a span
+        self.lock: Any = threading.RLock()
         self.open: dict[str, list[AttemptRow]] = {}
         self.queued: list[Any] = []
         self._end = end
@@ -93,8 +94,7 @@ class Holder:
             evicted = self._place()
         finally:
             lock.release()
-        for rows in evicted:
-            self._evicted(rows)
+        self._hand_over(evicted)
 
     def _request_ended(self, request_id: str, request: Any) -> None:
         lock = self.lock
@@ -104,9 +104,16 @@ class Holder:
             rows = self.open.pop(request_id, None)
         finally:
             lock.release()
-        for old in evicted:
-            self._evicted(old)
+        self._hand_over(evicted)
         self._end([] if rows is None else rows, request)
+
+    def _hand_over(self, evicted: list[list[AttemptRow]]) -> None:
+        """Each evicted request's rows to ``evicted`` (one failing leaves the others)."""
+        for rows in evicted:
+            try:
+                self._evicted(rows)
+            except Exception:  # never break the instrumented application
+                self._failed("recording an evicted request's metrics")
 
     def _place(self) -> list[list[AttemptRow]]:
         """Append each queued span's row to its request's (the lock held); the rows of the

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.trace import SpanContext
 
 import retryscope
 from retryscope import vocabulary as v
@@ -221,6 +222,55 @@ def test_an_unreadable_queued_span_is_counted_and_its_batch_still_read() -> None
             a.set_outcome("success")
     assert metered.processor.errors == 1
     assert live_figures(metered.points())["physical_attempts"] == 2
+
+
+def test_a_queued_span_whose_reading_ends_another_span_does_not_deadlock() -> None:
+    """Reading a queued span runs its class's code, under the holder's lock: a property
+    that ends (hands over) another attempt span re-enters the processor."""
+    _, metered = _provider()
+    processor = metered.processor
+    assert processor is not None
+    attrs = {v.SPAN_ROLE.key: v.SpanRole.ATTEMPT.value, v.LOGICAL_REQUEST_ID.key: "r1"}
+    inner = ReadableSpan("inner", context=SpanContext(1, 2, is_remote=False), attributes=attrs)
+
+    class Reentrant(ReadableSpan):
+        @property
+        def start_time(self) -> int | None:
+            processor.on_end(inner)
+            return 0
+
+    outer = Reentrant("outer", context=SpanContext(1, 3, is_remote=False), attributes=attrs)
+    processor.on_end(outer)  # queued
+    reader = threading.Thread(target=processor.open_requests, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "the processor deadlocked on its own lock"
+    assert (processor.open_requests(), processor.errors) == (1, 0)
+    assert len(processor._holder.open["r1"]) == 2  # both read, into one request
+
+
+def test_a_failure_recording_an_evicted_request_leaves_the_ending_one_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider, metered = _provider(MetricsConfig(max_open_requests=1))
+    assert metered.processor is not None
+    held = logical_request(operation="chat", tracer_provider=provider)
+    held.__enter__()
+    with held.attempt("p") as a:
+        a.set_outcome("unavailable")
+
+    def broken(attempts: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(metered.processor._holder, "_evicted", broken)
+    try:
+        _one(provider)  # its attempt evicts the held request's, whose recording fails
+    finally:
+        held.__exit__(None, None, None)
+    assert metered.processor.errors == 1
+    live = live_figures(metered.points())
+    # both requests' spans counted; the attempt whose recording failed is not
+    assert (live["logical_requests"], live["physical_attempts"]) == (2, 1)
 
 
 def test_a_continuation_records_its_attempts_without_a_second_request() -> None:
