@@ -126,6 +126,7 @@ class Holder:
         open_ = self.open
         for span in queued:
             try:
+                # (read again rather than queued with the span: one object per queued span)
                 found = finished_attributes(span)
                 attrs = found if isinstance(found, dict) else dict(found or {})
                 request_id = attrs.get(_ID)
