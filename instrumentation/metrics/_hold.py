@@ -3,14 +3,17 @@
 ``AttemptMetricsProcessor`` hands every span that ends to :meth:`Holder.on_end`. Most spans
 cost one attribute lookup. A finished attempt span is queued; the queue is read in
 batches of :data:`BATCH` (each span's row, :func:`~._facts.attempt_row`, appended to its
-request's list), and whenever a request (or continuation) span ends, before that
-request's rows are handed back to the processor, which records the request's figures.
+request's list), and whenever a request (or continuation) span ends. An ended request's
+rows wait with its span until :data:`REQUESTS` have ended, then each is handed back to the
+processor, which records its figures; :meth:`Holder.flush` hands over everything waiting
+(the processor calls it before a reader collects, on ``force_flush`` and ``shutdown``).
 
-Reading rows in batches, not between the SDK's work on each span, keeps that code and
-its data in the processor's caches: on a stamped span it costs fewer cache misses than
-reading each row as its span ends (``bench/RESULTS.md``). Compiled by mypyc with
-:mod:`._facts` and :mod:`.._sdk_finished` (``setup.py``), so a batch runs without the
-interpreter between the span and its row.
+Reading rows, and recording requests, in batches rather than between the SDK's work on
+each span keeps that code and its data in the processor's caches: on a stamped span it
+costs fewer cache misses than reading each row as its span ends, and recording requests
+together about a third less than recording each as it ends (``bench/RESULTS.md``).
+Compiled by mypyc with :mod:`._facts` and :mod:`.._sdk_finished` (``setup.py``), so a
+batch runs without the interpreter between the span and its row.
 """
 
 from __future__ import annotations
@@ -32,15 +35,19 @@ _CONTINUATION: Final[str] = v.SpanRole.CONTINUATION.value
 BATCH: Final = 16
 """Finished attempt spans queued before their rows are read (a request's end reads the
 queue at once): a few spans held a little longer, for code and data read together."""
+REQUESTS: Final = 8
+"""Ended requests whose figures wait to be recorded together (a collection records them
+at once, so a reader never sees them late)."""
 
 
 class Holder:
-    """The attempts of each open request (``open``, guarded by ``lock``) and the finished
-    attempt spans not read yet (``queued``), at most ``max_open`` requests open. What to
-    call: ``end`` when a request or continuation span ends (its rows, and the request span
-    or None for a continuation), ``evicted`` with the rows of the oldest open request when
-    one more would pass ``max_open`` (both outside the lock), and ``failed`` when reading a
-    span fails (never raises into the application)."""
+    """The attempts of each open request (``open``, guarded by ``lock``), the finished
+    attempt spans not read yet (``queued``) and the ended requests not recorded yet
+    (``ended``), at most ``max_open`` requests open. What to call: ``end`` for each ended
+    request or continuation (its rows, and the request span or None for a continuation),
+    ``evicted`` with the rows of the oldest open request when one more would pass
+    ``max_open`` (both outside the lock, each failure contained), and ``failed`` when
+    reading or recording fails (never raises into the application)."""
 
     def __init__(
         self,
@@ -53,6 +60,7 @@ class Holder:
         self.lock: Any = threading.RLock()
         self.open: dict[str, list[AttemptRow]] = {}
         self.queued: list[Any] = []
+        self.ended: list[tuple[list[AttemptRow], Any]] = []
         self._end = end
         self._evicted = evicted
         self._failed = failed
@@ -94,7 +102,18 @@ class Holder:
             evicted = self._place()
         finally:
             lock.release()
-        self._hand_over(evicted)
+        self._hand_over(evicted, [])
+
+    def flush(self) -> None:
+        """Read the queued attempt spans and hand over every ended request."""
+        lock = self.lock
+        lock.acquire()
+        try:
+            evicted = self._place()
+            ended, self.ended = self.ended, []
+        finally:
+            lock.release()
+        self._hand_over(evicted, ended)
 
     def _request_ended(self, request_id: str, request: Any) -> None:
         lock = self.lock
@@ -102,18 +121,31 @@ class Holder:
         try:
             evicted = self._place()
             rows = self.open.pop(request_id, None)
+            ended = self.ended
+            ended.append(([] if rows is None else rows, request))
+            if len(ended) >= REQUESTS:
+                self.ended = []
+            else:
+                ended = []
         finally:
             lock.release()
-        self._hand_over(evicted)
-        self._end([] if rows is None else rows, request)
+        self._hand_over(evicted, ended)
 
-    def _hand_over(self, evicted: list[list[AttemptRow]]) -> None:
-        """Each evicted request's rows to ``evicted`` (one failing leaves the others)."""
+    def _hand_over(
+        self, evicted: list[list[AttemptRow]], ended: list[tuple[list[AttemptRow], Any]]
+    ) -> None:
+        """Each evicted request's rows to ``evicted``, then each ended request to ``end``
+        (one failing leaves the others)."""
         for rows in evicted:
             try:
                 self._evicted(rows)
             except Exception:  # never break the instrumented application
                 self._failed("recording an evicted request's metrics")
+        for rows, request in ended:
+            try:
+                self._end(rows, request)
+            except Exception:  # never break the instrumented application
+                self._failed("recording a request's metrics")
 
     def _place(self) -> list[list[AttemptRow]]:
         """Append each queued span's row to its request's (the lock held); the rows of the

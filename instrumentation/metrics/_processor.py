@@ -5,7 +5,8 @@ spans, so the live figures come from the same facts as the audit data set: each 
 attempt span's row is read from it (:func:`~._facts.attempt_row`: what the ended span
 holds, whoever wrote it; a few spans at a time) and held until its logical request's span
 ends; then the request's facts are computed (:func:`~._facts.request_facts`, the model's
-definitions) and recorded. Every other span costs one attribute lookup. The span-end path
+definitions) and recorded, a few requests at a time and always before a reader collects.
+Every other span costs one attribute lookup. The span-end path
 up to the held rows is :class:`~._hold.Holder`, compiled with the facts where the install
 can: the SDK calls it directly.
 
@@ -163,9 +164,15 @@ class AttemptMetricsProcessor(SpanProcessor):
         self._holder.on_end(span)
 
     def shutdown(self) -> None:
-        return None
+        self.force_flush()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Record every request that ended (figures wait for a few to end together)."""
+        try:
+            self._holder.flush()
+        except Exception:  # never break the instrumented application
+            self._failed("recording ended requests' metrics")
+            return False
         return True
 
     def _record_evicted(self, attempts: list[AttemptRow]) -> None:
@@ -177,7 +184,7 @@ class AttemptMetricsProcessor(SpanProcessor):
     def evicted(self) -> int:
         """Requests recorded without their request-level figures: still open when more
         than ``max_open_requests`` were (the finished attempts not read yet are read first)."""
-        self._holder.read_queued()
+        self._holder.flush()
         return self._evicted
 
     # -- recording -----------------------------------------------------------------------
@@ -292,8 +299,11 @@ class AttemptMetricsProcessor(SpanProcessor):
         return attrs
 
     def _observe(self, name: str, options: CallbackOptions) -> Iterable[Observation]:
-        """The cumulative totals of counter ``name``, for a reader's collection."""
+        """The cumulative totals of counter ``name``, for a reader's collection (the ended
+        requests recorded first: the SDK runs these callbacks before it collects the
+        histograms)."""
         try:
+            self._holder.flush()
             with self._lock:
                 series = list(self._totals[name].items())
             return [Observation(total, self._attributes(name, values)) for values, total in series]

@@ -28,7 +28,7 @@ from retryscope.instrumentation import (
 from retryscope.instrumentation.metrics import OVERFLOW, Dimension
 from retryscope.instrumentation.metrics import _facts as facts
 from retryscope.instrumentation.metrics import _instruments as i
-from retryscope.instrumentation.metrics._hold import BATCH
+from retryscope.instrumentation.metrics._hold import BATCH, REQUESTS
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import MAX_VALUE_LENGTH, Capped, Enumerated
 from tests.metrics.support import Metered, live_figures
@@ -125,6 +125,7 @@ def test_a_failure_is_contained_counted_and_the_application_goes_on(
     _one(provider)
     _one(provider)
     assert metered.processor is not None
+    assert metered.processor.force_flush()  # (ended requests are recorded a few at a time)
     assert metered.processor.errors == 2
     assert sum("further failures counted" in r.message for r in caplog.records) == 1
     monkeypatch.undo()
@@ -192,6 +193,59 @@ def test_finished_attempts_are_read_in_batches_and_all_when_their_request_ends()
     assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"p": BATCH + 3}
     (point,) = metered.points()[i.ATTEMPTS_PER_REQUEST.name]
     assert (point.count, point.sum) == (1, BATCH + 3)  # all in their request's facts
+
+
+def _recorded_requests(processor: AttemptMetricsProcessor) -> int:
+    """Logical requests recorded so far (read without a collection, which records all)."""
+    return sum(processor._totals[i.LOGICAL_REQUESTS.name].values())
+
+
+def test_ended_requests_are_recorded_a_few_at_a_time_and_all_before_a_collection() -> None:
+    provider, metered = _provider()
+    processor = metered.processor
+    assert processor is not None
+    for _ in range(REQUESTS - 1):
+        _one(provider)
+    assert (len(processor._holder.ended), _recorded_requests(processor)) == (REQUESTS - 1, 0)
+    _one(provider)  # the batch: all recorded
+    assert (processor._holder.ended, _recorded_requests(processor)) == ([], REQUESTS)
+    _one(provider)
+    assert (len(processor._holder.ended), _recorded_requests(processor)) == (1, REQUESTS)
+    points = metered.points()  # one collection: the waiting request's histogram is in it
+    (point,) = points[i.ATTEMPTS_PER_REQUEST.name]
+    assert point.count == REQUESTS + 1
+    assert live_figures(points)["logical_requests"] == REQUESTS + 1
+
+
+def test_shutting_down_records_the_requests_still_waiting() -> None:
+    provider, metered = _provider()
+    processor = metered.processor
+    assert processor is not None
+    _one(provider)
+    assert _recorded_requests(processor) == 0
+    provider.shutdown()
+    assert (processor._holder.ended, _recorded_requests(processor)) == ([], 1)
+
+
+def test_a_failure_recording_one_ended_request_leaves_the_others_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    provider, metered = _provider()
+    processor = metered.processor
+    assert processor is not None
+    record = processor._holder._end
+    calls: list[object] = []
+
+    def first_fails(rows: list[facts.AttemptRow], request: ReadableSpan | None) -> None:
+        calls.append(request)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        record(rows, request)
+
+    monkeypatch.setattr(processor._holder, "_end", first_fails)
+    for _ in range(REQUESTS):
+        _one(provider)
+    assert (processor.errors, _recorded_requests(processor)) == (1, REQUESTS - 1)
 
 
 class _Unreadable(ReadableSpan):
