@@ -6,9 +6,9 @@ attempt span's row is read from it (:func:`~._facts.attempt_row`: what the ended
 holds, whoever wrote it; a few spans at a time) and held until its logical request's span
 ends; then the request's facts are computed (:func:`~._facts.request_facts`, the model's
 definitions) and recorded, a few requests at a time and always before a reader collects.
-Every other span costs one attribute lookup. The span-end path
-up to the held rows is :class:`~._hold.Holder`, compiled with the facts where the install
-can: the SDK calls it directly.
+Every other span costs one attribute lookup. The span-end path up to the held rows is
+:class:`~._hold.Holder`, compiled with the facts where the install can: the SDK calls it
+directly.
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
