@@ -18,40 +18,21 @@ limit and a spill directory under ``bench-data/``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench import pandas_metrics
+from bench.child import run_child as child
 from bench.generate import Generated, describe, generate
 from bench.harness import Result, Target, interleave, mib, millis
 from bench.settings import HUGE_ATTEMPTS, Settings
 from retryscope.analytics import build_report, connect
 
 GIB = 2**30
-
-
-def child(what: str, path: str, *extra: str) -> dict[str, Any]:
-    """Run ``python -m bench.child`` and return its JSON (wall seconds added)."""
-    began = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.child", what, path, *extra],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench.child {what} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    out: dict[str, Any] = json.loads(proc.stdout)
-    out["wall_seconds"] = time.perf_counter() - began
-    return out
 
 
 def _report_figure(report: dict[str, Any], name: str) -> Any:

@@ -3,8 +3,10 @@
 ``report PATH`` times ``connect(PATH)`` + ``build_report`` (optionally on a DuckDB
 connection with a memory limit and a spill directory, or with a model cache);
 ``pandas PATH`` computes the same headline figures with pandas; ``one-pass PATH`` runs the
-one-pass baseline (``bench/one_pass.py``). Each prints one JSON
-object: seconds, peak RSS, CPU seconds, figures.
+one-pass baseline (``bench/one_pass.py``); ``metrics-overhead`` times the hot path's spans
+with live metrics on and off (``bench/hot_path.py``). Each prints one JSON
+object: seconds, peak RSS, CPU seconds, figures. :func:`run_child` runs one from the
+benchmark's process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
 import sys
 import time
 from typing import Any
@@ -65,15 +68,39 @@ def run_pandas(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - began, "figures": figures}
 
 
+def run_child(what: str, *args: str) -> dict[str, Any]:
+    """Run ``python -m bench.child WHAT ARGS`` and return its JSON (wall seconds added)."""
+    began = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.child", what, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.child {what} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout)
+    out["wall_seconds"] = time.perf_counter() - began
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
-    parser.add_argument("what", choices=("report", "pandas", "one-pass"))
-    parser.add_argument("path")
+    parser.add_argument("what", choices=("report", "pandas", "one-pass", "metrics-overhead"))
+    parser.add_argument("path", nargs="?", help="the data set (not for metrics-overhead)")
     parser.add_argument("--memory-limit")
     parser.add_argument("--temp-dir")
     parser.add_argument("--model-cache")
+    parser.add_argument("--quick", action="store_true", help="metrics-overhead: smoke sizes")
+    parser.add_argument("--rounds", type=int, default=7, help="metrics-overhead: rounds")
     args = parser.parse_args(argv)
-    if args.what == "report":
+    if args.what == "metrics-overhead":
+        from bench.hot_path import metrics_overhead
+
+        out = metrics_overhead(quick=args.quick, rounds=args.rounds)
+    elif args.path is None:
+        parser.error(f"{args.what} needs the data set's path")
+    elif args.what == "report":
         out = run_report(args.path, args.memory_limit, args.temp_dir, args.model_cache)
     elif args.what == "one-pass":
         out = run_one_pass(args.path)
