@@ -251,7 +251,9 @@ def _versus(
     )
 
 
-def _metered_stamped(provider: TracerProvider, n: int) -> Callable[[], None]:
+def _stamped_case(provider: TracerProvider, n: int) -> Callable[[], None]:
+    """``n`` third-party spans under one logical request and attempt on ``provider``."""
+
     def case() -> None:
         with _request_scope(provider):
             _third_party_spans(provider.get_tracer("bench.thirdparty"), n)
@@ -259,7 +261,9 @@ def _metered_stamped(provider: TracerProvider, n: int) -> Callable[[], None]:
     return case
 
 
-def _metered_attempts(provider: TracerProvider, n: int) -> Callable[[], None]:
+def _attempt_case(provider: TracerProvider, n: int) -> Callable[[], None]:
+    """``n`` context-API attempt spans on ``provider``, :data:`PER_REQUEST` per request."""
+
     def case() -> None:
         for _ in range(n // PER_REQUEST):
             with _request(provider) as req:
@@ -281,7 +285,7 @@ def metrics_overhead(*, quick: bool, rounds: int) -> dict[str, Any]:
     metering = _metered()
     sizes = {"stamped": settings.scaled(20_000, 300), "attempt": settings.scaled(10_000, 200)}
     out: dict[str, Any] = {"items": sizes}
-    for name, make in (("stamped", _metered_stamped), ("attempt", _metered_attempts)):
+    for name, make in (("stamped", _stamped_case), ("attempt", _attempt_case)):
         timings = interleave(
             {"off": make(stamping, sizes[name]), "on": make(metering, sizes[name])},
             rounds=rounds,
@@ -343,9 +347,7 @@ def run(settings: Settings) -> list[Result]:
         with tracer.start_as_current_span("parent"):
             _third_party_spans(tracer, n)
 
-    def case_stamped() -> None:
-        with _request_scope(stamping):
-            _third_party_spans(stamping.get_tracer("bench.thirdparty"), n)
+    case_stamped = _stamped_case(stamping, n)
 
     def case_stamped_public() -> None:
         with public_paths():
@@ -383,12 +385,7 @@ def run(settings: Settings) -> list[Result]:
                     ):
                         pass
 
-    def case_context_attempt() -> None:
-        for _ in range(attempts_n // PER_REQUEST):
-            with _request(stamping) as req:
-                for _ in range(PER_REQUEST):
-                    with req.attempt("private-primary", route_release=RELEASE):
-                        pass
+    case_context_attempt = _attempt_case(stamping, attempts_n)
 
     def case_context_attempt_public() -> None:
         with public_paths():
