@@ -76,6 +76,10 @@ REQUIRED_STAMP = (LOGICAL_REQUEST_ID.key, IDEMPOTENCY_DIGEST.key, ATTEMPT_ORDINA
 DEADLINE_IN_NS = 3_600 * 10**9
 RELEASE = "llama-3.3-70b@2026-10"
 PER_REQUEST = 100  # attempts per logical request (or plain spans per parent) in a round
+SPANS = (20_000, 300)
+"""Third-party spans per stamped case (full, quick)."""
+ATTEMPTS_PER_CASE = (10_000, 200)
+"""Context-API attempt spans per attempt case (full, quick)."""
 METRICS_PROCESSES = 3
 """Fresh processes that each time the metrics on/off pairs (the printed ratio: their median)."""
 METRICS_TARGET = Target(at_most=1.10, text="≤ 1.10×")
@@ -283,7 +287,7 @@ def metrics_overhead(*, quick: bool, rounds: int) -> dict[str, Any]:
     stamping = TracerProvider()
     stamping.add_span_processor(AttemptStampingProcessor())
     metering = _metered()
-    sizes = {"stamped": settings.scaled(20_000, 300), "attempt": settings.scaled(10_000, 200)}
+    sizes = {"stamped": settings.scaled(*SPANS), "attempt": settings.scaled(*ATTEMPTS_PER_CASE)}
     out: dict[str, Any] = {"items": sizes}
     for name, make in (("stamped", _stamped_case), ("attempt", _attempt_case)):
         timings = interleave(
@@ -329,7 +333,7 @@ def _metrics_results(settings: Settings) -> list[Result]:
 
 
 def run(settings: Settings) -> list[Result]:
-    n = settings.scaled(20_000, 300)
+    n = settings.scaled(*SPANS)
     rounds = settings.rounds
 
     plain = TracerProvider()
@@ -372,7 +376,7 @@ def run(settings: Settings) -> list[Result]:
     )
     added_stamp, added_public, added_bag = t_stamped - t_plain, t_public - t_plain, t_bag - t_plain
 
-    attempts_n = settings.scaled(10_000, 200)
+    attempts_n = settings.scaled(*ATTEMPTS_PER_CASE)
     attempt_attrs = _attempt_attributes(lambda p: p.add_span_processor(AttemptStampingProcessor()))
 
     def case_plain_attempt() -> None:
