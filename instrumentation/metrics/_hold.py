@@ -96,21 +96,20 @@ class Holder:
 
     def read_queued(self) -> None:
         """Read the queued attempt spans into their requests' rows."""
-        lock = self.lock
-        lock.acquire()
-        try:
-            evicted = self._place()
-        finally:
-            lock.release()
-        self._hand_over(evicted, [])
+        self._drain(False)
 
     def flush(self) -> None:
         """Read the queued attempt spans and hand over every ended request."""
+        self._drain(True)
+
+    def _drain(self, ended_too: bool) -> None:
         lock = self.lock
         lock.acquire()
         try:
             evicted = self._place()
-            ended, self.ended = self.ended, []
+            ended: list[tuple[list[AttemptRow], Any]] = []
+            if ended_too:
+                ended, self.ended = self.ended, ended
         finally:
             lock.release()
         self._hand_over(evicted, ended)
