@@ -3,7 +3,10 @@ zero-code pipeline (stamping processor, gap-counting batch processor, Parquet ex
 never hang on an inherited lock, and each child's spans reach its own files, exactly once.
 
 The parent runs in a subprocess (so the test process's own threads are not forked); each
-child must finish within ``CHILD_TIMEOUT_S`` or it counts as hung and is killed."""
+child must finish within ``CHILD_TIMEOUT_S`` of the last fork or it counts as hung and is
+killed. A deadlocked child never finishes, so the bound only has to outlast a slow machine;
+a child still running after ``STACK_AFTER_S`` writes its threads' stacks (``faulthandler``),
+and the failure shows where each hung child waits."""
 
 from __future__ import annotations
 
@@ -23,10 +26,11 @@ from tests.reliability.support import visible_files
 
 CHILDREN = 60
 SPANS_PER_CHILD = 40
-CHILD_TIMEOUT_S = 20.0
+CHILD_TIMEOUT_S = 60.0
+STACK_AFTER_S = 15.0
 
 PARENT = r"""
-import json, os, sys, threading, time
+import faulthandler, json, os, sys, threading, time
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from retryscope.instrumentation import (
@@ -34,7 +38,9 @@ from retryscope.instrumentation import (
 import retryscope
 
 out, children, per_child = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-timeout = float(sys.argv[4])
+timeout, stack_after = float(sys.argv[4]), float(sys.argv[5])
+stacks = os.path.join(os.path.dirname(out), "stacks")
+os.makedirs(stacks, exist_ok=True)
 exporter = ParquetSpanExporter(out, partitioning="none")
 provider = TracerProvider(resource=Resource.create({"service.name": "fork"}))
 provider.add_span_processor(AttemptStampingProcessor())
@@ -62,6 +68,8 @@ for i in range(children):
     pid = os.fork()
     if pid == 0:
         try:
+            dump = open(os.path.join(stacks, str(os.getpid())), "w")
+            faulthandler.dump_traceback_later(stack_after, file=dump)
             for n in range(per_child):
                 tracer.start_span("child", attributes={"owner": "child", "child": i}).end()
             ok = provider.force_flush(int(timeout * 1000))
@@ -82,14 +90,17 @@ while pending and time.monotonic() < deadline:
             if os.waitstatus_to_exitcode(status) != 0:
                 failed.append(pid)
     time.sleep(0.01)
+where = {}
 for pid in pending:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     hung.append(pid)
+    with open(os.path.join(stacks, str(pid))) as dump:
+        where[pid] = dump.read()
 stop.set()
 for t in threads: t.join()
 provider.shutdown()
-print(json.dumps({"pids": pids, "hung": hung, "failed": failed,
+print(json.dumps({"pids": pids, "hung": hung, "where": where, "failed": failed,
                   "parent_dropped": batch.dropped_spans + exporter.dropped_spans}))
 """
 
@@ -110,15 +121,16 @@ def test_children_forked_under_a_busy_thread_never_hang_and_write_their_own_file
     script.write_text(PARENT)
     done = subprocess.run(
         [sys.executable, str(script), str(out)]
-        + [str(x) for x in (CHILDREN, SPANS_PER_CHILD, CHILD_TIMEOUT_S)],
+        + [str(x) for x in (CHILDREN, SPANS_PER_CHILD, CHILD_TIMEOUT_S, STACK_AFTER_S)],
         capture_output=True,
         text=True,
-        timeout=CHILD_TIMEOUT_S * 3 + 120,
+        timeout=CHILD_TIMEOUT_S * 2 + 120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["hung"] == [], f"{len(result['hung'])} of {CHILDREN} children hung"
+    stacks = "\n".join(f"child {pid}:\n{stack}" for pid, stack in result["where"].items())
+    assert result["hung"] == [], f"{len(result['hung'])} of {CHILDREN} children hung\n{stacks}"
     assert result["failed"] == []
     children = {pid: i for i, pid in enumerate(result["pids"])}
     per_child: Counter[int] = Counter()
