@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._redaction import redact_text
 from retryscope.vocabulary import CONTAINED_ERRORS_KEY
 
@@ -70,6 +71,10 @@ class _Registry:
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.last: dict[str, str] = {}
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
 
     def count(self, entry: str, description: str) -> bool:
         """Count one error of ``entry``; True when it is its first (to be logged)."""

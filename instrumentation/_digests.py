@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from retryscope.instrumentation._fork import reset_in_child
+
 _log = logging.getLogger(__name__)
 
 _IDEMPOTENCY_DOMAIN: Final = b"retryscope/idempotency-key/v1"
@@ -198,6 +200,10 @@ class _KeyState:
         self._lock = threading.Lock()
         self._loaded = False
         self._key: DigestKey | None = None
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
 
     def get(self) -> DigestKey | None:
         if self._loaded:

@@ -3,9 +3,10 @@
 ``fork()`` copies only the calling thread. A lock another thread held at that moment stays
 held forever in the child, and the first ``span.end()`` that needs it hangs (gunicorn and
 celery prefork workers fork a process that already records spans). Every lock and thread of
-the processor, the batch queue and the exporter is therefore re-created in the child by a
-handler registered here; the handler holds its object weakly, so registering never keeps an
-object alive (``os.register_at_fork`` handlers cannot be removed).
+the processors, the batch queue, the exporter and the process-wide registries is therefore
+re-created in the child by a handler registered here; the handler holds its object weakly,
+so registering never keeps an object alive (``os.register_at_fork`` handlers cannot be
+removed).
 """
 
 from __future__ import annotations

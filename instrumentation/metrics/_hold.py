@@ -94,6 +94,14 @@ class Holder:
         except Exception:  # never break the instrumented application
             self._failed("recording a span's metrics")
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held it at the fork)
+        and nothing held; the parent records the requests it held."""
+        self.lock = threading.RLock()
+        self.open.clear()  # (in place: the processor holds this dict too)
+        self.queued = []
+        self.ended = []
+
     def read_queued(self) -> None:
         """Read the queued attempt spans into their requests' rows."""
         self._drain(False)

@@ -37,6 +37,7 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import AttemptRow, RequestFacts, request_facts, tally
@@ -119,6 +120,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         )
         self._lock = self._holder.lock
         self._open = self._holder.open
+        reset_in_child(self._after_fork)
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
         self._latency: dict[tuple[str | None, str | None], RollingMedian] = {}
@@ -174,6 +176,15 @@ class AttemptMetricsProcessor(SpanProcessor):
             self._failed("recording ended requests' metrics")
             return False
         return True
+
+    def _after_fork(self) -> None:
+        """In a forked child: the holder's fresh lock and no held rows, and counters that
+        count what the child records (the parent reports its own totals)."""
+        self._holder.after_fork()
+        self._lock = self._holder.lock
+        for series in self._totals.values():
+            series.clear()
+        self._evicted = 0
 
     def _record_evicted(self, attempts: list[AttemptRow]) -> None:
         """Record the attempts of a request evicted while open (past ``max_open_requests``)."""

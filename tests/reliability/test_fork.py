@@ -154,3 +154,101 @@ def test_children_forked_under_a_busy_thread_never_hang_and_write_their_own_file
             assert set(roles) <= {"", "logical_request", "attempt", "telemetry_gap"}
     # every child's spans, exactly once (the child's queue never overflows: 40 < 256)
     assert per_child == dict.fromkeys(children, SPANS_PER_CHILD)
+
+
+HELD_LOCKS_PARENT = r"""
+import json, os, sys, threading, time
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+import retryscope
+from retryscope.instrumentation import (
+    AttemptMetricsProcessor, AttemptStampingProcessor, MetricsConfig)
+from retryscope.instrumentation import _containment, _digests
+
+before, timeout = int(sys.argv[1]), float(sys.argv[2])
+reader = InMemoryMetricReader()
+provider = TracerProvider()
+provider.add_span_processor(AttemptStampingProcessor())
+processor = AttemptMetricsProcessor(
+    meter_provider=MeterProvider(metric_readers=[reader]), config=MetricsConfig())
+provider.add_span_processor(processor)
+
+def request(**odd):
+    with retryscope.logical_request(operation="op", tracer_provider=provider, **odd) as req:
+        with req.attempt("primary"):
+            pass
+
+def logical_requests():
+    return sum(point.value
+               for rm in reader.get_metrics_data().resource_metrics
+               for sm in rm.scope_metrics for m in sm.metrics
+               if m.name == "retryscope.logical_requests" for point in m.data.data_points)
+
+for _ in range(before):
+    request()
+recorded = logical_requests()  # (a collection records the requests that ended)
+for _ in range(3):
+    request()  # ended, not recorded yet: they wait for a few more (the parent's to record)
+# a thread in the middle of recording holds the metrics processor's lock and those of the
+# process-wide registries (contained errors, the digest key) while the main thread forks
+locks = [processor._lock, _containment._registry._lock, _digests._state._lock]
+held, release = threading.Event(), threading.Event()
+def holding():
+    for lock in locks:
+        lock.acquire()
+    held.set()
+    release.wait()
+    for lock in reversed(locks):
+        lock.release()
+thread = threading.Thread(target=holding)
+thread.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    try:
+        request()  # the metrics processor's lock
+        request(not_an_argument=1)  # a contained error: the registry's lock
+        _digests.reload_digest_key()  # the digest key's lock
+        mine = logical_requests() == 2  # the child's own two requests, not the parent's
+        errors = _containment.contained_errors().get("logical_request")
+        os._exit(0 if mine and errors == 1 else 3)
+    except BaseException:
+        os._exit(4)
+release.set()
+thread.join()
+deadline = time.monotonic() + timeout
+child = "hung"
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        child = os.waitstatus_to_exitcode(status)
+        break
+    time.sleep(0.01)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+print(json.dumps({"recorded": recorded, "child": child, "parent": logical_requests()}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_while_another_thread_records_metrics_records_its_own(
+    tmp_path: Path,
+) -> None:
+    """The metrics processor and the process-wide registries re-create their locks in the
+    child (it would hang on the first span, contained error or key reload otherwise); the
+    child's counters count what it records, the parent's stay the parent's."""
+    script = tmp_path / "parent.py"
+    script.write_text(HELD_LOCKS_PARENT)
+    before = 5
+    done = subprocess.run(
+        [sys.executable, str(script), str(before), str(CHILD_TIMEOUT_S)],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S + 120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"recorded": before, "child": 0, "parent": before + 3}, done.stderr
