@@ -11,8 +11,9 @@ admits everything and records nothing.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation.control._guards import (
     BudgetLimits,
     BudgetState,
@@ -59,6 +60,19 @@ class SharedState:
         self._breakers: dict[str, CircuitState] = {
             r.route_id: CircuitState() for r in policy.routes
         }
+        reset_in_child(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a fresh lock, and no request, dispatch or probe in flight.
+        Those of the parent's other threads never end in the child: they would hold its
+        budget slots, and a half-open breaker's probes, for ever. What the breakers
+        learnt about each route stays."""
+        self._lock = threading.Lock()
+        self._budgets = {
+            kind: budget_request(self._limits[kind], replace(s, requests=0, in_flight=0), 0)
+            for kind, s in self._budgets.items()
+        }
+        self._breakers = {route: replace(s, probes=0) for route, s in self._breakers.items()}
 
     def request_started(self) -> None:
         """A request of this policy entered flight (the budgets' base grows)."""
