@@ -4,16 +4,19 @@ budget slots or half-open breaker, and what the breakers learnt stays."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-PARENT = r"""
+from tests.forking import FORK_HELPERS, run_parent
+
+PARENT = (
+    r"""
 import json, os, sys, threading, time
+"""
+    + FORK_HELPERS
+    + r"""
 from dataclasses import replace
 from retryscope.instrumentation.control._guards import GuardKind
 from retryscope.instrumentation.control._lab import reference_policy
@@ -39,14 +42,7 @@ assert shared.admit(BREAKER, 1, ROUTE, 6_000)[1] is not None
 parent = {"retry": shared.admit(RETRY, 2, ROUTE, 6_001)[1] is not None,
           "probe": shared.admit(BREAKER, 1, ROUTE, 6_001)[1] is not None}
 # and one of them holds the lock while the main thread forks
-held, release = threading.Event(), threading.Event()
-def holding():
-    with shared._lock:
-        held.set()
-        release.wait()
-thread = threading.Thread(target=holding)
-thread.start()
-held.wait()
+let_go = held_by_another_thread([shared._lock])
 pid = os.fork()
 if pid == 0:
     try:
@@ -57,34 +53,14 @@ if pid == 0:
         os._exit(0 if (retry, probe, state) == (True, True, "half_open") else 3)
     except BaseException:
         os._exit(4)
-release.set()
-thread.join()
-deadline, child = time.monotonic() + float(sys.argv[1]), "hung"
-while time.monotonic() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        child = os.waitstatus_to_exitcode(status)
-        break
-    time.sleep(0.01)
-else:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-print(json.dumps({"parent": parent, "child": child}))
+let_go()
+print(json.dumps({"parent": parent, "child": wait_for_child(pid, float(sys.argv[1]))}))
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_guards_its_own_requests(tmp_path: Path) -> None:
-    script = tmp_path / "parent.py"
-    script.write_text(PARENT)
-    done = subprocess.run(
-        [sys.executable, str(script), "30"],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_parent(PARENT, tmp_path, "30", timeout=150)
     # the parent refuses both (its slot and its probe are taken); the child admits its own
-    assert result == {"parent": {"retry": False, "probe": False}, "child": 0}, done.stderr
+    assert result == {"parent": {"retry": False, "probe": False}, "child": 0}

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tests.forking import FORK_HELPERS, run_parent
 from tests.reliability.support import visible_files
 
 CHILDREN = 60
@@ -156,8 +157,12 @@ def test_children_forked_under_a_busy_thread_never_hang_and_write_their_own_file
     assert per_child == dict.fromkeys(children, SPANS_PER_CHILD)
 
 
-HELD_LOCKS_PARENT = r"""
+HELD_LOCKS_PARENT = (
+    r"""
 import json, os, sys, threading, time
+"""
+    + FORK_HELPERS
+    + r"""
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -192,18 +197,8 @@ for _ in range(3):
     request()  # ended, not recorded yet: they wait for a few more (the parent's to record)
 # a thread in the middle of recording holds the metrics processor's lock and those of the
 # process-wide registries (contained errors, the digest key) while the main thread forks
-locks = [processor._lock, _containment._registry._lock, _digests._state._lock]
-held, release = threading.Event(), threading.Event()
-def holding():
-    for lock in locks:
-        lock.acquire()
-    held.set()
-    release.wait()
-    for lock in reversed(locks):
-        lock.release()
-thread = threading.Thread(target=holding)
-thread.start()
-held.wait()
+let_go = held_by_another_thread(
+    [processor._lock, _containment._registry._lock, _digests._state._lock])
 pid = os.fork()
 if pid == 0:
     try:
@@ -215,21 +210,11 @@ if pid == 0:
         os._exit(0 if mine and errors == 1 else 3)
     except BaseException:
         os._exit(4)
-release.set()
-thread.join()
-deadline = time.monotonic() + timeout
-child = "hung"
-while time.monotonic() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        child = os.waitstatus_to_exitcode(status)
-        break
-    time.sleep(0.01)
-else:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
+let_go()
+child = wait_for_child(pid, timeout)
 print(json.dumps({"recorded": recorded, "child": child, "parent": logical_requests()}))
 """
+)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
@@ -239,16 +224,7 @@ def test_a_child_forked_while_another_thread_records_metrics_records_its_own(
     """The metrics processor and the process-wide registries re-create their locks in the
     child (it would hang on the first span, contained error or key reload otherwise); the
     child's counters count what it records, the parent's stay the parent's."""
-    script = tmp_path / "parent.py"
-    script.write_text(HELD_LOCKS_PARENT)
     before = 5
-    done = subprocess.run(
-        [sys.executable, str(script), str(before), str(CHILD_TIMEOUT_S)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S + 120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"recorded": before, "child": 0, "parent": before + 3}, done.stderr
+    args = (str(before), str(CHILD_TIMEOUT_S))
+    result = run_parent(HELD_LOCKS_PARENT, tmp_path, *args, timeout=CHILD_TIMEOUT_S + 120)
+    assert result == {"recorded": before, "child": 0, "parent": before + 3}
