@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import duckdb
 import pyarrow.compute as pc
 
+from retryscope._environment import CACHE_ENV
 from retryscope._safe_text import for_terminal
 from retryscope.analytics._dataset import DataSet, connect, new_connection, skipped_files
 from retryscope.analytics._filters import Filters, parse_time
@@ -20,6 +21,12 @@ from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
 from retryscope.analytics.model._progress import TerminalProgress, set_progress
+
+CACHE_HINT = (
+    f"tip: --model-cache DIR (or ${CACHE_ENV}) keeps the model between runs: the next run "
+    "on this data set reads it and builds only new or changed partitions"
+)
+"""Printed after a long model build that no cache kept (on a terminal only)."""
 
 REQUEST_COLUMNS = (
     "layer",
@@ -67,14 +74,16 @@ def _opened(
     a warning for every file that was skipped (unreadable when listed, or undecodable when
     the command first read it). DuckDB running out of memory is a :class:`MemoryError`
     that names the limit. A model build that runs for more than a second shows its
-    progress on stderr when that is a terminal."""
+    progress on stderr when that is a terminal, and a long one that no model cache keeps
+    ends with :data:`CACHE_HINT`."""
     with _memory_named(engine):
         con, dataset = connect(
             path,
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
-        set_progress(con, TerminalProgress())
+        cacheable = engine.model_cache is None and engine.model is None and not dataset.is_remote
+        set_progress(con, TerminalProgress(hint=CACHE_HINT if cacheable else None))
         if engine.model is not None:
             from retryscope.analytics.distributed._layout import attach_model
 

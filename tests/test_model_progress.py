@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from retryscope.analytics import connect
-from retryscope.analytics._commands import _open
+from retryscope.analytics._commands import CACHE_HINT, Engine, _open
 from retryscope.analytics.model import Progress, TerminalProgress, _build
 from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.model._progress import (
+    HINT_AFTER_S,
     STAGE_DONE,
     STAGE_PARTITIONS,
     Tracker,
@@ -119,3 +120,39 @@ def test_the_commands_report_progress_to_stderr(tmp_path: Path) -> None:
         show = callback_of(con)
         assert isinstance(show, TerminalProgress)
         assert show.enabled == sys.stderr.isatty()
+
+
+def test_a_long_build_ends_with_the_hint_a_quicker_one_without() -> None:
+    hint = "tip: keep the model"
+    outputs = []
+    for elapsed in (HINT_AFTER_S, HINT_AFTER_S - 0.01):
+        out = _Terminal()
+        show = TerminalProgress(out, after_s=0, hint=hint)
+        show(Progress(STAGE_PARTITIONS, 1, 4, 2.0))
+        show(Progress(STAGE_DONE, 4, 4, elapsed))
+        outputs.append(out.getvalue())
+    long_build, quicker = outputs
+    assert long_build.endswith(f"(100%), 10 s elapsed\n{hint}\n")
+    assert hint not in quicker
+    assert quicker.endswith("(100%), 10 s elapsed\n")
+    piped = io.StringIO()
+    show = TerminalProgress(piped, after_s=0, hint=hint)
+    show(Progress(STAGE_PARTITIONS, 1, 4, 2.0))
+    show(Progress(STAGE_DONE, 4, 4, 60.0))
+    assert piped.getvalue() == ""
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_commands_hint_at_a_model_cache_only_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    root = _traffic(tmp_path / "data", seed=5, per_hour=3, hours=1)
+    engine = Engine(model_cache=str(tmp_path / "cache")) if cached else Engine()
+    with _open(str(root), engine) as con:
+        show = callback_of(con)
+        assert show is not None
+        show(Progress(STAGE_PARTITIONS, 0, 1, 2.0))
+        show(Progress(STAGE_DONE, 1, 1, HINT_AFTER_S))
+    assert (CACHE_HINT in terminal.getvalue()) is not cached

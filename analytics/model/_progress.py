@@ -97,13 +97,22 @@ class Tracker:
             self._callback = None
 
 
+HINT_AFTER_S: Final = 10.0
+"""A build at least this long ends with the ``hint`` of :class:`TerminalProgress`."""
+
+
 class TerminalProgress:
     """A :data:`ProgressCallback` printing one updating line on ``stream`` (stderr) when
-    it is a terminal, once work has run ``after_s`` seconds; silent otherwise."""
+    it is a terminal, once work has run ``after_s`` seconds; silent otherwise. ``hint``
+    is printed on its own line after a build that took :data:`HINT_AFTER_S` or more (how
+    the next run could skip it)."""
 
-    def __init__(self, stream: TextIO | None = None, *, after_s: float = 1.0) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, after_s: float = 1.0, hint: str | None = None
+    ) -> None:
         self._stream = stream if stream is not None else sys.stderr
         self._after_s = after_s
+        self._hint = hint
         self._shown = False
         isatty = getattr(self._stream, "isatty", None)
         self.enabled = bool(isatty and isatty())
@@ -119,6 +128,8 @@ class TerminalProgress:
             f"{_duration(p.elapsed_s)} elapsed{estimate}"
         )
         end = "\n" if p.stage == STAGE_DONE else ""
+        if p.stage == STAGE_DONE and self._hint and p.elapsed_s >= HINT_AFTER_S:
+            end += self._hint + "\n"
         self._stream.write("\r\x1b[2K" + line + end)
         self._stream.flush()
         self._shown = p.stage != STAGE_DONE
