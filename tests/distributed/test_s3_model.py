@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import boto3
@@ -16,6 +17,7 @@ import duckdb
 import pytest
 
 from retryscope.analytics import connect, discover, findings
+from retryscope.analytics._commands import CACHE_HINT, _open
 from retryscope.analytics.distributed import (
     BuildError,
     attach_model,
@@ -24,13 +26,20 @@ from retryscope.analytics.distributed import (
 )
 from retryscope.analytics.distributed import _spark as spark_module
 from retryscope.analytics.distributed._layout import Location, part_name
-from retryscope.analytics.model import MODEL_TABLES, PER_REQUEST_TABLES
+from retryscope.analytics.model import MODEL_TABLES, PER_REQUEST_TABLES, Progress
+from retryscope.analytics.model._progress import (
+    HINT_AFTER_S,
+    STAGE_DONE,
+    STAGE_PARTITIONS,
+    callback_of,
+)
 from retryscope.analytics.replay import WhatIf, whatif, write_policy_side_file
 from retryscope.analytics.replay._policy_drift import load_policy_documents
 from retryscope.cli import main
 from retryscope.instrumentation.control._lab import reference_policy
 from tests.distributed.conftest import JAVA, NO_JAVA, SEED
 from tests.model_support import model_differences
+from tests.test_model_progress import _Terminal
 
 BUCKET = "retryscope-audit"
 
@@ -139,6 +148,21 @@ def test_findings_and_whatif_attach_it(
     assert rows[0] == rows[1], f"seed {SEED}"
     policy = WhatIf(max_attempts=2, no_fallback=True)
     assert whatif(attached, policy).equals(whatif(single, policy)), f"seed {SEED}"
+
+
+def test_a_long_build_of_an_s3_data_set_names_no_model_cache(
+    s3_data: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an object store's model is not cached (--model reads one built by Spark)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with _open(s3_data) as con:
+        show = callback_of(con)
+        assert show is not None
+        show(Progress(STAGE_PARTITIONS, 0, 1, 2.0))
+        show(Progress(STAGE_DONE, 1, 1, HINT_AFTER_S))
+    assert "model ready" in terminal.getvalue()
+    assert CACHE_HINT not in terminal.getvalue()
 
 
 def test_a_missing_prefix_or_bucket_is_named(
