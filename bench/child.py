@@ -3,7 +3,8 @@
 ``report PATH`` times ``connect(PATH)`` + ``build_report`` (optionally on a DuckDB
 connection with a memory limit and a spill directory, or with a model cache);
 ``pandas PATH`` computes the same headline figures with pandas; ``one-pass PATH`` runs the
-one-pass baseline (``bench/one_pass.py``); ``metrics-overhead`` times the hot path's spans
+one-pass baseline (``bench/one_pass.py``); ``floor PATH`` the steps an exact model cannot
+skip (``bench/floor.py``); ``metrics-overhead`` times the hot path's spans
 with live metrics on and off (``bench/hot_path.py``). Each prints one JSON
 object: seconds, peak RSS, CPU seconds, figures. :func:`run_child` runs one from the
 benchmark's process.
@@ -60,6 +61,14 @@ def run_one_pass(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - began, "figures": figures}
 
 
+def run_floor(path: str) -> dict[str, Any]:
+    from bench import floor
+
+    began = time.perf_counter()
+    out = floor.run(path)
+    return {"seconds": time.perf_counter() - began, **out}
+
+
 def run_pandas(path: str) -> dict[str, Any]:
     from bench import pandas_metrics
 
@@ -86,7 +95,9 @@ def run_child(what: str, *args: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
-    parser.add_argument("what", choices=("report", "pandas", "one-pass", "metrics-overhead"))
+    parser.add_argument(
+        "what", choices=("report", "pandas", "one-pass", "floor", "metrics-overhead")
+    )
     parser.add_argument("path", nargs="?", help="the data set (not for metrics-overhead)")
     parser.add_argument("--memory-limit")
     parser.add_argument("--temp-dir")
@@ -104,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         out = run_report(args.path, args.memory_limit, args.temp_dir, args.model_cache)
     elif args.what == "one-pass":
         out = run_one_pass(args.path)
+    elif args.what == "floor":
+        out = run_floor(args.path)
     else:
         out = run_pandas(args.path)
     out["peak_rss_bytes"] = peak_rss_bytes()
