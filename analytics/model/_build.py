@@ -5,8 +5,10 @@ more than one partition again from all their spans; then the tables across reque
 With a model cache (:mod:`._cache`) only the partitions that are new or changed since the
 last build are built, and the rest is read from the cache; without one the model lives in
 an in-memory database (:mod:`._store`) that each build writes its tables into, and
-consecutive partitions are built together (:data:`BUILD_SPAN_ROWS`). The scripts and
-their order: :mod:`._scripts`."""
+consecutive partitions are built together (:data:`BUILD_SPAN_ROWS`), unless the model of a
+local data set would exceed what that database keeps uncompressed: then it is built as
+into a cache, in a directory kept only while the connection lives (:mod:`._temporary`).
+The scripts and their order: :mod:`._scripts`."""
 
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ from typing import Any, Final, Protocol
 
 import duckdb
 
+from retryscope.analytics._object_store import is_url
 from retryscope.analytics._queries import load, sql_string
 from retryscope.analytics.model import _partitions as request_partitions
 from retryscope.analytics.model import _scripts as scripts
+from retryscope.analytics.model import _temporary as temporary
 from retryscope.analytics.model._cache import (
     RECONCILED,
     STRADDLERS,
@@ -56,6 +60,7 @@ from retryscope.analytics.model._progress import (
 )
 from retryscope.analytics.model._store import (
     KEYS,
+    UNCOMPRESSED_BYTES_PER_SPAN_ROW,
     MemoryStore,
     Modes,
     Placement,
@@ -117,16 +122,25 @@ def ensure_model(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True)
 def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None) -> None:
     request_partitions.configured_partitions(con, 0)  # a bad setting is named before any work
     drop_views(con)  # a model an earlier data set left on con
+    temporary.release(con)  # (its files, once no view reads them)
     con.execute("SET VARIABLE rs_model_paths = []")
     tracker = Tracker(callback_of(con))
+    what = "model cache"
+    if cache is None and _exceeds_memory_budget(con, root):
+        what = "temporary model directory"
+        try:
+            cache = temporary.temporary_directory(con)
+        except OSError as exc:
+            _warn(f"{what} not created ({type(exc).__name__}: {exc}): the model stays in memory")
     if cache is not None:
         store = DirectoryStore(model_directory(root, cache), Modes.of(root))
         try:
             with store.locked():
                 built = _update_directory(con, store, root, tracker)
         except (OSError, duckdb.IOException, duckdb.PermissionException) as exc:
-            _warn(f"model cache {store.directory} not written ({type(exc).__name__}: {exc})")
+            _warn(f"{what} {store.directory} not written ({type(exc).__name__}: {exc})")
             drop_views(con)
+            temporary.release(con)
         else:
             store.point_views(con)
             con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
@@ -171,6 +185,16 @@ def _build_rows(con: duckdb.DuckDBPyConnection) -> int:
     if limit is None or limit <= 0:
         return BUILD_SPAN_ROWS
     return min(BUILD_SPAN_ROWS, int(request_partitions.SPAN_ROWS_PER_GIB * limit / 2**30))
+
+
+def _exceeds_memory_budget(con: duckdb.DuckDBPyConnection, root: str) -> bool:
+    """Whether the model of a local data set would not stay uncompressed in memory: then
+    it is built into a temporary model directory instead (:mod:`._temporary`)."""
+    if not root or is_url(root):
+        return False
+    budget = _uncompressed_budget(con)
+    rows = sum(p.rows for p in _time_partitions(con, root))
+    return budget > 0 and rows * UNCOMPRESSED_BYTES_PER_SPAN_ROW > budget
 
 
 def _uncompressed_budget(con: duckdb.DuckDBPyConnection) -> int:
