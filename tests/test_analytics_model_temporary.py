@@ -132,6 +132,36 @@ def test_the_process_leaves_no_directory_behind(data: Path, tmp_path: Path) -> N
     assert _temporaries(spill) == []
 
 
+_FORKS_A_CHILD = """
+import os, sys
+from retryscope.analytics import connect
+from retryscope.analytics._dataset import new_connection
+from retryscope.analytics.model import _build
+from retryscope.analytics.model._build import ensure_model, model_paths
+_build._uncompressed_budget = lambda con: 1
+con, _ = connect(sys.argv[1], con=new_connection(temp_directory=sys.argv[2]))
+ensure_model(con)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit: the child runs the finalizers it inherited
+os.waitpid(pid, 0)
+print(all(os.path.exists(p) for p in model_paths(con)))
+"""
+
+
+def test_a_forked_child_leaves_its_parents_directory(data: Path, tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    out = subprocess.run(
+        [sys.executable, "-c", _FORKS_A_CHILD, str(data), str(spill)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["True"], out.stderr[-2000:]
+    assert _temporaries(spill) == []  # the parent removed it at its own exit
+
+
 def test_an_object_store_data_set_is_never_built_into_a_directory() -> None:
     con = duckdb.connect()
     assert not _build._exceeds_memory_budget(con, "s3://bucket/spans")

@@ -8,7 +8,8 @@ model directory of Parquet files takes as long and 1.0 GiB (``bench/RESULTS.md``
 2026-12-05). So when the data set's model would exceed the budget, it is built into a
 directory under DuckDB's temporary directory (where DuckDB spills), which is removed when
 the connection is closed and garbage-collected, when the connection builds another model,
-or when the process exits; nothing of it is read by a later run.
+or when the process that made it exits (not a forked child); nothing of it is read by a
+later run.
 """
 
 from __future__ import annotations
@@ -35,8 +36,15 @@ def temporary_directory(con: duckdb.DuckDBPyConnection) -> str:
     ((setting,),) = con.execute("SELECT current_setting('temp_directory')").fetchall()
     parent = str(setting or "")
     directory = tempfile.mkdtemp(prefix=PREFIX, dir=parent if os.path.isdir(parent) else None)
-    _held[con] = weakref.finalize(con, shutil.rmtree, directory, ignore_errors=True)
+    _held[con] = weakref.finalize(con, _remove, directory, os.getpid())
     return directory
+
+
+def _remove(directory: str, owner: int) -> None:
+    """Remove ``directory`` in the process that made it (a forked child exiting leaves
+    its parent's model in place)."""
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:
