@@ -106,33 +106,7 @@ def test_the_directory_goes_with_its_connection(
     assert _temporaries(spill) == []
 
 
-_EXITS_WITHOUT_CLOSING = """
-import sys
-from retryscope.analytics import connect
-from retryscope.analytics._dataset import new_connection
-from retryscope.analytics.model import _build
-from retryscope.analytics.model import _temporary as temporary
-from retryscope.analytics.model._build import ensure_model, model_paths
-_build._uncompressed_budget = lambda con: 1
-con, _ = connect(sys.argv[1], con=new_connection(temp_directory=sys.argv[2]))
-ensure_model(con)
-print(len(model_paths(con)))
-"""
-
-
-def test_the_process_leaves_no_directory_behind(data: Path, tmp_path: Path) -> None:
-    spill = tmp_path / "spill"
-    out = subprocess.run(
-        [sys.executable, "-c", _EXITS_WITHOUT_CLOSING, str(data), str(spill)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert int(out.stdout) > 0  # it was built into a directory
-    assert _temporaries(spill) == []
-
-
-_FORKS_A_CHILD = """
+_BUILT = """
 import os, sys
 from retryscope.analytics import connect
 from retryscope.analytics._dataset import new_connection
@@ -141,6 +115,29 @@ from retryscope.analytics.model._build import ensure_model, model_paths
 _build._uncompressed_budget = lambda con: 1
 con, _ = connect(sys.argv[1], con=new_connection(temp_directory=sys.argv[2]))
 ensure_model(con)
+"""
+"""A process that builds a data set's model into a temporary directory (then runs more)."""
+
+
+def _run(script: str, data: Path, spill: Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", _BUILT + script, str(data), str(spill)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return out.stdout
+
+
+def test_the_process_leaves_no_directory_behind(data: Path, tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    # it exits without closing the connection
+    assert int(_run("print(len(model_paths(con)))", data, spill)) > 0  # built in a directory
+    assert _temporaries(spill) == []
+
+
+_FORK = """
 pid = os.fork()
 if pid == 0:
     sys.exit(0)  # a normal exit: the child runs the finalizers it inherited
@@ -151,14 +148,7 @@ print(all(os.path.exists(p) for p in model_paths(con)))
 
 def test_a_forked_child_leaves_its_parents_directory(data: Path, tmp_path: Path) -> None:
     spill = tmp_path / "spill"
-    out = subprocess.run(
-        [sys.executable, "-c", _FORKS_A_CHILD, str(data), str(spill)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    assert out.stdout.split() == ["True"], out.stderr[-2000:]
+    assert _run(_FORK, data, spill).split() == ["True"]
     assert _temporaries(spill) == []  # the parent removed it at its own exit
 
 
