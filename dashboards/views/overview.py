@@ -301,7 +301,7 @@ def _trends(ctx: Context) -> None:
             charts.over_time(
                 series,
                 "amplification_ratio",
-                "retry amplification (×)",
+                "amplification",
                 domain,
                 storms=storms,
                 pickable=True,
