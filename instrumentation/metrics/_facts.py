@@ -445,37 +445,64 @@ def _group_order(row: AttemptRow) -> tuple[bool, int, int]:
 _ORDINAL: Final = operator.attrgetter("ordinal")
 _ORDINAL_START: Final = operator.attrgetter("ordinal", "start")
 """:func:`_group_order` of a group whose ordinals are all set (read in C)."""
-_GroupKey = tuple[str | None, str | None, int | None, int | None]
+_Enclosing = tuple[Any, Any, int | None]
+"""A retry group's layer and enclosing attempt (its layer and ordinal)."""
+_Group = AttemptRow | list[AttemptRow]
+"""A retry group's attempts: the row itself while it is the only one (most sends are the
+only attempt of their operation), a list from the second on."""
 
 
 class _Walk:
     """The request's attempts in arrival order (one pass): retry groups, the rows whose
     parent span may be an attempt, the entry attempt (the first top-level one by start) and
-    the attempts on a fallback route."""
+    the attempts on a fallback route.
+
+    ``groups`` holds the retry groups by layer and enclosing attempt, then by operation
+    ordinal (None: no send). A group of one attempt is held as the row itself: an attempt
+    whose distinct calls number in the thousands then costs no key tuple or list each
+    (objects the collector would count and traverse while the request lasts)."""
 
     __slots__ = ("entry", "fallbacks", "groups", "orphans")
 
     def __init__(self, rows: Sequence[AttemptRow], request_span_id: int | None) -> None:
-        groups: dict[_GroupKey, list[AttemptRow]] = {}
+        groups: dict[_Enclosing, dict[int | None, _Group]] = {}
         orphans: list[AttemptRow] = []
         fallbacks: list[AttemptRow] = []
         entry: AttemptRow | None = None
-        group: list[AttemptRow] = []
+        by_operation: dict[int | None, _Group] = {}
+        group: list[AttemptRow] | None = None  # the run's group, once it is a list
         last: AttemptRow | None = None
         for row in rows:
+            operation = row.operation_ordinal
             if (  # a group's attempts mostly end one after another: looked up once per run
                 last is None
                 or not _same(row.layer, last.layer)
                 or not _same(row.parent_layer, last.parent_layer)
                 or not _same(row.parent_ordinal, last.parent_ordinal)
-                or not _same(row.operation_ordinal, last.operation_ordinal)
             ):
-                key = (row.layer, row.parent_layer, row.parent_ordinal, row.operation_ordinal)
-                found = groups.get(key)
+                key = (row.layer, row.parent_layer, row.parent_ordinal)
+                found_enclosing = groups.get(key)
+                if found_enclosing is None:
+                    found_enclosing = groups[key] = {}
+                by_operation = found_enclosing
+                new_run = True
+            else:
+                new_run = not _same(operation, last.operation_ordinal)
+            if new_run:
+                found = by_operation.get(operation)
                 if found is None:
-                    found = groups[key] = []
-                group = found
-            group.append(row)
+                    by_operation[operation] = row
+                    group = None
+                elif isinstance(found, list):
+                    found.append(row)
+                    group = found
+                else:
+                    group = by_operation[operation] = [found, row]
+            elif group is not None:
+                group.append(row)
+            else:  # the run's group has held one row, the last
+                assert last is not None
+                group = by_operation[operation] = [last, row]
             last = row
             if row.parent_layer is None:
                 parent = row.parent_span_id
@@ -548,7 +575,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     deadline = _int(attrs.get(v.DEADLINE.key))
     groups = walk.groups
     parents: dict[Any, set[int | None]] = {}  # by layer: the ordinals named as a parent
-    for _, parent_layer, parent_ordinal, _ in groups:
+    for _, parent_layer, parent_ordinal in groups:
         if parent_layer is not None:
             ordinals = parents.get(parent_layer)
             if ordinals is None:
@@ -558,38 +585,51 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
     largest: dict[str | None, int] = {}
     leaves: list[AttemptRow] = []
     late_success = False
+    single: list[AttemptRow] = []  # a group of one row, in the one list reused
     # one pass in group order: leaves, retries (the group sizes), acceptance, late successes
-    for (layer, _, _, _), group in groups.items():
-        if len(group) > 1 and not _in_group_order(group):
-            group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
+    for (layer, _, _), by_operation in groups.items():
         enclosing = parents.get(layer)  # some attempt of this layer may have one beneath it
-        previous_failed = False
-        size = 0
-        for row in group:
-            if enclosing is not None:
-                row.leaf = row.ordinal not in enclosing
-            if row.leaf:
-                leaves.append(row)
-            if not row.hedge_ordinal:
-                size += 1
-                if previous_failed:
-                    row.retry = True
-            if _same(row.outcome, _SUCCESS):
-                previous_failed = False
-                row.accepted = (
-                    request_complete
-                    and (row.decision is None or row.decision == _COMPLETE)
-                    and row.hedge_result != _CANCELLED
-                )
-                if not late_success:
-                    limit = row.deadline
-                    if limit is None:
-                        limit = deadline
-                    late_success = limit is not None and row.end > limit
+        most = 0
+        for found in by_operation.values():
+            if isinstance(found, list):
+                group = found
+                if not _in_group_order(group):
+                    group.sort(key=_group_order if None in map(_ORDINAL, group) else _ORDINAL_START)
             else:
-                previous_failed = True
-        if size > largest.get(layer, 0):
-            largest[layer] = size
+                if single:
+                    single[0] = found
+                else:
+                    single.append(found)
+                group = single
+            previous_failed = False
+            size = 0
+            for row in group:
+                if enclosing is not None:
+                    row.leaf = row.ordinal not in enclosing
+                if row.leaf:
+                    leaves.append(row)
+                if not row.hedge_ordinal:
+                    size += 1
+                    if previous_failed:
+                        row.retry = True
+                if _same(row.outcome, _SUCCESS):
+                    previous_failed = False
+                    row.accepted = (
+                        request_complete
+                        and (row.decision is None or row.decision == _COMPLETE)
+                        and row.hedge_result != _CANCELLED
+                    )
+                    if not late_success:
+                        limit = row.deadline
+                        if limit is None:
+                            limit = deadline
+                        late_success = limit is not None and row.end > limit
+                else:
+                    previous_failed = True
+            if size > most:
+                most = size
+        if most > largest.get(layer, 0):
+            largest[layer] = most
     retried = [n for n in largest.values() if n > 1]
     nested_product = math.prod(retried) if len(retried) >= 2 else None
     operations = _mark_resends(leaves)
