@@ -21,6 +21,11 @@ _ENDED: Final = ("context", "parent", "start_time", "end_time", "status")
 _PUBLIC_ENDED: Final = operator.attrgetter(*_ENDED)
 _PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
 
+_BOUNDED_ATTRIBUTES: Final = BoundedAttributes
+_SPAN_CONTEXT: Final = SpanContext
+"""(The classes as compiled statics: a compiled read of an imported name looks it up in the
+module's globals each time, on every attempt span.)"""
+
 Ended = tuple[Any, Any, Any, Any, Any, Any]
 """Context, span id, parent span id (None without a parent), start, end, status."""
 
@@ -52,7 +57,7 @@ def finished_attributes(span: Any) -> Mapping[str, Any] | None:
     SDK's spans (an ended span's attributes no longer change), else ``span.attributes``."""
     if type(span) in _ALLOWED.readable_types:
         attrs = span._attributes
-        if type(attrs) is BoundedAttributes:
+        if type(attrs) is _BOUNDED_ATTRIBUTES:
             found: Mapping[str, Any] = attrs._dict
             return found
     public: Mapping[str, Any] | None = span.attributes
@@ -69,8 +74,8 @@ def ended_fields(span: Any) -> Ended:
     context, parent, start, end, status = fields
     if (
         allowed.tuple_contexts
-        and type(context) is SpanContext
-        and (parent is None or type(parent) is SpanContext)
+        and type(context) is _SPAN_CONTEXT
+        and (parent is None or type(parent) is _SPAN_CONTEXT)
     ):
         return context, context[1], None if parent is None else parent[1], start, end, status
     span_id = context.span_id if context is not None else 0
