@@ -497,15 +497,18 @@ def _detect(head: bytes, path: Path, limits: IngestLimits) -> str:
 
 def _is_one_document(reader: Reader, limits: IngestLimits) -> bool:
     """Whether a JSON source is one document spanning lines (pretty-printed), all of it
-    buffered: its first line is not a complete object by itself, and the whole source is
-    at most ``max_message_bytes`` and parses as one value (or is too deep to try)."""
+    buffered: its first line is not a complete object by itself, more lines follow, and
+    the whole source is at most ``max_message_bytes`` and parses as one value (or is too
+    deep to try). A source of one line is a JSON line, reported by its number."""
     import json
 
     cap = limits.max_message_bytes
     reader.fill(min(cap, 1 << 20))
     cut = reader.buffer.find(b"\n")
     first = bytes(reader.buffer[: cut if cut >= 0 else len(reader.buffer)]).strip()
-    if not first or first.endswith(b"}") or reader.fill(cap + 1):
+    if not first or first.endswith(b"}") or cut < 0 or not reader.buffer[cut:].strip():
+        return False
+    if reader.fill(cap + 1):
         return False
     flat = bytes(reader.buffer).replace(b"\n", b" ")
     if deep_lines(flat, limits.max_json_depth):

@@ -153,3 +153,18 @@ def test_cli_reports_hand_broken_lines_with_file_and_line(
     assert f"{src}:1: " not in err
     assert f"{src}:7: " not in err
     assert read_rows(tmp_path / "out").num_rows == 2 * len(SPANS)
+
+
+@pytest.mark.parametrize("line", [b"0", b"[1, 2]", b'"text"', b"null"])
+@pytest.mark.parametrize("more", [False, True], ids=["alone", "before a good line"])
+def test_a_json_line_that_is_no_object_is_reported_by_its_number(
+    tmp_path: Path, line: bytes, more: bool
+) -> None:
+    """A source of one line is JSON lines, not one document: a line that parses but is no
+    object is named by file and line (and the good line after it is kept)."""
+    src = tmp_path / "traces.jsonl"
+    src.write_bytes(line + b"\n" + (GOOD.encode() + b"\n" if more else b""))
+    problems: list[str] = []
+    summary = ingest([src], tmp_path / "out", report=problems.append)
+    assert problems == [f"{src}:1: expected a JSON object, got {type(json.loads(line)).__name__}"]
+    assert summary.spans_read == (len(SPANS) if more else 0)
