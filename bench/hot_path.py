@@ -15,14 +15,16 @@ provider with the stamping processor: 100 attempts per logical request against 1
 spans per parent span, so the request's own span is amortised and the request keeps a
 bounded list of attempts, as in production.
 
-Both also run with ``AttemptMetricsProcessor`` beside the stamping processor, recording into
-a MeterProvider with a reader, against the stamping processor alone (metrics on vs off,
-interleaved), each pair in :data:`METRICS_PROCESSES` fresh processes (``python -m
-bench.child metrics-overhead``): the figure is the median of their ratios, since one
-process's ratio moves by about ±2 % from one process to the next (``bench/RESULTS.md``,
-2026-12-05). So does a small logical request (two harness attempts, a retry after a rate
-limit, with backoff, cost and a deadline), where the request-end recording is not
-amortised over 100 attempts (in this process).
+Both also run with ``AttemptMetricsProcessor`` recording into a MeterProvider with a reader,
+handed the ended spans by the stamping processor (``AttemptStampingProcessor(metrics=...)``,
+as the ``retryscope`` configurator wires it), against the stamping processor alone (metrics
+on vs off), and with the metrics processor added to the provider as a second processor
+(the SDK calls both on every span), interleaved, in :data:`METRICS_PROCESSES` fresh
+processes (``python -m bench.child metrics-overhead``): the figure is the median of their
+ratios, since one process's ratio moves by about ±2 % from one process to the next
+(``bench/RESULTS.md``, 2026-12-05). So does a small logical request (two harness attempts,
+a retry after a rate limit, with backoff, cost and a deadline), where the request-end
+recording is not amortised over 100 attempts (in this process).
 
 The stamped and attempt cases also run on the public OpenTelemetry API only
 (``retryscope.instrumentation._sdk.public_paths``, what ``RETRYSCOPE_SDK_PUBLIC_ONLY=1``
@@ -125,15 +127,20 @@ def _third_party_spans(tracer: Tracer, n: int) -> None:
             pass
 
 
-def _metered(reader: InMemoryMetricReader | None = None) -> TracerProvider:
-    """A provider with the stamping processor and the metrics processor, recording into a
+def _metered(
+    reader: InMemoryMetricReader | None = None, *, second_processor: bool = False
+) -> TracerProvider:
+    """A provider with the stamping processor handing ended spans to the metrics processor
+    (or, ``second_processor``, with the metrics processor added after it), recording into a
     MeterProvider with a reader (as an application exporting metrics has)."""
     provider = TracerProvider()
-    provider.add_span_processor(AttemptStampingProcessor())
     meters = MeterProvider(metric_readers=[reader or InMemoryMetricReader()])
-    provider.add_span_processor(
-        AttemptMetricsProcessor(meter_provider=meters, config=MetricsConfig())
-    )
+    metrics = AttemptMetricsProcessor(meter_provider=meters, config=MetricsConfig())
+    if second_processor:
+        provider.add_span_processor(AttemptStampingProcessor())
+        provider.add_span_processor(metrics)
+    else:
+        provider.add_span_processor(AttemptStampingProcessor(metrics=metrics))
     return provider
 
 
@@ -152,22 +159,23 @@ def _small_request(provider: TracerProvider) -> None:
 
 
 def _check_metrics() -> None:
-    """The metered provider really records: a small request counts its two attempts."""
-    reader = InMemoryMetricReader()
-    provider = _metered(reader)
-    _small_request(provider)
-    data = reader.get_metrics_data()
-    attempts = [
-        point.value
-        for rm in (data.resource_metrics if data else ())
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == ATTEMPTS.name
-        for point in metric.data.data_points
-    ]
-    if sum(attempts) != 2:
-        raise RuntimeError(f"the metrics processor counted {attempts} attempts, not 2")
-    provider.shutdown()
+    """Both metered providers really record: a small request counts its two attempts."""
+    for second_processor in (False, True):
+        reader = InMemoryMetricReader()
+        provider = _metered(reader, second_processor=second_processor)
+        _small_request(provider)
+        data = reader.get_metrics_data()
+        attempts = [
+            point.value
+            for rm in (data.resource_metrics if data else ())
+            for sm in rm.scope_metrics
+            for metric in sm.metrics
+            if metric.name == ATTEMPTS.name
+            for point in metric.data.data_points
+        ]
+        if sum(attempts) != 2:
+            raise RuntimeError(f"the metrics processor counted {attempts} attempts, not 2")
+        provider.shutdown()
 
 
 def _stamp_values(provider: TracerProvider) -> dict[str, str]:
@@ -281,54 +289,65 @@ def _attempt_case(provider: TracerProvider, n: int) -> Callable[[], None]:
 def metrics_overhead(*, quick: bool, rounds: int) -> dict[str, Any]:
     """One process's metrics on/off pairs (``python -m bench.child metrics-overhead``): the
     stamped span and the context-API attempt span, each with the stamping processor alone
-    and with the metrics processor beside it, interleaved. CPU and wall medians per case."""
+    ("off"), handing spans to the metrics processor ("on") and with the metrics processor
+    as a second processor ("second"), interleaved. CPU and wall medians per case."""
     settings = Settings(quick=quick, rounds=rounds)
     _check_metrics()
     stamping = TracerProvider()
     stamping.add_span_processor(AttemptStampingProcessor())
-    metering = _metered()
+    providers = {
+        "off": stamping,
+        "on": _metered(),
+        "second": _metered(second_processor=True),
+    }
     sizes = {"stamped": settings.scaled(*SPANS), "attempt": settings.scaled(*ATTEMPTS_PER_CASE)}
     out: dict[str, Any] = {"items": sizes}
     for name, make in (("stamped", _stamped_case), ("attempt", _attempt_case)):
         timings = interleave(
-            {"off": make(stamping, sizes[name]), "on": make(metering, sizes[name])},
+            {case: make(provider, sizes[name]) for case, provider in providers.items()},
             rounds=rounds,
         )
         out[name] = {
             case: {"cpu": timings.cpu_median(case), "wall": timings.median(case)}
-            for case in ("off", "on")
+            for case in providers
         }
     return out
 
 
 def _metrics_results(settings: Settings) -> list[Result]:
     """The metrics on/off ratios, each the median over :data:`METRICS_PROCESSES` fresh
-    processes' ratios (CPU time), with their range and the per-item medians beside it."""
+    processes' ratios (CPU time), with their range and the per-item medians beside it;
+    then the same with the metrics processor as a second processor (no target)."""
     args = ["--rounds", str(settings.rounds), *(["--quick"] if settings.quick else [])]
     runs = [run_child("metrics-overhead", *args) for _ in range(METRICS_PROCESSES)]
     results = []
-    for name, title in (
-        ("stamped", "stamped third-party span: metrics on / off"),
-        ("attempt", "context-API attempt: metrics on / off"),
+    for case, what, target in (
+        ("on", "metrics on / off", METRICS_TARGET),
+        ("second", "metrics as a second processor / off", None),
     ):
-        per = runs[0]["items"][name]
-        ratios = sorted(r[name]["on"]["cpu"] / r[name]["off"]["cpu"] for r in runs)
-        walls = [r[name]["on"]["wall"] / r[name]["off"]["wall"] for r in runs]
-        results.append(
-            Result(
-                "hot path",
-                title,
-                statistics.median(ratios),
-                "×",
-                METRICS_TARGET,
-                {
-                    "CPU off": micros(statistics.median(r[name]["off"]["cpu"] for r in runs), per),
-                    "on": micros(statistics.median(r[name]["on"]["cpu"] for r in runs), per),
-                    f"{len(runs)} processes": f"{ratios[0]:.2f}–{ratios[-1]:.2f}×",
-                    "wall ratio": f"{statistics.median(walls):.2f}×",
-                },
+        for name, span in (
+            ("stamped", "stamped third-party span"),
+            ("attempt", "context-API attempt"),
+        ):
+            per = runs[0]["items"][name]
+            ratios = sorted(r[name][case]["cpu"] / r[name]["off"]["cpu"] for r in runs)
+            walls = [r[name][case]["wall"] / r[name]["off"]["wall"] for r in runs]
+            off = statistics.median(r[name]["off"]["cpu"] for r in runs)
+            results.append(
+                Result(
+                    "hot path",
+                    f"{span}: {what}",
+                    statistics.median(ratios),
+                    "×",
+                    target,
+                    {
+                        "CPU off": micros(off, per),
+                        "on": micros(statistics.median(r[name][case]["cpu"] for r in runs), per),
+                        f"{len(runs)} processes": f"{ratios[0]:.2f}–{ratios[-1]:.2f}×",
+                        "wall ratio": f"{statistics.median(walls):.2f}×",
+                    },
+                )
             )
-        )
     return results
 
 

@@ -24,6 +24,7 @@ from retryscope.analytics import connect
 from retryscope.demo._scenarios import VirtualClock as Clock
 from retryscope.instrumentation import (
     Attempt,
+    AttemptMetricsProcessor,
     AttemptStampingProcessor,
     LogicalRequest,
     ParquetSpanExporter,
@@ -35,11 +36,13 @@ T0 = 1_790_000_000_000_000_000  # 2026-09-21T14:13:20Z
 
 
 class Recorder:
-    def __init__(self, directory: Path) -> None:
+    """``metrics``: a live metrics processor for the stamping processor to hand spans to."""
+
+    def __init__(self, directory: Path, metrics: AttemptMetricsProcessor | None = None) -> None:
         self.directory = directory
         self.exporter = ParquetSpanExporter(directory)
         self.provider = TracerProvider(resource=Resource.create({"service.name": "test"}))
-        self.provider.add_span_processor(AttemptStampingProcessor())
+        self.provider.add_span_processor(AttemptStampingProcessor(metrics=metrics))
         self.provider.add_span_processor(
             BatchSpanProcessor(self.exporter, max_queue_size=100_000, schedule_delay_millis=60_000)
         )

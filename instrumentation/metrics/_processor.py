@@ -8,7 +8,9 @@ ends; then the request's facts are computed (:func:`~._facts.request_facts`, the
 definitions) and recorded, a few requests at a time and always before a reader collects.
 Every other span costs one attribute lookup. The span-end path up to the held rows is
 :class:`~._hold.Holder`, compiled with the facts where the install can: the SDK calls it
-directly.
+directly. Given to the stamping processor (``AttemptStampingProcessor(metrics=...)``, as the
+``retryscope`` configurator wires it), it is called from that processor's ``on_end``
+instead: the SDK then calls one processor per span, not two (:meth:`take_span_ends`).
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
@@ -24,7 +26,7 @@ It never raises into the application: failures are counted in
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Final, Protocol
@@ -157,6 +159,17 @@ class AttemptMetricsProcessor(SpanProcessor):
                     description=inst.description,
                     explicit_bucket_boundaries_advisory=list(inst.buckets),
                 )
+
+    def take_span_ends(self) -> Callable[[ReadableSpan], None] | None:
+        """Hand the recording of ended spans to a processor that sees every span end (the
+        stamping processor calls the returned function from its ``on_end``, so the SDK has
+        one processor less to call on every span); None when switched off. From then on
+        this processor's own ``on_end`` records nothing: added to the provider as well, it
+        still counts each span once."""
+        if not self._enabled:
+            return None
+        self.on_end = _ignore  # type: ignore[method-assign]
+        return self._holder.on_end
 
     # -- SpanProcessor -----------------------------------------------------------------
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:

@@ -101,9 +101,12 @@ def generate(
     rng = random.Random(seed)
     exporter = ParquetSpanExporter(out)
     provider = TracerProvider(resource=Resource.create({"service.name": "retryscope-demo"}))
-    provider.add_span_processor(AttemptStampingProcessor())
-    if meter_provider is not None:
-        provider.add_span_processor(AttemptMetricsProcessor(meter_provider=meter_provider))
+    metrics = (
+        AttemptMetricsProcessor(meter_provider=meter_provider)
+        if meter_provider is not None
+        else None
+    )
+    provider.add_span_processor(AttemptStampingProcessor(metrics=metrics))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     done, total = 0, sum(counts.values())
     step = max(1, total // 20)

@@ -63,8 +63,11 @@ def render() -> str:
         "",
         f"{code('AttemptMetricsProcessor(meter_provider=None, config=None)')}: the global "
         f"MeterProvider unless one is given; {code('config')} defaults to "
-        f"{code('MetricsConfig.from_env()')}. The {code('retryscope')} configurator reads the "
-        "same variables; a malformed one stops start-up with an error naming it.",
+        f"{code('MetricsConfig.from_env()')}. Add it to the TracerProvider, or give it to the "
+        f"stamping processor ({code('AttemptStampingProcessor(metrics=...)')}), which hands it "
+        "every ended span: one processor less for the SDK to call on every span. The "
+        f"{code('retryscope')} configurator wires it that way and reads the same variables; "
+        "a malformed one stops start-up with an error naming it.",
         "",
     ]
     defaults = MetricsConfig().to_env()

@@ -47,12 +47,21 @@ class Metered:
         return cls(reader, MeterProvider(metric_readers=[reader]), None)
 
     @classmethod
-    def on(cls, tracer_provider: TracerProvider, config: MetricsConfig | None = None) -> Metered:
-        """The processor on ``tracer_provider``, recording into a new MeterProvider."""
+    def unwired(cls, config: MetricsConfig | None = None) -> Metered:
+        """The processor recording into a new MeterProvider, not added to any provider (for
+        a stamping processor to hand ended spans to: ``metrics=metered.processor``)."""
         metered = cls.on_meter_provider()
         metered.processor = AttemptMetricsProcessor(
             meter_provider=metered.meter_provider, config=config or MetricsConfig()
         )
+        return metered
+
+    @classmethod
+    def on(cls, tracer_provider: TracerProvider, config: MetricsConfig | None = None) -> Metered:
+        """The processor on ``tracer_provider`` (a second span processor), recording into a
+        new MeterProvider."""
+        metered = cls.unwired(config)
+        assert metered.processor is not None
         tracer_provider.add_span_processor(metered.processor)
         return metered
 

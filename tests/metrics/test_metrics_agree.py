@@ -163,10 +163,17 @@ def test_distinct_calls_are_operations_not_retries(tmp_path: Path) -> None:
     assert list(differences(live, report_figures(recorder.connect()))) == []
 
 
+@pytest.mark.parametrize("handed", [False, True], ids=["second processor", "handed spans"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_live_figures_equal_the_report(tmp_path: Path, scenario: str) -> None:
-    recorder = Recorder(tmp_path / "data")
-    metered = Metered.on(recorder.provider)
+def test_live_figures_equal_the_report(tmp_path: Path, scenario: str, handed: bool) -> None:
+    """Either wiring: the metrics processor added to the provider, or handed the ended
+    spans by the stamping processor (``AttemptStampingProcessor(metrics=...)``)."""
+    if handed:
+        metered = Metered.unwired()
+        recorder = Recorder(tmp_path / "data", metrics=metered.processor)
+    else:
+        recorder = Recorder(tmp_path / "data")
+        metered = Metered.on(recorder.provider)
     SCENARIOS[scenario](recorder)
     live = live_figures(metered.points())
     report = report_figures(recorder.connect())

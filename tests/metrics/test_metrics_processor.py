@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
 import retryscope
@@ -25,6 +27,7 @@ from retryscope.instrumentation import (
     MetricsConfig,
     logical_request,
 )
+from retryscope.instrumentation._configurator import with_retryscope_processors
 from retryscope.instrumentation.metrics import OVERFLOW, Dimension
 from retryscope.instrumentation.metrics import _facts as facts
 from retryscope.instrumentation.metrics import _instruments as i
@@ -111,6 +114,51 @@ def test_switched_off_it_creates_and_records_nothing() -> None:
     assert metered.points() == {}
     assert metered.processor is not None
     assert metered.processor.open_requests() == 0
+
+
+def _handed(config: MetricsConfig | None = None) -> tuple[TracerProvider, Metered]:
+    """The metrics processor handed ended spans by the stamping processor."""
+    metered = Metered.unwired(config)
+    provider = TracerProvider()
+    provider.add_span_processor(AttemptStampingProcessor(metrics=metered.processor))
+    return provider, metered
+
+
+@pytest.mark.parametrize("also_added", [False, True])
+def test_handed_spans_by_the_stamping_processor_it_counts_each_once(also_added: bool) -> None:
+    """Handed the ended spans, it records what it does as a second processor, and once
+    only when it is also added to the provider."""
+    provider, metered = _handed()
+    if also_added:
+        assert metered.processor is not None
+        provider.add_span_processor(metered.processor)
+    _one(provider)
+    _one(provider, route="backup")
+    live = live_figures(metered.points())
+    assert (live["logical_requests"], live["physical_attempts"]) == (2, 2)
+    assert live["attempts_by_route"] == {"primary": 1, "backup": 1}
+
+
+def test_handed_spans_and_switched_off_it_records_nothing() -> None:
+    provider, metered = _handed(MetricsConfig(enabled=False))
+    assert metered.processor is not None
+    assert metered.processor.take_span_ends() is None
+    _one(provider)
+    assert metered.points() == {}
+    assert metered.processor.open_requests() == 0
+
+
+def test_the_stamping_processor_flushes_and_shuts_down_the_metrics_it_hands_spans_to() -> None:
+    provider, metered = _handed()
+    processor = metered.processor
+    assert processor is not None
+    _one(provider)
+    assert _recorded_requests(processor) == 0  # waiting for more requests to end
+    assert provider.force_flush()
+    assert _recorded_requests(processor) == 1
+    _one(provider)
+    provider.shutdown()
+    assert (processor._holder.ended, _recorded_requests(processor)) == ([], 2)
 
 
 def test_a_failure_is_contained_counted_and_the_application_goes_on(
@@ -610,3 +658,39 @@ def test_an_ended_span_reads_the_same_on_either_path(parent_span: bool) -> None:
     parent_id = parent.get_span_context().span_id if parent_span else None
     assert fast[:5] == (own, own.span_id, parent_id, 5, 9)
     assert fast[5] is span.status
+
+
+def _wiring(processors: list[object]) -> list[tuple[str, bool]]:
+    """Each processor's class, and for a stamping processor whether it hands spans on."""
+    return [
+        (type(p).__name__, isinstance(p, AttemptStampingProcessor) and p.metrics is not None)
+        for p in processors
+    ]
+
+
+def test_the_configurator_hands_the_metrics_to_the_stamping_processor_it_adds() -> None:
+    on, off = MetricsConfig(), MetricsConfig(enabled=False)
+    export = SimpleSpanProcessor(InMemorySpanExporter())
+    added = with_retryscope_processors([export], on)
+    assert _wiring(added) == [("AttemptStampingProcessor", True), ("SimpleSpanProcessor", False)]
+    assert added[0].metrics.config is on
+    assert _wiring(with_retryscope_processors([export], off)) == [
+        ("AttemptStampingProcessor", False),
+        ("SimpleSpanProcessor", False),
+    ]
+    # a stamping processor passed in without metrics: they go right after it
+    theirs = AttemptStampingProcessor()
+    wired = with_retryscope_processors([export, theirs], on)
+    assert wired[:2] == [export, theirs]
+    assert _wiring(wired)[2] == ("AttemptMetricsProcessor", False)
+    assert with_retryscope_processors([export, theirs], off) == [export, theirs]
+    # metrics passed in, either way: none added
+    metrics = AttemptMetricsProcessor(config=on)
+    assert with_retryscope_processors([theirs, metrics], on) == [theirs, metrics]
+    handing = AttemptStampingProcessor(metrics=AttemptMetricsProcessor(config=on))
+    assert with_retryscope_processors([handing], on) == [handing]
+    alone = with_retryscope_processors([metrics], on)
+    assert _wiring(alone) == [
+        ("AttemptStampingProcessor", False),
+        ("AttemptMetricsProcessor", False),
+    ]
