@@ -564,7 +564,9 @@ def _probe() -> _Paths:
 
 def _use(paths: _Paths) -> _Paths:
     """``paths``, also handed to the compiled readers of :mod:`._sdk_finished`."""
-    _sdk_finished.use(paths.readable_types, paths.plain_types, paths.tuple_contexts)
+    _sdk_finished.use(
+        paths.readable_types, paths.plain_types, paths.tuple_contexts, paths.span_type
+    )
     return paths
 
 

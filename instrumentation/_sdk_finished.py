@@ -31,11 +31,15 @@ Ended = tuple[Any, Any, Any, Any, Any, Any]
 
 
 class _Shortcuts:
-    """What the probes allowed (empty, False: the public path)."""
+    """What the probes allowed (empty, False, None: the public path). ``readable_span`` and
+    ``plain_span`` are the SDK's span class when it is in the set beside them: the class of
+    nearly every span that ends, checked by identity before the set is."""
 
     def __init__(self) -> None:
         self.readable_types: frozenset[type] = frozenset()
         self.plain_types: frozenset[type] = frozenset()
+        self.readable_span: type | None = None
+        self.plain_span: type | None = None
         self.tuple_contexts = False
 
 
@@ -43,19 +47,27 @@ _ALLOWED: Final = _Shortcuts()
 """(One object whose fields change, so a compiled read is a field's, not a global's.)"""
 
 
-def use(readable_types: frozenset[type], plain_types: frozenset[type], tuples: bool) -> None:
+def use(
+    readable_types: frozenset[type],
+    plain_types: frozenset[type],
+    tuples: bool,
+    span_type: type | None = None,
+) -> None:
     """The shortcuts :mod:`._sdk`'s probes allow: span classes whose attributes
     (``_attributes._dict``) and whose other fields (``_context``, ...) may be read
-    directly, and whether a ``SpanContext``'s item 1 is its span id."""
+    directly, whether a ``SpanContext``'s item 1 is its span id, and the SDK's span class."""
     _ALLOWED.readable_types = readable_types
     _ALLOWED.plain_types = plain_types
+    _ALLOWED.readable_span = span_type if span_type in readable_types else None
+    _ALLOWED.plain_span = span_type if span_type in plain_types else None
     _ALLOWED.tuple_contexts = tuples
 
 
 def finished_attributes(span: Any) -> Mapping[str, Any] | None:
     """A finished span's attributes for reading: the ``BoundedAttributes`` dict itself on the
     SDK's spans (an ended span's attributes no longer change), else ``span.attributes``."""
-    if type(span) in _ALLOWED.readable_types:
+    kind = type(span)
+    if kind is _ALLOWED.readable_span or kind in _ALLOWED.readable_types:
         attrs = span._attributes
         if type(attrs) is _BOUNDED_ATTRIBUTES:
             found: Mapping[str, Any] = attrs._dict
@@ -70,7 +82,9 @@ def ended_fields(span: Any) -> Ended:
     span): read directly from a span of a probed class, the ids as items of a probed
     ``SpanContext``."""
     allowed = _ALLOWED
-    fields = _PRIVATE_ENDED(span) if type(span) in allowed.plain_types else _PUBLIC_ENDED(span)
+    kind = type(span)
+    plain = kind is allowed.plain_span or kind in allowed.plain_types
+    fields = _PRIVATE_ENDED(span) if plain else _PUBLIC_ENDED(span)
     context, parent, start, end, status = fields
     if (
         allowed.tuple_contexts

@@ -549,12 +549,14 @@ def _mark_resends(leaves: list[AttemptRow]) -> int:
     if len(leaves) > 1 and not _in_send_order(leaves):
         leaves.sort(key=_SEND_ORDER)
     seen: set[int] = set()
+    last: int | None = None  # the send before's operation (repeats mostly follow it)
     for row in leaves:
         operation = 1 if row.operation_ordinal is None else row.operation_ordinal
-        if operation in seen:
+        if (last is not None and operation == last) or operation in seen:
             row.resend = True
         else:
             seen.add(operation)
+            last = operation
     return max(seen, default=0)
 
 
@@ -617,7 +619,7 @@ def request_facts(rows: Sequence[AttemptRow], request: ReadableSpan | None) -> R
                     row.accepted = (
                         request_complete
                         and (row.decision is None or row.decision == _COMPLETE)
-                        and row.hedge_result != _CANCELLED
+                        and (row.hedge_result is None or row.hedge_result != _CANCELLED)
                     )
                     if not late_success:
                         limit = row.deadline

@@ -1,9 +1,10 @@
 """The live metrics' span-end path: each attempt's row held until its request ends.
 
 ``AttemptMetricsProcessor`` hands every span that ends to :meth:`Holder.on_end`. Most spans
-cost one attribute lookup. A finished attempt span is queued; the queue is read in
-batches of :data:`BATCH` (each span's row, :func:`~._facts.attempt_row`, appended to its
-request's list), and whenever a request (or continuation) span ends. An ended request's
+cost one attribute lookup. A finished attempt span is queued (a ``deque``: appended
+without the lock, taken out only under it); the queue is read in batches of
+:data:`BATCH` (each span's row, :func:`~._facts.attempt_row`, appended to its request's
+list), and whenever a request (or continuation) span ends. An ended request's
 rows wait with its span until :data:`REQUESTS` have ended, then each is handed back to the
 processor, which records its figures; :meth:`Holder.flush` hands over everything waiting
 (the processor calls it before a reader collects, on ``force_flush`` and ``shutdown``).
@@ -19,6 +20,7 @@ batch runs without the interpreter between the span and its row.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -59,7 +61,7 @@ class Holder:
         # re-entrant: reading a queued span runs its class's code, which may end a span
         self.lock: Any = threading.RLock()
         self.open: dict[str, list[AttemptRow]] = {}
-        self.queued: list[Any] = []
+        self.queued: deque[Any] = deque()
         self.ended: list[tuple[list[AttemptRow], Any]] = []
         self._end = end
         self._evicted = evicted
@@ -77,15 +79,11 @@ class Holder:
             if type(role) is not str:
                 return
             if role == _ATTEMPT:
-                lock = self.lock
-                lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
-                try:
-                    queued = self.queued
-                    queued.append(span)
-                    full = len(queued) >= BATCH
-                finally:
-                    lock.release()
-                if full:
+                # (no lock: a deque's append is atomic, and a span queued before its
+                # request ends is read by that end, which takes the queue under the lock)
+                queued = self.queued
+                queued.append(span)
+                if len(queued) >= BATCH:
                     self.read_queued()
             elif role in (_REQUEST, _CONTINUATION):
                 request_id = attrs.get(_ID)
@@ -99,7 +97,7 @@ class Holder:
         and nothing held; the parent records the requests it held."""
         self.lock = threading.RLock()
         self.open.clear()  # (in place: the processor holds this dict too)
-        self.queued = []
+        self.queued = deque()
         self.ended = []
 
     def read_queued(self) -> None:
@@ -159,11 +157,9 @@ class Holder:
         requests evicted to make room."""
         queued = self.queued
         evicted: list[list[AttemptRow]] = []
-        if not queued:
-            return evicted
-        self.queued = []
         open_ = self.open
-        for span in queued:
+        while queued:  # (popped one by one: another thread may append meanwhile)
+            span = queued.popleft()
             try:
                 # (read again rather than queued with the span: one object per queued span)
                 found = finished_attributes(span)

@@ -61,6 +61,16 @@ def _distinct_calls(rec: Recorder) -> None:
                 pass
 
 
+def _interleaved_calls(rec: Recorder) -> None:
+    """i1: a call fails, a distinct call is made, then the first is resent (a resend that
+    does not follow the send it repeats)."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="i1") as req, req.attempt("primary"):
+        for url, status in ((CALL_A, 503), (CALL_B, 200), (CALL_A, 200)):
+            with rec.http_span(clock, status, url=url):
+                pass
+
+
 def _rewritten(rec: Recorder) -> None:
     """Attributes written after stamping, by setters and by user code on the raw span: a
     send relabelled to another layer and route, an outcome overwritten, a cost and a
@@ -135,6 +145,7 @@ SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "attributes written after stamping": _rewritten,
     "nested retries and HTTP sends": _nested,
     "distinct calls and their resends": _distinct_calls,
+    "a call resent after another call": _interleaved_calls,
     "deadlines": _deadlines,
     "fallbacks": _fallbacks,
     "costs": _costs,
@@ -160,6 +171,15 @@ def test_distinct_calls_are_operations_not_retries(tmp_path: Path) -> None:
     # retries: d1's resends of the embed and rank calls and d2's second harness attempt (its
     # sends start a group of their own under it); d3's chat call follows a failure, no retry
     assert live["retries"] == 3
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+def test_a_resend_after_another_call_is_a_resend(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _interleaved_calls(recorder)
+    live = live_figures(metered.points())
+    assert (live["receiver_attempts"], live["operations"], live["resends"]) == (3, 2, 1)
     assert list(differences(live, report_figures(recorder.connect()))) == []
 
 

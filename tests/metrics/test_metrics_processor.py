@@ -235,9 +235,9 @@ def test_finished_attempts_are_read_in_batches_and_all_when_their_request_ends()
             if k == BATCH - 2:  # one short of a batch: queued, not read
                 assert (len(holder.queued), holder.open) == (BATCH - 1, {})
             if k == BATCH - 1:  # a batch: read into the request's rows
-                assert (holder.queued, len(holder.open[request_id])) == ([], BATCH)
+                assert (list(holder.queued), len(holder.open[request_id])) == ([], BATCH)
         assert len(holder.queued) == 3
-    assert (holder.queued, holder.open) == ([], {})
+    assert (list(holder.queued), holder.open) == ([], {})
     assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"p": BATCH + 3}
     (point,) = metered.points()[i.ATTEMPTS_PER_REQUEST.name]
     assert (point.count, point.sum) == (1, BATCH + 3)  # all in their request's facts
