@@ -28,12 +28,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # mypy cannot follow setuptools' package-dir mapping, so it checks a tree of symlinks laid
-# out as the installed package (retryscope/{instrumentation,analytics,dashboards}).
+# out as the installed package (retryscope/{instrumentation,control,analytics,dashboards}).
 TYPECHECK_TREE := build/typecheck
 typecheck: $(STAMP)
 	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/retryscope
 	for f in retryscope/*; do ln -s $(CURDIR)/$$f $(TYPECHECK_TREE)/retryscope/; done
-	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
+	for d in instrumentation control analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), each test file on one worker so
@@ -90,4 +90,4 @@ bench: $(STAMP) java
 
 clean:
 	rm -rf $(VENV) retryscope-data .pytest_cache .mypy_cache .ruff_cache build *.egg-info
-	find instrumentation analytics dashboards retryscope -name "*.so" -delete
+	find instrumentation control analytics dashboards retryscope -name "*.so" -delete

@@ -233,7 +233,7 @@ def _positive(text: str) -> int:
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from retryscope.instrumentation.control._lab import run_lab
+    from retryscope.control._lab import run_lab
 
     result = run_lab(Path(args.out))
     sys.stdout.write(result.text())

@@ -43,8 +43,7 @@ from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import create_table, load
-from retryscope.instrumentation._digests import canonical_json
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._evaluator import (
     AttemptRejected,
     CostMismatch,
     DispatchAfterDeadline,
@@ -61,16 +60,17 @@ from retryscope.instrumentation.control._evaluator import (
     attempts_from_rows,
     evaluate,
 )
-from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._guards import Gate, GuardKind, GuardSnapshot
+from retryscope.control._policy import (
     Admission,
     PolicyError,
     RetryPolicy,
     policy_from_obj,
     policy_to_obj,
 )
-from retryscope.instrumentation.control._receipts import policy_sha256
-from retryscope.instrumentation.control._strict import load_json
+from retryscope.control._receipts import policy_sha256
+from retryscope.control._strict import load_json
+from retryscope.instrumentation._digests import canonical_json
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
 from retryscope.vocabulary import Terminal

@@ -26,13 +26,13 @@ import pyarrow as pa
 
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import arrow, load
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._policy import (
     RetryPolicy,
     policy_from_json,
     policy_from_obj,
     policy_from_toml,
 )
-from retryscope.instrumentation.control._strict import load_json, load_toml
+from retryscope.control._strict import load_json, load_toml
 
 DEFAULT_WINDOW_MS: Final = 60_000
 """Retry-budget window (the load metric's default window)."""

@@ -36,19 +36,19 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import vocabulary as v
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
+from retryscope.control._calls import CallResult, Dispatch
+from retryscope.control._capability import capability_sha256
+from retryscope.control._controller import RetryController
+from retryscope.control._lab import BEHAVIOR as LAB_BEHAVIOR
+from retryscope.control._lab import FALLBACK as LAB_FALLBACK
+from retryscope.control._lab import PRIMARY as LAB_PRIMARY
+from retryscope.control._lab import REQUIRED as LAB_REQUIRED
+from retryscope.control._lab import reference_policy
+from retryscope.control._policy import Jitter, RetryPolicy
+from retryscope.control._receipts import policy_sha256
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
 from retryscope.instrumentation._digests import sha256_hex
-from retryscope.instrumentation.control._calls import CallResult, Dispatch
-from retryscope.instrumentation.control._capability import capability_sha256
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._lab import BEHAVIOR as LAB_BEHAVIOR
-from retryscope.instrumentation.control._lab import FALLBACK as LAB_FALLBACK
-from retryscope.instrumentation.control._lab import PRIMARY as LAB_PRIMARY
-from retryscope.instrumentation.control._lab import REQUIRED as LAB_REQUIRED
-from retryscope.instrumentation.control._lab import reference_policy
-from retryscope.instrumentation.control._policy import Jitter, RetryPolicy
-from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.instrumentation.integrations.httpx import RetryscopeTransport, send_outcome_kind
 from retryscope.vocabulary import DataBoundary, Decision, Layer, Outcome, RetryOwner, Terminal
 

@@ -25,7 +25,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from retryscope.instrumentation.control._capability import (
+from retryscope.control._capability import (
     OUTPUT_CONTRACT_FIELDS,
     RESIDENCY_FIELDS,
     CapabilityContract,
@@ -34,7 +34,7 @@ from retryscope.instrumentation.control._capability import (
     capability_gaps,
     capability_to_obj,
 )
-from retryscope.instrumentation.control._strict import (
+from retryscope.control._strict import (
     UINT32_MAX,
     DecodeError,
     Fields,

@@ -19,7 +19,7 @@
 * :func:`run_lab` — the reference sequence and its mutation cases, byte-stable.
 """
 
-from retryscope.instrumentation.control._calls import (
+from retryscope.control._calls import (
     AttemptFailed,
     CallResult,
     Dispatch,
@@ -28,7 +28,7 @@ from retryscope.instrumentation.control._calls import (
     RunResult,
     Submitted,
 )
-from retryscope.instrumentation.control._capability import (
+from retryscope.control._capability import (
     CapabilityContract,
     CapabilityGap,
     Modality,
@@ -37,8 +37,8 @@ from retryscope.instrumentation.control._capability import (
     capability_gaps,
     capability_sha256,
 )
-from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._controller import AsyncRetryController, RetryController
+from retryscope.control._evaluator import (
     AttemptRejected,
     CostMismatch,
     DecisionRecord,
@@ -61,8 +61,8 @@ from retryscope.instrumentation.control._evaluator import (
     attempts_from_rows,
     evaluate,
 )
-from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
-from retryscope.instrumentation.control._journal import (
+from retryscope.control._guards import Gate, GuardKind, GuardSnapshot
+from retryscope.control._journal import (
     Journal,
     JournalCorrupt,
     JournalError,
@@ -73,8 +73,8 @@ from retryscope.instrumentation.control._journal import (
     ReconcileRequired,
     Reconciliation,
 )
-from retryscope.instrumentation.control._lab import run_lab
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._lab import run_lab
+from retryscope.control._policy import (
     Admission,
     BehaviorEvidence,
     BehaviorMismatch,
@@ -109,7 +109,7 @@ from retryscope.instrumentation.control._policy import (
     validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._receipts import (
+from retryscope.control._receipts import (
     Drift,
     ReplayReport,
     policy_sha256,
@@ -117,8 +117,8 @@ from retryscope.instrumentation.control._receipts import (
     receipt_sha256,
     replay,
 )
-from retryscope.instrumentation.control._shared import SharedState
-from retryscope.instrumentation.control._strict import DecodeError
+from retryscope.control._shared import SharedState
+from retryscope.control._strict import DecodeError
 
 __all__ = [
     "Admission",
