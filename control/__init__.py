@@ -13,10 +13,13 @@
 * :func:`evaluate` — the pure evaluator: a policy, an admission, the observed attempts and
   the guards' verdicts in, a :class:`Receipt` (decisions, terminal, money spent) out;
 * receipts — canonical receipt JSON and :func:`replay`;
+* streams — the commit protocol (:class:`CommitLog`, :class:`StreamReader`,
+  :class:`AttemptStream`): tentative events, terminal commit, invalidation, resume;
 * :class:`Journal` — a durable append-only SQLite journal with fenced leases and recovery;
 * :class:`RetryController` / :class:`AsyncRetryController` — run real calls under one
   policy for many requests, with spans and a journal, blocking or in asyncio;
-* :func:`run_lab` — the reference sequence and its mutation cases, byte-stable.
+* :func:`run_lab` — the reference sequence and its mutation cases, byte-stable, under
+  :func:`reference_policy`.
 """
 
 from retryscope.control._calls import (
@@ -36,6 +39,13 @@ from retryscope.control._capability import (
     ToolFeature,
     capability_gaps,
     capability_sha256,
+)
+from retryscope.control._commit import (
+    AttemptStream,
+    CommitLog,
+    StreamEvent,
+    StreamProtocolError,
+    StreamReader,
 )
 from retryscope.control._controller import AsyncRetryController, RetryController
 from retryscope.control._evaluator import (
@@ -73,7 +83,7 @@ from retryscope.control._journal import (
     ReconcileRequired,
     Reconciliation,
 )
-from retryscope.control._lab import run_lab
+from retryscope.control._lab import reference_policy, run_lab
 from retryscope.control._policy import (
     Admission,
     BehaviorEvidence,
@@ -125,6 +135,7 @@ __all__ = [
     "AsyncRetryController",
     "AttemptFailed",
     "AttemptRejected",
+    "AttemptStream",
     "BehaviorEvidence",
     "BehaviorMismatch",
     "BoundaryExceeded",
@@ -133,6 +144,7 @@ __all__ = [
     "CapabilityGap",
     "CapabilityMismatch",
     "CircuitBreakerPolicy",
+    "CommitLog",
     "CostMismatch",
     "DecisionRecord",
     "DecodeError",
@@ -195,6 +207,9 @@ __all__ = [
     "RunResult",
     "ScheduleDrift",
     "SharedState",
+    "StreamEvent",
+    "StreamProtocolError",
+    "StreamReader",
     "Submitted",
     "ToolFeature",
     "attempts_from_rows",
@@ -208,6 +223,7 @@ __all__ = [
     "policy_to_obj",
     "receipt_json",
     "receipt_sha256",
+    "reference_policy",
     "replay",
     "run_lab",
     "validate_admission",

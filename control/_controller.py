@@ -41,8 +41,10 @@ from typing import Any, Final, Required, TypedDict, Unpack
 
 from opentelemetry import trace
 
+from retryscope.canonical import canonical_json
 from retryscope.control._calls import Dispatch, Job, RunResult
 from retryscope.control._capability import capability_sha256
+from retryscope.control._commit import StreamEvent
 from retryscope.control._journal import Journal, PendingDispatch
 from retryscope.control._policy import (
     DEFAULT_ACCEPTED_OWNERS,
@@ -69,16 +71,13 @@ from retryscope.control._program import (
 )
 from retryscope.control._receipts import policy_sha256
 from retryscope.control._shared import SharedState
-from retryscope.instrumentation._context import Clock
-from retryscope.instrumentation._digests import (
-    canonical_json,
+from retryscope.instrumentation import (
     digest_key_id,
     idempotency_digest,
     idempotency_sha256,
     request_digest,
     request_sha256,
 )
-from retryscope.instrumentation._streaming import StreamEvent
 from retryscope.vocabulary import RetryOwner
 
 _NS_PER_MS: Final = 1_000_000
@@ -105,7 +104,7 @@ class _Controller:
         policy: RetryPolicy,
         journal: Journal | None = None,
         *,
-        clock: Clock = time.time_ns,
+        clock: Callable[[], int] = time.time_ns,
         reconcile: Callable[[PendingDispatch], Any] | None = None,
         poll: Callable[[Job], Any] | None = None,
         shared: SharedState | None = None,

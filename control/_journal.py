@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._evaluator import ObservedAttempt
 from retryscope.control._guards import Gate
 from retryscope.control._receipts import (
     attempt_from_obj,
     gate_from_obj,
 )
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
 from retryscope.vocabulary import Outcome, OutcomeKind, Terminal
 
 _GENESIS: Final = "0" * 64

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._capability import (
     CapabilityContract,
     Modality,
     OutputMode,
 )
+from retryscope.control._commit import CommitLog, StreamProtocolError, StreamReader
 from retryscope.control._evaluator import (
     AttemptRejected,
     ObservedAttempt,
@@ -68,17 +70,7 @@ from retryscope.control._schedule import (
     next_poll_ms,
     retry_delay_ms,
 )
-from retryscope.instrumentation._digests import (
-    canonical_json,
-    idempotency_sha256,
-    request_sha256,
-    sha256_hex,
-)
-from retryscope.instrumentation._streaming import (
-    CommitLog,
-    StreamProtocolError,
-    StreamReader,
-)
+from retryscope.instrumentation import idempotency_sha256, request_sha256
 from retryscope.vocabulary import (
     DataBoundary,
     HedgeResult,

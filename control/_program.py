@@ -37,6 +37,7 @@ from retryscope.control._calls import (
     Submitted,
 )
 from retryscope.control._capability import capability_sha256
+from retryscope.control._commit import AttemptStream, CommitLog, StreamEvent
 from retryscope.control._evaluator import (
     ObservedAttempt,
     PlannedAttempt,
@@ -66,10 +67,13 @@ from retryscope.control._receipts import (
 )
 from retryscope.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
 from retryscope.control._shared import Pass, SharedState
-from retryscope.instrumentation._classify import classify_exception, error_type
-from retryscope.instrumentation._context import Attempt, LogicalRequest
-from retryscope.instrumentation._redaction import record_exception
-from retryscope.instrumentation._streaming import AttemptStream, CommitLog, StreamEvent
+from retryscope.instrumentation import (
+    Attempt,
+    LogicalRequest,
+    classify_exception,
+    error_type,
+    record_exception,
+)
 from retryscope.vocabulary import (
     HedgeResult,
     Outcome,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._evaluator import (
     AttemptRejected,
     DecisionRecord,
@@ -34,7 +35,6 @@ from retryscope.control._policy import (
 )
 from retryscope.control._schedule import ArithmeticOverflow
 from retryscope.control._strict import UINT32_MAX, DecodeError, Fields, load_json
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
 from retryscope.vocabulary import HedgeResult, Outcome, OutcomeKind
 
 

@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from retryscope.canonical import canonical_json
 from retryscope.control._policy import (
     Admission,
     FallbackRoute,
@@ -33,7 +34,6 @@ from retryscope.control._policy import (
     RetryPolicy,
 )
 from retryscope.control._strict import INT64_MAX
-from retryscope.instrumentation._digests import canonical_json
 from retryscope.vocabulary import Decision
 
 _JITTER_DOMAIN = b"retryscope/full-jitter/v1\x00"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
+from retryscope._fork import reset_in_child
 from retryscope.control._guards import (
     BudgetLimits,
     BudgetState,
@@ -30,7 +31,6 @@ from retryscope.control._guards import (
     budget_snapshot,
 )
 from retryscope.control._policy import RetryPolicy
-from retryscope.instrumentation._fork import reset_in_child
 
 
 @dataclass(frozen=True, slots=True)

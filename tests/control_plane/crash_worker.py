@@ -26,7 +26,7 @@ from retryscope.control._lab import (
     TENANT,
     reference_policy,
 )
-from retryscope.instrumentation._http_classify import classify_status, parse_retry_after
+from retryscope.http_rules import classify_status, parse_retry_after
 from retryscope.vocabulary import OutcomeKind
 
 

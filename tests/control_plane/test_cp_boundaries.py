@@ -51,8 +51,8 @@ from retryscope.control._schedule import (
     next_poll_ms,
     retry_delay_ms,
 )
+from retryscope.http_rules import parse_retry_after
 from retryscope.instrumentation import logical_request
-from retryscope.instrumentation._http_classify import parse_retry_after
 from retryscope.vocabulary import HedgeResult, Outcome, OutcomeKind, Terminal
 
 MS = 1_000_000

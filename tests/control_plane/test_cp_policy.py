@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from retryscope.canonical import canonical_json
 from retryscope.control import _capability as cap
 from retryscope.control import _policy as pol
 from retryscope.control._lab import (
@@ -25,7 +26,6 @@ from retryscope.control._strict import (
     UnknownField,
     WrongType,
 )
-from retryscope.instrumentation._digests import canonical_json
 from retryscope.vocabulary import DataBoundary, RetryOwner
 
 

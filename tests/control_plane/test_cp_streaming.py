@@ -16,14 +16,7 @@ import pytest
 
 from retryscope import vocabulary as v
 from retryscope.control._calls import Dispatch
-from retryscope.control._controller import AsyncRetryController, RetryController
-from retryscope.control._lab import (
-    FALLBACK,
-    REQUEST_ARGUMENTS,
-    reference_policy,
-)
-from retryscope.control._policy import HedgePolicy
-from retryscope.instrumentation._streaming import (
+from retryscope.control._commit import (
     CommitLog,
     EventKind,
     EventState,
@@ -31,6 +24,13 @@ from retryscope.instrumentation._streaming import (
     StreamProtocolError,
     StreamReader,
 )
+from retryscope.control._controller import AsyncRetryController, RetryController
+from retryscope.control._lab import (
+    FALLBACK,
+    REQUEST_ARGUMENTS,
+    reference_policy,
+)
+from retryscope.control._policy import HedgePolicy
 from retryscope.vocabulary import Terminal
 
 RUN = {**REQUEST_ARGUMENTS, "deadline_ms": 5_000}
