@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: demo test lint typecheck unit unit-public-sdk bench browser-deps prometheus-deps java clean
+.PHONY: demo test lint typecheck package-tree unit unit-public-sdk bench browser-deps prometheus-deps java clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,18 +23,25 @@ $(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/retryscope demo --out retryscope-data $(ARGS)
 
-lint: $(STAMP)
+# mypy and import-linter cannot follow setuptools' package-dir mapping, so they read a tree
+# of symlinks laid out as the installed package (retryscope/{instrumentation,control,
+# analytics,dashboards}).
+PACKAGE_TREE := build/typecheck
+package-tree:
+	rm -rf $(PACKAGE_TREE) && mkdir -p $(PACKAGE_TREE)/retryscope
+	for f in retryscope/*; do ln -s $(CURDIR)/$$f $(PACKAGE_TREE)/retryscope/; done
+	for d in instrumentation control analytics dashboards; do ln -s $(CURDIR)/$$d $(PACKAGE_TREE)/retryscope/$$d; done
+
+# The layers (pyproject.toml [tool.importlinter]; docs/guides/architecture.md) are checked
+# with the style.
+lint: $(STAMP) package-tree
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd $(PACKAGE_TREE) && PYTHONPATH=. $(CURDIR)/$(BIN)/lint-imports --no-cache --no-logo \
+	  $(CURDIR)/pyproject.toml
 
-# mypy cannot follow setuptools' package-dir mapping, so it checks a tree of symlinks laid
-# out as the installed package (retryscope/{instrumentation,analytics,dashboards}).
-TYPECHECK_TREE := build/typecheck
-typecheck: $(STAMP)
-	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/retryscope
-	for f in retryscope/*; do ln -s $(CURDIR)/$$f $(TYPECHECK_TREE)/retryscope/; done
-	for d in instrumentation analytics dashboards; do ln -s $(CURDIR)/$$d $(TYPECHECK_TREE)/retryscope/$$d; done
-	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
+typecheck: $(STAMP) package-tree
+	cd $(PACKAGE_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p retryscope
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), each test file on one worker so
 # that module fixtures are built once; TEST_WORKERS=0 runs it in this process.
@@ -90,4 +97,4 @@ bench: $(STAMP) java
 
 clean:
 	rm -rf $(VENV) retryscope-data .pytest_cache .mypy_cache .ruff_cache build *.egg-info
-	find instrumentation analytics dashboards retryscope -name "*.so" -delete
+	find instrumentation control analytics dashboards retryscope -name "*.so" -delete

@@ -33,8 +33,7 @@ from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import create_table, sql_string
 from retryscope.analytics.model._progress import ProgressCallback, quiet_duckdb, set_progress
 from retryscope.analytics.model._store import Modes, make_dirs
-from retryscope.instrumentation.export._bloom_filters import LOOKUP_COLUMNS
-from retryscope.schema import SPAN_SCHEMA
+from retryscope.schema import LOOKUP_COLUMNS, SPAN_SCHEMA
 
 VIEWS_SQL = """
 CREATE OR REPLACE VIEW attempts AS SELECT * FROM spans WHERE span_role = 'attempt';

@@ -21,7 +21,7 @@ from functools import cache
 import duckdb
 
 from retryscope.analytics._queries import load, sql_string
-from retryscope.instrumentation._http_classify import (
+from retryscope.http_rules import (
     NO_RESPONSE_KIND,
     OTHER_STATUS_KIND,
     STATUS_RULES,

@@ -32,8 +32,7 @@ from typing import Any
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import AttemptStampingProcessor, OutcomeKind, ParquetSpanExporter
-from retryscope.instrumentation import GapCountingBatchSpanProcessor
-from retryscope.instrumentation.control import (
+from retryscope.control import (
     AsyncRetryController,
     AttemptFailed,
     BehaviorEvidence,
@@ -48,6 +47,7 @@ from retryscope.instrumentation.control import (
     RetryPolicy,
     RunResult,
 )
+from retryscope.instrumentation import GapCountingBatchSpanProcessor
 from retryscope.vocabulary import DataBoundary, RetryOwner
 
 REQUESTS = 40

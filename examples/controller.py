@@ -29,8 +29,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import AttemptStampingProcessor, OutcomeKind, ParquetSpanExporter
-from retryscope.instrumentation import GapCountingBatchSpanProcessor
-from retryscope.instrumentation.control import (
+from retryscope.control import (
     AttemptFailed,
     BehaviorEvidence,
     CallResult,
@@ -44,6 +43,7 @@ from retryscope.instrumentation.control import (
     RetryPolicy,
     replay,
 )
+from retryscope.instrumentation import GapCountingBatchSpanProcessor
 from retryscope.vocabulary import DataBoundary, RetryOwner
 
 TENANT, OPERATION, KEY = "acme", "classify_incident", "INC-4711/1"

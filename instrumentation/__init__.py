@@ -6,11 +6,14 @@ Optional integrations live in their own modules and need their extra installed:
 ``.stamina`` (``[stamina]``); :class:`RetryscopeInstrumentor` enables every one whose library
 is installed. Live metrics:
 :class:`AttemptMetricsProcessor` (``retryscope.instrumentation.metrics``; a Prometheus scrape
-needs ``[prometheus]``).
+needs ``[prometheus]``). Harness code that catches an attempt's exception itself (the
+control plane does) records it as the recorder would: :func:`record_exception` (redacted),
+:func:`classify_exception` and :func:`error_type`.
 """
 
 from typing import TYPE_CHECKING, Any
 
+from retryscope.instrumentation._classify import classify_exception, error_type
 from retryscope.instrumentation._context import (
     Attempt,
     LogicalRequest,
@@ -30,6 +33,7 @@ from retryscope.instrumentation._pricing import Cost, Price, PriceTable, Usage
 from retryscope.instrumentation._privacy import AttributeHook, bound_attributes
 from retryscope.instrumentation._processor import AttemptStampingProcessor
 from retryscope.instrumentation._propagation import CarrierError, extract, inject
+from retryscope.instrumentation._redaction import record_exception
 from retryscope.instrumentation._streaming import astream, stream
 from retryscope.instrumentation.export._batch import GapCountingBatchSpanProcessor
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
@@ -74,14 +78,17 @@ __all__ = [
     "Usage",
     "astream",
     "bound_attributes",
+    "classify_exception",
     "current_scope",
     "describe_client",
     "digest_key_id",
+    "error_type",
     "extract",
     "idempotency_digest",
     "idempotency_sha256",
     "inject",
     "logical_request",
+    "record_exception",
     "request_digest",
     "request_sha256",
     "stream",

@@ -4,7 +4,7 @@ Used when an exception escapes an attempt the caller did not classify. An except
 carries the HTTP response it was raised for (httpx/httpx2 ``HTTPStatusError``, requests
 ``HTTPError``, OpenAI/Anthropic ``APIStatusError``, botocore ``ClientError``, found on the
 exception or its cause) is classified by that response's status, as a send is
-(:data:`~retryscope.instrumentation._http_classify.STATUS_RULES`): the response arrived, so
+(:data:`~retryscope.http_rules.STATUS_RULES`): the response arrived, so
 the outcome is known. Any other exception is mapped conservatively: a failure that may have
 reached the provider is never called retryable here, because retrying it could repeat an
 effect.
@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
+from retryscope import http_rules as http_classify
 from retryscope import vocabulary as v
-from retryscope.instrumentation import _http_classify as http_classify
 from retryscope.vocabulary import OutcomeKind
 
 Headers = Callable[[str], str | None]
@@ -83,7 +83,7 @@ def classify_exception(exc: BaseException) -> OutcomeKind:
 
     An exception carrying its HTTP response: the kind of that status (a 2xx/3xx response
     raised as an error is a protocol violation). Otherwise delegates to
-    :func:`retryscope.instrumentation._http_classify.classify_exception` assuming the worst:
+    :func:`retryscope.http_rules.classify_exception` assuming the worst:
     the request may have been sent and resending is not known to be safe. So connection
     refusal and httpx connect errors (no request bytes accepted) are ``unavailable``
     (retryable), while a timeout or any other error leaves provider acceptance unknown:

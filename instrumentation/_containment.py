@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
-from retryscope.instrumentation._fork import reset_in_child
+from retryscope._fork import reset_in_child
 from retryscope.instrumentation._redaction import redact_text
 from retryscope.vocabulary import CONTAINED_ERRORS_KEY
 

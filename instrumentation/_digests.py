@@ -1,4 +1,4 @@
-"""Canonical JSON and the digests that stand in for sensitive values.
+"""The digests that stand in for sensitive values.
 
 Raw idempotency keys and request payloads never leave the process: spans, logs and files
 carry only these digests. Digests are domain-separated (a fixed label per kind) and
@@ -16,8 +16,8 @@ Two families:
   fingerprint that does not reveal the key) is recorded with the data. Without a key they
   are the unkeyed SHA-256 below and a one-time warning is logged; the audit report says the
   data set's digests are unkeyed.
-* the **content digests** (:func:`idempotency_sha256`, :func:`request_sha256`,
-  :func:`sha256_hex`): plain SHA-256, the same everywhere, for values that documents pin
+* the **content digests** (:func:`idempotency_sha256`, :func:`request_sha256`): plain
+  SHA-256 (:mod:`retryscope.canonical`), the same everywhere, for values that documents pin
   (a retry policy binds its request and idempotency key by them; receipts, price tables).
   They never depend on a deployment key, so a policy file stays verifiable anywhere.
 """
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
-import math
 import os
 import threading
 from collections.abc import Mapping
@@ -36,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from retryscope.instrumentation._fork import reset_in_child
+from retryscope._fork import reset_in_child
+from retryscope.canonical import canonical_json, sha256_hex
 
 _log = logging.getLogger(__name__)
 
@@ -50,69 +49,10 @@ DIGEST_KEY_FILE_ENV: Final = "RETRYSCOPE_DIGEST_KEY_FILE"
 MIN_KEY_BYTES: Final = 16
 """Shortest deployment key accepted (e.g. ``python -c 'import secrets;
 print(secrets.token_hex(32))'`` makes a good one)."""
-MAX_DEPTH: Final = 200
-"""Deepest nesting canonical JSON accepts (deeper values are rejected, never a
-``RecursionError``)."""
-
-
-class CanonicalJSONError(ValueError):
-    """A value cannot be written as canonical JSON (names the offending path)."""
 
 
 class DigestKeyError(ValueError):
     """The deployment key's configuration is malformed (names the variable and problem)."""
-
-
-def _check(value: Any, integers_only: bool) -> None:
-    """Raise :class:`CanonicalJSONError` unless ``value`` is plain JSON (checked without
-    recursion: a deep or cyclic value is rejected at :data:`MAX_DEPTH`)."""
-    stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
-    while stack:
-        item, path, depth = stack.pop()
-        if item is None or isinstance(item, bool | str | int):
-            continue
-        if isinstance(item, float):
-            if integers_only:
-                raise CanonicalJSONError(f"{path}: float {item!r} where only integers are allowed")
-            if not math.isfinite(item):
-                raise CanonicalJSONError(f"{path}: non-finite float {item!r}")
-            continue
-        if depth >= MAX_DEPTH:
-            raise CanonicalJSONError(f"{path}: nested deeper than {MAX_DEPTH} levels")
-        if isinstance(item, list | tuple):
-            stack.extend((x, f"{path}[{i}]", depth + 1) for i, x in enumerate(item))
-        elif isinstance(item, dict):
-            for k, x in item.items():
-                if not isinstance(k, str):
-                    raise CanonicalJSONError(
-                        f"{path}: object key of type {type(k).__name__} is not a string"
-                    )
-                stack.append((x, f"{path}.{k}", depth + 1))
-        else:
-            raise CanonicalJSONError(f"{path}: {type(item).__name__} is not JSON-serialisable")
-
-
-def canonical_json(value: Any, *, integers_only: bool = False) -> bytes:
-    """UTF-8 JSON with sorted keys and no insignificant whitespace.
-
-    The same value always gives the same bytes, across runs, processes and machines.
-    ``integers_only`` rejects floats (receipts count in ms and micro-units). Anything else
-    than plain JSON (bytes, NaN, non-string keys, lone surrogates, nesting deeper than
-    :data:`MAX_DEPTH`, cycles) raises :class:`CanonicalJSONError`.
-    """
-    _check(value, integers_only)
-    try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CanonicalJSONError(f"$: a string is not valid Unicode ({exc.reason})") from None
-    except (RecursionError, ValueError, TypeError) as exc:  # a str/int subclass misbehaving
-        raise CanonicalJSONError(f"$: {type(exc).__name__}: {exc}") from None
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _framed(domain: bytes, *parts: str) -> bytes:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
+from retryscope.canonical import canonical_json, sha256_hex
 
 USAGE_UNKNOWN: Final = "usage_unknown"
 PRICE_UNKNOWN: Final = "price_unknown"

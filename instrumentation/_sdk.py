@@ -89,8 +89,8 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
+from retryscope._fork import reset_in_child
 from retryscope.instrumentation import _sdk_finished
-from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 
 if TYPE_CHECKING:

@@ -98,7 +98,7 @@ def _engine(args: argparse.Namespace) -> Engine:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from retryscope.demo._run import run_demo
+    from retryscope.demo import run_demo
 
     return run_demo(
         out=args.out,
@@ -125,9 +125,9 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+    from retryscope.instrumentation import ExportConfig, Partitioning
+    from retryscope.instrumentation.ingest import ingest
     from retryscope.instrumentation.ingest._limits import IngestLimits
-    from retryscope.instrumentation.ingest._run import ingest
 
     config = ExportConfig.from_env().with_overrides(
         partitioning=Partitioning(args.partitioning) if args.partitioning else None,
@@ -233,7 +233,7 @@ def _positive(text: str) -> int:
 def _cmd_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from retryscope.instrumentation.control._lab import run_lab
+    from retryscope.control import run_lab
 
     result = run_lab(Path(args.out))
     sys.stdout.write(result.text())

@@ -103,6 +103,10 @@ SPAN_SCHEMA: Final[pa.Schema] = pa.schema(
 
 COLUMNS: Final[tuple[str, ...]] = tuple(SPAN_SCHEMA.names)
 
+LOOKUP_COLUMNS: Final = ("logical_request_id", "trace_id", "idempotency_digest")
+"""The columns ``retryscope request`` finds a request by: the writer gives each a Bloom
+filter per row group and the reader skips the files whose filters rule a value out."""
+
 SCHEMA_VERSION_KEY: Final = b"retryscope.schema_version"
 """Parquet key-value metadata key holding the schema version a file was written with."""
 

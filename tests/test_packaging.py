@@ -338,16 +338,12 @@ def test_the_all_extra_holds_every_extra_and_dev_holds_all() -> None:
 
 
 def test_every_package_folder_and_its_sql_ship() -> None:
-    """Every folder of the three trees that holds Python modules or SQL is a listed package
+    """Every folder of the mapped trees that holds Python modules or SQL is a listed package
     (with its SQL as package data), so a wheel ships what an editable install reads."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
-    roots = {
-        "instrumentation": "retryscope.instrumentation",
-        "analytics": "retryscope.analytics",
-        "dashboards": "retryscope.dashboards",
-        "retryscope": "retryscope",
-    }
+    roots = {folder: package for package, folder in config["package-dir"].items()}
+    assert set(roots) == {"retryscope", "instrumentation", "control", "analytics", "dashboards"}
     for folder, package in roots.items():
         for d in [ROOT / folder, *(p for p in (ROOT / folder).rglob("*") if p.is_dir())]:
             if "__pycache__" in d.parts or not (any(d.glob("*.py")) or any(d.glob("*.sql"))):

@@ -9,9 +9,9 @@ from dataclasses import replace
 import duckdb
 import pytest
 
+from retryscope import http_rules as http
 from retryscope.analytics import _macros
 from retryscope.analytics.model._cache import model_fingerprint
-from retryscope.instrumentation import _http_classify as http
 from retryscope.vocabulary import BOUNDARY_RANK, Layer, Outcome, OutcomeKind
 
 SPAN_STATUSES = ("UNSET", "OK", "ERROR")

@@ -235,7 +235,14 @@ def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
     owners = [root / "instrumentation" / "_sdk.py", root / "instrumentation" / "_sdk_finished.py"]
     sources = [
         path
-        for folder in ("instrumentation", "analytics", "dashboards", "retryscope", "bench")
+        for folder in (
+            "instrumentation",
+            "control",
+            "analytics",
+            "dashboards",
+            "retryscope",
+            "bench",
+        )
         for path in sorted((root / folder).rglob("*.py"))
         if path not in owners
     ]

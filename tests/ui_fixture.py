@@ -167,7 +167,7 @@ def build_with_policies(directory: Path) -> Path:
     - ``d…``: a hand loop stamping the reference policy's digest that retries on a rogue
       route (policy drift: ``route_id`` observed ``"rogue"``).
     """
-    from retryscope.instrumentation.control._calls import CallResult
+    from retryscope.control._calls import CallResult
     from retryscope.vocabulary import OutcomeKind
     from tests.whatif.harness import Traffic, policy_with
 

@@ -43,36 +43,35 @@ from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import create_table, load
-from retryscope.instrumentation._digests import canonical_json
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.analytics.model._store import make_dirs
+from retryscope.canonical import canonical_json
+from retryscope.control import (
+    Admission,
     AttemptRejected,
     CostMismatch,
     DispatchAfterDeadline,
     EarlyStart,
+    Gate,
     GateMismatch,
+    GuardKind,
+    GuardSnapshot,
     HedgeRejected,
     JitterOutOfRange,
     ObservedAttempt,
+    PolicyError,
     PostTerminalAttempt,
     Receipt,
     ReleaseMismatch,
+    RetryPolicy,
     RouteMismatch,
     ScheduleDrift,
     attempts_from_rows,
     evaluate,
-)
-from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
-from retryscope.instrumentation.control._policy import (
-    Admission,
-    PolicyError,
-    RetryPolicy,
-    policy_from_obj,
+    policy_from_json,
+    policy_sha256,
     policy_to_obj,
 )
-from retryscope.instrumentation.control._receipts import policy_sha256
-from retryscope.instrumentation.control._strict import load_json
-from retryscope.instrumentation.export._config import ExportConfig
-from retryscope.instrumentation.export._files import make_dirs
+from retryscope.instrumentation import ExportConfig
 from retryscope.vocabulary import Terminal
 
 POLICY_DIR: Final = "_policies"
@@ -247,7 +246,7 @@ def drift_json(
 @functools.lru_cache(maxsize=256)
 def _decoded(document: str) -> RetryPolicy:
     """A policy document decoded once per distinct document (many requests share one)."""
-    return policy_from_obj(load_json(document), validate=False)
+    return policy_from_json(document, validate=False)
 
 
 def _event_value(attrs: Mapping[str, Any], key: str) -> AttributeValue:

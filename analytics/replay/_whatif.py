@@ -26,13 +26,7 @@ import pyarrow as pa
 
 from retryscope.analytics._filters import Filters, apply
 from retryscope.analytics._queries import arrow, load
-from retryscope.instrumentation.control._policy import (
-    RetryPolicy,
-    policy_from_json,
-    policy_from_obj,
-    policy_from_toml,
-)
-from retryscope.instrumentation.control._strict import load_json, load_toml
+from retryscope.control import RetryPolicy, policy_from_json, policy_from_toml
 
 DEFAULT_WINDOW_MS: Final = 60_000
 """Retry-budget window (the load metric's default window)."""
@@ -105,12 +99,9 @@ def read_policy_file(path: str | os.PathLike[str]) -> RetryPolicy:
     """
     file = Path(path)
     text = file.read_text(encoding="utf-8")
-    raw = load_toml(text) if file.suffix.lower() == ".toml" else load_json(text)
-    policy = policy_from_obj(raw, validate=False)
-    owners = frozenset({policy.retry_owner})
-    if file.suffix.lower() == ".toml":
-        return policy_from_toml(text, accepted_owners=owners)
-    return policy_from_json(text, accepted_owners=owners)
+    decode = policy_from_toml if file.suffix.lower() == ".toml" else policy_from_json
+    owner = decode(text, validate=False).retry_owner
+    return decode(text, accepted_owners=frozenset({owner}))
 
 
 def _install(con: duckdb.DuckDBPyConnection) -> None:

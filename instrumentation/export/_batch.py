@@ -42,8 +42,8 @@ from opentelemetry.sdk.environment_variables import OTEL_BSP_MAX_QUEUE_SIZE
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from retryscope._fork import reset_in_child
 from retryscope.instrumentation._containment import contained
-from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 

@@ -24,8 +24,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-LOOKUP_COLUMNS: Final = ("logical_request_id", "trace_id", "idempotency_digest")
-"""The columns ``retryscope request`` finds a request by (see ``analytics/_requests.py``)."""
+from retryscope.schema import LOOKUP_COLUMNS
 
 FALSE_POSITIVE_RATE: Final = 0.01
 

@@ -49,8 +49,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from retryscope._fork import reset_in_child
 from retryscope.instrumentation._containment import contained
-from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import (
     bounded_items,

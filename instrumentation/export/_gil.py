@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from retryscope.instrumentation._fork import reset_in_child
+from retryscope._fork import reset_in_child
 
 
 class _SwitchInterval:

@@ -29,13 +29,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._classify import Headers, error_type, retry_after_attributes
-from retryscope.instrumentation._containment import note
-from retryscope.instrumentation._context import Attempt, current_scope
-from retryscope.instrumentation._http_classify import (
+from retryscope.http_rules import (
     classify_exception,
     classify_status,
 )
+from retryscope.instrumentation._classify import Headers, error_type, retry_after_attributes
+from retryscope.instrumentation._containment import note
+from retryscope.instrumentation._context import Attempt, current_scope
 from retryscope.instrumentation._redaction import URL_MAX_CHARS, record_exception, redact_url
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.vocabulary import OutcomeKind
@@ -71,7 +71,7 @@ def outcome_kind(
     status: int | None, exc: BaseException | None, *, idempotent: bool
 ) -> OutcomeKind | None:
     """Failure kind of one send (None: success), by
-    :data:`retryscope.instrumentation._http_classify.STATUS_RULES` (a redirect is a completed
+    :data:`retryscope.http_rules.STATUS_RULES` (a redirect is a completed
     send: the client follows it with another send) or the exception."""
     if status is not None:
         return classify_status(status, idempotent=idempotent)

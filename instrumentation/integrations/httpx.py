@@ -15,7 +15,7 @@ distinct calls are not taken for them. Outside a logical request it is a plain H
 span. The same transport classes work inside ``httpx2`` clients
 (:mod:`retryscope.instrumentation.integrations.httpx2`). Statuses, transport errors and
 Retry-After are classified and parsed by
-:mod:`retryscope.instrumentation._http_classify` (one set of rules for the recorder, the
+:mod:`retryscope.http_rules` (one set of rules for the recorder, the
 control plane and the analytics).
 
 It needs no contrib instrumentation, and it writes nothing into request headers: retryscope
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import httpx
 
-from retryscope.instrumentation._http_classify import (
+from retryscope.http_rules import (
     RETRY_AFTER_MAX_CHARS,
     RETRY_AFTER_MAX_MS,
     parse_retry_after_hint,
@@ -55,7 +55,7 @@ def send_outcome_kind(
     response: httpx.Response | None, exc: BaseException | None, *, idempotent: bool
 ) -> OutcomeKind | None:
     """Failure kind of one send (None: success), by
-    :data:`retryscope.instrumentation._http_classify.STATUS_RULES` (a redirect is a completed
+    :data:`retryscope.http_rules.STATUS_RULES` (a redirect is a completed
     send: httpx follows it with another send) or the exception."""
     status = response.status_code if response is not None else None
     return outcome_kind(status, exc, idempotent=idempotent)

@@ -38,7 +38,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._http_classify import NO_RESPONSE_KIND, classify_status
+from retryscope.http_rules import NO_RESPONSE_KIND, classify_status
 from retryscope.instrumentation._sdk_finished import Ended, finished_attributes
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal

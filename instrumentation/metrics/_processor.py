@@ -39,7 +39,7 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._fork import reset_in_child
+from retryscope._fork import reset_in_child
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._facts import AttemptRow, RequestFacts, request_facts, tally

@@ -35,9 +35,9 @@ from retryscope.demo._scenarios import (
 from retryscope.instrumentation import (
     AttemptMetricsProcessor,
     AttemptStampingProcessor,
+    ExportConfig,
     ParquetSpanExporter,
 )
-from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import make_dirs
 
 __all__ = [

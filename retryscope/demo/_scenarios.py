@@ -35,20 +35,20 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import vocabulary as v
-from retryscope.analytics.replay._policy_drift import write_policy_side_file
+from retryscope.analytics.replay import write_policy_side_file
+from retryscope.canonical import sha256_hex
+from retryscope.control import (
+    CallResult,
+    Dispatch,
+    Jitter,
+    RetryController,
+    RetryPolicy,
+    capability_sha256,
+    policy_sha256,
+    reference_policy,
+)
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
-from retryscope.instrumentation._digests import sha256_hex
-from retryscope.instrumentation.control._calls import CallResult, Dispatch
-from retryscope.instrumentation.control._capability import capability_sha256
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._lab import BEHAVIOR as LAB_BEHAVIOR
-from retryscope.instrumentation.control._lab import FALLBACK as LAB_FALLBACK
-from retryscope.instrumentation.control._lab import PRIMARY as LAB_PRIMARY
-from retryscope.instrumentation.control._lab import REQUIRED as LAB_REQUIRED
-from retryscope.instrumentation.control._lab import reference_policy
-from retryscope.instrumentation.control._policy import Jitter, RetryPolicy
-from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.instrumentation.integrations.httpx import RetryscopeTransport, send_outcome_kind
 from retryscope.vocabulary import DataBoundary, Decision, Layer, Outcome, RetryOwner, Terminal
 
@@ -64,10 +64,11 @@ def _label(text: str) -> str:
 
 # The lab's prevalidated routes (same capability contract and behavior class), with the
 # demo's budgets: three tries on the private primary, one on the external fallback.
-CAPABILITY: Final = capability_sha256(LAB_REQUIRED)
-BEHAVIOR: Final = LAB_BEHAVIOR
-PRIMARY: Final = replace(LAB_PRIMARY, max_attempts=3, max_attempt_cost_micros=2_000)
-FALLBACK: Final = replace(LAB_FALLBACK, max_attempts=1, max_attempt_cost_micros=12_000)
+LAB: Final = reference_policy()
+CAPABILITY: Final = capability_sha256(LAB.capability)
+BEHAVIOR: Final = LAB.behavior_class_sha256
+PRIMARY: Final = replace(LAB.routes[0], max_attempts=3, max_attempt_cost_micros=2_000)
+FALLBACK: Final = replace(LAB.routes[1], max_attempts=1, max_attempt_cost_micros=12_000)
 OTHER_CAPABILITY: Final = _label("capability:chat/free-text/v0")
 OTHER_BEHAVIOR: Final = _label("behavior:generic-assistant/v0")
 UNVETTED: Final = "external-unvetted"

@@ -16,17 +16,17 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from retryscope.instrumentation._http_classify import classify_status, parse_retry_after
-from retryscope.instrumentation.control._calls import CallResult, Dispatch, Job, Pending, Submitted
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._journal import Journal
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._calls import CallResult, Dispatch, Job, Pending, Submitted
+from retryscope.control._controller import RetryController
+from retryscope.control._journal import Journal
+from retryscope.control._lab import (
     IDEMPOTENCY_KEY,
     OPERATION,
     REQUEST_PAYLOAD,
     TENANT,
     reference_policy,
 )
+from retryscope.http_rules import classify_status, parse_retry_after
 from retryscope.vocabulary import OutcomeKind
 
 

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation.control._calls import CallResult, Dispatch, RunResult
-from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
-from retryscope.instrumentation.control._evaluator import evaluate
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._calls import CallResult, Dispatch, RunResult
+from retryscope.control._controller import AsyncRetryController, RetryController
+from retryscope.control._evaluator import evaluate
+from retryscope.control._lab import (
     FALLBACK,
     OPERATION,
     PRIMARY,
@@ -31,7 +31,7 @@ from retryscope.instrumentation.control._lab import (
     TENANT,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._policy import (
     CircuitBreakerPolicy,
     HedgePolicy,
     InvalidProtection,
@@ -39,7 +39,7 @@ from retryscope.instrumentation.control._policy import (
     RetryBudgetPolicy,
     RetryPolicy,
 )
-from retryscope.instrumentation.control._receipts import replay
+from retryscope.control._receipts import replay
 from retryscope.vocabulary import HedgeResult, OutcomeKind, Terminal
 from tests.control_plane.conftest import VirtualClock
 
@@ -463,8 +463,8 @@ def test_a_late_result_is_kept_as_evidence_and_never_used(spans: Any) -> None:
 
 
 def test_a_hedge_race_is_journaled_attempt_by_attempt(provider: Provider, tmp_path: Any) -> None:
-    from retryscope.instrumentation.control._journal import EventKind, Journal
-    from retryscope.instrumentation.control._lab import IDEMPOTENCY
+    from retryscope.control._journal import EventKind, Journal
+    from retryscope.control._lab import IDEMPOTENCY
 
     provider.behaviour = {"private-primary": (200, 1.0), "external-fallback": (200, 0.01)}
 

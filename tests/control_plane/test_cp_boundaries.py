@@ -24,18 +24,16 @@ from typing import Any
 import pytest
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation import logical_request
-from retryscope.instrumentation._http_classify import parse_retry_after
-from retryscope.instrumentation.control._calls import CallResult, Dispatch
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._calls import CallResult, Dispatch
+from retryscope.control._controller import RetryController
+from retryscope.control._evaluator import (
     CostMismatch,
     DispatchAfterDeadline,
     HedgeRejected,
     ObservedAttempt,
     evaluate,
 )
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._lab import (
     FALLBACK,
     IDEMPOTENCY_KEY,
     OPERATION,
@@ -46,13 +44,15 @@ from retryscope.instrumentation.control._lab import (
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import HedgePolicy, PollPolicy
-from retryscope.instrumentation.control._schedule import (
+from retryscope.control._policy import HedgePolicy, PollPolicy
+from retryscope.control._schedule import (
     bounded_hint_ms,
     hedge_step,
     next_poll_ms,
     retry_delay_ms,
 )
+from retryscope.http_rules import parse_retry_after
+from retryscope.instrumentation import logical_request
 from retryscope.vocabulary import HedgeResult, Outcome, OutcomeKind, Terminal
 
 MS = 1_000_000

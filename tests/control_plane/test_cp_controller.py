@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation.control._calls import AttemptFailed, CallResult, Dispatch
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._calls import AttemptFailed, CallResult, Dispatch
+from retryscope.control._controller import RetryController
+from retryscope.control._lab import (
     DEADLINE_MS,
     IDEMPOTENCY_KEY,
     OPERATION,
@@ -22,8 +22,8 @@ from retryscope.instrumentation.control._lab import (
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import EvidenceExpired
-from retryscope.instrumentation.control._receipts import policy_sha256, receipt_json
+from retryscope.control._policy import EvidenceExpired
+from retryscope.control._receipts import policy_sha256, receipt_json
 from retryscope.vocabulary import OutcomeKind, Terminal
 
 RUN = {
@@ -72,7 +72,7 @@ def test_controller_reproduces_the_reference_receipt_exactly(spans: Any, clock: 
     ]
     assert [d.deadline_remaining_ms for d in calls] == [4_000, 3_650, 3_350]
 
-    from retryscope.instrumentation.control._lab import build_report
+    from retryscope.control._lab import build_report
 
     assert json.loads(result.receipt_json) == build_report()["receipt"]  # byte-equal receipt
     assert result.receipt_json == receipt_json(result.receipt)
@@ -259,9 +259,9 @@ def test_controller_telemetry_audits_back_to_the_same_receipt(tmp_path: Any, clo
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     from retryscope.analytics import connect
+    from retryscope.control._capability import capability_sha256
+    from retryscope.control._evaluator import attempts_from_rows, evaluate
     from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
-    from retryscope.instrumentation.control._capability import capability_sha256
-    from retryscope.instrumentation.control._evaluator import attempts_from_rows, evaluate
 
     provider = TracerProvider()
     provider.add_span_processor(AttemptStampingProcessor())

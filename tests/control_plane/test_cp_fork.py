@@ -18,10 +18,10 @@ import json, os, sys, threading, time
     + FORK_HELPERS
     + r"""
 from dataclasses import replace
-from retryscope.instrumentation.control._guards import GuardKind
-from retryscope.instrumentation.control._lab import reference_policy
-from retryscope.instrumentation.control._policy import CircuitBreakerPolicy, RetryBudgetPolicy
-from retryscope.instrumentation.control._shared import SharedState
+from retryscope.control._guards import GuardKind
+from retryscope.control._lab import reference_policy
+from retryscope.control._policy import CircuitBreakerPolicy, RetryBudgetPolicy
+from retryscope.control._shared import SharedState
 
 RETRY, BREAKER, ROUTE = GuardKind.RETRY_BUDGET, GuardKind.BREAKER, "private-primary"
 breaker = CircuitBreakerPolicy(failure_percent=50, minimum_throughput=4,

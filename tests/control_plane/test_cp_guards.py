@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.control._guards import (
+from retryscope.control._guards import (
     BudgetLevel,
     BudgetLimits,
     BudgetState,
@@ -22,9 +22,9 @@ from retryscope.instrumentation.control._guards import (
     budget_release,
     budget_request,
 )
-from retryscope.instrumentation.control._lab import reference_policy
-from retryscope.instrumentation.control._policy import CircuitBreakerPolicy, RetryBudgetPolicy
-from retryscope.instrumentation.control._shared import SharedState
+from retryscope.control._lab import reference_policy
+from retryscope.control._policy import CircuitBreakerPolicy, RetryBudgetPolicy
+from retryscope.control._shared import SharedState
 from retryscope.vocabulary import BreakerState
 
 RETRY = GuardKind.RETRY_BUDGET

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retryscope.instrumentation._digests import sha256_hex
-from retryscope.instrumentation._http_classify import (
+from retryscope.canonical import sha256_hex
+from retryscope.control._lab import reference_policy
+from retryscope.control._receipts import policy_sha256
+from retryscope.http_rules import (
     classify_exception,
     classify_status,
     parse_retry_after,
 )
-from retryscope.instrumentation.control._lab import reference_policy
-from retryscope.instrumentation.control._receipts import policy_sha256
 from retryscope.vocabulary import OutcomeKind as K
 
 

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._journal import (
+from retryscope.control._controller import RetryController
+from retryscope.control._journal import (
     EventKind,
     Journal,
     JournalCorrupt,
@@ -31,7 +31,7 @@ from retryscope.instrumentation.control._journal import (
     ReconcileRequired,
     Reconciliation,
 )
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._lab import (
     IDEMPOTENCY,
     IDEMPOTENCY_KEY,
     OPERATION,
@@ -39,7 +39,7 @@ from retryscope.instrumentation.control._lab import (
     TENANT,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import PollPolicy
+from retryscope.control._policy import PollPolicy
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")

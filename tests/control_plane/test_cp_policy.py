@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from retryscope.instrumentation._digests import canonical_json
-from retryscope.instrumentation.control import _capability as cap
-from retryscope.instrumentation.control import _policy as pol
-from retryscope.instrumentation.control._lab import (
+from retryscope.canonical import canonical_json
+from retryscope.control import _capability as cap
+from retryscope.control import _policy as pol
+from retryscope.control._lab import (
     FALLBACK,
     PRIMARY,
     REQUIRED,
@@ -19,7 +19,7 @@ from retryscope.instrumentation.control._lab import (
     reference_admission,
     reference_policy,
 )
-from retryscope.instrumentation.control._strict import (
+from retryscope.control._strict import (
     IntegerOutOfRange,
     InvalidValue,
     MissingField,
@@ -277,7 +277,7 @@ def test_freshness_and_evidence_hold_exactly_at_their_bounds() -> None:
 
 
 def test_one_policy_has_one_digest_for_every_admission() -> None:
-    from retryscope.instrumentation.control._receipts import policy_sha256
+    from retryscope.control._receipts import policy_sha256
 
     policy = reference_policy()
     digest = policy_sha256(policy)

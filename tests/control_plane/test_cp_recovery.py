@@ -22,23 +22,23 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
-from retryscope.instrumentation.control._calls import Dispatch
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._journal import (
+from retryscope.control._calls import Dispatch
+from retryscope.control._controller import RetryController
+from retryscope.control._journal import (
     EventKind,
     Journal,
     PendingDispatch,
     ReceiverStatus,
     Reconciliation,
 )
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._lab import (
     IDEMPOTENCY,
     IDEMPOTENCY_KEY,
     REQUEST_ARGUMENTS,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import PollPolicy
+from retryscope.control._policy import PollPolicy
+from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 from retryscope.vocabulary import Outcome, Terminal
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -227,7 +227,7 @@ def test_a_caller_cancelled_while_reconciling_leaves_the_request_recoverable(
     dispatch that is still unresolved, and the next recovery settles it."""
     import asyncio
 
-    from retryscope.instrumentation.control._controller import AsyncRetryController
+    from retryscope.control._controller import AsyncRetryController
 
     db = tmp_path / "journal.sqlite"
     deadline = time.time_ns() // 1_000_000 + 60_000

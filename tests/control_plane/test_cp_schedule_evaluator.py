@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.control import _evaluator as ev
-from retryscope.instrumentation.control._lab import (
+from retryscope.control import _evaluator as ev
+from retryscope.control._lab import (
     FALLBACK,
     PRIMARY,
     reference_admission,
     reference_attempts,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import Admission, Jitter, RetryPolicy
-from retryscope.instrumentation.control._receipts import (
+from retryscope.control._policy import Admission, Jitter, RetryPolicy
+from retryscope.control._receipts import (
     attempt_to_obj,
     attempts_sha256,
     policy_sha256,
@@ -26,7 +26,7 @@ from retryscope.instrumentation.control._receipts import (
     receipt_sha256,
     replay,
 )
-from retryscope.instrumentation.control._schedule import (
+from retryscope.control._schedule import (
     exponential_delay_ms,
     jitter_draw,
     next_step,

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._streaming import (
+from retryscope.control._calls import Dispatch
+from retryscope.control._commit import (
     CommitLog,
     EventKind,
     EventState,
@@ -23,14 +24,13 @@ from retryscope.instrumentation._streaming import (
     StreamProtocolError,
     StreamReader,
 )
-from retryscope.instrumentation.control._calls import Dispatch
-from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._controller import AsyncRetryController, RetryController
+from retryscope.control._lab import (
     FALLBACK,
     REQUEST_ARGUMENTS,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import HedgePolicy
+from retryscope.control._policy import HedgePolicy
 from retryscope.vocabulary import Terminal
 
 RUN = {**REQUEST_ARGUMENTS, "deadline_ms": 5_000}
@@ -165,7 +165,7 @@ def _check(events: list[StreamEvent], result: Any, spans: Any) -> None:
 def test_a_broken_stream_is_invalidated_and_the_fallback_restarts_sync(
     streaming_server: str, spans: Any, clock: Any
 ) -> None:
-    from retryscope.instrumentation.control._calls import AttemptFailed
+    from retryscope.control._calls import AttemptFailed
     from retryscope.vocabulary import OutcomeKind
 
     events: list[StreamEvent] = []
@@ -195,7 +195,7 @@ def test_a_broken_stream_is_invalidated_and_the_fallback_restarts_sync(
 def test_a_broken_stream_is_invalidated_and_the_fallback_restarts_async(
     streaming_server: str, spans: Any
 ) -> None:
-    from retryscope.instrumentation.control._calls import AttemptFailed
+    from retryscope.control._calls import AttemptFailed
     from retryscope.vocabulary import OutcomeKind
 
     events: list[StreamEvent] = []

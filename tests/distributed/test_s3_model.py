@@ -36,7 +36,7 @@ from retryscope.analytics.model._progress import (
 from retryscope.analytics.replay import WhatIf, whatif, write_policy_side_file
 from retryscope.analytics.replay._policy_drift import load_policy_documents
 from retryscope.cli import main
-from retryscope.instrumentation.control._lab import reference_policy
+from retryscope.control._lab import reference_policy
 from tests.distributed.conftest import JAVA, NO_JAVA, SEED
 from tests.model_support import model_differences
 from tests.test_model_progress import _Terminal

@@ -17,9 +17,9 @@ from retryscope.analytics._bloom_probe import filter_may_contain
 from retryscope.instrumentation import ParquetSpanExporter
 from retryscope.instrumentation.export._bloom_filters import (
     FALSE_POSITIVE_RATE,
-    LOOKUP_COLUMNS,
     bloom_filter_options,
 )
+from retryscope.schema import LOOKUP_COLUMNS
 from tests.export_support import make_spans
 
 

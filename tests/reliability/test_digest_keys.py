@@ -132,7 +132,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 import retryscope
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
-from retryscope.instrumentation.control import _lab
+from retryscope.control import _lab
 
 out, carrier_out = sys.argv[1], sys.argv[2]
 exporter = ParquetSpanExporter(out)

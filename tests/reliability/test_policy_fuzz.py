@@ -13,12 +13,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retryscope.instrumentation.control._capability import (
+from retryscope.control._capability import (
     OUTPUT_MODE_RANK,
     CapabilityContract,
 )
-from retryscope.instrumentation.control._lab import FALLBACK, reference_policy
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._lab import FALLBACK, reference_policy
+from retryscope.control._policy import (
     CircuitBreakerPolicy,
     HedgePolicy,
     Jitter,
@@ -29,7 +29,7 @@ from retryscope.instrumentation.control._policy import (
     policy_from_toml,
     policy_to_obj,
 )
-from retryscope.instrumentation.control._strict import DecodeError
+from retryscope.control._strict import DecodeError
 from retryscope.vocabulary import BOUNDARY_RANK, RetryOwner
 
 BASE = policy_to_obj(

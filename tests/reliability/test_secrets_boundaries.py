@@ -29,9 +29,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 import retryscope
 from retryscope.analytics import build_report, connect
+from retryscope.control._journal import Journal
 from retryscope.demo._scenarios import idempotency_key, prompt_text
 from retryscope.instrumentation import inject
-from retryscope.instrumentation.control._journal import Journal
 from retryscope.instrumentation.integrations.httpx import RetryscopeTransport
 from tests.conftest import loopback_http_server
 from tests.reliability.support import audit

@@ -17,14 +17,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope.analytics.replay._policy_drift import write_policy_side_file
-from retryscope.instrumentation import (
-    AttemptStampingProcessor,
-    ParquetSpanExporter,
-    logical_request,
-)
-from retryscope.instrumentation.control._calls import CallResult, Dispatch
-from retryscope.instrumentation.control._controller import RetryController
-from retryscope.instrumentation.control._lab import (
+from retryscope.control._calls import CallResult, Dispatch
+from retryscope.control._controller import RetryController
+from retryscope.control._lab import (
     DEADLINE_MS,
     IDEMPOTENCY_KEY,
     OPERATION,
@@ -33,8 +28,13 @@ from retryscope.instrumentation.control._lab import (
     TENANT,
     reference_policy,
 )
-from retryscope.instrumentation.control._policy import RetryPolicy
-from retryscope.instrumentation.control._receipts import policy_sha256
+from retryscope.control._policy import RetryPolicy
+from retryscope.control._receipts import policy_sha256
+from retryscope.instrumentation import (
+    AttemptStampingProcessor,
+    ParquetSpanExporter,
+    logical_request,
+)
 from retryscope.vocabulary import Decision, OutcomeKind, Terminal
 
 __all__ = ["MS", "RUN", "Clock", "Traffic", "policy_with"]

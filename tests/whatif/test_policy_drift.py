@@ -16,10 +16,10 @@ from retryscope.analytics.replay._policy_drift import (
     request_drift,
     write_policy_side_file,
 )
-from retryscope.instrumentation.control._calls import CallResult
-from retryscope.instrumentation.control._lab import reference_admission, reference_policy
-from retryscope.instrumentation.control._policy import policy_from_json
-from retryscope.instrumentation.control._receipts import policy_sha256
+from retryscope.control._calls import CallResult
+from retryscope.control._lab import reference_admission, reference_policy
+from retryscope.control._policy import policy_from_json
+from retryscope.control._receipts import policy_sha256
 from retryscope.vocabulary import OutcomeKind
 from tests.whatif.harness import Traffic
 

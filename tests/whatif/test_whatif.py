@@ -20,8 +20,8 @@ import pytest
 
 from retryscope.analytics import connect
 from retryscope.analytics.replay._whatif import WhatIf, read_policy_file, whatif, whatif_requests
-from retryscope.instrumentation.control._calls import CallResult
-from retryscope.instrumentation.control._policy import policy_to_obj
+from retryscope.control._calls import CallResult
+from retryscope.control._policy import policy_to_obj
 from retryscope.vocabulary import OutcomeKind
 from tests.whatif.harness import Traffic, policy_with
 

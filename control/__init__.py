@@ -13,13 +13,16 @@
 * :func:`evaluate` — the pure evaluator: a policy, an admission, the observed attempts and
   the guards' verdicts in, a :class:`Receipt` (decisions, terminal, money spent) out;
 * receipts — canonical receipt JSON and :func:`replay`;
+* streams — the commit protocol (:class:`CommitLog`, :class:`StreamReader`,
+  :class:`AttemptStream`): tentative events, terminal commit, invalidation, resume;
 * :class:`Journal` — a durable append-only SQLite journal with fenced leases and recovery;
 * :class:`RetryController` / :class:`AsyncRetryController` — run real calls under one
   policy for many requests, with spans and a journal, blocking or in asyncio;
-* :func:`run_lab` — the reference sequence and its mutation cases, byte-stable.
+* :func:`run_lab` — the reference sequence and its mutation cases, byte-stable, under
+  :func:`reference_policy`.
 """
 
-from retryscope.instrumentation.control._calls import (
+from retryscope.control._calls import (
     AttemptFailed,
     CallResult,
     Dispatch,
@@ -28,7 +31,7 @@ from retryscope.instrumentation.control._calls import (
     RunResult,
     Submitted,
 )
-from retryscope.instrumentation.control._capability import (
+from retryscope.control._capability import (
     CapabilityContract,
     CapabilityGap,
     Modality,
@@ -37,8 +40,15 @@ from retryscope.instrumentation.control._capability import (
     capability_gaps,
     capability_sha256,
 )
-from retryscope.instrumentation.control._controller import AsyncRetryController, RetryController
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._commit import (
+    AttemptStream,
+    CommitLog,
+    StreamEvent,
+    StreamProtocolError,
+    StreamReader,
+)
+from retryscope.control._controller import AsyncRetryController, RetryController
+from retryscope.control._evaluator import (
     AttemptRejected,
     CostMismatch,
     DecisionRecord,
@@ -61,8 +71,8 @@ from retryscope.instrumentation.control._evaluator import (
     attempts_from_rows,
     evaluate,
 )
-from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
-from retryscope.instrumentation.control._journal import (
+from retryscope.control._guards import Gate, GuardKind, GuardSnapshot
+from retryscope.control._journal import (
     Journal,
     JournalCorrupt,
     JournalError,
@@ -73,8 +83,8 @@ from retryscope.instrumentation.control._journal import (
     ReconcileRequired,
     Reconciliation,
 )
-from retryscope.instrumentation.control._lab import run_lab
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._lab import reference_policy, run_lab
+from retryscope.control._policy import (
     Admission,
     BehaviorEvidence,
     BehaviorMismatch,
@@ -109,7 +119,7 @@ from retryscope.instrumentation.control._policy import (
     validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._receipts import (
+from retryscope.control._receipts import (
     Drift,
     ReplayReport,
     policy_sha256,
@@ -117,14 +127,15 @@ from retryscope.instrumentation.control._receipts import (
     receipt_sha256,
     replay,
 )
-from retryscope.instrumentation.control._shared import SharedState
-from retryscope.instrumentation.control._strict import DecodeError
+from retryscope.control._shared import SharedState
+from retryscope.control._strict import DecodeError
 
 __all__ = [
     "Admission",
     "AsyncRetryController",
     "AttemptFailed",
     "AttemptRejected",
+    "AttemptStream",
     "BehaviorEvidence",
     "BehaviorMismatch",
     "BoundaryExceeded",
@@ -133,6 +144,7 @@ __all__ = [
     "CapabilityGap",
     "CapabilityMismatch",
     "CircuitBreakerPolicy",
+    "CommitLog",
     "CostMismatch",
     "DecisionRecord",
     "DecodeError",
@@ -195,6 +207,9 @@ __all__ = [
     "RunResult",
     "ScheduleDrift",
     "SharedState",
+    "StreamEvent",
+    "StreamProtocolError",
+    "StreamReader",
     "Submitted",
     "ToolFeature",
     "attempts_from_rows",
@@ -208,6 +223,7 @@ __all__ = [
     "policy_to_obj",
     "receipt_json",
     "receipt_sha256",
+    "reference_policy",
     "replay",
     "run_lab",
     "validate_admission",

@@ -28,7 +28,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Final
 
-from retryscope.instrumentation.control._policy import BREAKER_BUCKETS, CircuitBreakerPolicy
+from retryscope.control._policy import BREAKER_BUCKETS, CircuitBreakerPolicy
 from retryscope.vocabulary import BreakerState
 
 

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from retryscope.instrumentation.control._guards import Gate, GuardKind
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._guards import Gate, GuardKind
+from retryscope.control._policy import (
     DEFAULT_ACCEPTED_OWNERS,
     Admission,
     FallbackRoute,
@@ -58,7 +58,7 @@ from retryscope.instrumentation.control._policy import (
     validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._schedule import (
+from retryscope.control._schedule import (
     HedgeStep,
     Step,
     checked_add,

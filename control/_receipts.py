@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.canonical import canonical_json, sha256_hex
+from retryscope.control._evaluator import (
     AttemptRejected,
     DecisionRecord,
     ObservedAttempt,
@@ -24,8 +24,8 @@ from retryscope.instrumentation.control._evaluator import (
     Receipt,
     evaluate,
 )
-from retryscope.instrumentation.control._guards import Gate, GuardKind, GuardSnapshot
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._guards import Gate, GuardKind, GuardSnapshot
+from retryscope.control._policy import (
     PolicyError,
     RetryPolicy,
     admission_from_obj,
@@ -33,8 +33,8 @@ from retryscope.instrumentation.control._policy import (
     policy_from_obj,
     policy_to_obj,
 )
-from retryscope.instrumentation.control._schedule import ArithmeticOverflow
-from retryscope.instrumentation.control._strict import UINT32_MAX, DecodeError, Fields, load_json
+from retryscope.control._schedule import ArithmeticOverflow
+from retryscope.control._strict import UINT32_MAX, DecodeError, Fields, load_json
 from retryscope.vocabulary import HedgeResult, Outcome, OutcomeKind
 
 
@@ -242,7 +242,7 @@ def _diff(recorded: Any, recomputed: Any, path: str, out: list[Drift]) -> None:
 def replay(receipt_bytes: str | bytes) -> ReplayReport:
     """Recompute a receipt from its recorded policy and attempts; report drift by field.
 
-    Undecodable input raises :class:`~retryscope.instrumentation.control._strict.DecodeError`; a
+    Undecodable input raises :class:`~retryscope.control._strict.DecodeError`; a
     policy or attempt the evaluator rejects is reported as ``error`` (type and field).
     """
     raw = receipt_bytes.encode("utf-8") if isinstance(receipt_bytes, str) else receipt_bytes

@@ -23,29 +23,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from retryscope.instrumentation._digests import (
-    canonical_json,
-    idempotency_sha256,
-    request_sha256,
-    sha256_hex,
-)
-from retryscope.instrumentation._streaming import (
-    CommitLog,
-    StreamProtocolError,
-    StreamReader,
-)
-from retryscope.instrumentation.control._capability import (
+from retryscope.canonical import canonical_json, sha256_hex
+from retryscope.control._capability import (
     CapabilityContract,
     Modality,
     OutputMode,
 )
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._commit import CommitLog, StreamProtocolError, StreamReader
+from retryscope.control._evaluator import (
     AttemptRejected,
     ObservedAttempt,
     Receipt,
     evaluate,
 )
-from retryscope.instrumentation.control._guards import (
+from retryscope.control._guards import (
     BudgetLimits,
     BudgetState,
     CircuitState,
@@ -56,7 +47,7 @@ from retryscope.instrumentation.control._guards import (
     budget_admit,
     budget_request,
 )
-from retryscope.instrumentation.control._policy import (
+from retryscope.control._policy import (
     Admission,
     BehaviorEvidence,
     CircuitBreakerPolicy,
@@ -66,7 +57,7 @@ from retryscope.instrumentation.control._policy import (
     PollPolicy,
     RetryPolicy,
 )
-from retryscope.instrumentation.control._receipts import (
+from retryscope.control._receipts import (
     attempts_sha256,
     policy_sha256,
     receipt_json,
@@ -74,11 +65,12 @@ from retryscope.instrumentation.control._receipts import (
     receipt_to_obj,
     replay,
 )
-from retryscope.instrumentation.control._schedule import (
+from retryscope.control._schedule import (
     exponential_delay_ms,
     next_poll_ms,
     retry_delay_ms,
 )
+from retryscope.instrumentation import idempotency_sha256, request_sha256
 from retryscope.vocabulary import (
     DataBoundary,
     HedgeResult,

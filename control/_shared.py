@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 
-from retryscope.instrumentation._fork import reset_in_child
-from retryscope.instrumentation.control._guards import (
+from retryscope._fork import reset_in_child
+from retryscope.control._guards import (
     BudgetLimits,
     BudgetState,
     CircuitState,
@@ -30,7 +30,7 @@ from retryscope.instrumentation.control._guards import (
     budget_request,
     budget_snapshot,
 )
-from retryscope.instrumentation.control._policy import RetryPolicy
+from retryscope.control._policy import RetryPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
-from retryscope.instrumentation.control._evaluator import ObservedAttempt
-from retryscope.instrumentation.control._guards import Gate
-from retryscope.instrumentation.control._receipts import (
+from retryscope.canonical import canonical_json, sha256_hex
+from retryscope.control._evaluator import ObservedAttempt
+from retryscope.control._guards import Gate
+from retryscope.control._receipts import (
     attempt_from_obj,
     gate_from_obj,
 )

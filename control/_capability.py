@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from retryscope.instrumentation._digests import canonical_json, sha256_hex
-from retryscope.instrumentation.control._strict import Fields
+from retryscope.canonical import canonical_json, sha256_hex
+from retryscope.control._strict import Fields
 
 
 class Modality(enum.StrEnum):

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from retryscope.instrumentation._context import Attempt
-from retryscope.instrumentation._streaming import AttemptStream
-from retryscope.instrumentation.control._evaluator import Receipt
-from retryscope.instrumentation.control._policy import FallbackRoute
+from retryscope.control._commit import AttemptStream
+from retryscope.control._evaluator import Receipt
+from retryscope.control._policy import FallbackRoute
+from retryscope.instrumentation import Attempt
 from retryscope.vocabulary import OutcomeKind, Terminal
 
 

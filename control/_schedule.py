@@ -25,15 +25,15 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from retryscope.instrumentation._digests import canonical_json
-from retryscope.instrumentation.control._policy import (
+from retryscope.canonical import canonical_json
+from retryscope.control._policy import (
     Admission,
     FallbackRoute,
     Jitter,
     PollPolicy,
     RetryPolicy,
 )
-from retryscope.instrumentation.control._strict import INT64_MAX
+from retryscope.control._strict import INT64_MAX
 from retryscope.vocabulary import Decision
 
 _JITTER_DOMAIN = b"retryscope/full-jitter/v1\x00"

@@ -25,7 +25,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from retryscope.instrumentation.control._capability import (
+from retryscope.control._capability import (
     OUTPUT_CONTRACT_FIELDS,
     RESIDENCY_FIELDS,
     CapabilityContract,
@@ -34,7 +34,7 @@ from retryscope.instrumentation.control._capability import (
     capability_gaps,
     capability_to_obj,
 )
-from retryscope.instrumentation.control._strict import (
+from retryscope.control._strict import (
     UINT32_MAX,
     DecodeError,
     Fields,
@@ -539,17 +539,24 @@ def policy_from_obj(
 
 
 def policy_from_json(
-    text: str | bytes, *, accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS
+    text: str | bytes,
+    *,
+    validate: bool = True,
+    accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
 ) -> RetryPolicy:
-    """Strictly decode and validate a JSON policy."""
-    return policy_from_obj(load_json(text), accepted_owners=accepted_owners)
+    """Strictly decode a JSON policy; validate unless ``validate=False``."""
+    return policy_from_obj(load_json(text), validate=validate, accepted_owners=accepted_owners)
 
 
 def policy_from_toml(
-    text: str, *, accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS
+    text: str,
+    *,
+    validate: bool = True,
+    accepted_owners: Collection[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
 ) -> RetryPolicy:
-    """Strictly decode and validate a TOML policy (routes as ``[[routes]]`` tables)."""
-    return policy_from_obj(load_toml(text), accepted_owners=accepted_owners)
+    """Strictly decode a TOML policy (routes as ``[[routes]]`` tables); validate unless
+    ``validate=False``."""
+    return policy_from_obj(load_toml(text), validate=validate, accepted_owners=accepted_owners)
 
 
 __all__ = [

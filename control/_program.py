@@ -27,11 +27,7 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
-from retryscope.instrumentation._classify import classify_exception, error_type
-from retryscope.instrumentation._context import Attempt, LogicalRequest
-from retryscope.instrumentation._redaction import record_exception
-from retryscope.instrumentation._streaming import AttemptStream, CommitLog, StreamEvent
-from retryscope.instrumentation.control._calls import (
+from retryscope.control._calls import (
     AttemptFailed,
     CallResult,
     Dispatch,
@@ -40,8 +36,9 @@ from retryscope.instrumentation.control._calls import (
     RunResult,
     Submitted,
 )
-from retryscope.instrumentation.control._capability import capability_sha256
-from retryscope.instrumentation.control._evaluator import (
+from retryscope.control._capability import capability_sha256
+from retryscope.control._commit import AttemptStream, CommitLog, StreamEvent
+from retryscope.control._evaluator import (
     ObservedAttempt,
     PlannedAttempt,
     Receipt,
@@ -50,8 +47,8 @@ from retryscope.instrumentation.control._evaluator import (
     hedge_plan,
     race_results,
 )
-from retryscope.instrumentation.control._guards import Gate, GuardKind
-from retryscope.instrumentation.control._journal import (
+from retryscope.control._guards import Gate, GuardKind
+from retryscope.control._journal import (
     EventKind,
     Journal,
     Lease,
@@ -61,15 +58,22 @@ from retryscope.instrumentation.control._journal import (
     Reconciliation,
     reconciled_attempt,
 )
-from retryscope.instrumentation.control._policy import Admission, RetryPolicy, admission_to_obj
-from retryscope.instrumentation.control._receipts import (
+from retryscope.control._policy import Admission, RetryPolicy, admission_to_obj
+from retryscope.control._receipts import (
     attempt_to_obj,
     gate_to_obj,
     receipt_json,
     receipt_sha256,
 )
-from retryscope.instrumentation.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
-from retryscope.instrumentation.control._shared import Pass, SharedState
+from retryscope.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
+from retryscope.control._shared import Pass, SharedState
+from retryscope.instrumentation import (
+    Attempt,
+    LogicalRequest,
+    classify_exception,
+    error_type,
+    record_exception,
+)
 from retryscope.vocabulary import (
     HedgeResult,
     Outcome,

@@ -41,20 +41,12 @@ from typing import Any, Final, Required, TypedDict, Unpack
 
 from opentelemetry import trace
 
-from retryscope.instrumentation._context import Clock
-from retryscope.instrumentation._digests import (
-    canonical_json,
-    digest_key_id,
-    idempotency_digest,
-    idempotency_sha256,
-    request_digest,
-    request_sha256,
-)
-from retryscope.instrumentation._streaming import StreamEvent
-from retryscope.instrumentation.control._calls import Dispatch, Job, RunResult
-from retryscope.instrumentation.control._capability import capability_sha256
-from retryscope.instrumentation.control._journal import Journal, PendingDispatch
-from retryscope.instrumentation.control._policy import (
+from retryscope.canonical import canonical_json
+from retryscope.control._calls import Dispatch, Job, RunResult
+from retryscope.control._capability import capability_sha256
+from retryscope.control._commit import StreamEvent
+from retryscope.control._journal import Journal, PendingDispatch
+from retryscope.control._policy import (
     DEFAULT_ACCEPTED_OWNERS,
     Admission,
     InvalidProtection,
@@ -63,7 +55,7 @@ from retryscope.instrumentation.control._policy import (
     validate_admission,
     validate_policy,
 )
-from retryscope.instrumentation.control._program import (
+from retryscope.control._program import (
     Call,
     Cancel,
     DriverError,
@@ -77,8 +69,15 @@ from retryscope.instrumentation.control._program import (
     adrive,
     drive,
 )
-from retryscope.instrumentation.control._receipts import policy_sha256
-from retryscope.instrumentation.control._shared import SharedState
+from retryscope.control._receipts import policy_sha256
+from retryscope.control._shared import SharedState
+from retryscope.instrumentation import (
+    digest_key_id,
+    idempotency_digest,
+    idempotency_sha256,
+    request_digest,
+    request_sha256,
+)
 from retryscope.vocabulary import RetryOwner
 
 _NS_PER_MS: Final = 1_000_000
@@ -105,7 +104,7 @@ class _Controller:
         policy: RetryPolicy,
         journal: Journal | None = None,
         *,
-        clock: Clock = time.time_ns,
+        clock: Callable[[], int] = time.time_ns,
         reconcile: Callable[[PendingDispatch], Any] | None = None,
         poll: Callable[[Job], Any] | None = None,
         shared: SharedState | None = None,
