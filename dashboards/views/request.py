@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
@@ -450,7 +450,7 @@ def _findings(findings: pd.DataFrame) -> None:
     table(f, FINDING_COLUMNS, as_text=True)
     with st.expander("What these rules mean"):
         for rule in dict.fromkeys(f["rule_id"]):
-            r = BY_ID.get(rule)
+            r = RULES_BY_ID.get(rule)
             if r is not None:
                 st.markdown(f"**{r.id}** ({r.severity.value}): {r.meaning} *{r.action}*")
 

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from retryscope.analytics.replay._policy_drift import POLICY_DIR
+from retryscope.analytics.replay import POLICY_DIR
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.demo._scenarios import (
     SCENARIOS,

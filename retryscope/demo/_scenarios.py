@@ -35,7 +35,7 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope import vocabulary as v
-from retryscope.analytics.replay._policy_drift import write_policy_side_file
+from retryscope.analytics.replay import write_policy_side_file
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.instrumentation import LowerLayerConfig, logical_request
 from retryscope.instrumentation._digests import sha256_hex
