@@ -37,7 +37,6 @@ from retryscope.analytics import (
     cost,
     deadline,
     dimension_values,
-    discover,
     fallback,
     finding_counts,
     findings,
@@ -105,16 +104,14 @@ def _lock_down(model: AuditModel) -> None:
 
 @st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
 def _store(root: str, version: Fingerprint) -> Store:
-    """The data set's connection, its model not built yet: :func:`_prepare` builds it
+    """The data set's audit model, not built yet: :func:`_prepare` builds it
     outside any cached function, so the progress it draws is not replayed on cache hits."""
-    dataset = discover(root)
-    cache = os.environ.get(CACHE_ENV) or None
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
     relay = _Relay()
     model, _ = connect(
-        dataset,
+        root,
         con=new_connection(memory_limit=memory_limit),
-        model_cache=cache,
+        model_cache=os.environ.get(CACHE_ENV) or None,
         progress=relay,
     )
     return Store(model, threading.Lock(), relay)
