@@ -1,23 +1,43 @@
 """DuckDB analytics over the audit data set (Parquet written by retryscope).
 
-``connect(path)`` opens the views; the functions below return Arrow tables (SQL in
-``analytics/sql/*.sql``); ``build_report`` assembles the report, whose JSON contract is
-:data:`REPORT_KEYS`.
+``connect(path)`` opens the data set as an :class:`AuditModel` (nothing read yet); every
+function below takes it and returns Arrow tables (SQL in ``analytics/sql/<stage>/*.sql``).
+The model is built once, when an analysis first needs it (:meth:`AuditModel.build`);
+a lookup of one request never builds it. ``build_report`` assembles the report, whose
+JSON contract is :data:`REPORT_KEYS`. Replay (policy drift, what-if):
+:mod:`retryscope.analytics.replay`; the model's build and tables:
+:mod:`retryscope.analytics.model`; a model built on Spark:
+:mod:`retryscope.analytics.distributed`; the CLI's subcommands:
+:mod:`retryscope.analytics.commands`.
 """
 
 from retryscope._extras import extra_needed
 
 with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
-    from retryscope.analytics._dataset import (
-        DataSet,
-        SkippedFile,
-        connect,
-        discover,
-        new_connection,
-        skipped_files,
+    from retryscope.analytics._audit_model import AuditModel, connect
+    from retryscope.analytics._browse import (
+        RequestQuery,
+        RequestSort,
+        dimension_values,
+        nested_retry_requests,
+        request_findings,
+        request_list,
+        request_span_tree,
+        retry_success_matrix,
+        scope_time_range,
+        time_range,
     )
+    from retryscope.analytics._dataset import DataSet, SkippedFile, discover, new_connection
+    from retryscope.analytics._figures import FigureStore, Fingerprint, fingerprint, trend_bucket
     from retryscope.analytics._filters import Dimension, Filters, parse_time
-    from retryscope.analytics._findings import RULES, Rule, Severity, finding_counts, findings
+    from retryscope.analytics._findings import (
+        RULES,
+        RULES_BY_ID,
+        Rule,
+        Severity,
+        finding_counts,
+        findings,
+    )
     from retryscope.analytics._metrics import (
         Thresholds,
         amplification,
@@ -40,10 +60,16 @@ __all__ = [
     "DYNAMIC_REPORT_KEYS",
     "REPORT_KEYS",
     "RULES",
+    "RULES_BY_ID",
+    "AuditModel",
     "DataSet",
     "Dimension",
+    "FigureStore",
     "Filters",
+    "Fingerprint",
     "ReportKey",
+    "RequestQuery",
+    "RequestSort",
     "Rule",
     "Severity",
     "SkippedFile",
@@ -53,10 +79,12 @@ __all__ = [
     "connect",
     "cost",
     "deadline",
+    "dimension_values",
     "discover",
     "fallback",
     "finding_counts",
     "findings",
+    "fingerprint",
     "format_json",
     "format_markdown",
     "format_text",
@@ -64,13 +92,20 @@ __all__ = [
     "ineffective_retries",
     "latency",
     "load",
+    "nested_retry_requests",
     "new_connection",
     "parse_time",
     "request_attempts",
     "request_detail",
+    "request_findings",
+    "request_list",
+    "request_span_tree",
     "request_summary",
     "retry_effectiveness",
-    "skipped_files",
+    "retry_success_matrix",
+    "scope_time_range",
     "synchronized_retries",
+    "time_range",
+    "trend_bucket",
     "wasted_cost",
 ]

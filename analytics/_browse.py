@@ -11,53 +11,48 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 
-from retryscope.analytics._filters import Filters, apply
-from retryscope.analytics._findings import BY_ID, finding_params, install
-from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
+from retryscope.analytics._filters import Filters
+from retryscope.analytics._findings import RULES_BY_ID, finding_params, install
+from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds, ensure_memo
 from retryscope.analytics._queries import arrow, load
 from retryscope.analytics._requests import request_scope
-from retryscope.analytics.model._build import ensure_model
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 
-def dimension_values(con: duckdb.DuckDBPyConnection) -> pa.Table:
+def dimension_values(model: AuditModel) -> pa.Table:
     """``dimension`` (tenant | operation | route), ``value``, ``logical_requests`` over the
     whole data set (filters do not narrow the choices they are made from)."""
-    ensure_model(con)
-    return arrow(con, "dimension_values")
+    return arrow(model.build().con, "dimension_values")
 
 
-def time_range(con: duckdb.DuckDBPyConnection) -> pa.Table:
+def time_range(model: AuditModel) -> pa.Table:
     """One row: first and last logical request start, and the number of requests."""
-    ensure_model(con)
-    return arrow(con, "time_range")
+    return arrow(model.build().con, "time_range")
 
 
-def scope_time_range(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
+def scope_time_range(model: AuditModel, *, filters: Filters | None = None) -> pa.Table:
     """One row: first and last start of the requests ``filters`` select, and their number."""
-    apply(con, filters)
-    return arrow(con, "scope_time_range")
+    return arrow(model.scoped(filters), "scope_time_range")
 
 
 def nested_retry_requests(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None, limit: int = 100
+    model: AuditModel, *, filters: Filters | None = None, limit: int = 100
 ) -> pa.Table:
     """Requests where ≥ 2 layers retried: their multiplication and its factors per layer."""
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    apply(con, filters)
-    return arrow(con, "nested_retry_requests", {"limit": limit})
+    return arrow(model.scoped(filters), "nested_retry_requests", {"limit": limit})
 
 
-def retry_success_matrix(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
-) -> pa.Table:
+def retry_success_matrix(model: AuditModel, *, filters: Filters | None = None) -> pa.Table:
     """Retries and their success rate per layer, preceding failure kind and ordinal."""
-    apply(con, filters)
-    return arrow(con, "retry_success_matrix")
+    return arrow(model.scoped(filters), "retry_success_matrix")
 
 
 class RequestSort(enum.StrEnum):
@@ -103,7 +98,7 @@ class RequestQuery:
     limit: int = 200
 
     def __post_init__(self) -> None:
-        if self.rule is not None and self.rule not in BY_ID:
+        if self.rule is not None and self.rule not in RULES_BY_ID:
             raise ValueError(f"unknown rule {self.rule!r}")
         if self.min_receiver_attempts is not None and self.min_receiver_attempts < 0:
             raise ValueError("min_receiver_attempts must not be negative")
@@ -127,25 +122,18 @@ class RequestQuery:
         }
 
 
-def _ensure_request_rows(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def _ensure_request_rows(model: AuditModel, thresholds: Thresholds) -> None:
     """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
     there (one pass over the scope's requests, attempts and findings; every explorer page
     of that scope then reads it)."""
     params = finding_params(thresholds)
-    ((scope, memo),) = con.execute(
-        "SELECT getvariable('rs_scope_id'), getvariable('rs_request_rows_key')"
-    ).fetchall()
-    key = f"{scope}|{sorted(params.items())!r}"
-    if memo == key:
-        return
-    install(con, thresholds)
-    con.execute(load("request_rows_memo"), params)
-    con.execute(load("request_rows_matching"))  # a table macro binds its table when created
-    con.execute("SET VARIABLE rs_request_rows_key = ?", [key])
+    if ensure_memo(model, "request_rows_memo", params, lambda: install(model, thresholds)):
+        # a table macro binds its table when created
+        model.con.execute(load("request_rows_matching"))
 
 
 def request_list(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     query: RequestQuery = RequestQuery(),
     *,
     filters: Filters | None = None,
@@ -158,8 +146,8 @@ def request_list(
     operation), retry amplification (receiver attempts ÷ operations, as the report's),
     retry product, retried layers, nested, fallback, deadline missed, late
     success, cost and wasted cost (micros, currency), findings, violations, rule ids."""
-    apply(con, filters)
-    _ensure_request_rows(con, thresholds)
+    con = model.scoped(filters)
+    _ensure_request_rows(model, thresholds)
     params = query.params()
     ((total,),) = con.execute(load("request_list_count"), params).fetchall()
     page = arrow(
@@ -176,7 +164,7 @@ def request_list(
 
 
 def request_findings(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     logical_request_id: str,
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
@@ -184,17 +172,17 @@ def request_findings(
     """The findings of one logical request (rule id, severity, span, time, evidence), over
     the whole data set: whether its retries were synchronized with others' depends on
     them."""
-    apply(con, None)
-    install(con, thresholds)
+    con = model.scoped(None)
+    install(model, thresholds)
     return arrow(con, "request_findings", {"id": logical_request_id, **finding_params(thresholds)})
 
 
-def request_span_tree(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
+def request_span_tree(model: AuditModel, ident: str) -> pa.Table:
     """Every span of the logical requests ``ident`` names (request span, attempts and the
     spans beneath them) in tree order with its ``depth`` and number of ``children``, and
     what an investigator reads per span: status, error, HTTP, outcome, backoff,
     Retry-After, deadline, cost, GenAI model and tokens, events."""
-    with request_scope(con, ident) as cur:
+    with request_scope(model, ident) as cur:
         ids = [
             str(row["logical_request_id"])
             for row in arrow(cur, "request_summary", {"id": ident}).to_pylist()

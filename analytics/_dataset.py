@@ -26,13 +26,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from retryscope._environment import MEMORY_LIMIT_ENV as MEMORY_LIMIT_ENV
+from retryscope._fs import make_dirs
 from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._bloom_probe import LookupRowGroup, lookup_columns, lookup_row_groups
 from retryscope.analytics._file_schema import FileTypes, file_types
 from retryscope.analytics._macros import install_macros
 from retryscope.analytics._queries import create_table, sql_string
-from retryscope.analytics.model._progress import ProgressCallback, quiet_duckdb, set_progress
-from retryscope.analytics.model._store import Modes, make_dirs
+from retryscope.analytics.model._progress import quiet_duckdb
+from retryscope.analytics.model._store import Modes
 from retryscope.schema import LOOKUP_COLUMNS, SPAN_SCHEMA
 
 VIEWS_SQL = """
@@ -255,54 +256,23 @@ def new_connection(
     return con
 
 
-def connect(
-    data: DataSet | str | os.PathLike[str],
-    *,
-    con: duckdb.DuckDBPyConnection | None = None,
-    model_cache: str | os.PathLike[str] | None = None,
-    progress: ProgressCallback | None = None,
-) -> tuple[duckdb.DuckDBPyConnection, DataSet]:
-    """A DuckDB connection (``con``, or :func:`new_connection`) with views ``spans``,
-    ``attempts``, ``logical_requests`` and the analytics macros. Nothing is read yet: the
-    audit model (:mod:`retryscope.analytics.model`: ``physical_attempts``, ``requests``,
-    ``attempt_facts``, ...) is built when a query first needs it.
-
-    With ``model_cache`` (a directory), the model is kept there per time partition of the
-    data set: a later connection reads the partitions that did not change and builds only
-    the new or changed ones. ``progress`` receives the progress of a model build
-    (:class:`~retryscope.analytics.model.Progress`).
+def open_views(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
+    """Create on ``con`` the views ``spans``, ``attempts`` and ``logical_requests`` over the
+    files of ``dataset`` and the analytics macros. Nothing is read yet.
 
     An empty data set still gets the views (over an empty table of the current schema), so
-    every query works and returns zero rows.
-    """
-    dataset = data if isinstance(data, DataSet) else discover(data)
-    if con is None:
-        con = new_connection()
+    every query works and returns zero rows."""
     # a table, not a registered Arrow object: cursors (drill-downs) see it too
     create_table(con, "_retryscope_empty", SPAN_SCHEMA)
-    con.execute("SET VARIABLE rs_casts = ?", [sorted(dataset.casts)])
     object_store.register(con, dataset.files)
-    _create_spans_view(con, dataset.files, dataset.file_rows or None, union=not dataset.same_schema)
+    _create_span_macros(con, dataset.casts, union=not dataset.same_schema)
+    _point_spans(con, dataset.files, dataset.file_rows or None)
     _create_lookup_index(con, dataset.lookup)
     con.execute("CREATE OR REPLACE TEMP TABLE _retryscope_skipped (path VARCHAR, reason VARCHAR)")
     con.execute(VIEWS_SQL)
     install_macros(con)
-    from retryscope.analytics.replay import (
-        _policy_drift as policy_drift,  # registers the evaluator and its macro
-    )
-
-    policy_drift.install(con, dataset)
-    # tables built over an earlier data set on this connection are stale: rebuild on use
-    con.execute("SET VARIABLE rs_model_built = false")
-    con.execute("SET VARIABLE rs_scope_key = NULL")
-    con.execute("SET VARIABLE rs_span_rows = ?", [dataset.rows])
-    con.execute("SET VARIABLE rs_root = ?", [dataset.root])
-    cache = None if model_cache is None or dataset.is_remote else os.fspath(model_cache)
-    con.execute("SET VARIABLE rs_model_cache = ?", [cache])
-    set_progress(con, progress)
     if not dataset.is_remote:
         _private_temp_directory(con, Modes.of(dataset.root))
-    return con, dataset
 
 
 def _private_temp_directory(con: duckdb.DuckDBPyConnection, modes: Modes) -> None:
@@ -335,29 +305,18 @@ def _read_parquet(union: bool, *, filename: bool = False) -> str:
     )
 
 
-def _create_spans_view(
-    con: duckdb.DuckDBPyConnection,
-    files: tuple[str, ...] | list[str],
-    rows: tuple[int, ...] | list[int] | None = None,
-    *,
-    union: bool,
+def _create_span_macros(
+    con: duckdb.DuckDBPyConnection, casts: frozenset[str], *, union: bool
 ) -> None:
-    """The view ``spans`` over ``files`` and the file list ``_retryscope_files`` (path,
-    span rows), and two table macros over any subset of it: ``spans_in(files)`` (exactly
-    what ``spans`` reads: the model builds each time partition from it, drill-downs one
-    request) and ``span_ids_in(files)`` (only the lookup columns and each row's file).
-    Columns some file stores in another type are read cast to the span schema's
-    (``rs_casts``). All live in the main schema, so cursors see them too."""
-    con.execute(
-        "CREATE OR REPLACE TABLE _retryscope_files AS "
-        "SELECT unnest($files::VARCHAR[]) AS path, unnest($rows::BIGINT[]) AS rows",
-        {"files": list(files), "rows": list(rows) if rows is not None else [None] * len(files)},
-    )
-    ((casts,),) = con.execute("SELECT getvariable('rs_casts')").fetchall()
+    """Two table macros over any subset of the data set's files: ``spans_in(files)``
+    (exactly what ``spans`` reads: the model builds each time partition from it,
+    drill-downs one request) and ``span_ids_in(files)`` (only the lookup columns and each
+    row's file). The columns in ``casts`` (some file stores them in another type) are read
+    cast to the span schema's. Both live in the main schema, so cursors see them too."""
     types = {
         str(name): str(kind)
         for name, kind, *_ in con.execute("DESCRIBE _retryscope_empty").fetchall()
-        if name in (casts or ())
+        if name in casts
     }
     replace = (
         " REPLACE (" + ", ".join(f'CAST("{c}" AS {types[c]}) AS "{c}"' for c in types) + ")"
@@ -375,6 +334,20 @@ def _create_spans_view(
         "SELECT filename, logical_request_id, trace_id, idempotency_digest FROM ("
         f"SELECT * FROM {_read_parquet(union, filename=True)} "
         "UNION ALL BY NAME SELECT *, NULL::VARCHAR AS filename FROM _retryscope_empty)"
+    )
+
+
+def _point_spans(
+    con: duckdb.DuckDBPyConnection,
+    files: tuple[str, ...] | list[str],
+    rows: tuple[int, ...] | list[int] | None = None,
+) -> None:
+    """The view ``spans`` over ``files`` (through ``spans_in``) and the file list
+    ``_retryscope_files`` (path, span rows), in the main schema."""
+    con.execute(
+        "CREATE OR REPLACE TABLE _retryscope_files AS "
+        "SELECT unnest($files::VARCHAR[]) AS path, unnest($rows::BIGINT[]) AS rows",
+        {"files": list(files), "rows": list(rows) if rows is not None else [None] * len(files)},
     )
     if not files:
         con.execute("CREATE OR REPLACE VIEW spans AS SELECT * FROM _retryscope_empty")
@@ -448,10 +421,10 @@ def skip_files(con: duckdb.DuckDBPyConnection, bad: dict[str, str]) -> None:
     con.executemany(
         "INSERT INTO _retryscope_skipped VALUES (?, ?)", [[f, r] for f, r in bad.items()]
     )
-    _create_spans_view(con, [f for f, _ in kept], [n for _, n in kept], union=True)
+    _point_spans(con, [f for f, _ in kept], [n for _, n in kept])
 
 
-def skipped_files(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> tuple[SkippedFile, ...]:
+def skipped(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> tuple[SkippedFile, ...]:
     """Every file skipped so far: unreadable footers found when the data set was listed,
     and files whose pages failed to decode when a query first read them."""
     late = con.execute("SELECT path, reason FROM _retryscope_skipped ORDER BY path").fetchall()

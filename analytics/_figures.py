@@ -29,19 +29,19 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import duckdb
 import pyarrow as pa
 
 from retryscope import analytics
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._browse import dimension_values, scope_time_range, time_range
-from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._report import build_report
-from retryscope.analytics.model._build import model_paths
 from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import POLICY_DIR
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 
@@ -193,10 +193,9 @@ class FigureStore:
         root: str,
         version: Sequence[tuple[str, int, int]],
         model_files: Sequence[str],
-        *,
-        directory_mode: int = 0o700,
     ) -> FigureStore:
-        """The store of data set ``root`` at ``version`` whose model reads ``model_files``."""
+        """The store of data set ``root`` at ``version`` whose model reads ``model_files``
+        (its folders made with the data set's directory mode)."""
         stats = []
         for name in sorted(model_files):
             with contextlib.suppress(OSError):
@@ -204,7 +203,7 @@ class FigureStore:
                 stats.append((name, stat.st_mtime_ns, stat.st_size))
         key = _digest((tuple(version), tuple(stats), code_digest()))[:32]
         folder = Path(cache) / FOLDER / f"{_digest(root)[:16]}-{key}"
-        return cls(folder, directory_mode=directory_mode)
+        return cls(folder, directory_mode=Modes.of(root).directory)
 
     def _path(self, name: str, args: tuple[Any, ...], suffix: str) -> Path:
         return self.directory / f"{name}-{_digest(args)[:24]}{suffix}"
@@ -275,48 +274,41 @@ class FigureStore:
 
 
 def keep_first_page(
-    con: duckdb.DuckDBPyConnection,
-    dataset: DataSet,
-    cache: str | os.PathLike[str],
-    report: dict[str, Any] | None = None,
+    model: AuditModel, cache: str | os.PathLike[str], report: dict[str, Any] | None = None
 ) -> None:
     """Keep the UI's first page's figures of the data set's current version: ``report``
-    (``build_report`` over ``con`` without filters, the default thresholds; built here when
+    (``build_report`` over ``model`` without filters, the default thresholds; built here when
     None) with what the report computed on the way (the slices of :data:`REPORT_SLICES` as
     the metrics kept them, the load windows, the finding counts), then what the Overview
     and the sidebar read besides: amplification and cost by each of
     :data:`OVERVIEW_DIMENSIONS`, the requests' time range and the trend buckets over it, the
     sidebar's choices. Paths are resolved as ``retryscope ui`` resolves them, so the UI
     finds the set; a local data set with a cached model only."""
-    files = model_paths(con)
-    if dataset.is_remote or not files:
+    files = model.build().paths
+    if model.dataset.is_remote or not files:
         return
-    root = str(Path(dataset.root).resolve())
+    root = str(Path(model.dataset.root).resolve())
     store = FigureStore.of(
-        Path(cache).resolve(),
-        root,
-        fingerprint(root),
-        [os.path.realpath(f) for f in files],
-        directory_mode=Modes.of(dataset.root).directory,
+        Path(cache).resolve(), root, fingerprint(root), [os.path.realpath(f) for f in files]
     )
     if report is None:
-        report = build_report(con)
+        report = build_report(model)
     store.put("report", (), report)
     for name, dim in REPORT_SLICES:
-        table = metrics.kept_slice(con, name, dim)
+        table = metrics.kept_slice(model, name, dim)
         if table is not None:
             store.put(name, (dim,), table)
-    store.put("load", (), metrics.load(con))  # the windows the report's findings kept
+    store.put("load", (), metrics.load(model))  # the windows the report's findings kept
     store.put("finding_counts", (), dict(report["violations"]))
     for dim in OVERVIEW_DIMENSIONS:
-        store.put("amplification", (dim,), metrics.amplification(con, by=dim))
-        store.put("cost", (dim,), metrics.cost(con, by=dim))
-    span = scope_time_range(con)
+        store.put("amplification", (dim,), metrics.amplification(model, by=dim))
+        store.put("cost", (dim,), metrics.cost(model, by=dim))
+    span = scope_time_range(model)
     store.put("scope_time_range", (), span)
     seconds = _span_seconds(span, "first_started_at", "last_started_at")
     if seconds is not None:
         bucket = bucket_for(seconds)  # trend_bucket's width
-        trend = metrics.amplification(con, by="time_bucket", bucket=timedelta(seconds=bucket))
+        trend = metrics.amplification(model, by="time_bucket", bucket=timedelta(seconds=bucket))
         store.put("amplification", ("time_bucket", bucket), trend)
-    store.put("time_range", (), time_range(con))
-    store.put("dimension_values", (), dimension_values(con))
+    store.put("time_range", (), time_range(model))
+    store.put("dimension_values", (), dimension_values(model))

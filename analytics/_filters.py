@@ -8,14 +8,17 @@ they touched) so ratios stay consistent. They are bound as DuckDB variables read
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+import pyarrow as pa
 
 from retryscope.analytics import _scope_facts as scope_facts
 from retryscope.analytics._queries import load
-from retryscope.analytics.model._build import ensure_model
+
+DEFAULT_BUCKET = timedelta(hours=1)
+"""The width of a time bucket unless an analysis gives another."""
 
 
 class Dimension(enum.StrEnum):
@@ -69,16 +72,31 @@ def parse_time(text: str) -> datetime:
         ) from None
 
 
+@dataclass(slots=True)
+class Scope:
+    """The requests a connection's scope tables hold: the ``key`` of the filters that
+    selected them (None: none bound yet), whether they are ``copied`` (filtered) or views
+    onto the model, and what was computed over them and kept: ``memos`` (memo table:
+    the parameters it was computed with) and sliced metrics by name, slice and bucket."""
+
+    key: str | None = None
+    copied: bool = False
+    memos: dict[str, str] = field(default_factory=dict)
+    slices: dict[tuple[str, str, timedelta], pa.Table] = field(default_factory=dict)
+
+
 def apply(
     con: duckdb.DuckDBPyConnection,
+    scope: Scope,
     filters: Filters | None = None,
     *,
-    bucket: timedelta = timedelta(hours=1),
-) -> None:
-    """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``: the
-    scope (``sql/scope*.sql``) is rebuilt when the filters differ from the last (the base
-    tables of ``sql/base.sql`` are built first, once per connection). Without filters the
-    scope is views onto the base tables; with them, copies of the selected requests' rows."""
+    bucket: timedelta = DEFAULT_BUCKET,
+) -> Scope:
+    """Bind ``filters`` (and the time-bucket width) for the next queries on ``con``, whose
+    model is built and whose scope tables are ``scope``: the scope (``sql/scope*.sql``) is
+    rebuilt when the filters differ from its own. Without filters the scope is views onto
+    the model's tables; with them, copies of the selected requests' rows. Returns the
+    scope now bound (``scope`` itself when unchanged)."""
     f = filters or Filters()
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
@@ -91,10 +109,8 @@ def apply(
     }
     con.execute("SET VARIABLE rs_bucket = to_microseconds(?)", [_micros(bucket)])
     key = repr(sorted(values.items()))
-    current = con.execute("SELECT getvariable('rs_scope_key')").fetchall()
-    if current and current[0][0] == key:
-        return  # the scope tables already hold these requests
-    ensure_model(con)
+    if scope.key == key:
+        return scope  # the scope tables already hold these requests
     for name, value in values.items():
         if value is None:
             con.execute(f"SET VARIABLE {name} = NULL")
@@ -102,8 +118,7 @@ def apply(
             con.execute(f"SET VARIABLE {name} = ?", [value])
     unfiltered = all(value is None for value in values.values())
     if unfiltered:
-        copied = con.execute("SELECT getvariable('rs_scope_copied')").fetchall()
-        if copied and copied[0][0]:
+        if scope.copied:
             con.execute(load("scope_release"))  # the filtered copies are read no more
         con.execute(load("scope_unfiltered"))
         scope_facts.point(con, "all")
@@ -111,10 +126,7 @@ def apply(
         con.execute(load("scope_filtered"))
         scope_facts.build(con, "scoped")
     con.execute(load("scope"))
-    con.execute("SET VARIABLE rs_scope_copied = ?", [not unfiltered])
-    con.execute("SET VARIABLE rs_scope_key = ?", [key])
-    # what is computed per scope and kept (metrics.ensure_retry_clusters) names this one
-    con.execute("SET VARIABLE rs_scope_id = gen_random_uuid()::VARCHAR")
+    return Scope(key, copied=not unfiltered)
 
 
 def _micros(delta: timedelta) -> int:

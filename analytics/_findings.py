@@ -14,11 +14,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 
-from retryscope.analytics._filters import Filters, apply
+from retryscope.analytics._filters import Filters
 from retryscope.analytics._metrics import (
     DEFAULT_THRESHOLDS,
     Thresholds,
@@ -27,6 +27,9 @@ from retryscope.analytics._metrics import (
 )
 from retryscope.analytics._queries import arrow, load
 from retryscope.analytics.replay._policy_drift import install_macro as install_drift_macro
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 
 class Severity(enum.StrEnum):
@@ -200,7 +203,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
-BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+"""Each rule of :data:`RULES` by its id."""
 
 
 def finding_params(thresholds: Thresholds) -> dict[str, object]:
@@ -213,16 +217,16 @@ def finding_params(thresholds: Thresholds) -> dict[str, object]:
     }
 
 
-def install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def install(model: AuditModel, thresholds: Thresholds) -> None:
     """Create ``finding_rows`` over the current scope and the catalog table
     ``finding_rules`` (rule id, severity). A table macro binds what it reads when it is
     created, so its inputs come first: the policy-drift macro, and the retry clusters and
     load windows for ``thresholds``."""
-    install_drift_macro(con)
-    ensure_retry_clusters(con, thresholds)
-    ensure_load_windows(con, thresholds)
-    con.execute(load("findings"))
-    con.execute(
+    install_drift_macro(model)
+    ensure_retry_clusters(model, thresholds)
+    ensure_load_windows(model, thresholds)
+    model.con.execute(load("findings"))
+    model.con.execute(
         "CREATE OR REPLACE TEMP TABLE finding_rules AS "
         "SELECT unnest($ids::VARCHAR[]) AS rule_id, unnest($severities::VARCHAR[]) AS severity",
         {"ids": list(RULE_IDS), "severities": [r.severity.value for r in RULES]},
@@ -230,7 +234,7 @@ def install(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
 
 
 def findings(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     rule: str | None = None,
     rules: Collection[str] | None = None,
@@ -241,13 +245,13 @@ def findings(
     """All findings (or those of ``rule``, or of any of ``rules``), ordered by time; the
     first ``limit`` only when given (a UI lists a page of them, not millions)."""
     wanted = ([rule] if rule is not None else []) + list(rules or ())
-    unknown = [r for r in wanted if r not in BY_ID]
+    unknown = [r for r in wanted if r not in RULES_BY_ID]
     if unknown:
         raise ValueError(f"unknown rule {unknown[0]!r}; rules: {', '.join(RULE_IDS)}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must not be negative, got {limit}")
-    apply(con, filters)
-    install(con, thresholds)
+    con = model.scoped(filters)
+    install(model, thresholds)
     selected = wanted if rule is not None or rules is not None else None
     return arrow(
         con, "finding_list", {"rules": selected, "limit": limit, **finding_params(thresholds)}
@@ -255,15 +259,15 @@ def findings(
 
 
 def finding_counts(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     filters: Filters | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> dict[str, int]:
     """How many findings each rule has (every rule id, 0 when none), without building the
     rows: what a report needs on a data set with millions of findings."""
-    apply(con, filters)
-    install(con, thresholds)
+    con = model.scoped(filters)
+    install(model, thresholds)
     counts = dict.fromkeys(RULE_IDS, 0)
     for row in arrow(con, "findings_counts", finding_params(thresholds)).to_pylist():
         counts[str(row["rule_id"])] = int(row["n"])

@@ -1,29 +1,30 @@
 """The audit metrics as Arrow tables, computed by DuckDB over the views of ``connect``.
 
-Every function takes the connection from :func:`retryscope.analytics.connect`, optional
+Every function takes the :class:`~retryscope.analytics.AuditModel` of
+:func:`retryscope.analytics.connect`, optional
 :class:`~retryscope.analytics._filters.Filters` (which logical requests count) and, where a
 metric can be sliced, a :class:`~retryscope.analytics._filters.Dimension`. Sliced tables have
 a ``value`` column (the slice: a route id, tenant, ``2026-11-29T10:00:00Z`` time bucket,
 or ``all`` overall). The SQL lives in ``analytics/sql/<name>.sql``.
 
-A connection carries one set of filters at a time: do not share it between threads.
+A model binds one set of filters at a time: do not share it between threads.
 """
 
 from __future__ import annotations
 
-import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import duckdb
 import pyarrow as pa
 
-from retryscope.analytics._filters import Dimension, Filters, apply
+from retryscope.analytics._filters import DEFAULT_BUCKET, Dimension, Filters
 from retryscope.analytics._queries import arrow
 from retryscope.analytics._queries import load as load_sql
 
-DEFAULT_BUCKET = timedelta(hours=1)
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ class SlicedMetric(Protocol):
 
     def __call__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        model: AuditModel,
         *,
         by: Dimension | str = Dimension.OVERALL,
         filters: Filters | None = None,
@@ -71,49 +72,32 @@ class SlicedMetric(Protocol):
     ) -> pa.Table: ...
 
 
-_Slice = tuple[str, str, timedelta]
-_KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, tuple[str, dict[_Slice, pa.Table]]]
-_KEPT = weakref.WeakKeyDictionary()
-"""Per connection, the sliced metrics computed for its current scope (``rs_scope_id``):
-the report and the UI's pages ask for the same slices (amplification by route and by
-layer, the overall rows), which are then computed once per scope."""
-
-
-def _kept(con: duckdb.DuckDBPyConnection) -> dict[_Slice, pa.Table]:
-    """The sliced metrics kept for ``con``'s current scope (emptied when it changes)."""
-    ((scope,),) = con.execute("SELECT getvariable('rs_scope_id')").fetchall()
-    held = _KEPT.get(con)
-    if held is None or held[0] != scope:
-        held = (str(scope), {})
-        _KEPT[con] = held
-    return held[1]
-
-
 def kept_slice(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     name: str,
     by: Dimension | str,
     bucket: timedelta = DEFAULT_BUCKET,
 ) -> pa.Table | None:
-    """The sliced metric ``name`` by ``by`` as computed for ``con``'s current scope, or
+    """The sliced metric ``name`` by ``by`` as computed for the model's current scope, or
     None when it was not (nothing is computed)."""
-    return _kept(con).get((name, Dimension(by).value, bucket))
+    return model.scope.slices.get((name, Dimension(by).value, bucket))
 
 
 def _sliced(name: str, doc: str) -> SlicedMetric:
     """The metric of query ``sql/<name>.sql`` (which reads its slice from ``$dim``), kept
-    per scope, slice and bucket width once computed."""
+    per scope, slice and bucket width once computed: the report and the UI's pages ask
+    for the same slices (amplification by route and by layer, the overall rows)."""
 
     def metric(
-        con: duckdb.DuckDBPyConnection,
+        model: AuditModel,
         *,
         by: Dimension | str = Dimension.OVERALL,
         filters: Filters | None = None,
         bucket: timedelta = DEFAULT_BUCKET,
     ) -> pa.Table:
-        apply(con, filters, bucket=bucket)
+        con = model.scoped(filters, bucket=bucket)
         dim = Dimension(by).value
-        kept = _kept(con)
+        kept = model.scope.slices
         key = (name, dim, bucket)
         table = kept.get(key)
         if table is None:
@@ -156,10 +140,9 @@ hedging = _sliced(
 )
 
 
-def wasted_cost(con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None) -> pa.Table:
+def wasted_cost(model: AuditModel, *, filters: Filters | None = None) -> pa.Table:
     """Cost of attempts whose result was not accepted, by route and outcome kind."""
-    apply(con, filters)
-    return arrow(con, "wasted_cost")
+    return arrow(model.scoped(filters), "wasted_cost")
 
 
 retry_effectiveness = _sliced(
@@ -171,15 +154,14 @@ retry_effectiveness = _sliced(
 
 
 def ineffective_retries(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     filters: Filters | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> pa.Table:
     """Retries that almost never succeed (candidates to remove), with what they cost."""
-    apply(con, filters)
     return arrow(
-        con,
+        model.scoped(filters),
         "ineffective_retries",
         {
             "min_samples": thresholds.ineffective_min_samples,
@@ -189,7 +171,7 @@ def ineffective_retries(
 
 
 def load(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     by: Dimension | str = Dimension.OVERALL,
     filters: Filters | None = None,
@@ -198,9 +180,9 @@ def load(
 ) -> pa.Table:
     """Retry fraction of receiver traffic per window (and slice) against the retry budget
     (``over_budget`` marks storm windows)."""
-    apply(con, filters, bucket=bucket)
+    con = model.scoped(filters, bucket=bucket)
     if Dimension(by) is Dimension.OVERALL:
-        ensure_load_windows(con, thresholds)
+        ensure_load_windows(model, thresholds)
         return arrow(con, "load_overall")
     return arrow(
         con,
@@ -214,50 +196,51 @@ def load(
 
 
 def synchronized_retries(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     filters: Filters | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> pa.Table:
     """Clusters of retries from many requests within a few ms of one another."""
-    apply(con, filters)
-    ensure_retry_clusters(con, thresholds)
+    con = model.scoped(filters)
+    ensure_retry_clusters(model, thresholds)
     return arrow(con, "synchronized_retries")
 
 
-def ensure_retry_clusters(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def ensure_retry_clusters(model: AuditModel, thresholds: Thresholds) -> None:
     """Compute the current scope's retry clusters for ``thresholds`` into
     ``memo_retry_clusters`` unless they are there already (two whole-scope window passes
     over the repeats: the report and the findings both need them)."""
     gap, least = thresholds.sync_gap_ms, thresholds.sync_min_requests
-    _ensure_memo(
-        con, "rs_clusters_key", "retry_clusters_memo", {"gap_ms": gap, "min_requests": least}
-    )
+    ensure_memo(model, "retry_clusters_memo", {"gap_ms": gap, "min_requests": least})
 
 
-def ensure_load_windows(con: duckdb.DuckDBPyConnection, thresholds: Thresholds) -> None:
+def ensure_load_windows(model: AuditModel, thresholds: Thresholds) -> None:
     """Compute the current scope's load windows (not sliced) for ``thresholds`` into
     ``memo_load_windows`` unless they are there already (a whole-scope pass over receiver
     traffic counting distinct requests per window: the report's load figures and the
     retry-budget findings both need them)."""
-    _ensure_memo(
-        con,
-        "rs_load_windows_key",
+    ensure_memo(
+        model,
         "load_windows_memo",
         {"window_ms": thresholds.load_window_ms, "budget": thresholds.retry_budget},
     )
 
 
-def _ensure_memo(
-    con: duckdb.DuckDBPyConnection, variable: str, query: str, params: dict[str, object]
-) -> None:
-    """Run ``query`` (which creates a memo table) with ``params`` unless the DuckDB
-    ``variable`` says it already ran for the current scope and these parameters."""
-    ((scope, memo),) = con.execute(
-        f"SELECT getvariable('rs_scope_id'), getvariable('{variable}')"
-    ).fetchall()
-    key = f"{scope}|" + "|".join(f"{k}={v!r}" for k, v in sorted(params.items()))
-    if memo == key:
-        return
-    con.execute(load_sql(query), params)
-    con.execute(f"SET VARIABLE {variable} = ?", [key])
+def ensure_memo(
+    model: AuditModel,
+    query: str,
+    params: dict[str, object],
+    prepare: Callable[[], object] | None = None,
+) -> bool:
+    """Run ``query`` (which creates a memo table over the current scope) with ``params``
+    unless it already ran for the model's current scope and these parameters (then
+    ``prepare()`` first); whether it ran."""
+    key = "|".join(f"{k}={v!r}" for k, v in sorted(params.items()))
+    if model.scope.memos.get(query) == key:
+        return False
+    if prepare is not None:
+        prepare()
+    model.con.execute(load_sql(query), params)
+    model.scope.memos[query] = key
+    return True

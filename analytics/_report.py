@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import pyarrow as pa
@@ -19,11 +19,14 @@ import pyarrow as pa
 from retryscope._safe_text import for_markdown, for_terminal
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._dataset import drop_undecodable_files
-from retryscope.analytics._filters import Dimension, Filters, apply
+from retryscope.analytics._filters import Dimension, Filters
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics._queries import arrow
 from retryscope.vocabulary import Terminal
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 REPORT_VERSION = 1
 
@@ -103,42 +106,37 @@ nesting of whole requests): the report's ``by_layer`` rows and the UI leave them
 
 
 def build_report(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     filters: Filters | None = None,
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> dict[str, Any]:
-    """Compute the report over the views of :func:`retryscope.analytics.connect`.
+    """Compute the report over ``model`` (:func:`retryscope.analytics.connect`).
 
     A file whose footer reads but whose pages do not decode is found by the first query
     that reads the damaged column: when that query comes after the model was built, the
     file is named and skipped, and the model and the report are made again without it."""
     try:
-        return _report(con, filters, thresholds)
+        return _report(model, filters, thresholds)
     except duckdb.Error as exc:
-        if isinstance(exc, duckdb.OutOfMemoryException) or not drop_undecodable_files(con):
+        if isinstance(exc, duckdb.OutOfMemoryException) or not drop_undecodable_files(model.con):
             raise
-    # the model (and any cache it was attached from or saved to) counted the skipped file
-    con.execute(
-        "SET VARIABLE rs_model_built = false; SET VARIABLE rs_model_cache = NULL;"
-        " SET VARIABLE rs_scope_key = NULL"
-    )
-    return _report(con, filters, thresholds)
+    model.forget()  # the model (and any cache it was attached from or saved to) counted it
+    return _report(model, filters, thresholds)
 
 
-def _report(
-    con: duckdb.DuckDBPyConnection, filters: Filters | None, thresholds: Thresholds
-) -> dict[str, Any]:
+def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) -> dict[str, Any]:
     f = filters or Filters()
-    apply(con, f)
-    overall = metrics.amplification(con, filters=f)
+    con = model.scoped(f)
+    overall = metrics.amplification(model, filters=f)
     logical = int(overall.column("logical_requests")[0].as_py()) if overall.num_rows else 0
     amp = _numbers(_one(overall), _FLOATS)
-    fallback = _numbers(_one(metrics.fallback(con, filters=f)), _FLOATS)
-    deadline = _numbers(_one(metrics.deadline(con, filters=f)), _FLOATS)
+    fallback = _numbers(_one(metrics.fallback(model, filters=f)), _FLOATS)
+    deadline = _numbers(_one(metrics.deadline(model, filters=f)), _FLOATS)
     terminals = {str(r["terminal"]): int(r["n"]) for r in arrow(con, "terminals").to_pylist()}
     by_route = {
-        r["value"]: r for r in metrics.amplification(con, by=Dimension.ROUTE, filters=f).to_pylist()
+        r["value"]: r
+        for r in metrics.amplification(model, by=Dimension.ROUTE, filters=f).to_pylist()
     }
     routes = []
     for r in arrow(con, "routes").to_pylist():
@@ -158,15 +156,15 @@ def _report(
     by_layer = [
         _numbers({"layer": r.pop("value"), **r}, _FLOATS)
         for r in _rows(
-            metrics.amplification(con, by=Dimension.LAYER, filters=f),
+            metrics.amplification(model, by=Dimension.LAYER, filters=f),
             drop=BY_LAYER_DROPPED,
         )
         if r["value"] is not None
     ]
-    effectiveness = _rows(metrics.retry_effectiveness(con, filters=f).drop_columns(["value"]))
-    load = metrics.load(con, filters=f, thresholds=thresholds)
-    clusters = metrics.synchronized_retries(con, filters=f, thresholds=thresholds)
-    counts = finding_counts(con, filters=f, thresholds=thresholds)
+    effectiveness = _rows(metrics.retry_effectiveness(model, filters=f).drop_columns(["value"]))
+    load = metrics.load(model, filters=f, thresholds=thresholds)
+    clusters = metrics.synchronized_retries(model, filters=f, thresholds=thresholds)
+    counts = finding_counts(model, filters=f, thresholds=thresholds)
     fractions = load.column("retry_fraction").to_pylist()
     digests = _numbers(arrow(con, "digest_keys").to_pylist()[0], ())
 
@@ -195,9 +193,9 @@ def _report(
         "amplification": {**amp, "by_layer": by_layer},
         "cost": {
             "by_currency": [
-                _numbers(r, _FLOATS) for r in _rows(metrics.cost(con, filters=f), ("value",))
+                _numbers(r, _FLOATS) for r in _rows(metrics.cost(model, filters=f), ("value",))
             ],
-            "wasted": [_numbers(r, _FLOATS) for r in _rows(metrics.wasted_cost(con, filters=f))],
+            "wasted": [_numbers(r, _FLOATS) for r in _rows(metrics.wasted_cost(model, filters=f))],
         },
         "retry_effectiveness": {
             "by_kind": [
@@ -214,12 +212,12 @@ def _report(
             ],
             "ineffective": [
                 _numbers(r, _FLOATS)
-                for r in _rows(metrics.ineffective_retries(con, filters=f, thresholds=thresholds))
+                for r in _rows(metrics.ineffective_retries(model, filters=f, thresholds=thresholds))
             ],
         },
         "fallback": fallback,
         "deadline": deadline,
-        "latency": _numbers(_one(metrics.latency(con, filters=f)), _FLOATS),
+        "latency": _numbers(_one(metrics.latency(model, filters=f)), _FLOATS),
         "load": {
             "retry_budget": thresholds.retry_budget,
             "window_ms": thresholds.load_window_ms,
@@ -231,7 +229,7 @@ def _report(
                 int(x) for x in clusters.column("logical_requests").to_pylist()
             ),
         },
-        "hedging": _numbers(_one(metrics.hedging(con, filters=f)), _FLOATS),
+        "hedging": _numbers(_one(metrics.hedging(model, filters=f)), _FLOATS),
         "digests": digests,
         "violations": counts,
         "findings": sum(counts.values()),

@@ -1,9 +1,9 @@
 """One logical request, looked up by logical request id, trace id or idempotency digest.
 
-A lookup never builds the data set's analytics tables: it copies the rows of the requests
-``ident`` names into a table ``spans`` local to a cursor of ``con`` and runs the same
-``base.sql`` over those rows alone (no scope: a request's figures do not depend on
-filters). Every figure of a request depends only on its own rows, so the result equals
+A lookup never builds the data set's model: it copies the rows of the requests ``ident``
+names into a table ``spans`` local to a cursor of the model's connection and builds the
+model's per-request tables over those rows alone (no scope: a request's figures do not
+depend on filters). Every figure of a request depends only on its own rows, so the result equals
 the same query over the whole data set.
 
 Finding the rows reads little: every file is sorted by logical request id and carries
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -25,7 +26,10 @@ import pyarrow as pa
 from retryscope.analytics._bloom_probe import files_that_may_hold
 from retryscope.analytics._dataset import drop_undecodable_files
 from retryscope.analytics._queries import arrow, load
-from retryscope.analytics.model._build import ensure_model
+from retryscope.analytics.model._partition import SOURCE, build_tables
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 
 def _column(cur: duckdb.DuckDBPyConnection, name: str, params: dict[str, object]) -> list[str]:
@@ -76,41 +80,41 @@ def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
 
 
 @contextmanager
-def request_scope(
-    con: duckdb.DuckDBPyConnection, ident: str
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A cursor of ``con`` whose analytics tables hold only the requests ``ident`` names."""
-    cur = con.cursor()
+def request_scope(model: AuditModel, ident: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor of the model's connection whose analytics tables hold only the requests
+    ``ident`` names (the data set's model is not built for it)."""
+    cur = model.con.cursor()
     try:
         try:
             _copy_request_rows(cur, ident)
         except duckdb.Error:
-            if not drop_undecodable_files(con):
+            if not drop_undecodable_files(model.con):
                 raise
             _copy_request_rows(cur, ident)  # from the files that decode
-        # every figure of a request is filter-independent: the base tables suffice
-        ensure_model(cur, whole_data_set=False)
+        # every figure of a request is filter-independent: its per-request tables suffice
+        cur.execute(f"ALTER TABLE temp.main.spans RENAME TO {SOURCE}")
+        build_tables(cur)
         yield cur
     finally:
         cur.close()
 
 
-def request_summary(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
+def request_summary(model: AuditModel, ident: str) -> pa.Table:
     """The logical requests ``ident`` names (an idempotency digest may name several)."""
-    with request_scope(con, ident) as cur:
+    with request_scope(model, ident) as cur:
         return arrow(cur, "request_summary", {"id": ident})
 
 
-def request_attempts(con: duckdb.DuckDBPyConnection, ident: str) -> pa.Table:
+def request_attempts(model: AuditModel, ident: str) -> pa.Table:
     """Their attempts in order: route, layer, ordinals (a send's distinct operation under
     its parent attempt among them), times, backoff, not_before, deadline remaining, cost,
     outcome, decision."""
-    with request_scope(con, ident) as cur:
+    with request_scope(model, ident) as cur:
         return arrow(cur, "request", {"id": ident})
 
 
-def request_detail(con: duckdb.DuckDBPyConnection, ident: str) -> tuple[pa.Table, pa.Table]:
+def request_detail(model: AuditModel, ident: str) -> tuple[pa.Table, pa.Table]:
     """:func:`request_summary` and :func:`request_attempts` from one lookup (what
     ``retryscope request`` prints)."""
-    with request_scope(con, ident) as cur:
+    with request_scope(model, ident) as cur:
         return arrow(cur, "request_summary", {"id": ident}), arrow(cur, "request", {"id": ident})

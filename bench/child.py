@@ -28,7 +28,6 @@ def run_report(
 ) -> dict[str, Any]:
     from retryscope.analytics import build_report, connect
     from retryscope.analytics._dataset import new_connection
-    from retryscope.analytics.model._build import ensure_model
 
     began = time.perf_counter()
     # the connection `retryscope report` opens (threads, insertion order, spill directory)
@@ -38,11 +37,11 @@ def run_report(
         model_cache=model_cache,
     )
     connected = time.perf_counter()
-    ensure_model(con)  # what build_report does first: timed apart
+    con.build()  # what build_report does first: timed apart
     modelled = time.perf_counter()
     report = build_report(con)
     done = time.perf_counter()
-    ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    stats = con.stats
     return {
         "seconds": done - began,
         "connect_seconds": connected - began,

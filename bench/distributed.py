@@ -47,7 +47,6 @@ def run(settings: Settings) -> list[Result]:
         build_model_spark,
         spark_session,
     )
-    from retryscope.analytics.model._build import ensure_model
 
     attempts = settings.attempts if settings.attempts != FULL_ATTEMPTS else DEFAULT_ATTEMPTS
     data = generate(settings.data_dir, attempts, settings.seed)
@@ -60,7 +59,7 @@ def run(settings: Settings) -> list[Result]:
 
         def single_node() -> None:
             con, _ = connect(data.path)
-            ensure_model(con)
+            con.build()
             con.close()
 
         def on_spark() -> None:
@@ -69,8 +68,8 @@ def run(settings: Settings) -> list[Result]:
         rounds = max(1, min(settings.rounds, 3))
         timings = interleave({"single": single_node, "spark": on_spark}, rounds=rounds, warmup=1)
         single, _ = connect(data.path)
-        attached, dataset = connect(data.path)
-        attach_model(attached, f"{out}/model", dataset)
+        attached, _ = connect(data.path)
+        attach_model(attached, f"{out}/model")
         if json.dumps(build_report(single), default=str) != json.dumps(
             build_report(attached), default=str
         ):

@@ -50,7 +50,7 @@ def run(settings: Settings) -> list[Result]:
 
     from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV
     from retryscope.analytics._figures import FOLDER
-    from retryscope.dashboards._serve import APP, DATA_ENV
+    from retryscope.dashboards.serve import APP, DATA_ENV
 
     pages = _pages()
 
@@ -229,7 +229,7 @@ def _pages() -> list[tuple[str, str]]:
     """(script path relative to the app, title) of every page in the app's navigation."""
     import ast
 
-    from retryscope.dashboards._serve import APP
+    from retryscope.dashboards.serve import APP
 
     tree = ast.parse(Path(APP).read_text(encoding="utf-8"))
     for node in tree.body:

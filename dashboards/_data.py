@@ -1,10 +1,10 @@
 """Data access of the audit UI.
 
-One DuckDB connection per version of the data set (``st.cache_resource``), locked down so
-it can read only the data set's files and its configuration cannot be changed; query
-results are cached (``st.cache_data``) on the data set's file list, mtimes and sizes, so new
-files show on the next refresh. The analytics binds filters as connection state (DuckDB
-temp tables and variables, which a cursor does not share), so queries on the connection are
+One audit model per version of the data set (``st.cache_resource``), its DuckDB
+connection locked down so it can read only the data set's files and its configuration
+cannot be changed; query results are cached (``st.cache_data``) on the data set's file
+list, mtimes and sizes, so new files show on the next refresh. The model binds one set of
+filters at a time (its scope tables, which a cursor does not share), so queries on it are
 serialised by a lock instead of running on cursors. Every query is a function of
 ``retryscope.analytics``: SQL lives there, with bound parameters only.
 """
@@ -18,53 +18,49 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import streamlit as st
 
-from retryscope._environment import MODEL_ENV
+from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
 from retryscope.analytics import (
+    AuditModel,
     DataSet,
+    FigureStore,
     Filters,
+    Fingerprint,
+    RequestQuery,
+    SkippedFile,
     amplification,
     build_report,
     connect,
     cost,
     deadline,
-    discover,
+    dimension_values,
     fallback,
     finding_counts,
     findings,
     latency,
     load,
-    request_attempts,
-    request_summary,
-)
-from retryscope.analytics._browse import (
-    RequestQuery,
-    dimension_values,
     nested_retry_requests,
+    new_connection,
+    request_attempts,
     request_findings,
     request_list,
     request_span_tree,
+    request_summary,
     retry_success_matrix,
     scope_time_range,
     time_range,
 )
-from retryscope.analytics._dataset import (
-    MEMORY_LIMIT_ENV,
-    SkippedFile,
-    new_connection,
-    skipped_files,
+from retryscope.analytics.model import Progress, ProgressCallback
+from retryscope.analytics.replay import (
+    WhatIf,
+    known_policy_count,
+    policy_drift,
+    whatif,
+    whatif_requests,
 )
-from retryscope.analytics._figures import FigureStore, Fingerprint
-from retryscope.analytics.model._build import ensure_model, model_paths
-from retryscope.analytics.model._cache import CACHE_ENV
-from retryscope.analytics.model._progress import Progress, ProgressCallback
-from retryscope.analytics.model._store import Modes
-from retryscope.analytics.replay._policy_drift import known_policy_count, policy_drift
-from retryscope.analytics.replay._whatif import WhatIf, whatif, whatif_requests
 
 WAIT_POLL_S = 0.25
 """How often a session waiting for another's model build redraws that build's progress."""
@@ -88,8 +84,7 @@ class _Relay:
 
 @dataclass
 class Store:
-    con: duckdb.DuckDBPyConnection
-    dataset: DataSet
+    model: AuditModel
     lock: threading.Lock
     relay: _Relay = field(default_factory=_Relay)
     ready: threading.Event = field(default_factory=threading.Event)
@@ -98,50 +93,46 @@ class Store:
     """Where the whole-data-set figures of this version are kept (with a model cache)."""
 
 
-def _lock_down(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
+def _lock_down(model: AuditModel) -> None:
     """Only the data set's files (and its cached model's) stay readable; nothing can be
     written outside memory."""
-    con.execute("SET allowed_paths = ?", [[*dataset.files, *model_paths(con)]])
+    con = model.con
+    con.execute("SET allowed_paths = ?", [[*model.dataset.files, *model.paths]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 
 
 @st.cache_resource(max_entries=2, show_spinner="Opening the data set…")
 def _store(root: str, version: Fingerprint) -> Store:
-    """The data set's connection, its model not built yet: :func:`_prepare` builds it
+    """The data set's audit model, not built yet: :func:`_prepare` builds it
     outside any cached function, so the progress it draws is not replayed on cache hits."""
-    dataset = discover(root)
-    cache = os.environ.get(CACHE_ENV) or None
     memory_limit = os.environ.get(MEMORY_LIMIT_ENV) or None
     relay = _Relay()
-    con, _ = connect(
-        dataset,
+    model, _ = connect(
+        root,
         con=new_connection(memory_limit=memory_limit),
-        model_cache=cache,
+        model_cache=os.environ.get(CACHE_ENV) or None,
         progress=relay,
     )
-    return Store(con, dataset, threading.Lock(), relay)
+    return Store(model, threading.Lock(), relay)
 
 
 def _prepare(store: Store, version: Fingerprint) -> None:
     """Attach the model (a distributed engine's, read, never rebuilt here) or build it (into
     the cache, reading the partitions it holds), then lock the connection down. With a
     model cache, the figures of this version of the data set and model are kept there."""
-    model = os.environ.get(MODEL_ENV) or None
+    built = os.environ.get(MODEL_ENV) or None
     cache = os.environ.get(CACHE_ENV) or None
-    if model is not None:
-        from retryscope.analytics.distributed._layout import attach_model
+    model = store.model
+    if built is not None:
+        from retryscope.analytics.distributed import attach_model
 
-        attach_model(store.con, model, store.dataset)
+        attach_model(model, built)
     else:
-        ensure_model(store.con)
-    files = model_paths(store.con)
-    if cache is not None and files and not store.dataset.is_remote:
-        mode = Modes.of(store.dataset.root).directory
-        store.figures = FigureStore.of(
-            cache, store.dataset.root, version, files, directory_mode=mode
-        )
-    _lock_down(store.con, store.dataset)
+        model.build()
+    if cache is not None and model.paths and not model.dataset.is_remote:
+        store.figures = FigureStore.of(cache, model.dataset.root, version, model.paths)
+    _lock_down(model)
 
 
 def _ready(store: Store, version: Fingerprint, display: ProgressCallback | None = None) -> None:
@@ -206,34 +197,34 @@ def _affected(requests: pa.Table, limit: int) -> tuple[int, pa.Table]:
     return rows.num_rows, top
 
 
-QUERIES: dict[str, Callable[[duckdb.DuckDBPyConnection, Filters | None, tuple[Any, ...]], Any]] = {
-    "report": lambda con, f, a: build_report(con, f),
-    "amplification": lambda con, f, a: amplification(con, by=a[0], filters=f, bucket=_bucket(a)),
-    "cost": lambda con, f, a: cost(con, by=a[0], filters=f),
-    "fallback": lambda con, f, a: fallback(con, by=a[0], filters=f),
-    "deadline": lambda con, f, a: deadline(con, by=a[0], filters=f),
-    "latency": lambda con, f, a: latency(con, by=a[0], filters=f),
-    "load": lambda con, f, a: load(con, filters=f),
+QUERIES: dict[str, Callable[[AuditModel, Filters | None, tuple[Any, ...]], Any]] = {
+    "report": lambda m, f, a: build_report(m, f),
+    "amplification": lambda m, f, a: amplification(m, by=a[0], filters=f, bucket=_bucket(a)),
+    "cost": lambda m, f, a: cost(m, by=a[0], filters=f),
+    "fallback": lambda m, f, a: fallback(m, by=a[0], filters=f),
+    "deadline": lambda m, f, a: deadline(m, by=a[0], filters=f),
+    "latency": lambda m, f, a: latency(m, by=a[0], filters=f),
+    "load": lambda m, f, a: load(m, filters=f),
     # findings arguments: (limit, rule ids) — a page of the rows of those rules
-    "findings": lambda con, f, a: findings(con, rules=a[1], limit=a[0], filters=f),
-    "finding_counts": lambda con, f, a: finding_counts(con, filters=f),
-    "nested_retry_requests": lambda con, f, a: nested_retry_requests(con, filters=f, limit=a[0]),
-    "retry_success_matrix": lambda con, f, a: retry_success_matrix(con, filters=f),
-    "dimension_values": lambda con, f, a: dimension_values(con),
-    "time_range": lambda con, f, a: time_range(con),
-    "scope_time_range": lambda con, f, a: scope_time_range(con, filters=f),
+    "findings": lambda m, f, a: findings(m, rules=a[1], limit=a[0], filters=f),
+    "finding_counts": lambda m, f, a: finding_counts(m, filters=f),
+    "nested_retry_requests": lambda m, f, a: nested_retry_requests(m, filters=f, limit=a[0]),
+    "retry_success_matrix": lambda m, f, a: retry_success_matrix(m, filters=f),
+    "dimension_values": lambda m, f, a: dimension_values(m),
+    "time_range": lambda m, f, a: time_range(m),
+    "scope_time_range": lambda m, f, a: scope_time_range(m, filters=f),
     # request_list arguments: the fields of a RequestQuery in order (``astuple``)
-    "request_list": lambda con, f, a: request_list(con, RequestQuery(*a), filters=f),
-    "request_findings": lambda con, f, a: request_findings(con, a[0]),
-    "request_span_tree": lambda con, f, a: request_span_tree(con, a[0]),
-    "request_summary": lambda con, f, a: request_summary(con, a[0]),
-    "request_attempts": lambda con, f, a: request_attempts(con, a[0]),
+    "request_list": lambda m, f, a: request_list(m, RequestQuery(*a), filters=f),
+    "request_findings": lambda m, f, a: request_findings(m, a[0]),
+    "request_span_tree": lambda m, f, a: request_span_tree(m, a[0]),
+    "request_summary": lambda m, f, a: request_summary(m, a[0]),
+    "request_attempts": lambda m, f, a: request_attempts(m, a[0]),
     # what-if arguments: the fields of a WhatIf in order (``astuple``), hashable for caching
-    "whatif": lambda con, f, a: whatif(con, WhatIf(*a), filters=f),
-    "whatif_affected": lambda con, f, a: _affected(
-        whatif_requests(con, WhatIf(*a[1:]), filters=f), a[0]
+    "whatif": lambda m, f, a: whatif(m, WhatIf(*a), filters=f),
+    "whatif_affected": lambda m, f, a: _affected(
+        whatif_requests(m, WhatIf(*a[1:]), filters=f), a[0]
     ),
-    "policy_drift": lambda con, f, a: policy_drift(con, filters=f),
+    "policy_drift": lambda m, f, a: policy_drift(m, filters=f),
 }
 
 
@@ -253,7 +244,7 @@ def _query(
         if kept is not None:
             return kept
     with store.lock:
-        value = QUERIES[name](store.con, _filters(key), args)
+        value = QUERIES[name](store.model, _filters(key), args)
     if whole and store.figures is not None:
         store.figures.put(name, args, value)
     return value
@@ -264,7 +255,7 @@ def _policy_documents(root: str, version: Fingerprint) -> int:
     store = _store(root, version)
     _ready(store, version)
     with store.lock:
-        return known_policy_count(store.con)
+        return known_policy_count(store.model)
 
 
 @dataclass(frozen=True)
@@ -276,7 +267,7 @@ class Source:
 
     @property
     def dataset(self) -> DataSet:
-        return _store(self.root, self.version).dataset
+        return _store(self.root, self.version).model.dataset
 
     def prepare(self, display: ProgressCallback) -> None:
         """Make the audit model ready before the first query: attached, or built with its
@@ -287,7 +278,7 @@ class Source:
         """Files skipped so far: unreadable when listed, or undecodable when first read."""
         store = _store(self.root, self.version)
         with store.lock:
-            return skipped_files(store.con, store.dataset)
+            return store.model.skipped_files()
 
     @property
     def policy_documents(self) -> int:

@@ -4,7 +4,7 @@ the list of the requests it counts.
 
 Parameters: ``terminal``, ``rule`` (a finding rule they have), ``layer`` (a layer that
 retried), ``min_attempts`` (receiver attempts), ``has`` (comma-separated flags of
-:data:`FLAGS`), ``sort`` (a :class:`~retryscope.analytics._browse.RequestSort` value) and
+:data:`FLAGS`), ``sort`` (a :class:`~retryscope.analytics.RequestSort` value) and
 ``order`` (``asc``/``desc``).
 """
 
@@ -15,8 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics._browse import RequestQuery, RequestSort
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
 from retryscope.dashboards import _url
 
 PAGE = "views/requests.py"
@@ -62,7 +61,7 @@ MIN_ATTEMPTS, HAS, SORT, ORDER = "req_min_attempts", "req_has", "req_sort", "req
 
 
 def _rule(text: str) -> str:
-    if text not in BY_ID:
+    if text not in RULES_BY_ID:
         raise ValueError("no such finding rule")
     return text
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics.model._progress import STAGE_DONE, Progress
-from retryscope.analytics.model._progress import _duration as duration
+from retryscope.analytics.model import STAGE_DONE, Progress, duration
 
 SHOWN_AFTER_S = 1.0
 """Work quicker than this shows nothing (as on a terminal)."""

@@ -14,11 +14,11 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics._figures import fingerprint
+from retryscope.analytics import fingerprint
 from retryscope.dashboards._context import page_entered, sidebar
 from retryscope.dashboards._data import Source
 from retryscope.dashboards._progress import StatusProgress
-from retryscope.dashboards._serve import DATA_ENV
+from retryscope.dashboards.serve import DATA_ENV
 
 PAGES = (
     ("views/overview.py", "Overview", "overview"),

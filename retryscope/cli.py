@@ -21,31 +21,31 @@ from retryscope._extras import MissingExtraError, extra_needed
 from retryscope._safe_text import for_terminal
 
 if TYPE_CHECKING:
-    from retryscope.analytics._commands import Engine
+    from retryscope.analytics.commands import Engine
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from retryscope.analytics._commands import filters_from, report
+    from retryscope.analytics.commands import filters_from, report
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     return report(args.path, filters, args.format, _engine(args))
 
 
 def _cmd_request(args: argparse.Namespace) -> int:
-    from retryscope.analytics._commands import request
+    from retryscope.analytics.commands import request
 
     return request(args.path, args.id, args.format)
 
 
 def _cmd_findings(args: argparse.Namespace) -> int:
-    from retryscope.analytics._commands import filters_from, findings_command
+    from retryscope.analytics.commands import filters_from, findings_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     return findings_command(args.path, args.rule, filters, args.format, _engine(args))
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
-    from retryscope.analytics._commands import filters_from, whatif_command
+    from retryscope.analytics.commands import filters_from, whatif_command
 
     filters = filters_from(args.since, args.until, args.route, args.tenant, args.operation)
     overrides = {
@@ -92,7 +92,7 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    from retryscope.analytics._commands import Engine
+    from retryscope.analytics.commands import Engine
 
     return Engine(model_cache=args.model_cache, memory_limit=args.memory_limit, model=args.model)
 
@@ -111,7 +111,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from retryscope.dashboards._serve import serve
+    from retryscope.dashboards.serve import serve
 
     return serve(
         args.path,
@@ -127,7 +127,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from retryscope.instrumentation import ExportConfig, Partitioning
     from retryscope.instrumentation.ingest import ingest
-    from retryscope.instrumentation.ingest._limits import IngestLimits
+    from retryscope.instrumentation.ingest.limits import IngestLimits
 
     config = ExportConfig.from_env().with_overrides(
         partitioning=Partitioning(args.partitioning) if args.partitioning else None,
@@ -157,7 +157,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _size(text: str) -> int:
-    from retryscope.instrumentation.ingest._limits import parse_size
+    from retryscope.instrumentation.ingest.limits import parse_size
 
     try:
         return parse_size(text)
@@ -198,12 +198,12 @@ def _add_ingest_limits(p: argparse.ArgumentParser) -> None:
 
 def _cmd_model(args: argparse.Namespace) -> int:
     if args.engine == "spark":
-        from retryscope.analytics.distributed._command import spark_model_command
+        from retryscope.analytics.distributed import spark_model_command
 
         return spark_model_command(
             args.path, model=args.model, master=args.master, partitions=args.partitions
         )
-    from retryscope.analytics._commands import model_command
+    from retryscope.analytics.commands import model_command
 
     return model_command(args.path, _engine(args))
 

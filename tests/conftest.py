@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import duckdb
 import hypothesis
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from retryscope.analytics import connect
+from retryscope.analytics import AuditModel, connect
 from retryscope.demo._scenarios import VirtualClock
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 from retryscope.instrumentation._sdk import public_paths
@@ -47,7 +46,7 @@ class Pipeline:
         assert self.provider.force_flush()
         assert self.exporter.force_flush()
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def connect(self) -> AuditModel:
         self.flush()
         con, _ = connect(self.directory)
         return con

@@ -5,7 +5,6 @@ from __future__ import annotations
 import duckdb
 
 from retryscope.analytics.model import MODEL_TABLES
-from retryscope.analytics.model._build import ensure_model
 
 
 def model_differences(
@@ -13,8 +12,8 @@ def model_differences(
 ) -> dict[str, int]:
     """Per model table, the rows of one connection's model missing from the other's (as
     multisets, both ways): empty when the two models hold the same rows."""
-    ensure_model(one)
-    ensure_model(other)
+    one.build()
+    other.build()
     compare = duckdb.connect()
     missing = {}
     for table in MODEL_TABLES:
@@ -31,5 +30,5 @@ def model_differences(
 
 def model_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Rows per model table (to check a comparison compared something)."""
-    ensure_model(con)
+    con.build()
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in MODEL_TABLES}

@@ -13,14 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import connect
+from retryscope.analytics import AuditModel, connect
 from retryscope.demo._scenarios import VirtualClock as Clock
 from retryscope.instrumentation import (
     Attempt,
@@ -164,7 +163,7 @@ class Recorder:
 
         contextvars.copy_context().run(run)
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def connect(self) -> AuditModel:
         if not self._closed:
             self.provider.shutdown()
             self._closed = True

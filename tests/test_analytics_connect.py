@@ -19,7 +19,7 @@ def test_reconnect_rebuilds_tables(tmp_path: Path) -> None:
     assert "physical_attempts" not in tables  # nothing built by connect
     assert build_report(con)["logical_requests"] == 5
     large.connect()  # flushes the second data set's files
-    connect(large.directory, con=con)
+    con, _ = connect(large.directory, con=con.con)
     assert build_report(con)["logical_requests"] == 12
 
 

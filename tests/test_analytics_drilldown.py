@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 from retryscope.analytics import request_attempts, request_detail, request_summary
-from retryscope.analytics._filters import apply
 from retryscope.analytics._queries import arrow
 from tests.recorder import Recorder
 from tests.test_analytics_randomized import _generate
@@ -17,7 +16,7 @@ def test_drilldown_equals_the_whole_data_set_query(tmp_path: Path) -> None:
     rec = Recorder(tmp_path / "data")
     _generate(rec, 60, seed=7)
     con = rec.connect()
-    apply(con)  # the whole data set's tables, as every query used before drill-downs
+    con.scoped()  # the whole data set's tables, as every query used before drill-downs
     ids = con.sql(
         "SELECT logical_request_id, trace_id FROM request_base ORDER BY logical_request_id"
     ).fetchall()

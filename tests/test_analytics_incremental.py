@@ -19,10 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retryscope.analytics import build_report, connect, findings, skipped_files
+from retryscope.analytics import build_report, connect, findings
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import model_directory
-from retryscope.analytics.model._build import ensure_model
 from retryscope.cli import main
 from tests.model_support import model_differences, model_rows
 from tests.recorder import MS, T0, Clock, Recorder
@@ -181,9 +180,9 @@ def test_a_corrupt_new_file_is_named_and_the_rest_is_used(tmp_path: Path) -> Non
     newest = _partition_dirs(root)[-1]
     bad = newest / "spans-torn.parquet"
     bad.write_bytes(b"PAR1" + b"\0" * 64)
-    con, dataset = connect(root, model_cache=cache)
+    con, _ = connect(root, model_cache=cache)
     assert _report(con) == reference
-    assert [Path(s.path).name for s in skipped_files(con, dataset)] == [bad.name]
+    assert [Path(s.path).name for s in con.skipped_files()] == [bad.name]
     assert model_stats(con)["built"] == 0  # the unreadable file is not part of a partition
 
 
@@ -221,7 +220,7 @@ def _keyed(rec: Recorder, start_ns: int, key: str, payload: int, *, across: bool
 
 
 def _conflicts(con: duckdb.DuckDBPyConnection) -> list[int]:
-    ensure_model(con)
+    con.build()
     return [
         n for (n,) in con.execute("SELECT digests FROM idempotency_conflicts ORDER BY 1").fetchall()
     ]
@@ -300,11 +299,11 @@ def test_partitions_built_two_at_a_time_give_the_one_pass_model(
     victim = sorted(_partition_dirs(root)[1].glob("*.parquet"))[0]
     pages = garbled_copy(victim)
     seen = _concurrent_builds(monkeypatch)
-    con, dataset = connect(root, con=new_connection(threads=3), model_cache=tmp_path / "cache")
+    con, _ = connect(root, con=new_connection(threads=3), model_cache=tmp_path / "cache")
     assert _report(con) == reference  # the garbled copy holds copies of counted spans
     assert {threads for _, _, threads in seen} == {1}
     assert con.execute("SELECT current_setting('threads')").fetchall() == [(3,)]
-    assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
+    assert [Path(s.path).name for s in con.skipped_files()] == [pages.name]
     parts = len(_partition_dirs(root))
     assert model_stats(con) | {"built": parts, "partitions": parts} == model_stats(con)
     assert len({thread for _, thread, _ in seen}) == 2  # two threads built
@@ -335,7 +334,7 @@ def test_a_cache_builds_one_partition_per_thread_each_with_its_share_of_memory(
 
     monkeypatch.setattr(_build, "_build_units", recorded)
     con = new_connection(threads=threads, memory_limit=memory_limit)
-    ensure_model(connect(root, con=con, model_cache=tmp_path / "c")[0])
+    connect(root, con=con, model_cache=tmp_path / "c")[0].build()
     assert len(seen) == builds
 
 

@@ -13,8 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from retryscope.analytics import connect, request_detail, skipped_files
-from retryscope.analytics._filters import apply
+from retryscope.analytics import connect, request_detail
 from retryscope.analytics._queries import arrow
 from retryscope.analytics._requests import _aliased_requests, _candidate_files
 from retryscope.cli import main
@@ -64,7 +63,7 @@ def _whole(con: duckdb.DuckDBPyConnection, ident: str) -> tuple[pa.Table, pa.Tab
 def test_lookup_equals_the_whole_data_set_query(split: Path) -> None:
     con, dataset = connect(split)
     assert {e.bloom_offset is None for e in dataset.lookup} == {True, False}
-    apply(con)
+    con.scoped()
     requests = con.sql(
         "SELECT logical_request_id, trace_id, idempotency_digest FROM request_base "
         "ORDER BY logical_request_id"
@@ -94,7 +93,7 @@ def test_lookup_equals_the_whole_data_set_query(split: Path) -> None:
 
 def test_lookup_reads_only_the_files_that_may_hold_the_request(split: Path) -> None:
     con, dataset = connect(split)
-    cur = con.cursor()
+    cur = con.con.cursor()
     picked = 0
     for lrid, trace_id in con.sql(
         "SELECT DISTINCT logical_request_id, trace_id FROM spans "
@@ -135,7 +134,7 @@ def test_lookup_skips_a_file_whose_pages_do_not_decode(
     con, dataset = connect(root)
     assert dataset.skipped == ()  # the footer reads: only the pages are garbled
     assert request_detail(con, lrid)[1].num_rows == 0  # its rows were in the garbled file
-    assert [s.path for s in skipped_files(con, dataset)] == [victim]
+    assert [s.path for s in con.skipped_files()] == [victim]
     assert main(["request", str(root), lrid]) == 1
     assert f"warning: skipped {victim}: " in capsys.readouterr().err
 
@@ -166,7 +165,7 @@ def test_row_groups_without_values_are_never_candidates(tmp_path: Path) -> None:
         (False, "d04", "d07"),
     ]
     assert digests[1].bloom_offset is not None
-    cur = con.cursor()
+    cur = con.con.cursor()
     assert _candidate_files(cur, "idempotency_digest", "d01") == []
     assert _candidate_files(cur, "idempotency_digest", "d05") == [str(path)]
     assert _candidate_files(cur, "logical_request_id", "r09") == []  # beyond the maximum

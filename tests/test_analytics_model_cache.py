@@ -15,13 +15,13 @@ import duckdb
 import pytest
 
 from retryscope.analytics import (
+    AuditModel,
     DataSet,
     Filters,
     build_report,
     connect,
     findings,
     request_detail,
-    skipped_files,
 )
 from retryscope.analytics.model import MODEL_TABLES, model_directory
 from retryscope.analytics.model._cache import UNIT_FILES, model_fingerprint
@@ -33,10 +33,9 @@ from tests.reliability.support import garbled_copy, visible_files
 from tests.test_analytics_randomized import _generate
 
 
-def model_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+def model_stats(con: AuditModel) -> dict[str, Any]:
     """What the model build on ``con`` did: time partitions built now and in all."""
-    ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
-    return dict(stats)
+    return dict(con.stats)
 
 
 def _report(root: Path, cache: Path | None, filters: Filters | None = None) -> tuple[str, int]:
@@ -203,10 +202,10 @@ def test_files_the_build_skipped_stay_skipped(data: Path, tmp_path: Path) -> Non
     pages = garbled_copy(victim)
     cache = tmp_path / "cache"
     for expect_built in (1, 0):
-        con, dataset = connect(root, model_cache=cache)
+        con, _ = connect(root, model_cache=cache)
         report = build_report(con)
         assert model_stats(con)["built"] == expect_built
-        assert [Path(s.path).name for s in skipped_files(con, dataset)] == [pages.name]
+        assert [Path(s.path).name for s in con.skipped_files()] == [pages.name]
         assert report["logical_requests"] == 120
         assert findings(con).num_rows == findings(connect(data)[0]).num_rows
 
@@ -220,9 +219,9 @@ def test_drill_downs_and_object_stores_do_not_use_the_cache(data: Path, tmp_path
     plain, plain_attempts = request_detail(connect(data)[0], ident)
     assert (summary.equals(plain), attempts.equals(plain_attempts)) == (True, True)
     # a drill-down builds its request's own model on a cursor, not the data set's
-    assert con.execute("SELECT getvariable('rs_model_built')").fetchall() == [(False,)]
+    assert not con.built
     remote, _ = connect(DataSet("s3://bucket/audit", ()), model_cache=cache)
-    assert remote.execute("SELECT getvariable('rs_model_cache')").fetchall() == [(None,)]
+    assert remote.cache is None
 
 
 def test_cli_model_cache_flag_and_environment(
@@ -300,9 +299,9 @@ def test_a_connection_reused_for_another_data_set_switches_models(
     con, _ = connect(data)
     with caplog.at_level(logging.WARNING, logger="retryscope.analytics.model._build"):
         assert build_report(con)["logical_requests"] == 120
-        connect(other.directory, con=con, model_cache=cache)
+        con, _ = connect(other.directory, con=con.con, model_cache=cache)
         assert build_report(con)["logical_requests"] == 40
         assert model_stats(con)["built"] == 0
-        connect(data, con=con)
+        con, _ = connect(data, con=con.con)
         assert build_report(con)["logical_requests"] == 120
     assert caplog.text == ""

@@ -17,10 +17,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import build_report, connect, findings, skipped_files
+from retryscope.analytics import build_report, connect, findings
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _partitions as mp
-from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.model._partition import (
     PER_REQUEST_TABLES,
     PROJECTIONS,
@@ -87,7 +86,7 @@ def test_request_base_is_kept_as_the_projection_of_request_facts_it_is(
     assert rows > 100
     # the model built for the data set names it a view of what it keeps
     model, _ = connect(randomized[0])
-    ensure_model(model)
+    model.build()
     assert model.execute("SELECT count(*) FROM request_base").fetchall() == [(rows,)]
     views = model.execute(
         "SELECT view_name FROM duckdb_views() WHERE temporary AND view_name = 'request_base'"
@@ -229,13 +228,13 @@ def test_an_undecodable_file_is_skipped_by_a_partitioned_build(
     victim = visible_files(root)[0]
     pages = garbled_copy(victim)
     monkeypatch.delenv(mp.PARTITIONS_ENV, raising=False)
-    one_pass, whole = connect(root)
+    one_pass, _ = connect(root)
     reference = json.dumps(build_report(one_pass), sort_keys=True, default=str)
-    assert [Path(f.path).name for f in skipped_files(one_pass, whole)] == [pages.name]
+    assert [Path(f.path).name for f in one_pass.skipped_files()] == [pages.name]
     monkeypatch.setenv(mp.PARTITIONS_ENV, "3")
-    con, dataset = connect(root, model_cache=tmp_path / "cache" if cached else None)
+    con, _ = connect(root, model_cache=tmp_path / "cache" if cached else None)
     assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
-    assert [Path(f.path).name for f in skipped_files(con, dataset)] == [pages.name]
+    assert [Path(f.path).name for f in con.skipped_files()] == [pages.name]
 
 
 def test_a_bad_partition_count_is_named(

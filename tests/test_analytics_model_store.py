@@ -68,13 +68,13 @@ def test_partitions_built_together_give_the_model_built_one_by_one(
 ) -> None:
     together, _ = connect(hours)
     report = json.dumps(build_report(together), sort_keys=True, default=str)
-    ((stats,),) = together.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    stats = together.stats
     assert stats["partitions"] >= 3
     assert stats["straddlers"] == 0  # one build: no request is in two
     monkeypatch.setattr(_build, "BUILD_SPAN_ROWS", 1)
     apart, _ = connect(hours)
     assert json.dumps(build_report(apart), sort_keys=True, default=str) == report
-    ((stats,),) = apart.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    stats = apart.stats
     assert stats["straddlers"] > 0
     assert model_differences(together, apart) == {}
     assert model_rows(apart)["all_attempt_facts"] > 0
@@ -88,13 +88,13 @@ def test_an_uncompressed_model_holds_the_compressed_models_rows(
     # every commit of the build would checkpoint (and compress) the model
     plain.execute("SET checkpoint_threshold = '1KB'")
     report = json.dumps(build_report(plain), sort_keys=True, default=str)
-    ((stats,),) = plain.execute("SELECT getvariable('rs_model_stats')").fetchall()
+    stats = plain.stats
     assert stats["partitions"] >= 3
     assert stats["straddlers"] > 0
     assert model_differences(plain, connect(_flat_copy(hours, tmp_path / "flat"))[0]) == {}
-    assert plain.execute("SELECT current_setting('checkpoint_threshold')").fetchone() == (
-        "1000 bytes",
-    )
+    assert plain.execute("SELECT current_setting('checkpoint_threshold')").fetchall() == [
+        ("1000 bytes",)
+    ]
 
     # each partition's rows exceed the budget: the store compresses after each one
     monkeypatch.setattr(_store, "UNCOMPRESSED_BYTES_PER_SPAN_ROW", 2**40)

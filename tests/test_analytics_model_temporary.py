@@ -21,7 +21,6 @@ from retryscope.analytics import build_report, connect
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _build
 from retryscope.analytics.model import _temporary as temporary
-from retryscope.analytics.model._build import ensure_model, model_paths
 from retryscope.analytics.model._store import UNCOMPRESSED_BYTES_PER_SPAN_ROW
 from retryscope.analytics.model._temporary import PREFIX
 from tests.model_support import model_differences, model_rows
@@ -46,7 +45,7 @@ def _with_budget(
     con, _ = connect(data, con=new_connection(temp_directory=spill))
     budget = _span_rows(con) * UNCOMPRESSED_BYTES_PER_SPAN_ROW + spare
     monkeypatch.setattr(_build, "_uncompressed_budget", lambda con: budget)
-    ensure_model(con)
+    con.build()
     return con
 
 
@@ -59,12 +58,12 @@ def test_a_model_that_fits_stays_in_memory_one_byte_more_goes_to_a_directory(
 ) -> None:
     spill = tmp_path / "spill"
     fits = _with_budget(monkeypatch, data, spill, 0)
-    assert model_paths(fits) == []
+    assert list(fits.paths) == []
     assert _temporaries(spill) == []
 
     beyond = _with_budget(monkeypatch, data, spill, -1)
     (directory,) = _temporaries(spill)
-    paths = model_paths(beyond)
+    paths = list(beyond.paths)
     assert paths
     assert all(Path(p).is_relative_to(directory) for p in paths)
     assert model_differences(fits, beyond) == {}
@@ -81,17 +80,17 @@ def test_the_directory_goes_with_the_connections_next_model(
     spill = tmp_path / "spill"
     con = _with_budget(monkeypatch, data, spill, -1)
     (first,) = _temporaries(spill)
-    connect(data, con=con)  # the same connection opens the data set again
-    ensure_model(con)
+    con, _ = connect(data, con=con.con)  # the same connection opens the data set again
+    con.build()
     (second,) = _temporaries(spill)
     assert second != first
     assert not first.exists()
     assert model_rows(con)["all_attempt_facts"] > 0  # read from the second directory
     monkeypatch.setattr(_build, "_uncompressed_budget", lambda con: 2**62)
-    connect(data, con=con)  # and again, its model now in memory
-    ensure_model(con)
+    con, _ = connect(data, con=con.con)  # and again, its model now in memory
+    con.build()
     assert _temporaries(spill) == []
-    assert model_paths(con) == []
+    assert list(con.paths) == []
 
 
 def test_the_directory_goes_with_its_connection(
@@ -111,10 +110,9 @@ import os, sys
 from retryscope.analytics import connect
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics.model import _build
-from retryscope.analytics.model._build import ensure_model, model_paths
 _build._uncompressed_budget = lambda con: 1
 con, _ = connect(sys.argv[1], con=new_connection(temp_directory=sys.argv[2]))
-ensure_model(con)
+con.build()
 """
 """A process that builds a data set's model into a temporary directory (then runs more)."""
 
@@ -133,7 +131,7 @@ def _run(script: str, data: Path, spill: Path) -> str:
 def test_the_process_leaves_no_directory_behind(data: Path, tmp_path: Path) -> None:
     spill = tmp_path / "spill"
     # it exits without closing the connection
-    assert int(_run("print(len(model_paths(con)))", data, spill)) > 0  # built in a directory
+    assert int(_run("print(len(list(con.paths)))", data, spill)) > 0  # built in a directory
     assert _temporaries(spill) == []
 
 
@@ -142,7 +140,7 @@ pid = os.fork()
 if pid == 0:
     sys.exit(0)  # a normal exit: the child runs the finalizers it inherited
 os.waitpid(pid, 0)
-print(all(os.path.exists(p) for p in model_paths(con)))
+print(all(os.path.exists(p) for p in list(con.paths)))
 """
 
 
@@ -185,5 +183,5 @@ def test_a_directory_that_cannot_be_made_or_filled_leaves_the_model_in_memory(
             assert json.dumps(build_report(con), sort_keys=True, default=str) == reference
         assert "temporary model directory" in caplog.text
         assert expected in caplog.text
-        assert model_paths(con) == []  # in memory
+        assert list(con.paths) == []  # in memory
         assert _temporaries(spill) == []  # nothing left of the attempt

@@ -15,8 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from retryscope import vocabulary as v
-from retryscope.analytics import findings
-from retryscope.analytics._dataset import connect
+from retryscope.analytics import connect, findings
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.recorder import MS, T0
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import duckdb
 
-from retryscope.analytics._filters import apply
 from tests.recorder import MS, T0, Clock, Recorder
 
 
 def _request_rows(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[object, ...]]:
-    apply(con, None)
+    con.scoped()
     rows = con.execute(
         "SELECT logical_request_id, epoch_ns(started_at), epoch_ns(ended_at), has_request_span,"
         " terminal, tenant, operation, entry_route FROM request_base"

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 
 from retryscope.analytics import RULES, connect, findings
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics._findings import RULES_BY_ID
 from retryscope.analytics._queries import load
 from retryscope.demo._run import generate
 
@@ -88,5 +88,5 @@ def test_every_finding_row_has_its_rules_catalog_severity(tmp_path: Path) -> Non
     generate(tmp_path / "demo", 40, seed=7, scenario="all", progress=False)
     rows = findings(connect(tmp_path / "demo")[0]).to_pylist()
     assert {r["severity"] for r in rows} == {"error", "warning", "info"}
-    wrong = [r for r in rows if r["severity"] != BY_ID[r["rule_id"]].severity.value]
+    wrong = [r for r in rows if r["severity"] != RULES_BY_ID[r["rule_id"]].severity.value]
     assert wrong == []

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from retryscope.cli import main
 from retryscope.instrumentation.ingest._json_depth import deep_lines, line_depths
-from retryscope.instrumentation.ingest._limits import IngestLimits, parse_size
 from retryscope.instrumentation.ingest._run import ingest
+from retryscope.instrumentation.ingest.limits import IngestLimits, parse_size
 
 from .export_support import make_spans, otlp_json_line, otlp_proto, read_rows
 

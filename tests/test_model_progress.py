@@ -12,16 +12,13 @@ from pathlib import Path
 import pytest
 
 from retryscope.analytics import connect
-from retryscope.analytics._commands import CACHE_HINT, Engine, _open
+from retryscope.analytics.commands import CACHE_HINT, Engine, _opened
 from retryscope.analytics.model import Progress, TerminalProgress, _build
-from retryscope.analytics.model._build import ensure_model
 from retryscope.analytics.model._progress import (
     HINT_AFTER_S,
     STAGE_DONE,
     STAGE_PARTITIONS,
     Tracker,
-    callback_of,
-    set_progress,
 )
 from tests.test_analytics_incremental import _traffic
 
@@ -41,8 +38,8 @@ def test_a_build_reports_each_time_partition_then_done(
     root = _traffic(tmp_path / "data", seed=3, per_hour=4, hours=3)
     seen: list[Progress] = []
     con, _ = connect(root)
-    set_progress(con, seen.append)
-    ensure_model(con)
+    con.progress = seen.append
+    con.build()
     partitions = [p for p in seen if p.stage == STAGE_PARTITIONS]
     total = partitions[0].total
     assert total >= 3
@@ -96,7 +93,7 @@ from retryscope.analytics.model._partition import new_connection
 def on(con):
     return con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
 con, _ = connect(sys.argv[1])
-print(on(duckdb.connect(":memory:")), on(con), on(con.cursor()), on(new_connection()))
+print(on(duckdb.connect(":memory:")), on(con), on(con.con.cursor()), on(new_connection()))
 """
 
 
@@ -116,8 +113,8 @@ def test_no_connection_prints_duckdbs_progress_bar(tmp_path: Path) -> None:
 
 def test_the_commands_report_progress_to_stderr(tmp_path: Path) -> None:
     root = _traffic(tmp_path / "data", seed=5, per_hour=3, hours=1)
-    with _open(str(root)) as con:
-        show = callback_of(con)
+    with _opened(str(root)) as con:
+        show = con.progress
         assert isinstance(show, TerminalProgress)
         assert show.enabled == sys.stderr.isatty()
 
@@ -150,8 +147,8 @@ def test_the_commands_hint_at_a_model_cache_only_without_one(
     monkeypatch.setattr(sys, "stderr", terminal)
     root = _traffic(tmp_path / "data", seed=5, per_hour=3, hours=1)
     engine = Engine(model_cache=str(tmp_path / "cache")) if cached else Engine()
-    with _open(str(root), engine) as con:
-        show = callback_of(con)
+    with _opened(str(root), engine) as con:
+        show = con.progress
         assert show is not None
         show(Progress(STAGE_PARTITIONS, 0, 1, 2.0))
         show(Progress(STAGE_DONE, 1, 1, HINT_AFTER_S))

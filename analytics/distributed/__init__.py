@@ -7,9 +7,11 @@ Needs the ``spark`` extra (and Java 17+) to build; reading a built model needs o
 ``analytics`` extra."""
 
 from retryscope.analytics.distributed._columns import model_columns
+from retryscope.analytics.distributed._command import spark_model_command
 from retryscope.analytics.distributed._commit import BuildError, commit
 from retryscope.analytics.distributed._layout import (
     BuiltModelStore,
+    Location,
     Manifest,
     attach_model,
     default_location,
@@ -27,6 +29,7 @@ __all__ = [
     "SPARK_CONF",
     "BuildError",
     "BuiltModelStore",
+    "Location",
     "Manifest",
     "SparkBuild",
     "TaskResult",
@@ -38,5 +41,6 @@ __all__ = [
     "read_manifest",
     "run_task",
     "span_table",
+    "spark_model_command",
     "spark_session",
 ]

@@ -29,17 +29,20 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import duckdb
 import pyarrow.fs as pafs
 
+from retryscope._fs import make_dirs
 from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model._cache import model_fingerprint
 from retryscope.analytics.model._partition import MODEL_TABLES
-from retryscope.analytics.model._store import Modes, Store, drop_views, make_dirs
+from retryscope.analytics.model._store import Modes, Store, drop_views
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 FORMAT: Final = 1
 """The layout of a model directory (bump when it changes)."""
@@ -268,12 +271,13 @@ class BuiltModelStore(Store):
         return [f for table in MODEL_TABLES for f in self.files(table)]
 
 
-def attach_model(con: duckdb.DuckDBPyConnection, model: str, dataset: DataSet) -> BuiltModelStore:
-    """Name the model in the model directory ``model`` (local or ``s3://``) as the model
-    of the data set ``con`` was connected to (:func:`~retryscope.analytics.connect`), so
-    every report, finding, what-if and UI page reads it instead of building one. A
-    ValueError says why a directory cannot serve: no manifest, other SQL, or another
-    state of the data set (rebuild it)."""
+def attach_model(audit: AuditModel, model: str) -> BuiltModelStore:
+    """Take the model in the model directory ``model`` (local or ``s3://``) as the built
+    model of ``audit`` (:func:`~retryscope.analytics.connect`), so every report, finding,
+    what-if and UI page reads it instead of building one. A ValueError says why a
+    directory cannot serve: no manifest, other SQL, or another state of the data set
+    (rebuild it)."""
+    con, dataset = audit.con, audit.dataset
     location = Location(model)
     manifest = read_manifest(location)
     reason = stale_reason(manifest, dataset)
@@ -286,8 +290,7 @@ def attach_model(con: duckdb.DuckDBPyConnection, model: str, dataset: DataSet) -
     object_store.register(con, [location.uri])
     drop_views(con)
     store.point_views(con)
-    con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
-    con.execute("SET VARIABLE rs_model_built = true")
+    audit.use(store.paths())
     return store
 
 

@@ -14,18 +14,26 @@ from retryscope.analytics.model._partition import (
     build_across_requests,
     build_partition,
 )
-from retryscope.analytics.model._progress import Progress, ProgressCallback, TerminalProgress
+from retryscope.analytics.model._progress import (
+    STAGE_DONE,
+    Progress,
+    ProgressCallback,
+    TerminalProgress,
+    duration,
+)
 
 __all__ = [
     "ACROSS_REQUESTS_TABLES",
     "MODEL_TABLES",
     "PER_REQUEST_TABLES",
     "PROJECTIONS",
+    "STAGE_DONE",
     "Progress",
     "ProgressCallback",
     "Projection",
     "TerminalProgress",
     "build_across_requests",
     "build_partition",
+    "duration",
     "model_directory",
 ]

@@ -1,6 +1,7 @@
-"""Build the audit model over ``spans``, once per connection, when a query first needs it:
-per time partition (:mod:`._time_partitions`), each in memory and in request partitions
-when it is large for the memory limit (:mod:`._partitions`); then the requests found in
+"""Build the audit model over ``spans`` (:func:`build_model`, run once by
+:meth:`~retryscope.analytics.AuditModel.build`): per time partition
+(:mod:`._time_partitions`), each in memory and in request partitions when it is large for
+the memory limit (:mod:`._partitions`); then the requests found in
 more than one partition again from all their spans; then the tables across requests.
 With a model cache (:mod:`._cache`) only the partitions that are new or changed since the
 last build are built, and the rest is read from the cache; without one the model lives in
@@ -55,8 +56,8 @@ from retryscope.analytics.model._progress import (
     STAGE_DONE,
     STAGE_PARTITIONS,
     STAGE_STRADDLING,
+    ProgressCallback,
     Tracker,
-    callback_of,
 )
 from retryscope.analytics.model._store import (
     KEYS,
@@ -98,33 +99,31 @@ class Keeper(Protocol):
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None: ...
 
 
-def ensure_model(con: duckdb.DuckDBPyConnection, *, whole_data_set: bool = True) -> None:
-    """Build the audit model over ``spans`` the first time a query on ``con`` needs it
-    (``connect`` builds nothing, so opening a data set and looking up one request stay
-    cheap), updating the model cache ``connect`` was given and reading the rest from it.
-    A drill-down (``whole_data_set=False``, on a cursor whose ``spans`` is a table of one
-    request's rows) builds only that request's per-request tables."""
-    # one round trip: a drill-down runs this on a fresh cursor every time
-    ((built, cache, root),) = con.execute(
-        "SELECT getvariable('rs_model_built'), getvariable('rs_model_cache'),"
-        " getvariable('rs_root')"
-    ).fetchall()
-    if built:
-        return
-    if whole_data_set:
-        _build_data_set(con, str(root or ""), None if cache is None else str(cache))
-    else:
-        con.execute(f"ALTER TABLE temp.main.spans RENAME TO {SOURCE}")
-        build_tables(con)
-    con.execute("SET VARIABLE rs_model_built = true")
+@dataclass(frozen=True, slots=True)
+class Built:
+    """What a model build left: the files the model's views read (a cached model's
+    Parquet files; none for a model in memory: what a connection locked down to the data
+    set's files must still be allowed to read) and what it did (``retryscope model``
+    prints it): time partitions ``built`` now of ``partitions`` in all, the most
+    ``request_partitions`` one took, ``straddlers`` (requests across partitions)."""
+
+    paths: tuple[str, ...]
+    stats: dict[str, int]
 
 
-def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None) -> None:
+def build_model(
+    con: duckdb.DuckDBPyConnection,
+    root: str,
+    cache: str | None,
+    progress: ProgressCallback | None = None,
+) -> Built:
+    """Build the audit model over the ``spans`` of ``con`` (a connection of the data set
+    at ``root``), updating the model ``cache`` directory and reading the rest from it;
+    ``progress`` receives the build's progress."""
     request_partitions.configured_partitions(con, 0)  # a bad setting is named before any work
     drop_views(con)  # a model an earlier data set left on con
     temporary.release(con)  # (its files, once no view reads them)
-    con.execute("SET VARIABLE rs_model_paths = []")
-    tracker = Tracker(callback_of(con))
+    tracker = Tracker(progress)
     what = "model cache"
     if cache is None and _exceeds_memory_budget(con, root):
         what = "temporary model directory"
@@ -143,9 +142,7 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
             temporary.release(con)
         else:
             store.point_views(con)
-            con.execute("SET VARIABLE rs_model_paths = ?", [store.paths()])
-            _finish(con, tracker, built, len(store.units), store.straddlers)
-            return
+            return _finish(tracker, store.paths(), built, len(store.units), store.straddlers)
     parts = _time_partitions(con, root)
     memory = MemoryStore(
         con,
@@ -173,7 +170,7 @@ def _build_data_set(con: duckdb.DuckDBPyConnection, root: str, cache: str | None
     _build_across(con, memory, tracker, memory.keep_across)
     memory.point_views(con)
     built = [k for group, k in zip(groups, taken, strict=True) for _ in group]
-    _finish(con, tracker, built, len(parts), straddlers)
+    return _finish(tracker, [], built, len(parts), straddlers)
 
 
 def _build_rows(con: duckdb.DuckDBPyConnection) -> int:
@@ -208,31 +205,19 @@ def _uncompressed_budget(con: duckdb.DuckDBPyConnection) -> int:
     return uncompressed_budget(request_partitions.memory_limit_bytes(str(setting)))
 
 
-def model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The files the model's views on ``con`` read (a cached model's Parquet files; none
-    for a model in memory): what a connection locked down to the data set's files must
-    still be allowed to read."""
-    ((paths,),) = con.execute("SELECT getvariable('rs_model_paths')").fetchall()
-    return [str(p) for p in paths or ()]
-
-
 def _finish(
-    con: duckdb.DuckDBPyConnection, tracker: Tracker, built: list[int], parts: int, straddlers: int
-) -> None:
-    """Record what the build did (``retryscope model`` prints it): time partitions built
-    now and in all, the most request partitions one took, requests across partitions."""
-    con.execute(
-        "SET VARIABLE rs_model_stats = ?",
-        [
-            {
-                "built": len(built),
-                "partitions": parts,
-                "request_partitions": max(built, default=1),
-                "straddlers": straddlers,
-            }
-        ],
-    )
+    tracker: Tracker, paths: Sequence[str], built: list[int], parts: int, straddlers: int
+) -> Built:
     tracker.report(STAGE_DONE, parts, parts)
+    return Built(
+        tuple(paths),
+        {
+            "built": len(built),
+            "partitions": parts,
+            "request_partitions": max(built, default=1),
+            "straddlers": straddlers,
+        },
+    )
 
 
 class _InMemory:

@@ -46,10 +46,11 @@ import pyarrow.parquet as pq
 
 from retryscope import __version__
 from retryscope._environment import CACHE_ENV as CACHE_ENV
+from retryscope._fs import make_dirs
 from retryscope.analytics._queries import sql_string
 from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._partition import ACROSS_REQUESTS_TABLES, PER_REQUEST_TABLES
-from retryscope.analytics.model._store import KEYS, Modes, Store, make_dirs
+from retryscope.analytics.model._store import KEYS, Modes, Store
 
 FORMAT: Final = 3
 """The layout of a model directory (bump when it changes)."""

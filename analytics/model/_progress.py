@@ -1,13 +1,12 @@
 """Progress of long work (a model build): what stage, how far, how long so far and how
-long still, reported to a callback a caller registers for a connection (the UI shows it;
-the CLI prints it on a terminal with :class:`TerminalProgress`, and nothing when stderr is
-not a terminal)."""
+long still, reported to the callback of the :class:`~retryscope.analytics.AuditModel`
+building it (the UI shows it; the CLI prints it on a terminal with
+:class:`TerminalProgress`, and nothing when stderr is not a terminal)."""
 
 from __future__ import annotations
 
 import sys
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TextIO
@@ -40,10 +39,6 @@ STAGE_STRADDLING: Final = "rebuilding requests that straddle partitions"
 STAGE_ACROSS: Final = "building the tables across requests"
 STAGE_DONE: Final = "model ready"
 
-_callbacks: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, ProgressCallback] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 def quiet_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` without DuckDB's own progress bar, which writes to stdout for any query over
@@ -52,18 +47,6 @@ def quiet_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     connection's config, so it is set on the connection.)"""
     con.execute("SET enable_progress_bar = false")
     return con
-
-
-def set_progress(con: duckdb.DuckDBPyConnection, callback: ProgressCallback | None) -> None:
-    """Report the progress of long work on ``con`` (a model build) to ``callback``."""
-    if callback is None:
-        _callbacks.pop(con, None)
-    else:
-        _callbacks[con] = callback
-
-
-def callback_of(con: duckdb.DuckDBPyConnection) -> ProgressCallback | None:
-    return _callbacks.get(con)
 
 
 class Tracker:
@@ -122,10 +105,10 @@ class TerminalProgress:
             return
         if not self._shown and (p.elapsed_s < self._after_s or p.stage == STAGE_DONE):
             return  # quick work shows nothing
-        estimate = "" if p.remaining_s is None else f", about {_duration(p.remaining_s)} left"
+        estimate = "" if p.remaining_s is None else f", about {duration(p.remaining_s)} left"
         line = (
             f"{p.stage}: {p.done} of {p.total} ({p.fraction:.0%}), "
-            f"{_duration(p.elapsed_s)} elapsed{estimate}"
+            f"{duration(p.elapsed_s)} elapsed{estimate}"
         )
         end = "\n" if p.stage == STAGE_DONE else ""
         if p.stage == STAGE_DONE and self._hint and p.elapsed_s >= HINT_AFTER_S:
@@ -135,7 +118,8 @@ class TerminalProgress:
         self._shown = p.stage != STAGE_DONE
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``seconds`` as a progress line writes it (``42 s``, ``3 min 05 s``)."""
     if seconds < 60:
         return f"{seconds:.0f} s"
     minutes, rest = divmod(round(seconds), 60)

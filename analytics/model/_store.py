@@ -94,20 +94,6 @@ def _data_files(path: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def make_dirs(path: Path, mode: int) -> None:
-    """``path`` and its missing parents, each created with exactly ``mode``."""
-    missing = []
-    while not path.is_dir():
-        missing.append(path)
-        if path.parent == path:
-            break
-        path = path.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            directory.mkdir()
-            os.chmod(directory, mode)
-
-
 class Store(abc.ABC):
     """What every store does: name the model's tables on a connection."""
 

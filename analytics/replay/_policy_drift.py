@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import pyarrow as pa
@@ -39,11 +39,11 @@ from duckdb.sqltypes import BIGINT, VARCHAR
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope._fs import make_dirs
 from retryscope.analytics import _object_store as object_store
 from retryscope.analytics._dataset import DataSet
-from retryscope.analytics._filters import Filters, apply
+from retryscope.analytics._filters import Filters
 from retryscope.analytics._queries import create_table, load
-from retryscope.analytics.model._store import make_dirs
 from retryscope.canonical import canonical_json
 from retryscope.control import (
     Admission,
@@ -73,6 +73,9 @@ from retryscope.control import (
 )
 from retryscope.instrumentation import ExportConfig
 from retryscope.vocabulary import Terminal
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 POLICY_DIR: Final = "_policies"
 """Directory of policy side files inside a data set (ignored by the Parquet discovery)."""
@@ -160,12 +163,14 @@ def _remote_side_files(dataset: DataSet) -> list[tuple[str, str]]:
     return found
 
 
-def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
-    """Load ``policy_documents`` (a temp table) and register the evaluator function on
-    ``con`` (cheap)."""
-    create_table(
-        con, "policy_documents", POLICY_DOCUMENTS, load_policy_documents(dataset), temp=True
-    )
+def install(model: AuditModel) -> None:
+    """Load the data set's ``policy_documents`` (a temp table) and register the evaluator
+    function on the model's connection, once."""
+    if "policy_drift" in model.installed:
+        return
+    con = model.con
+    documents = load_policy_documents(model.dataset)
+    create_table(con, "policy_documents", POLICY_DOCUMENTS, documents, temp=True)
     with contextlib.suppress(duckdb.InvalidInputException):  # first install on this con
         con.remove_function("rs_policy_drift")
     con.create_function(
@@ -176,23 +181,27 @@ def install(con: duckdb.DuckDBPyConnection, dataset: DataSet) -> None:
         null_handling=FunctionNullHandling.SPECIAL,
         side_effects=False,
     )
+    model.installed.add("policy_drift")
 
 
-def install_macro(con: duckdb.DuckDBPyConnection) -> None:
-    """Create ``policy_drift_rows()`` over the scope tables (after ``apply``: they exist)."""
-    con.execute(load("policy_drift"))
+def install_macro(model: AuditModel) -> None:
+    """Create ``policy_drift_rows()`` over the scope tables (the model scoped: they
+    exist), the evaluator installed first."""
+    install(model)
+    model.con.execute(load("policy_drift"))
 
 
-def known_policy_count(con: duckdb.DuckDBPyConnection) -> int:
+def known_policy_count(model: AuditModel) -> int:
     """How many distinct policy documents the data set carries (request spans and side
     files): the policies whose requests :func:`policy_drift` can check."""
-    install_macro(con)
-    row = con.execute("SELECT count(*) FROM known_policies()").fetchone()
+    model.scoped()
+    install_macro(model)
+    row = model.con.execute("SELECT count(*) FROM known_policies()").fetchone()
     return int(row[0]) if row else 0
 
 
 def policy_drift(
-    con: duckdb.DuckDBPyConnection,
+    model: AuditModel,
     *,
     filters: Filters | None = None,
     max_requests: int = DEFAULT_MAX_REQUESTS,
@@ -202,8 +211,8 @@ def policy_drift(
     route, time, ``observed`` and ``planned`` (JSON) and the evaluator's message."""
     if max_requests < 1:
         raise ValueError(f"max_requests must be >= 1, got {max_requests}")
-    apply(con, filters)
-    install_macro(con)
+    con = model.scoped(filters)
+    install_macro(model)
     con.execute("SET VARIABLE rs_drift_cap = ?", [max_requests])
     table: pa.Table = con.sql(
         "SELECT * FROM policy_drift_rows() ORDER BY time, logical_request_id"

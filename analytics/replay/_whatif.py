@@ -19,14 +19,17 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import pyarrow as pa
 
-from retryscope.analytics._filters import Filters, apply
+from retryscope.analytics._filters import Filters
 from retryscope.analytics._queries import arrow, load
 from retryscope.control import RetryPolicy, policy_from_json, policy_from_toml
+
+if TYPE_CHECKING:
+    from retryscope.analytics._audit_model import AuditModel
 
 DEFAULT_WINDOW_MS: Final = 60_000
 """Retry-budget window (the load metric's default window)."""
@@ -104,17 +107,19 @@ def read_policy_file(path: str | os.PathLike[str]) -> RetryPolicy:
     return decode(text, accepted_owners=frozenset({owner}))
 
 
-def _install(con: duckdb.DuckDBPyConnection) -> None:
+def _install(model: AuditModel, filters: Filters | None) -> duckdb.DuckDBPyConnection:
+    """The model's connection scoped to ``filters``, with the replay's macros over it."""
+    con = model.scoped(filters)
     con.execute(load("whatif"))
+    return con
 
 
 def whatif_requests(
-    con: duckdb.DuckDBPyConnection, policy: WhatIf, *, filters: Filters | None = None
+    model: AuditModel, policy: WhatIf, *, filters: Filters | None = None
 ) -> pa.Table:
     """One row per request: recorded vs replayed attempts, cost, status, deadline miss,
     where it was cut and why, the backoff shift, and whether the result is an estimate."""
-    apply(con, filters)
-    _install(con)
+    con = _install(model, filters)
     table: pa.Table = con.sql(
         "SELECT * FROM whatif_requests($max_attempts, $no_fallback, $max_backoff_ms,"
         " $retry_budget, $window_ms)",
@@ -123,12 +128,8 @@ def whatif_requests(
     return table
 
 
-def whatif(
-    con: duckdb.DuckDBPyConnection, policy: WhatIf, *, filters: Filters | None = None
-) -> pa.Table:
+def whatif(model: AuditModel, policy: WhatIf, *, filters: Filters | None = None) -> pa.Table:
     """Summary rows (requests, attempts, cost_micros, successes, success_rate,
     deadline_misses): ``recorded``, ``replayed_low``, ``replayed_high`` (NULL when
     unbounded), and the counts of ``estimated_requests`` and ``unknown_requests``."""
-    apply(con, filters)
-    _install(con)
-    return arrow(con, "whatif_summary", policy.params())
+    return arrow(_install(model, filters), "whatif_summary", policy.params())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from retryscope.analytics._browse import RequestSort
+from retryscope.analytics import RequestSort
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import streamlit as st
 
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 
@@ -80,7 +80,7 @@ def rule_kpi(label: str, value: Any, rule: str, **query: Any) -> Kpi:
         label,
         fmt.count(value),
         opens=explorer.params(rule=rule, **query),
-        help=BY_ID[rule].meaning,
+        help=RULES_BY_ID[rule].meaning,
     )
 
 

@@ -9,8 +9,7 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics._browse import RequestQuery, RequestSort
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
@@ -61,7 +60,7 @@ def render() -> None:
                 "Deadline exhausted",
                 fmt.count(d["deadline_exhausted"]),
                 opens=explorer.params(terminal="stop_deadline", sort=RequestSort.DURATION),
-                help=BY_ID["deadline_exhausted"].meaning,
+                help=RULES_BY_ID["deadline_exhausted"].meaning,
             ),
             Kpi(
                 "Exhausted rate",

@@ -14,7 +14,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
@@ -142,7 +142,7 @@ def render() -> None:
     st.subheader(f"Cases to review: {len(cases):,} request(s)")
     st.caption(
         " ".join(
-            f"**{name.capitalize()}** ({counts[rule]:,}): {BY_ID[rule].meaning}"
+            f"**{name.capitalize()}** ({counts[rule]:,}): {RULES_BY_ID[rule].meaning}"
             for name, rule in CASES
         )
         + " A request can be in several cases. Select a row to open it."

@@ -8,8 +8,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics import RULES, Severity
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES, RULES_BY_ID, Severity
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
@@ -47,14 +46,14 @@ def render() -> None:
         rule
         for rule in sorted(counts)
         if (not rules or rule in rules)
-        and (not severities or BY_ID[rule].severity.value in severities)
+        and (not severities or RULES_BY_ID[rule].severity.value in severities)
     ]
     total = sum(counts[rule] for rule in chosen)
     bars = pd.DataFrame(
         {
             "rule_id": chosen,
             "findings": [counts[r] for r in chosen],
-            "severity": [BY_ID[r].severity.value for r in chosen],
+            "severity": [RULES_BY_ID[r].severity.value for r in chosen],
         }
     )
     event = st.altair_chart(

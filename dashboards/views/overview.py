@@ -12,10 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics import RULES, Severity
-from retryscope.analytics._browse import RequestSort
-from retryscope.analytics._figures import trend_bucket
-from retryscope.analytics._metrics import DEFAULT_THRESHOLDS
+from retryscope.analytics import RULES, RequestSort, Severity, Thresholds, trend_bucket
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
@@ -24,6 +21,8 @@ from retryscope.dashboards.views.common import Kpi, frame, kpi_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 OFFENDERS_LISTED = 5
+THRESHOLDS = Thresholds()
+"""The thresholds the report and the findings the Overview shows were computed with."""
 _BRUSHES = "overview_brushes_applied"
 # load windows up to this many are drawn one by one, empty ones as gaps in the line
 WINDOWS_FILLED = 20_000
@@ -253,7 +252,7 @@ def _trends(ctx: Context) -> None:
     amp = frame(ctx.source.query("amplification", ctx.filters, "time_bucket", bucket))
     slots = _slots(width, first, last)
     series = slots.merge(amp.rename(columns={"value": "label"}), on="label", how="left")
-    window = timedelta(milliseconds=DEFAULT_THRESHOLDS.load_window_ms)
+    window = timedelta(milliseconds=THRESHOLDS.load_window_ms)
     loads = frame(ctx.source.query("load", ctx.filters))
     loads["label"] = pd.to_datetime(loads["window_start"]).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     storms = _labelled(
@@ -275,7 +274,7 @@ def _trends(ctx: Context) -> None:
     st.caption(
         f"Per {_width_text(width)} of the requests in scope (UTC). Red bands: storm windows "
         f"({_width_text(window)}) where repeats exceeded the "
-        f"{fmt.pct(DEFAULT_THRESHOLDS.retry_budget, 0)} retry budget ({len(storms):,} of "
+        f"{fmt.pct(THRESHOLDS.retry_budget, 0)} retry budget ({len(storms):,} of "
         f"{len(loads):,} with traffic). Click a bar or a point to list its requests; drag across a "
         "chart to narrow the time range."
     )
@@ -317,7 +316,7 @@ def _trends(ctx: Context) -> None:
                 "retry fraction",
                 domain,
                 storms=storms,
-                budget=DEFAULT_THRESHOLDS.retry_budget,
+                budget=THRESHOLDS.retry_budget,
                 value_format=".1%",
                 pickable=True,
             ),

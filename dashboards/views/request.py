@@ -19,12 +19,12 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards._serve import TRACE_URL_ENV
+from retryscope.dashboards.serve import TRACE_URL_ENV
 from retryscope.dashboards.views.common import table
 
 _SEARCH = "request_search"
@@ -450,7 +450,7 @@ def _findings(findings: pd.DataFrame) -> None:
     table(f, FINDING_COLUMNS, as_text=True)
     with st.expander("What these rules mean"):
         for rule in dict.fromkeys(f["rule_id"]):
-            r = BY_ID.get(rule)
+            r = RULES_BY_ID.get(rule)
             if r is not None:
                 st.markdown(f"**{r.id}** ({r.severity.value}): {r.meaning} *{r.action}*")
 

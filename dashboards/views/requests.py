@@ -5,7 +5,7 @@ cost, findings); selecting one opens its drill-down.
 
 Its query lives in the URL (``retryscope.dashboards._explorer``), so a KPI, a chart mark
 or a table row elsewhere opens exactly the requests it counts, and a list can be shared.
-The rows come from ``retryscope.analytics._browse.request_list`` (the model's figures, the
+The rows come from ``retryscope.analytics.request_list`` (the model's figures, the
 same the report counts), sorted and cut in DuckDB: only the listed page reaches the browser.
 """
 
@@ -16,8 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics._browse import RequestQuery, RequestSort
-from retryscope.analytics._findings import BY_ID
+from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
@@ -164,7 +163,7 @@ def describe(query: RequestQuery) -> str:
     if query.terminal:
         parts.append(f"terminal `{query.terminal}`")
     if query.rule:
-        parts.append(f"a `{query.rule}` finding ({BY_ID[query.rule].severity.value})")
+        parts.append(f"a `{query.rule}` finding ({RULES_BY_ID[query.rule].severity.value})")
     if query.layer:
         parts.append(f"retries at layer `{query.layer}`")
     if query.min_receiver_attempts:

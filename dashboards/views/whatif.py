@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics.replay._whatif import DEFAULT_WINDOW_MS, WhatIf
+from retryscope.analytics.replay import DEFAULT_WINDOW_MS, WhatIf
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current

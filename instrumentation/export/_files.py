@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from retryscope._fs import make_dirs
 from retryscope.instrumentation.export._bloom_filters import bloom_filter_options
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._constant_arrays import is_constant
@@ -109,25 +110,6 @@ def split_by_partition(table: pa.Table, partitioning: Partitioning) -> list[tupl
         (name, table.filter(pc.equal(buckets, bucket)))
         for bucket, name in sorted(names.items(), key=lambda item: item[1])
     ]
-
-
-def make_dirs(path: Path, mode: int) -> None:
-    """Create ``path`` and missing parents with exactly ``mode`` (existing ones are left)."""
-    missing: list[Path] = []
-    current = path
-    while not current.is_dir():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir()
-        except FileExistsError:
-            if not directory.is_dir():
-                raise
-            continue  # a concurrent writer made it
-        os.chmod(directory, mode)
 
 
 def local_host_tag() -> str:

@@ -44,12 +44,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from retryscope._fs import make_dirs
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._files import (
     ARRIVAL,
     FileNamer,
     fsync_dir,
-    make_dirs,
     split_by_partition,
     write_partitioned,
 )

@@ -19,13 +19,13 @@ from retryscope.instrumentation.export._columns import SpanColumns
 from retryscope.instrumentation.export._config import ExportConfig
 from retryscope.instrumentation.export._files import FileNamer, write_partitioned
 from retryscope.instrumentation.ingest._json_depth import deep_lines
-from retryscope.instrumentation.ingest._limits import IngestLimits
 from retryscope.instrumentation.ingest._otlp_arrow import decode_json_lines
 from retryscope.instrumentation.ingest._otlp_decode import (
     OtlpFormatError,
     decode_proto,
     decode_traces,
 )
+from retryscope.instrumentation.ingest.limits import IngestLimits
 
 _SMALLEST_SPLIT: Final = 512 << 10
 """A declined block is split in halves while it is larger than this, unless the block

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from retryscope.instrumentation.ingest._limits import LimitExceeded
 from retryscope.instrumentation.ingest._source import Logical, TruncatedStream
+from retryscope.instrumentation.ingest.limits import LimitExceeded
 
 CHUNK: Final = 1 << 20
 BLOCK_BYTES: Final = 8 << 20

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from retryscope._fs import make_dirs
 from retryscope.instrumentation.export._config import ExportConfig
-from retryscope.instrumentation.export._files import make_dirs
 from retryscope.instrumentation.ingest._source import Identity
 
 LEDGER_DIR: Final = ".retryscope-ingest"

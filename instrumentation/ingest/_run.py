@@ -52,7 +52,6 @@ from retryscope.instrumentation.ingest._ledger import (
     head_digest,
     new_part_id,
 )
-from retryscope.instrumentation.ingest._limits import IngestLimits, LimitExceeded
 from retryscope.instrumentation.ingest._source import (
     GZIP_MAGIC,
     ZSTD_MAGIC,
@@ -63,6 +62,7 @@ from retryscope.instrumentation.ingest._source import (
     frame_payload,
     open_source,
 )
+from retryscope.instrumentation.ingest.limits import IngestLimits, LimitExceeded
 
 __all__ = ["LEDGER_DIR", "LEDGER_FILE", "IngestSummary", "ingest", "iter_sources"]
 

@@ -20,7 +20,7 @@ from typing import IO, Any, Final, Protocol
 
 import zstandard
 
-from retryscope.instrumentation.ingest._limits import (
+from retryscope.instrumentation.ingest.limits import (
     RATIO_GRACE_BYTES,
     IngestLimits,
     LimitExceeded,

@@ -20,7 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from retryscope.analytics.replay._policy_drift import POLICY_DIR
+from retryscope._fs import make_dirs
+from retryscope.analytics.replay import POLICY_DIR
 from retryscope.demo._provider import SimulatedProvider
 from retryscope.demo._scenarios import (
     SCENARIOS,
@@ -38,7 +39,6 @@ from retryscope.instrumentation import (
     ExportConfig,
     ParquetSpanExporter,
 )
-from retryscope.instrumentation.export._files import make_dirs
 
 __all__ = [
     "MARKER",
@@ -145,6 +145,6 @@ def run_demo(
     print(format_text(build_report(con)))
     if not serve_ui:
         return 0
-    from retryscope.dashboards._serve import serve
+    from retryscope.dashboards.serve import serve
 
     return serve(str(out_dir), port=port, address="127.0.0.1")

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics.model._cache import CACHE_ENV
-from retryscope.dashboards._serve import APP, DATA_ENV, TRACE_URL_ENV
+from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests import ui_fixture
 
 

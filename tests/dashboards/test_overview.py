@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from retryscope.analytics._dataset import MEMORY_LIMIT_ENV
 from retryscope.analytics.model._partitions import PARTITIONS_ENV
 from retryscope.cli import main
-from retryscope.dashboards._serve import APP, DATA_ENV
+from retryscope.dashboards.serve import APP, DATA_ENV
 from tests.dashboards.conftest import (
     charts,
     deltas,

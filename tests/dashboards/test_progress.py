@@ -99,8 +99,8 @@ def test_the_app_shows_its_model_build(
 def test_a_session_waiting_for_another_build_shows_its_progress(ui_data: Path) -> None:
     """While one session builds the model (holding the store's lock), another shows the
     latest progress that build reported, and once it is ready uses it without building."""
-    con, dataset = connect(ui_data)
-    store = _data.Store(con, dataset, threading.Lock())
+    con, _ = connect(ui_data)
+    store = _data.Store(con, threading.Lock())
     store.relay(Progress(STAGE_PARTITIONS, 2, 5, 3.0, 4.0))  # the builder's latest report
     seen: list[Progress] = []
     with store.lock:
@@ -116,5 +116,4 @@ def test_a_session_waiting_for_another_build_shows_its_progress(ui_data: Path) -
     assert seen
     assert (seen[0].done, seen[0].total) == (2, 5)
     assert store.figures is None  # not prepared a second time
-    ((built,),) = con.execute("SELECT getvariable('rs_model_built')").fetchall()
-    assert not built
+    assert not con.built

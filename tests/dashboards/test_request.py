@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics import connect, request_summary
 from retryscope.dashboards import _charts
-from retryscope.dashboards._serve import APP, DATA_ENV, TRACE_URL_ENV
+from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
 from tests.dashboards.conftest import (
     charts,
     follow,

@@ -20,7 +20,6 @@ import pytest
 
 from retryscope.analytics import connect
 from retryscope.analytics.distributed import spark_session
-from retryscope.analytics.model._build import ensure_model
 from tests.recorder import MS, T0, Recorder
 from tests.test_analytics_randomized import _generate
 
@@ -103,5 +102,5 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def single(data: Path) -> duckdb.DuckDBPyConnection:
     """The single-node model of the data set, built once."""
     con, _ = connect(data)
-    ensure_model(con)
+    con.build()
     return con

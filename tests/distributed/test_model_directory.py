@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from retryscope.analytics import connect
+from retryscope.analytics import AuditModel, connect
 from retryscope.analytics.distributed import (
     BuildError,
     TaskResult,
@@ -30,7 +30,6 @@ from retryscope.analytics.distributed._layout import Location, data_set_inputs, 
 from retryscope.analytics.distributed._spark import _jvm_size_bytes
 from retryscope.analytics.distributed._task import read_span_file, wire_schema
 from retryscope.analytics.model import PER_REQUEST_TABLES
-from retryscope.analytics.model._build import ensure_model
 from retryscope.cli import main
 from retryscope.schema import SPAN_SCHEMA
 from tests.model_support import model_differences
@@ -103,16 +102,15 @@ def test_tasks_and_commit_without_an_engine_give_the_single_node_model(
     model, results = _copy(tasks, tmp_path)
     _commit(data, model, results)
     single, _ = connect(data)
-    distributed, dataset = connect(data)
-    attach_model(distributed, str(model), dataset)
-    ensure_model(distributed)  # attached: nothing is built
+    distributed, _ = connect(data)
+    attach_model(distributed, str(model))
+    distributed.build()  # attached: nothing is built
     assert model_differences(distributed, single) == {}
     assert all("/model/build-test/" in p for p in _model_paths(distributed))
 
 
-def _model_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
-    ((paths,),) = con.execute("SELECT getvariable('rs_model_paths')").fetchall()
-    return [str(p) for p in paths]
+def _model_paths(con: AuditModel) -> list[str]:
+    return list(con.paths)
 
 
 def test_a_missing_part_or_a_short_one_commits_nothing(
@@ -174,12 +172,12 @@ def test_a_model_of_other_sql_is_refused(
     manifest = json.loads((model / "manifest.json").read_text())
     manifest["model"] = "0" * 32
     (model / "manifest.json").write_text(json.dumps(manifest))
-    con, dataset = connect(data)
+    con, _ = connect(data)
     with pytest.raises(ValueError, match="built by another version of retryscope"):
-        attach_model(con, str(model), dataset)
+        attach_model(con, str(model))
     (model / "manifest.json").write_text("{}")
     with pytest.raises(ValueError, match="is not a model manifest"):
-        attach_model(con, str(model), dataset)
+        attach_model(con, str(model))
 
 
 def test_nanoseconds_an_engine_hands_over_as_int64_are_cast_back() -> None:

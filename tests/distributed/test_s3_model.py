@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from retryscope.analytics import connect, discover, findings
-from retryscope.analytics._commands import CACHE_HINT, _open
+from retryscope.analytics.commands import CACHE_HINT, _opened
 from retryscope.analytics.distributed import (
     BuildError,
     attach_model,
@@ -31,7 +31,6 @@ from retryscope.analytics.model._progress import (
     HINT_AFTER_S,
     STAGE_DONE,
     STAGE_PARTITIONS,
-    callback_of,
 )
 from retryscope.analytics.replay import WhatIf, whatif, write_policy_side_file
 from retryscope.analytics.replay._policy_drift import load_policy_documents
@@ -91,8 +90,8 @@ def s3_model(spark: object, s3_data: str) -> str:
 
 
 def _attached(data: str, model: str) -> duckdb.DuckDBPyConnection:
-    con, dataset = connect(data)
-    attach_model(con, model, dataset)
+    con, _ = connect(data)
+    attach_model(con, model)
     return con
 
 
@@ -156,8 +155,8 @@ def test_a_long_build_of_an_s3_data_set_names_no_model_cache(
     # an object store's model is not cached (--model reads one built by Spark)
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    with _open(s3_data) as con:
-        show = callback_of(con)
+    with _opened(s3_data) as con:
+        show = con.progress
         assert show is not None
         show(Progress(STAGE_PARTITIONS, 0, 1, 2.0))
         show(Progress(STAGE_DONE, 1, 1, HINT_AFTER_S))

@@ -38,8 +38,8 @@ pytestmark = [
 
 
 def _attached(data: Path, model: Path) -> duckdb.DuckDBPyConnection:
-    con, dataset = connect(data)
-    attach_model(con, str(model), dataset)
+    con, _ = connect(data)
+    attach_model(con, str(model))
     return con
 
 
@@ -147,15 +147,15 @@ def test_a_model_of_another_state_of_the_data_set_is_refused(
     shutil.copytree(data, grown)
     model = tmp_path / "spans.model"
     shutil.copytree(built, model)
-    con, dataset = connect(grown)
-    attach_model(con, str(model), dataset)  # the same files: accepted
+    con, _ = connect(grown)
+    attach_model(con, str(model))  # the same files: accepted
     extra = next(grown.rglob("again-*.parquet"))
     shutil.copy2(extra, extra.with_name("later.parquet"))
-    con, dataset = connect(grown)
+    con, _ = connect(grown)
     with pytest.raises(ValueError, match=r"changed since it was built: 1 new files"):
-        attach_model(con, str(model), dataset)
+        attach_model(con, str(model))
     with pytest.raises(ValueError, match="no model at"):
-        attach_model(con, str(tmp_path / "nowhere"), dataset)
+        attach_model(con, str(tmp_path / "nowhere"))
 
 
 def test_the_spark_submit_entry_point_builds_the_model(

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import duckdb
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from retryscope.analytics import connect, request_detail
+from retryscope.analytics import AuditModel, connect, request_detail
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
 
@@ -139,7 +138,7 @@ class Audit:
     exporter: ParquetSpanExporter
     directory: Path
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def connect(self) -> AuditModel:
         assert self.provider.force_flush()  # drains the batch processor into the exporter
         assert self.exporter.force_flush()  # writes the exporter's buffer as a file
         con, _ = connect(self.directory)

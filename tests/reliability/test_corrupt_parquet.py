@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retryscope.analytics import build_report, connect, findings, skipped_files
+from retryscope.analytics import build_report, connect, findings
 from retryscope.cli import main
 from retryscope.instrumentation import ParquetSpanExporter
 from tests.export_support import make_spans
@@ -58,9 +58,9 @@ def test_report_names_and_skips_every_bad_file_and_answers(
     pq.write_table(pa.table({"x": [1, 2]}), foreign)
     names = {*bad, pages.name, foreign.name}
 
-    con, dataset = connect(root)
+    con, _ = connect(root)
     report = build_report(con)  # reading finds the file whose pages do not decode
-    skipped = skipped_files(con, dataset)
+    skipped = con.skipped_files()
     assert {Path(s.path).name for s in skipped} == names
     assert all(s.reason for s in skipped)
     # the good files (the copy of good[0] with garbled pages is not one) answer unchanged
@@ -95,9 +95,9 @@ def test_any_damage_to_one_file_never_stops_the_report(
         start = data.draw(st.integers(0, size - 1))
         flip_bytes(victim, start, start + data.draw(st.integers(1, 64)))
         must_skip = False
-    con, dataset = connect(root)
+    con, _ = connect(root)
     report = build_report(con)  # never raises
-    skipped = {s.path for s in skipped_files(con, dataset)}
+    skipped = {s.path for s in con.skipped_files()}
     assert skipped <= {str(victim)}
     if must_skip:
         assert skipped == {str(victim)}
@@ -126,9 +126,9 @@ def test_damage_to_one_column_only_is_found_by_whichever_statement_reads_it(
     for chunk in chunks:
         start = chunk.dictionary_page_offset or chunk.data_page_offset
         flip_bytes(victim, start + 8, start + chunk.total_compressed_size)
-    con, dataset = connect(root)
+    con, _ = connect(root)
     report = build_report(con)
-    assert [Path(s.path) for s in skipped_files(con, dataset)] == [victim]
+    assert [Path(s.path) for s in con.skipped_files()] == [victim]
     reference = build_report(connect(template)[0])
     assert 0 < report["logical_requests"] < reference["logical_requests"]
     assert findings(con).num_rows <= findings(connect(template)[0]).num_rows

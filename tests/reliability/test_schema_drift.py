@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from retryscope.analytics import build_report, connect, findings, skipped_files
+from retryscope.analytics import build_report, connect, findings
 from retryscope.cli import main
 from tests.recorder import Recorder
 from tests.test_analytics_randomized import _generate
@@ -93,8 +93,8 @@ def test_a_lossy_type_is_named_and_skipped(
     kept = _report(data)  # the first half alone
     bad = folder / "drifted.parquet"
     pq.write_table(_retyped(rest, column, rest.column(column).cast(to)), bad)
-    con, dataset = connect(data)
-    (skipped,) = skipped_files(con, dataset)
+    con, _ = connect(data)
+    (skipped,) = con.skipped_files()
     assert skipped.path == str(bad)
     assert f"column {column!r} is " in skipped.reason
     assert "cannot be read as" in skipped.reason
@@ -114,6 +114,6 @@ def test_an_int64_beyond_int32_is_not_cast(data: Path) -> None:
         pa.scalar(None, pa.int64()),
     )
     pq.write_table(_retyped(rest, "attempt_ordinal", ordinals), folder / "huge.parquet")
-    con, dataset = connect(data)
-    (skipped,) = skipped_files(con, dataset)
+    con, _ = connect(data)
+    (skipped,) = con.skipped_files()
     assert "attempt_ordinal" in skipped.reason

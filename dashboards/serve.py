@@ -10,9 +10,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from retryscope._environment import MODEL_ENV
-from retryscope.analytics._dataset import MEMORY_LIMIT_ENV, new_connection
-from retryscope.analytics.model._cache import CACHE_ENV
+from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
+from retryscope.analytics import new_connection
 
 APP = Path(__file__).with_name("app.py")
 DATA_ENV = "RETRYSCOPE_DATA"
@@ -74,7 +73,7 @@ def serve(
     if memory_limit is not None:
         env[MEMORY_LIMIT_ENV] = memory_limit
     if model is not None:
-        from retryscope.analytics.distributed._layout import Location, read_manifest
+        from retryscope.analytics.distributed import Location, read_manifest
 
         location = Location(model)
         read_manifest(location)  # no model there is named here, not in the browser

@@ -1,4 +1,6 @@
-"""What the ``report``, ``request`` and ``findings`` subcommands do (argparse is in cli)."""
+"""What the analytics subcommands of the CLI do (``report``, ``request``, ``findings``,
+``whatif``, ``model``; argparse is in ``retryscope.cli``): open the data set as an
+:class:`~retryscope.analytics.AuditModel`, run the analysis, print it."""
 
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ import pyarrow.compute as pc
 
 from retryscope._environment import CACHE_ENV
 from retryscope._safe_text import for_terminal
-from retryscope.analytics._dataset import DataSet, connect, new_connection, skipped_files
+from retryscope.analytics._audit_model import AuditModel, connect
+from retryscope.analytics._dataset import new_connection
 from retryscope.analytics._filters import Filters, parse_time
 from retryscope.analytics._findings import findings
 from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
-from retryscope.analytics.model._progress import TerminalProgress, set_progress
+from retryscope.analytics.model._progress import TerminalProgress
 
 CACHE_HINT = (
     f"tip: --model-cache DIR (or ${CACHE_ENV}) keeps the model between runs: the next run "
@@ -60,38 +63,29 @@ class Engine:
 
 
 @contextmanager
-def _open(path: str, engine: Engine = Engine()) -> Iterator[duckdb.DuckDBPyConnection]:
-    """:func:`_opened`'s connection."""
-    with _opened(path, engine) as (con, _):
-        yield con
-
-
-@contextmanager
-def _opened(
-    path: str, engine: Engine = Engine()
-) -> Iterator[tuple[duckdb.DuckDBPyConnection, DataSet]]:
-    """The data set's connection and the data set, set up as ``engine`` says; afterwards,
-    a warning for every file that was skipped (unreadable when listed, or undecodable when
-    the command first read it). DuckDB running out of memory is a :class:`MemoryError`
-    that names the limit. A model build that runs for more than a second shows its
-    progress on stderr when that is a terminal, and a long one that no model cache keeps
-    ends with :data:`CACHE_HINT`."""
+def _opened(path: str, engine: Engine = Engine()) -> Iterator[AuditModel]:
+    """The data set's audit model, set up as ``engine`` says; afterwards, a warning for
+    every file that was skipped (unreadable when listed, or undecodable when the command
+    first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
+    limit. A model build that runs for more than a second shows its progress on stderr
+    when that is a terminal, and a long one that no model cache keeps ends with
+    :data:`CACHE_HINT`."""
     with _memory_named(engine):
-        con, dataset = connect(
+        model, dataset = connect(
             path,
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
         cacheable = engine.model_cache is None and engine.model is None and not dataset.is_remote
-        set_progress(con, TerminalProgress(hint=CACHE_HINT if cacheable else None))
+        model.progress = TerminalProgress(hint=CACHE_HINT if cacheable else None)
         if engine.model is not None:
             from retryscope.analytics.distributed._layout import attach_model
 
-            attach_model(con, engine.model, dataset)
+            attach_model(model, engine.model)
         try:
-            yield con, dataset
+            yield model
         finally:
-            for skipped in skipped_files(con, dataset):
+            for skipped in model.skipped_files():
                 warning = f"warning: skipped {skipped.path}: {skipped.reason}"
                 print(for_terminal(warning), file=sys.stderr)
 
@@ -131,22 +125,22 @@ def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> 
         "markdown": format_markdown,
         "text": format_text,
     }
-    with _opened(path, engine) as (con, dataset):
-        report = build_report(con, filters)
+    with _opened(path, engine) as model:
+        report = build_report(model, filters)
         print(rendered[fmt](report), flush=True)  # the report first, whatever follows
         if engine.model_cache is not None and engine.model is None and filters == Filters():
             # the UI's first start on this data set and model reads these figures
             from retryscope.analytics._figures import keep_first_page
 
             with contextlib.suppress(OSError):
-                keep_first_page(con, dataset, engine.model_cache, report)
+                keep_first_page(model, engine.model_cache, report)
     return 0
 
 
 def request(path: str, ident: str, fmt: str) -> int:
     """Print one logical request; exit 1 when ``ident`` names none."""
-    with _open(path) as con:
-        summary, attempts = request_detail(con, ident)
+    with _opened(path) as model:
+        summary, attempts = request_detail(model, ident)
     if summary.num_rows == 0:
         print(
             f"retryscope request: no logical request with id, trace id or idempotency "
@@ -175,8 +169,8 @@ def request(path: str, ident: str, fmt: str) -> int:
 def findings_command(
     path: str, rule: str | None, filters: Filters, fmt: str, engine: Engine = Engine()
 ) -> int:
-    with _open(path, engine) as con:
-        table = findings(con, rule=rule, filters=filters)
+    with _opened(path, engine) as model:
+        table = findings(model, rule=rule, filters=filters)
     if fmt == "json":
         print(json.dumps(json_rows(table), indent=2))
     elif fmt == "markdown":
@@ -206,8 +200,8 @@ def whatif_command(
         policy = WhatIf(**given)  # type: ignore[arg-type]
     else:
         raise ValueError("give --policy FILE or at least one of the what-if flags")
-    with _open(path, engine) as con:
-        table = whatif(con, policy, filters=filters)
+    with _opened(path, engine) as model:
+        table = whatif(model, policy, filters=filters)
     if fmt == "json":
         rows = [
             {
@@ -235,27 +229,23 @@ def model_command(path: str, engine: Engine) -> int:
     """Bring the data set's model in ``engine.model_cache`` up to date: build the time
     partitions that are new or changed since the last build (run after ingest, e.g. from
     cron, so interactive analyses find it ready)."""
-    from retryscope.analytics.model._build import ensure_model
     from retryscope.analytics.model._cache import model_directory
 
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
-    with _opened(path, engine) as (con, dataset):
-        ((cache, root),) = con.execute(
-            "SELECT getvariable('rs_model_cache'), getvariable('rs_root')"
-        ).fetchall()
+    with _opened(path, engine) as model:
+        cache = model.cache
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
-        ensure_model(con)
-        ((stats,),) = con.execute("SELECT getvariable('rs_model_stats')").fetchall()
-        directory = model_directory(str(root), str(cache))
+        stats = model.build().stats
+        directory = model_directory(model.dataset.root, cache)
         if not (directory / "manifest.json").is_file():
             return 1  # the warning said why it could not be written
         # the UI's first start on this data set and model reads these figures
         from retryscope.analytics._figures import keep_first_page
 
         with contextlib.suppress(OSError):
-            keep_first_page(con, dataset, str(cache))
+            keep_first_page(model, cache)
     size = sum(p.stat().st_size for p in directory.rglob("*.parquet"))
     built, parts = int(stats["built"]), int(stats["partitions"])
     state = "up to date" if not built else "built" if built == parts else "updated"
