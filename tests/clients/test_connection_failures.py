@@ -21,10 +21,12 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp  # a dependency of LiteLLM and aiobotocore (the dev extra), not of retryscope
 import anthropic
 import boto3
 import httpx
@@ -48,8 +50,6 @@ from retryscope.instrumentation.control._lab import (
 from retryscope.vocabulary import OutcomeKind, Terminal
 from tests.clients.conftest import API_KEY, OPENAI_CHAT, PROMPT, json_reply, seen
 from tests.instrumentation.conftest import Audit, LocalServer
-
-aiohttp = pytest.importorskip("aiohttp")  # not a dependency of retryscope: LiteLLM's
 
 TIMEOUT = 0.3
 LISTED = json.dumps(  # a list of models as the OpenAI and Anthropic SDKs parse it
@@ -112,6 +112,7 @@ class RawServer:
             pass
 
 
+@contextmanager
 def _raw_server(mode: str, tls: ssl.SSLContext | None = None) -> Iterator[RawServer]:
     server = RawServer(mode, tls)
     with socket.socket() as sock:
@@ -120,15 +121,18 @@ def _raw_server(mode: str, tls: ssl.SSLContext | None = None) -> Iterator[RawSer
         scheme = "https" if mode in ("alert", "tls-close") else "http"
         server.url = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}/v1"
         threading.Thread(target=server.serve, args=(sock,), daemon=True).start()
-        yield server
-        sock.shutdown(socket.SHUT_RDWR)
-    for conn in server._held:
-        conn.close()
+        try:
+            yield server
+        finally:
+            sock.shutdown(socket.SHUT_RDWR)  # ends the accept loop
+            for conn in server._held:
+                conn.close()
 
 
 @pytest.fixture(params=["close", "hang"])
 def after_send(request: pytest.FixtureRequest) -> Iterator[RawServer]:
-    yield from _raw_server(request.param)
+    with _raw_server(request.param) as server:
+        yield server
 
 
 @dataclass(frozen=True)
@@ -292,14 +296,14 @@ def test_a_tls_handshake_refusing_the_certificate_is_unavailable(
 def test_a_tls_handshake_alert_is_unavailable(client: str) -> None:
     """A handshake the server ends with an alert (no certificate involved): urllib3 wraps
     it like any TLS error; where it was raised (the handshake) says nothing was sent."""
-    for server in _raw_server("alert"):
+    with _raw_server("alert") as server:
         assert classify_exception(_raised(client, server.url)) is UNAVAILABLE
 
 
 def test_a_tls_error_after_the_request_stays_unknown(certificate: Certificate) -> None:
     """The handshake succeeded and the request was read; then a record that cannot be
     decrypted: the same urllib3 SSLError as a failed handshake, but raised while reading."""
-    for server in _raw_server("tls-close", certificate.server_context()):
+    with _raw_server("tls-close", certificate.server_context()) as server:
         with pytest.raises(requests.exceptions.SSLError) as caught:
             requests.get(server.url, timeout=TIMEOUT, verify=str(certificate.cert))
         assert server.received
@@ -419,7 +423,7 @@ def test_a_harness_retry_after_a_connection_dropped_after_the_send_is_a_finding(
     audit: Audit, server: LocalServer
 ) -> None:
     server.reply = lambda _r: json_reply(200, LISTED)
-    for dropping in _raw_server("close"):
+    with _raw_server("close") as dropping:
         with retryscope.logical_request(
             operation="chat", idempotency_key="order-7", tracer_provider=audit.provider
         ) as req:
