@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
@@ -24,8 +24,6 @@ from retryscope.vocabulary import OutcomeKind
 
 Headers = Callable[[str], str | None]
 """Looks up a response header by its lower-case name, None when absent."""
-
-_CHAIN_DEPTH: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +56,21 @@ def _status(value: object) -> int | None:
 
 
 def answer_of(exc: BaseException) -> Answer | None:
-    """The HTTP response ``exc`` (or an exception it was raised from) carries, if any."""
-    seen: BaseException | None = exc
-    for _ in range(_CHAIN_DEPTH):
-        if seen is None:
-            return None
+    """The HTTP response ``exc`` (or an error it translates,
+    :func:`~retryscope.http_rules.causes`) carries, if any."""
+    for seen in http_classify.causes(exc):
         response = getattr(seen, "response", None)
-        if response is not None:
-            status = _status(getattr(response, "status_code", None))
-            if status is not None:  # httpx, httpx2, requests, the OpenAI/Anthropic SDKs
-                return Answer(status, _lookup(getattr(response, "headers", None)))
-            if isinstance(response, Mapping):  # botocore ClientError.response
-                meta = response.get("ResponseMetadata")
-                if isinstance(meta, Mapping):
-                    status = _status(meta.get("HTTPStatusCode"))
-                    if status is not None:
-                        return Answer(status, _lookup(meta.get("HTTPHeaders") or {}))
-        seen = seen.__cause__ or seen.__context__
+        if response is None:
+            continue
+        status = _status(getattr(response, "status_code", None))
+        if status is not None:  # httpx, httpx2, requests, the OpenAI/Anthropic SDKs
+            return Answer(status, _lookup(getattr(response, "headers", None)))
+        if isinstance(response, Mapping):  # botocore ClientError.response
+            meta = response.get("ResponseMetadata")
+            if isinstance(meta, Mapping):
+                status = _status(meta.get("HTTPStatusCode"))
+                if status is not None:
+                    return Answer(status, _lookup(meta.get("HTTPHeaders") or {}))
     return None
 
 
@@ -84,10 +80,11 @@ def classify_exception(exc: BaseException) -> OutcomeKind:
     An exception carrying its HTTP response: the kind of that status (a 2xx/3xx response
     raised as an error is a protocol violation). Otherwise delegates to
     :func:`retryscope.http_rules.classify_exception` assuming the worst:
-    the request may have been sent and resending is not known to be safe. So connection
-    refusal and httpx connect errors (no request bytes accepted) are ``unavailable``
-    (retryable), while a timeout or any other error leaves provider acceptance unknown:
-    indeterminate, so the retry owner reconciles instead of blindly resubmitting.
+    the request may have been sent and resending is not known to be safe. So a connection
+    never made (refused, a name not resolved, a failed TLS handshake, a connect timeout),
+    whichever library or SDK raised it, is ``unavailable`` (retryable), while a timeout or
+    any other error leaves provider acceptance unknown: indeterminate, so the retry owner
+    reconciles instead of blindly resubmitting.
     """
     answer = answer_of(exc)
     if answer is not None:

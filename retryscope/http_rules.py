@@ -11,17 +11,22 @@ request on the wire and its response). The recorder classifies with it
 ``idempotent`` says whether resending the operation is safe under the bound idempotency
 contract (an idempotency key is bound: the span carries ``idempotency_digest``).
 
-Transport exceptions: connection refused / connect errors / connect or pool timeouts (no
-request bytes accepted) → ``unavailable``; a timeout after the request was sent →
-``unknown_provider_acceptance`` (``timeout_before_response`` only when idempotent and the
-response never started); anything else → :data:`NO_RESPONSE_KIND`.
+Transport exceptions (:func:`classify_exception`), whichever client library raised them
+and however an SDK wrapped them: no connection made — refused, a name not resolved, a TLS
+handshake failed, a connect or pool timeout: no request byte sent — → ``unavailable``; a
+timeout or a broken connection after the request was sent → ``unknown_provider_acceptance``
+(``timeout_before_response`` only when idempotent and the response never started);
+anything else → :data:`NO_RESPONSE_KIND`.
 """
 
 from __future__ import annotations
 
 import re
+import socket
+import ssl
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -115,25 +120,60 @@ def classify_status(status: int, *, idempotent: bool) -> OutcomeKind | None:
     return _BY_STATUS.get((status, idempotent), OTHER_STATUS_KIND)
 
 
+_UNKNOWN: Final = OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+_CHAIN_LIMIT: Final = 8
+"""Most exceptions :func:`causes` follows from one (a wrapper of a wrapper of a socket error)."""
+
+_WRAPPERS: Final = (
+    ("requests.exceptions", ("RequestException",)),
+    ("urllib3.exceptions", ("MaxRetryError", "SSLError", "ProxyError")),
+    ("botocore.exceptions", ("HTTPClientError", "ConnectionError")),
+)
+"""Client errors that translate a transport error without ``raise ... from`` (requests,
+urllib3, botocore): they hold it as an argument, or were raised while handling it."""
+
+
+def _translated(exc: BaseException) -> BaseException | None:
+    """The error a client library's wrapper (:data:`_WRAPPERS`) translates, if ``exc`` is one."""
+    for module, names in _WRAPPERS:
+        lib = sys.modules.get(module)  # only a library already imported can have raised it
+        if lib is not None and isinstance(exc, tuple(getattr(lib, n) for n in names)):
+            held = next((a for a in exc.args if isinstance(a, BaseException)), None)
+            if held is not None or exc.__suppress_context__:  # raise ... from None
+                return held
+            return exc.__context__
+    return None
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors it translates, outermost first: what it was raised from
+    (``raise ... from``: the OpenAI and Anthropic SDKs, httpx, urllib3's MaxRetryError), or
+    what a client library's wrapper holds or was raised while handling (:data:`_WRAPPERS`).
+    Any other exception's ``__context__`` is not followed: an error raised while handling
+    another need not be that one (a refused first host, then a second one that failed
+    after the send)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen and len(seen) < _CHAIN_LIMIT:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ if link.__cause__ is not None else _translated(link)
+
+
 def _httpx_kind(exc: BaseException, *, idempotent: bool) -> OutcomeKind | None:
-    """Kind of an httpx or httpx2 transport error (each library has its own classes; only
-    a library already imported can have raised one)."""
+    """Kind of an httpx or httpx2 transport error (each library has its own classes). Their
+    connect errors cover the TCP connect, DNS and the TLS handshake: nothing was sent."""
     for name in ("httpx", "httpx2"):
         lib = sys.modules.get(name)
         if lib is None or not isinstance(exc, lib.TransportError):
             continue
         if isinstance(exc, lib.ConnectError | lib.ConnectTimeout | lib.PoolTimeout):
             return OutcomeKind.UNAVAILABLE
-        if isinstance(exc, lib.WriteTimeout):
+        if isinstance(exc, lib.WriteTimeout) and idempotent:
             # the body was partly sent: only an idempotent operation may count it as not
             # accepted
-            return (
-                OutcomeKind.TIMEOUT_BEFORE_RESPONSE
-                if idempotent
-                else OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-            )
-        if isinstance(exc, lib.ReadTimeout | lib.ReadError | lib.RemoteProtocolError):
-            return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+            return OutcomeKind.TIMEOUT_BEFORE_RESPONSE
+        return _UNKNOWN  # read/write errors and timeouts, protocol errors: maybe sent
     return None
 
 
@@ -143,29 +183,72 @@ def _urllib3_kind(exc: BaseException) -> OutcomeKind | None:
     if lib is None:
         return None
     if isinstance(exc, lib.NewConnectionError | lib.ConnectTimeoutError):
-        return OutcomeKind.UNAVAILABLE  # no connection: no request byte reached anyone
+        # no connection (refused, no route, a name not resolved): no request byte sent
+        return OutcomeKind.UNAVAILABLE
     if isinstance(exc, lib.ReadTimeoutError | lib.ProtocolError):
-        return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
+        return _UNKNOWN
+    return None
+
+
+def _aiohttp_kind(exc: BaseException) -> OutcomeKind | None:
+    """Kind of an aiohttp client error: its connector errors (refused, DNS, TLS handshake,
+    proxy) and connect timeout come before any request byte."""
+    lib = sys.modules.get("aiohttp")
+    if lib is None or not isinstance(exc, lib.ClientError):
+        return None
+    connect_timeout = getattr(lib, "ConnectionTimeoutError", lib.ClientConnectorError)
+    if isinstance(exc, lib.ClientConnectorError | connect_timeout):
+        return OutcomeKind.UNAVAILABLE
+    if isinstance(exc, lib.ClientConnectionError | lib.ClientPayloadError):
+        return _UNKNOWN  # the server went away or timed out after the connection was made
+    return None
+
+
+def _in_tls_handshake(exc: ssl.SSLError) -> bool:
+    """Whether ``exc`` was raised by the TLS handshake itself (``ssl``'s ``do_handshake``,
+    where it was raised): before any request byte. urllib3 wraps a handshake failure and a
+    TLS error in mid-response alike; where it was raised tells them apart."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    return frame.f_code.co_name == "do_handshake" and frame.f_globals.get("__name__") == "ssl"
+
+
+def _builtin_kind(exc: BaseException, *, request_sent: bool) -> OutcomeKind | None:
+    """Kind of a standard-library error: a refused connection, a name not resolved or a
+    failed TLS handshake (a certificate refused) mean no request byte was sent."""
+    if isinstance(exc, ConnectionRefusedError | socket.gaierror | ssl.SSLCertVerificationError):
+        return OutcomeKind.UNAVAILABLE
+    if isinstance(exc, ssl.SSLError) and _in_tls_handshake(exc):
+        return OutcomeKind.UNAVAILABLE
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return _UNKNOWN if request_sent else OutcomeKind.UNAVAILABLE
     return None
 
 
 def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bool) -> OutcomeKind:
-    """Outcome kind of a transport exception.
+    """Outcome kind of a transport exception, whatever client library raised it.
 
-    ``request_sent`` is True once request bytes may have reached the receiver; a timeout
-    then means the provider may have accepted the work.
+    The first of ``exc`` and the errors it translates (:func:`causes`: an SDK's connection
+    error wraps its HTTP client's, requests wraps urllib3's) that a rule knows decides:
+    the request was not sent (a refused connection, a name not resolved, a TLS handshake
+    that failed, a connect timeout: ``unavailable``), or it may have been (a read timeout, a
+    connection reset or closed after the send: the provider may have accepted it).
+    ``request_sent`` is True once request bytes may have reached the receiver; a bare
+    timeout or connection error then means the provider may have accepted the work.
     """
-    kind = _httpx_kind(exc, idempotent=idempotent) or _urllib3_kind(exc)
-    if kind is not None:
-        return kind
-    if isinstance(exc, ConnectionRefusedError):
-        return OutcomeKind.UNAVAILABLE
-    if isinstance(exc, TimeoutError):
-        if not request_sent:
-            return OutcomeKind.UNAVAILABLE
-        return OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
-    if isinstance(exc, ConnectionError) and not request_sent:
-        return OutcomeKind.UNAVAILABLE
+    for link in causes(exc):
+        kind = (
+            _httpx_kind(link, idempotent=idempotent)
+            or _urllib3_kind(link)
+            or _aiohttp_kind(link)
+            or _builtin_kind(link, request_sent=request_sent)
+        )
+        if kind is not None:
+            return kind
     return NO_RESPONSE_KIND
 
 
