@@ -182,7 +182,7 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
     layers = list(summary["retried_layers"] or [])
     currency = attempts["cost_currency"].dropna()
     costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
-    receiver = int(attempts["is_leaf"].sum()) if len(attempts) else 0
+    receiver = int(summary["receiver_attempts"])
     operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
@@ -191,7 +191,7 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
         st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
         st.metric(
             "Retry amplification",
-            fmt.ratio(receiver / operations) if operations else fmt.DASH,
+            fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH,
             f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
             delta_color="off",
             delta_arrow="off",
