@@ -73,8 +73,9 @@ CREATE OR REPLACE MACRO rs_deadline_exhausted(terminal) AS terminal = 'stop_dead
 
 -- A late success: a success completing at or after the deadline loses to it (the control
 -- plane's rule).
+CREATE OR REPLACE MACRO rs_late(end_time, deadline) AS end_time >= deadline;
 CREATE OR REPLACE MACRO rs_late_success(outcome, end_time, deadline) AS
-    outcome = 'success' AND end_time >= deadline;
+    outcome = 'success' AND rs_late(end_time, deadline);
 
 -- Cost: an attempt's measured cost, else its reservation (then an estimate, as when the
 -- recorder marks it estimated), else 0; the cost figures count the attempts that

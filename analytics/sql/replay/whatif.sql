@@ -99,9 +99,8 @@ decided AS (
                    THEN 'unknown'
                ELSE 'failed'
            END AS replayed_status,
-           coalesce(rs_deadline_exhausted(r.terminal), FALSE)
-               OR coalesce(p.success_end_ns > epoch_ns(r.deadline), FALSE) AS recorded_deadline_miss
-    FROM per p JOIN requests r ON r.logical_request_id = p.logical_request_id
+           r.deadline_missed AS recorded_deadline_miss  -- the report's (request_facts.sql)
+    FROM per p JOIN request_facts r ON r.logical_request_id = p.logical_request_id
 )
 SELECT logical_request_id, trace_id, terminal AS recorded_terminal,
        recorded_success, recorded_deadline_miss,
@@ -115,7 +114,7 @@ SELECT logical_request_id, trace_id, terminal AS recorded_terminal,
        total_shift_ms::BIGINT AS shift_ms,
        CASE replayed_status
            WHEN 'success' THEN deadline_ns IS NOT NULL
-               AND success_end_ns - coalesce(success_shift_ms, 0) * 1000000 > deadline_ns
+               AND rs_late(success_end_ns - coalesce(success_shift_ms, 0) * 1000000, deadline_ns)
            WHEN 'failed' THEN CASE WHEN cut_ord IS NOT NULL
                                    THEN deadline_ns IS NOT NULL AND cut_start_ns >= deadline_ns
                                    ELSE recorded_deadline_miss END
