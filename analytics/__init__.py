@@ -1,8 +1,9 @@
 """DuckDB analytics over the audit data set (Parquet written by retryscope).
 
 ``connect(path)`` opens the views; the functions below return Arrow tables (SQL in
-``analytics/sql/*.sql``); ``build_report`` assembles the report, whose JSON contract is
-:data:`REPORT_KEYS`.
+``analytics/sql/*/*.sql``); ``build_report`` assembles the report, whose JSON contract is
+:data:`REPORT_KEYS`. Each figure's rule is one macro of ``analytics/sql/model/macros.sql``:
+docs/guides/analytics.md, "Where each figure is defined", links each to its line.
 """
 
 from retryscope._extras import extra_needed

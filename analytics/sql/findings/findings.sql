@@ -145,7 +145,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
           AND (NOT r.fallback_capability_bound
                OR rs_fallback_degraded(r.fallback_capability_bound, r.fallback_behavior_bound,
                                        r.fallback_boundary_allowed))  -- unknown: neither
-          AND a.accepted AND a.is_fallback
+          AND rs_fallback_answer(a.accepted, a.is_fallback)
           AND (only_request IS NULL OR r.logical_request_id = only_request)
         QUALIFY row_number() OVER (
             PARTITION BY a.h

@@ -57,10 +57,13 @@ CREATE OR REPLACE MACRO rs_multiplication(max_n) AS
     coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE rs_retried(max_n))))::BIGINT, 1);
 CREATE OR REPLACE MACRO rs_nested(retried_layer_count) AS retried_layer_count >= 2;
 
--- Fallback quality, from the bindings of a request's answering fallback attempt
--- (request_facts.sql): quality when it binds the required capability and behavior class
--- within the allowed data boundary; degraded when only the behavior class differs;
--- unverified when the data lacks a digest, class or boundary to check.
+-- Fallback: a request used one when any attempt of it is on a fallback route
+-- (request_facts.has_fallback), and a fallback answered it when an accepted attempt is
+-- (rs_fallback_answer). The answer's quality, from the bindings of that attempt
+-- (request_facts.fallback_*_bound): quality when it binds the required capability and
+-- behavior class within the allowed data boundary; degraded when only the behavior class
+-- differs; unverified when the data lacks a digest, class or boundary to check.
+CREATE OR REPLACE MACRO rs_fallback_answer(accepted, is_fallback) AS accepted AND is_fallback;
 CREATE OR REPLACE MACRO rs_fallback_quality(capability, behavior, boundary) AS
     capability AND behavior AND boundary;
 CREATE OR REPLACE MACRO rs_fallback_degraded(capability, behavior, boundary) AS
