@@ -7,7 +7,7 @@ import json
 import duckdb
 import pytest
 
-from retryscope.analytics import deadline, findings, latency
+from retryscope.analytics import deadline, findings, latency, request_attempts
 from retryscope.analytics.replay import WhatIf, whatif, whatif_requests
 from tests.recorder import MS, T0, Clock, Recorder
 
@@ -135,6 +135,9 @@ def test_the_whatif_records_the_reports_deadline_misses(recorder: Recorder) -> N
     assert [r["replayed_deadline_miss"] for r in rows] == [True, True, False]
     summary = {r["metric"]: r for r in whatif(con, WhatIf()).to_pylist()}["deadline_misses"]
     assert (summary["recorded"], summary["replayed_low"], summary["replayed_high"]) == (2, 2, 2)
+    # the drill-down marks the late success as the figures count it
+    late = {i: request_attempts(con, i).column("late_success").to_pylist() for i in ("t1", "t3")}
+    assert late == {"t1": [True], "t3": [False]}
 
 
 def test_findings_of_several_rules_and_a_limit(recorder: Recorder) -> None:
