@@ -4,12 +4,13 @@ analytics guide's "Where each figure is defined" pointing at each definition's l
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from retryscope.analytics import _macros
+from retryscope.analytics import REPORT_KEYS, _macros
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "analytics.md"
@@ -148,3 +149,11 @@ def test_the_guide_names_every_rule_macro() -> None:
     defined = set(re.findall(r"CREATE OR REPLACE MACRO (\w+)", MACROS.read_text(encoding="utf-8")))
     linked = set(re.findall(r"\[`(rs_\w+)`\]", _section()))
     assert defined - HELPERS == linked
+
+
+def test_the_guide_names_report_keys_of_the_contract() -> None:
+    rows = [line.split(" | ") for line in _section().splitlines() if line.startswith("| ")]
+    named = [key for row in rows[1:] for key in re.findall(r"`([^`]+)`", row[1])]
+    assert named
+    paths = [k.path for k in REPORT_KEYS]
+    assert [k for k in named if not any(fnmatchcase(p, k) for p in paths)] == []
