@@ -9,6 +9,8 @@ JSON contract is :data:`REPORT_KEYS`. Replay (policy drift, what-if):
 :mod:`retryscope.analytics.model`; a model built on Spark:
 :mod:`retryscope.analytics.distributed`; the CLI's subcommands:
 :mod:`retryscope.analytics.commands`.
+Each figure's rule is one macro of ``analytics/sql/model/macros.sql``:
+docs/guides/analytics.md, "Where each figure is defined", links each to its line.
 """
 
 from retryscope._extras import extra_needed

@@ -6,7 +6,7 @@ unknown layer last); ``rs_boundary_rank`` orders data boundaries
 (:data:`retryscope.vocabulary.BOUNDARY_RANK`, NULL for an unknown one).
 
 ``rs_http_outcome`` and ``rs_http_outcome_kind`` classify an HTTP client span that recorded
-no retryscope outcome, by :data:`retryscope.instrumentation._http_classify.STATUS_RULES`
+no retryscope outcome, by :data:`retryscope.http_rules.STATUS_RULES`
 (what the recorder classifies sends with). Their arguments are the span's status code, its
 span status and whether resending is safe (the span carries an idempotency digest: what the
 httpx transport calls idempotent). A span with no status code is a send that failed without
@@ -91,7 +91,7 @@ def rank_macros() -> str:
 def http_outcome_macros() -> str:
     """The SQL of ``rs_http_outcome`` (family) and ``rs_http_outcome_kind`` (kind)."""
     header = (
-        "-- Rendered from retryscope.instrumentation._http_classify.STATUS_RULES "
+        "-- Rendered from retryscope.http_rules.STATUS_RULES "
         "(retryscope.analytics._macros)."
     )
     return "\n\n".join(

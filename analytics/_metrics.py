@@ -5,7 +5,9 @@ Every function takes the :class:`~retryscope.analytics.AuditModel` of
 :class:`~retryscope.analytics._filters.Filters` (which logical requests count) and, where a
 metric can be sliced, a :class:`~retryscope.analytics._filters.Dimension`. Sliced tables have
 a ``value`` column (the slice: a route id, tenant, ``2026-11-29T10:00:00Z`` time bucket,
-or ``all`` overall). The SQL lives in ``analytics/sql/<name>.sql``.
+or ``all`` overall). The SQL lives in ``analytics/sql/<stage>/<name>.sql``; the rule of each
+figure is one macro of ``analytics/sql/model/macros.sql`` (docs/guides/analytics.md, "Where
+each figure is defined").
 
 A model binds one set of filters at a time: do not share it between threads.
 """
@@ -111,25 +113,31 @@ def _sliced(name: str, doc: str) -> SlicedMetric:
 
 amplification = _sliced(
     "amplification",
-    """Logical requests; physical, harness and receiver attempts (receiver: attempts with no
-    lower-layer attempt beneath them); amplification ratio = receiver ÷ logical; hidden
-    attempts = receiver − harness (or outermost when no harness layer); max and p99
-    receiver attempts per request; requests where ≥ 2 layers retried and the largest
-    multiplication among them.""",
+    """Logical requests; physical, harness and receiver attempts (sends: attempts with no
+    lower-layer attempt beneath them, ``rs_sends``); distinct operations (``rs_operations``);
+    sends per request = sends ÷ logical requests; retry amplification = sends ÷ distinct
+    operations (``rs_amplification``); excess attempts = sends beyond one per operation
+    (``rs_resends``); hidden attempts = sends beyond one per operation per harness (or
+    outermost) attempt; max and p99 sends per request; requests where ≥ 2 layers retried
+    and the largest multiplication among them (``rs_nested``, ``rs_multiplication``).
+    ``sql/metrics/amplification.sql`` over the macros of ``sql/model/macros.sql``.""",
 )
 cost = _sliced(
     "cost",
     """Cost per slice and currency (micro-units): total, accepted, cost amplification =
-    total ÷ accepted, wasted, estimated vs measured.""",
+    total ÷ accepted, wasted, estimated vs measured (``rs_cost_micros``,
+    ``rs_cost_is_estimate``, ``rs_has_cost``, ``rs_wasted_micros``: sql/model/macros.sql).""",
 )
 fallback = _sliced(
     "fallback",
     """Fallback rate, success rate, quality (capability, behavior class and boundary bound),
-    degraded and unverified fallbacks, and requests answered across a wider boundary.""",
+    degraded and unverified fallbacks, and requests answered across a wider boundary
+    (``rs_fallback_*``: sql/model/macros.sql; per request: sql/scope/request_facts.sql).""",
 )
 deadline = _sliced(
     "deadline",
-    """Deadline-exhausted requests (``stop_deadline``), late successes, misses, and doomed
+    """Deadline-exhausted requests (``stop_deadline``: ``rs_deadline_exhausted``), late
+    successes (``rs_late_success``), misses (sql/scope/request_facts.sql), and doomed
     dispatches (less time left than the route's median attempt latency).""",
 )
 latency = _sliced("latency", """Logical latency p50/p95/p99 next to first-attempt latency (ms).""")
@@ -141,7 +149,8 @@ hedging = _sliced(
 
 
 def wasted_cost(model: AuditModel, *, filters: Filters | None = None) -> pa.Table:
-    """Cost of attempts whose result was not accepted, by route and outcome kind."""
+    """Cost of attempts whose result was not accepted (``rs_wasted_micros``), by route and
+    outcome kind."""
     return arrow(model.scoped(filters), "wasted_cost")
 
 

@@ -7,7 +7,8 @@ import json
 import duckdb
 import pytest
 
-from retryscope.analytics import deadline, findings, latency
+from retryscope.analytics import deadline, findings, latency, request_attempts
+from retryscope.analytics.replay import WhatIf, whatif, whatif_requests
 from tests.recorder import MS, T0, Clock, Recorder
 
 
@@ -107,6 +108,36 @@ def test_a_dispatch_is_doomed_only_with_less_time_left_than_its_route_median(
     con = recorder.connect()
     assert _evidence(con, "doomed_dispatch") == [_doomed("e1", "b", 399, 400.0)]
     assert deadline(con).to_pylist()[0]["doomed_dispatches"] == 1
+
+
+def test_the_whatif_records_the_reports_deadline_misses(recorder: Recorder) -> None:
+    """A success ending exactly at its deadline is late (the deadline wins a tie), and a
+    request ending after its deadline misses it though nothing stopped it: the report and
+    the what-if's recorded (and, replayed as recorded, replayed) figures count both."""
+    clock = Clock(T0)
+    with recorder.request(clock, logical_request_id="t1", deadline=T0 + 500 * MS) as req:
+        recorder.attempt(req, "r", ms=500)
+    clock = Clock(T0 + 10_000 * MS)
+    with recorder.request(clock, logical_request_id="t2", deadline=clock.now + 500 * MS) as req:
+        recorder.attempt(req, "r", ms=600, outcome="unavailable")
+        req.set_terminal("stop_route_exhausted")
+    clock = Clock(T0 + 20_000 * MS)
+    with recorder.request(clock, logical_request_id="t3", deadline=clock.now + 500 * MS) as req:
+        recorder.attempt(req, "r", ms=499)
+    con = recorder.connect()
+    assert deadline(con).to_pylist()[0]["deadline_misses"] == 2
+    rows = whatif_requests(con, WhatIf()).to_pylist()
+    assert {r["logical_request_id"]: r["recorded_deadline_miss"] for r in rows} == {
+        "t1": True,
+        "t2": True,
+        "t3": False,
+    }
+    assert [r["replayed_deadline_miss"] for r in rows] == [True, True, False]
+    summary = {r["metric"]: r for r in whatif(con, WhatIf()).to_pylist()}["deadline_misses"]
+    assert (summary["recorded"], summary["replayed_low"], summary["replayed_high"]) == (2, 2, 2)
+    # the drill-down marks the late success as the figures count it
+    late = {i: request_attempts(con, i).column("late_success").to_pylist() for i in ("t1", "t3")}
+    assert late == {"t1": [True], "t3": [False]}
 
 
 def test_findings_of_several_rules_and_a_limit(recorder: Recorder) -> None:

@@ -86,10 +86,10 @@ def _kind(frame: pd.DataFrame) -> pd.Series:
 
 
 def timeline_frames(
-    attempts: pd.DataFrame, started_at: pd.Timestamp, deadline: pd.Timestamp | None
+    attempts: pd.DataFrame, started_at: pd.Timestamp
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Bars, backoff gaps and not_before marks in ms since the request started, with the
-    display text of their tooltips."""
+    display text of their tooltips (late successes: the query's ``late_success``)."""
     a = attempts.copy()
     a["start_ms"] = _since(a["start_time"], started_at)
     a["end_ms"] = _since(a["end_time"], started_at)
@@ -117,9 +117,6 @@ def timeline_frames(
         for c, cur in zip(a["cost_micros"], a["cost_currency"], strict=True)
     ]
     a["decision_text"] = a["decision"].fillna(fmt.DASH)
-    a["late_success"] = (
-        (a["outcome"] == "success") & (a["end_time"] > deadline) if deadline is not None else False
-    )
     a["release_short"] = a["route_release"].str.slice(0, 12)
     group = ["layer", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
@@ -182,7 +179,7 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
     layers = list(summary["retried_layers"] or [])
     currency = attempts["cost_currency"].dropna()
     costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
-    receiver = int(attempts["is_leaf"].sum()) if len(attempts) else 0
+    receiver = int(summary["receiver_attempts"])
     operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
@@ -191,7 +188,7 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
         st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
         st.metric(
             "Retry amplification",
-            fmt.ratio(receiver / operations) if operations else fmt.DASH,
+            fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH,
             f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
             delta_color="off",
             delta_arrow="off",
@@ -230,7 +227,7 @@ def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
     started = pd.Timestamp(summary["started_at"])
     deadline = summary["deadline"]
     deadline_at = pd.Timestamp(deadline) if deadline is not None else None
-    bars, gaps, marks = timeline_frames(attempts, started, deadline_at)
+    bars, gaps, marks = timeline_frames(attempts, started)
     deadline_ms = (
         (deadline_at - started).total_seconds() * 1000.0 if deadline_at is not None else None
     )

@@ -100,7 +100,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                        'retry_owner', r.retry_owner)
     FROM request_nesting n
     JOIN requests r ON r.h = n.h
-    WHERE n.retried_layer_count >= 2 AND (only_request IS NULL OR r.logical_request_id = only_request)
+    WHERE rs_nested(n.retried_layer_count) AND (only_request IS NULL OR r.logical_request_id = only_request)
 
     -- The request-level rules below fire once per request, when its request_facts row
     -- says so (the definitions the fallback and deadline metrics count), on the
@@ -143,9 +143,9 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
          AND a.route_id IS NOT DISTINCT FROM r.fallback_route
         WHERE r.fallback_success
           AND (NOT r.fallback_capability_bound
-               OR (r.fallback_capability_bound AND r.fallback_boundary_allowed
-                   AND NOT r.fallback_behavior_bound))  -- unknown binding: neither
-          AND a.accepted AND a.is_fallback
+               OR rs_fallback_degraded(r.fallback_capability_bound, r.fallback_behavior_bound,
+                                       r.fallback_boundary_allowed))  -- unknown: neither
+          AND rs_fallback_answer(a.accepted, a.is_fallback)
           AND (only_request IS NULL OR r.logical_request_id = only_request)
         QUALIFY row_number() OVER (
             PARTITION BY a.h
@@ -162,7 +162,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     FROM request_facts r
     JOIN attempt_facts a ON a.h = r.h
     WHERE getvariable('rs_scope_late_success')  -- set below
-      AND r.late_success AND a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)
+      AND r.late_success AND rs_late_success(a.outcome, a.end_time, a.request_deadline)
       AND (only_request IS NULL OR r.logical_request_id = only_request)
     QUALIFY row_number() OVER (
         PARTITION BY a.h ORDER BY rs_layer_rank(a.layer), a.end_time
@@ -176,7 +176,7 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
                        'attempts', physical_attempts,
                        'receiver_attempts', receiver_attempts)
     FROM request_facts
-    WHERE terminal = 'stop_deadline' AND (only_request IS NULL OR logical_request_id = only_request)
+    WHERE rs_deadline_exhausted(terminal) AND (only_request IS NULL OR logical_request_id = only_request)
 
     UNION ALL
     SELECT 'doomed_dispatch',

@@ -1,5 +1,6 @@
 -- One logical request's attempts in order; $id is a logical request id, trace id or
--- idempotency digest (which may name several requests).
+-- idempotency digest (which may name several requests). late_success: a success at or
+-- after its deadline (rs_late_success, as the Deadlines figures and findings judge it).
 WITH ids AS (
     SELECT logical_request_id FROM request_base
     WHERE logical_request_id = $id OR trace_id = $id OR idempotency_digest = $id
@@ -14,6 +15,7 @@ SELECT
     a.cost_micros, a.cost_currency, a.cost_is_estimate,
     a.outcome, a.outcome_kind, a.http_status_code, a.decision,
     a.breaker_state, a.classified_from_http, a.is_leaf, a.accepted,
+    rs_late_success(a.outcome, a.end_time, a.request_deadline) AS late_success,
     a.terminal AS request_terminal
 FROM all_attempt_facts a
 WHERE a.logical_request_id IN (SELECT logical_request_id FROM ids)

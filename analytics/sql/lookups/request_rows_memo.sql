@@ -33,10 +33,10 @@ path AS (
 spend AS (
     SELECT hash(logical_request_id) AS h,
            sum(cost_micros)::BIGINT AS cost_micros,
-           coalesce(sum(cost_micros) FILTER (WHERE NOT accepted), 0)::BIGINT AS wasted_micros,
+           rs_wasted_micros(cost_micros, accepted) AS wasted_micros,
            min(cost_currency) AS cost_currency
     FROM attempt_facts
-    WHERE cost_reserved_micros IS NOT NULL OR cost_actual_micros IS NOT NULL
+    WHERE rs_has_cost(cost_actual_micros, cost_reserved_micros)
     GROUP BY hash(logical_request_id)
 ),
 found AS (
@@ -65,13 +65,12 @@ SELECT
     r.physical_attempts AS attempts,
     r.receiver_attempts,
     r.operations,
-    -- the report's figures for one request: sends beyond one per distinct operation, and
-    -- sends ÷ distinct operations (an attempt that calls three services once each: 1.0)
-    greatest(0, r.receiver_attempts - r.operations)::BIGINT AS excess_attempts,
-    rs_ratio(r.receiver_attempts, r.operations) AS amplification_ratio,
+    -- the report's figures for one request
+    rs_resends(r.receiver_attempts, r.operations)::BIGINT AS excess_attempts,
+    rs_amplification(r.receiver_attempts, r.operations) AS amplification_ratio,
     r.multiplication AS retry_product,
     coalesce(n.retried_layers, []) AS retried_layers,
-    r.retried_layer_count >= 2 AS nested,
+    rs_nested(r.retried_layer_count) AS nested,
     r.has_fallback,
     r.deadline_missed,
     r.late_success,

@@ -1,20 +1,16 @@
--- Amplification per slice: logical requests, attempts by kind, both figures, attempts per
--- request, excess attempts, nesting.
+-- Amplification per slice: logical requests, attempts, sends, distinct operations, sends
+-- per request, retry amplification, attempts per request, excess (resends) and hidden
+-- attempts, the p99 of sends per request, nesting. Each figure's meaning is its report
+-- key's (retryscope.analytics.REPORT_KEYS: amplification.*); the rules are the macros
+-- rs_sends, rs_operations, rs_resends, rs_amplification, rs_nested (macros.sql).
 -- $dim: a Dimension value. Each request contributes one row per slice it falls in, from
 -- the narrowest table that has its counts ($dim selects the branch; the others are
 -- folded away): request_facts for slices of whole requests, request_layers per layer,
 -- request_routes per route, the attempts themselves per release (a request counts once in
 -- every slice its attempts fall in). Requests that made no attempt fall in the slice of
--- NULL of the attempt-level slices.
---
--- Two figures: sends per request (receiver attempts ÷ logical requests: what the receivers
--- saw per request) and retry amplification (receiver attempts ÷ distinct operations: a
--- request whose attempt embeds, uploads and chats once each reads 1.0; its operations are
--- the most distinct operations any attempt of it made). Hidden attempts are the receiver
--- attempts beyond one per operation per attempt of the outermost layer (harness when
--- there is one): what the retry owner never saw. Excess attempts are the repeats: sends
--- beyond one per distinct operation, or per layer the attempts beyond the first of their
--- retry group (that layer's retries).
+-- NULL of the attempt-level slices. Per layer, the excess attempts are that layer's
+-- retries (its attempts beyond the first of their retry group) and the attempts per
+-- request that layer's attempts per request reaching it.
 --
 -- Every figure adds up over the requests of a slice that share a receiver count, so the
 -- requests are grouped on (slice, receiver count) first and the slices summed from those
@@ -35,7 +31,7 @@ WITH per AS (
         top_level_attempts AS top_level,
         receiver_attempts AS receiver,
         operations,
-        greatest(0, receiver_attempts - operations) AS excess,
+        NULL::BIGINT AS layer_repeats,
         retried_layer_count,
         multiplication
     FROM request_facts
@@ -48,13 +44,11 @@ WITH per AS (
     FROM (
         SELECT layer AS value, h, attempts,
                CASE WHEN layer = 'harness' THEN attempts ELSE 0 END AS harness,
-               top_level, receiver, coalesce(receiver_operations, 0) AS operations,
-               repeats AS excess
+               top_level, receiver, operations, repeats
         FROM request_layers
         WHERE $dim = 'layer'
         UNION ALL
-        SELECT route_id, h, attempts, harness, top_level, receiver, operations,
-               greatest(0, receiver - operations)
+        SELECT route_id, h, attempts, harness, top_level, receiver, operations, NULL
         FROM request_routes
         WHERE $dim = 'route'
         UNION ALL
@@ -66,10 +60,9 @@ WITH per AS (
             count(span_id),
             count(span_id) FILTER (WHERE layer = 'harness'),
             count(span_id) FILTER (WHERE parent_layer IS NULL),
-            count(span_id) FILTER (WHERE is_leaf),
-            coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0),
-            greatest(0, count(span_id) FILTER (WHERE is_leaf)
-                        - coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0))
+            rs_sends(span_id, is_leaf),
+            rs_operations(operation_ordinal, is_leaf),
+            NULL
         FROM attempt_facts
         WHERE $dim = 'route_release'
         GROUP BY 1, 2
@@ -81,7 +74,7 @@ WITH per AS (
     LEFT JOIN (
         SELECT h, retried_layer_count, multiplication
         FROM request_nesting
-        WHERE retried_layer_count >= 2
+        WHERE rs_nested(retried_layer_count)
     ) n ON n.h = s.h
 ),
 -- per slice and receiver count (a handful of rows per slice): the sums of what follows
@@ -92,11 +85,12 @@ by_receiver AS (
         sum(attempts) AS attempts,
         sum(harness) AS harness,
         sum(operations) AS operations,
-        sum(excess) AS excess,
+        sum(CASE WHEN $dim = 'layer' THEN layer_repeats
+                 ELSE rs_resends(receiver, operations) END) AS excess,
         sum(greatest(0, receiver - operations
                         * CASE WHEN harness > 0 THEN harness ELSE top_level END)) AS hidden,
-        count(*) FILTER (WHERE retried_layer_count >= 2) AS nested,
-        max(multiplication) FILTER (WHERE retried_layer_count >= 2) AS multiplication
+        count(*) FILTER (WHERE rs_nested(retried_layer_count)) AS nested,
+        max(multiplication) FILTER (WHERE rs_nested(retried_layer_count)) AS multiplication
     FROM per
     GROUP BY value, t, receiver
 ),
@@ -115,9 +109,7 @@ SELECT
     sum(receiver * requests)::BIGINT AS receiver_attempts,
     sum(operations)::BIGINT AS operations,
     rs_ratio(sum(receiver * requests), sum(requests)) AS sends_per_request,
-    rs_ratio(sum(receiver * requests), sum(operations)) AS amplification_ratio,
-    -- per layer: that layer's attempts per request reaching it (a harness makes attempts
-    -- the receiver never sees as such); elsewhere every attempt at every layer
+    rs_amplification(sum(receiver * requests), sum(operations)) AS amplification_ratio,
     rs_ratio(sum(attempts), sum(requests)) AS attempts_per_request,
     sum(excess)::BIGINT AS excess_attempts,
     sum(hidden)::BIGINT AS hidden_attempts,

@@ -1,7 +1,7 @@
--- Fallback per slice (request level: entry route/release, tenant, operation, retry owner).
--- Quality: fallback successes whose route binds the request's capability digest and
--- behavior class within an allowed data boundary. Degraded: capability and boundary hold,
--- behavior class differs. Unverified: the data lacks a digest/class/boundary to check.
+-- Fallback per slice (request level: entry route/release, tenant, operation, retry owner):
+-- a request's fallback and its answer are request_facts.sql's (has_fallback,
+-- fallback_success), the answer's quality rs_fallback_quality, rs_fallback_degraded and
+-- rs_fallback_unverified (macros.sql).
 SELECT
     rs_dim($dim, entry_route, entry_release, tenant, operation, retry_owner, started_at)
         AS value,
@@ -11,18 +11,18 @@ SELECT
     count(*) FILTER (WHERE fallback_success)::BIGINT AS fallback_successes,
     rs_ratio(count(*) FILTER (WHERE fallback_success), count(*) FILTER (WHERE has_fallback))
         AS fallback_success_rate,
-    count(*) FILTER (WHERE fallback_success AND fallback_capability_bound
-                     AND fallback_behavior_bound AND fallback_boundary_allowed)::BIGINT
+    count(*) FILTER (WHERE fallback_success AND rs_fallback_quality(
+        fallback_capability_bound, fallback_behavior_bound, fallback_boundary_allowed))::BIGINT
         AS quality_fallback_successes,
-    rs_ratio(count(*) FILTER (WHERE fallback_success AND fallback_capability_bound
-                              AND fallback_behavior_bound AND fallback_boundary_allowed),
+    rs_ratio(count(*) FILTER (WHERE fallback_success AND rs_fallback_quality(
+                 fallback_capability_bound, fallback_behavior_bound, fallback_boundary_allowed)),
              count(*) FILTER (WHERE fallback_success)) AS fallback_quality,
-    count(*) FILTER (WHERE fallback_success AND fallback_capability_bound
-                     AND fallback_boundary_allowed AND NOT fallback_behavior_bound)::BIGINT
+    count(*) FILTER (WHERE fallback_success AND rs_fallback_degraded(
+        fallback_capability_bound, fallback_behavior_bound, fallback_boundary_allowed))::BIGINT
         AS degraded_fallbacks,
-    count(*) FILTER (WHERE fallback_success AND (fallback_capability_bound IS NULL
-                     OR fallback_behavior_bound IS NULL
-                     OR fallback_boundary_allowed IS NULL))::BIGINT AS unverified_fallbacks,
+    count(*) FILTER (WHERE fallback_success AND rs_fallback_unverified(
+        fallback_capability_bound, fallback_behavior_bound, fallback_boundary_allowed))::BIGINT
+        AS unverified_fallbacks,
     count(*) FILTER (WHERE boundary_widened)::BIGINT AS boundary_widened_requests
 FROM request_facts
 GROUP BY ALL

@@ -26,9 +26,9 @@ flagged AS (
                    start_time) AS value,
             h,
             bool_or(is_hedge) AS hedged,
-            bool_or(retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0) AS opaque
+            bool_or(rs_opaque_ownership(retry_owner, lower_max_retries)) AS opaque
         FROM attempt_facts
-        WHERE is_hedge OR (retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0)
+        WHERE is_hedge OR rs_opaque_ownership(retry_owner, lower_max_retries)
         GROUP BY 1, 2
     )
     GROUP BY value

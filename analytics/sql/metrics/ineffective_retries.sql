@@ -3,15 +3,15 @@
 SELECT
     layer,
     route_id,
-    coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
+    rs_after_kind(prev_kind, prev_outcome) AS after_kind,
     attempt_ordinal,
     count(*)::BIGINT AS retries,
-    count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
-    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate,
+    rs_successes(outcome)::BIGINT AS successes,
+    rs_ratio(rs_successes(outcome), count(*)) AS success_rate,
     sum(cost_micros)::BIGINT AS cost_micros
 FROM attempt_facts
-WHERE is_retry AND coalesce(prev_outcome, '') <> 'success'
+WHERE rs_retry_after_failure(is_retry, prev_outcome)
 GROUP BY ALL
 HAVING count(*) >= $min_samples
-   AND rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) <= $max_success_rate
+   AND rs_ratio(rs_successes(outcome), count(*)) <= $max_success_rate
 ORDER BY success_rate, retries DESC, layer, route_id, after_kind, attempt_ordinal;

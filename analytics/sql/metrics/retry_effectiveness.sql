@@ -8,15 +8,15 @@ SELECT
     after_kind,
     attempt_ordinal,
     count(*)::BIGINT AS retries,
-    count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
-    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate
+    rs_successes(outcome)::BIGINT AS successes,
+    rs_ratio(rs_successes(outcome), count(*)) AS success_rate
 FROM (
     SELECT rs_dim($dim, route_id, route_release, request_tenant, request_operation, layer,
                   start_time) AS value,
-           layer, coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
+           layer, rs_after_kind(prev_kind, prev_outcome) AS after_kind,
            attempt_ordinal, outcome
     FROM attempt_facts
-    WHERE is_retry AND coalesce(prev_outcome, '') <> 'success'
+    WHERE rs_retry_after_failure(is_retry, prev_outcome)
 )
 GROUP BY GROUPING SETS ((value, layer, after_kind), (value, layer, attempt_ordinal))
 ORDER BY slice, value NULLS LAST, layer, after_kind NULLS LAST, attempt_ordinal NULLS LAST;

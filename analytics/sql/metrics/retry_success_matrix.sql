@@ -2,12 +2,12 @@
 -- layer (retry_effectiveness.sql reports each on its own; a heatmap needs both at once).
 SELECT
     layer,
-    coalesce(prev_kind, prev_outcome, 'unknown') AS after_kind,
+    rs_after_kind(prev_kind, prev_outcome) AS after_kind,
     attempt_ordinal,
     count(*)::BIGINT AS retries,
-    count(*) FILTER (WHERE outcome = 'success')::BIGINT AS successes,
-    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate
+    rs_successes(outcome)::BIGINT AS successes,
+    rs_ratio(rs_successes(outcome), count(*)) AS success_rate
 FROM attempt_facts
-WHERE is_retry AND coalesce(prev_outcome, '') <> 'success'
+WHERE rs_retry_after_failure(is_retry, prev_outcome)
 GROUP BY ALL
 ORDER BY layer, after_kind, attempt_ordinal;

@@ -3,7 +3,7 @@
 -- (by route), the one definition the report, the CLI and the UI share.
 SELECT
     route_id,
-    rs_ratio(count(*) FILTER (WHERE outcome = 'success'), count(*)) AS success_rate,
+    rs_ratio(rs_successes(outcome), count(*)) AS success_rate,
     coalesce(bool_or(is_fallback), FALSE) AS is_fallback
 FROM attempt_facts
 WHERE route_id IS NOT NULL

@@ -1,4 +1,5 @@
--- Cost of attempts whose result was not accepted, by route and outcome kind.
+-- Wasted cost (rs_wasted_micros, macros.sql: the cost of the attempts whose result was not
+-- accepted) by route and outcome kind.
 SELECT
     route_id,
     coalesce(outcome_kind, CASE WHEN coalesce(hedge_cancelled, FALSE) THEN 'hedge_cancelled'
@@ -7,6 +8,6 @@ SELECT
     count(*)::BIGINT AS attempts,
     sum(cost_micros)::BIGINT AS wasted_micros
 FROM attempt_facts
-WHERE NOT accepted AND (cost_reserved_micros IS NOT NULL OR cost_actual_micros IS NOT NULL)
+WHERE NOT accepted AND rs_has_cost(cost_actual_micros, cost_reserved_micros)
 GROUP BY ALL
 ORDER BY wasted_micros DESC, route_id, outcome_kind;

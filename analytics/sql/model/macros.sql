@@ -6,9 +6,6 @@ CREATE OR REPLACE MACRO rs_ratio(n, d) AS
 
 CREATE OR REPLACE MACRO rs_ms(t) AS epoch_ns(t) / 1000000.0;
 
--- A success completing at or after the deadline loses to it (the control plane's rule).
-CREATE OR REPLACE MACRO rs_late(end_time, deadline) AS end_time >= deadline;
-
 -- The key the model groups and joins a logical request on: a 64-bit hash of its id (far
 -- cheaper than the string), NULL for a span of no request.
 CREATE OR REPLACE MACRO rs_request_key(id) AS CASE WHEN id IS NOT NULL THEN hash(id) END;
@@ -30,3 +27,79 @@ CREATE OR REPLACE MACRO rs_dim(dim, route_id, route_release, tenant, operation, 
             time_bucket(getvariable('rs_bucket'), t::TIMESTAMP), '%Y-%m-%dT%H:%M:%SZ')
     END;
 
+-- The figures' rules, each written once here and used by every report, lookup, finding
+-- and UI query (what each report key means: retryscope.analytics.REPORT_KEYS; where each
+-- figure is defined: docs/guides/analytics.md, "Where each figure is defined"). They
+-- aggregate or combine what the model decides once per attempt in all_attempt_facts
+-- (model_requests.sql): is_leaf (a send), is_repeat, is_retry, group_size, accepted,
+-- cost_micros.
+
+-- Sends (receiver attempts): the attempts with no lower-layer attempt beneath them.
+CREATE OR REPLACE MACRO rs_sends(span_id, is_leaf) AS count(span_id) FILTER (WHERE is_leaf);
+
+-- Distinct operations among the sends: a send's operation ordinal runs 1..k under its
+-- parent attempt, so the largest is the count (a send without one: 1); 0 without sends.
+CREATE OR REPLACE MACRO rs_operations(operation_ordinal, is_leaf) AS
+    coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0);
+
+-- Resends (excess attempts): the sends beyond one per distinct operation.
+CREATE OR REPLACE MACRO rs_resends(sends, operations) AS greatest(0, sends - operations);
+
+-- Retry amplification: sends ÷ distinct operations (1.0: no layer retried).
+CREATE OR REPLACE MACRO rs_amplification(sends, operations) AS rs_ratio(sends, operations);
+
+-- Nesting: a layer of a request retried when its largest retry group (group_size: its
+-- attempts that are not hedges) holds more than one attempt; the request's attempt
+-- multiplication is the product of those largest groups (harness 3 × transport 3 = 9;
+-- 1 when no layer retried); its retries are nested when two layers or more retried.
+CREATE OR REPLACE MACRO rs_retried(max_n) AS max_n > 1;
+CREATE OR REPLACE MACRO rs_multiplication(max_n) AS
+    coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE rs_retried(max_n))))::BIGINT, 1);
+CREATE OR REPLACE MACRO rs_nested(retried_layer_count) AS retried_layer_count >= 2;
+
+-- Fallback: a request used one when any attempt of it is on a fallback route
+-- (request_facts.has_fallback), and a fallback answered it when an accepted attempt is
+-- (rs_fallback_answer). The answer's quality, from the bindings of that attempt
+-- (request_facts.fallback_*_bound): quality when it binds the required capability and
+-- behavior class within the allowed data boundary; degraded when only the behavior class
+-- differs; unverified when the data lacks a digest, class or boundary to check.
+CREATE OR REPLACE MACRO rs_fallback_answer(accepted, is_fallback) AS accepted AND is_fallback;
+CREATE OR REPLACE MACRO rs_fallback_quality(capability, behavior, boundary) AS
+    capability AND behavior AND boundary;
+CREATE OR REPLACE MACRO rs_fallback_degraded(capability, behavior, boundary) AS
+    capability AND boundary AND NOT behavior;
+CREATE OR REPLACE MACRO rs_fallback_unverified(capability, behavior, boundary) AS
+    capability IS NULL OR behavior IS NULL OR boundary IS NULL;
+
+-- Deadline exhaustion: the request stopped because its deadline ran out.
+CREATE OR REPLACE MACRO rs_deadline_exhausted(terminal) AS terminal = 'stop_deadline';
+
+-- A late success: a success completing at or after the deadline loses to it (the control
+-- plane's rule).
+CREATE OR REPLACE MACRO rs_late(end_time, deadline) AS end_time >= deadline;
+CREATE OR REPLACE MACRO rs_late_success(outcome, end_time, deadline) AS
+    outcome = 'success' AND rs_late(end_time, deadline);
+
+-- Cost: an attempt's measured cost, else its reservation (then an estimate, as when the
+-- recorder marks it estimated), else 0; the cost figures count the attempts that
+-- recorded either. Wasted cost: the cost of the attempts whose result was not accepted.
+CREATE OR REPLACE MACRO rs_cost_micros(actual, reserved) AS coalesce(actual, reserved, 0);
+CREATE OR REPLACE MACRO rs_cost_is_estimate(actual, reserved, estimated) AS
+    (actual IS NULL AND reserved IS NOT NULL) OR coalesce(estimated, FALSE);
+CREATE OR REPLACE MACRO rs_has_cost(actual, reserved) AS
+    reserved IS NOT NULL OR actual IS NOT NULL;
+CREATE OR REPLACE MACRO rs_wasted_micros(cost_micros, accepted) AS
+    coalesce(sum(cost_micros) FILTER (WHERE NOT accepted), 0)::BIGINT;
+
+-- Retries judged for effectiveness: retries after an attempt that did not succeed, by
+-- the failure kind before them; their successes.
+CREATE OR REPLACE MACRO rs_retry_after_failure(is_retry, prev_outcome) AS
+    is_retry AND coalesce(prev_outcome, '') <> 'success';
+CREATE OR REPLACE MACRO rs_after_kind(prev_kind, prev_outcome) AS
+    coalesce(prev_kind, prev_outcome, 'unknown');
+CREATE OR REPLACE MACRO rs_successes(outcome) AS count(*) FILTER (WHERE outcome = 'success');
+
+-- Opaque retry ownership: a retry owner dispatching through a lower layer that declares
+-- retries of its own.
+CREATE OR REPLACE MACRO rs_opaque_ownership(retry_owner, lower_max_retries) AS
+    retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0;

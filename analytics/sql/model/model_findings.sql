@@ -55,7 +55,7 @@ SELECT h, 'opaque_retry_ownership',
        json_object('layer', layer, 'retry_owner', retry_owner,
                    'lower_max_retries', lower_max_retries)
 FROM all_attempt_facts
-WHERE retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0
+WHERE rs_opaque_ownership(retry_owner, lower_max_retries)
 
 UNION ALL
 SELECT h, 'breaker_open_dispatch',

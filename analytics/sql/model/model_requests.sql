@@ -217,9 +217,9 @@ SELECT
     CASE WHEN c.k IS NULL
          THEN {t: w.start_time, s: w.span_id, r: w.trace_id} IS DISTINCT FROM f.first
     END AS is_repeat,
-    coalesce(w.cost_actual_micros, w.cost_reserved_micros, 0) AS cost_micros,
-    (w.cost_actual_micros IS NULL AND w.cost_reserved_micros IS NOT NULL)
-        OR coalesce(w.cost_estimated, FALSE) AS cost_is_estimate,
+    rs_cost_micros(w.cost_actual_micros, w.cost_reserved_micros) AS cost_micros,
+    rs_cost_is_estimate(w.cost_actual_micros, w.cost_reserved_micros, w.cost_estimated)
+        AS cost_is_estimate,
     w.outcome = 'success'
         AND coalesce(w.decision, 'complete') = 'complete'
         AND NOT coalesce(w.hedge_cancelled, FALSE)
@@ -251,25 +251,22 @@ DROP TABLE attempt_places;
 DROP TABLE attempt_groups;
 DROP TABLE attempt_rows;
 
--- Per request and layer: its attempts (all, outermost, receiver-visible) and its largest
--- retry group; nesting below and amplification by layer read these instead of every attempt.
--- Keyed by h alone (the id is request_base's).
+-- Per request and layer: its attempts (all, outermost, sends), the distinct operations
+-- of its sends and its largest retry group; nesting below and amplification by layer
+-- read these instead of every attempt. Keyed by h alone (the id is request_base's).
 CREATE OR REPLACE TEMP TABLE all_request_layers AS
 SELECT
     h,
     layer,
     count(span_id) AS attempts,
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
-    count(span_id) FILTER (WHERE is_leaf) AS receiver,
+    rs_sends(span_id, is_leaf) AS receiver,
+    rs_operations(operation_ordinal, is_leaf) AS operations,
     max(group_size) AS max_n,
     -- its retries (and hedges): attempts beyond the first of their retry group
     count(span_id) FILTER (WHERE group_position > 1) AS repeats,
     -- the layer whose retries these are when the sends name one (an SDK's, a router's)
     any_value(retry_layer) AS retry_layer,
-    -- distinct operations among its receiver attempts: operation ordinals run 1..k
-    -- under each parent attempt, so the largest is the count (an attempt that is no
-    -- send: 1)
-    max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf) AS receiver_operations,
     -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64
     -- as bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with
     -- these
@@ -281,9 +278,9 @@ SELECT
 FROM all_attempt_facts
 GROUP BY h, layer;
 
--- Per request and route: its attempts on the route (all, harness, outermost,
--- receiver-visible) and the distinct operations among its receiver attempts there (as
--- per layer above); amplification by route reads these instead of every attempt.
+-- Per request and route: its attempts on the route (all, harness, outermost, sends) and
+-- the distinct operations of its sends there; amplification by route reads these
+-- instead of every attempt.
 CREATE OR REPLACE TEMP TABLE all_request_routes AS
 SELECT
     h,
@@ -291,22 +288,21 @@ SELECT
     count(span_id) AS attempts,
     count(span_id) FILTER (WHERE layer = 'harness') AS harness,
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
-    count(span_id) FILTER (WHERE is_leaf) AS receiver,
-    coalesce(max(coalesce(operation_ordinal, 1)) FILTER (WHERE is_leaf), 0) AS operations
+    rs_sends(span_id, is_leaf) AS receiver,
+    rs_operations(operation_ordinal, is_leaf) AS operations
 FROM all_attempt_facts
 GROUP BY h, route_id;
 
--- Per request: how many layers retried and the attempt multiplication they produce
--- (the product of the largest retry group of each retried layer, e.g. 3 x 3 = 9), and its
--- distinct operations (the most any attempt of it made: what amplification divides by).
+-- Per request: the layers that retried and the attempt multiplication they produce
+-- (rs_retried, rs_multiplication), and its distinct operations (the most any attempt of
+-- it made: what amplification divides by).
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
 SELECT
     h,
-    count(*) FILTER (WHERE max_n > 1) AS retried_layer_count,
+    count(*) FILTER (WHERE rs_retried(max_n)) AS retried_layer_count,
     coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
-             FILTER (WHERE max_n > 1), []) AS retried_layers,
-    coalesce(max(receiver_operations), 0) AS operations,
-    coalesce(round(exp(sum(ln(max_n)) FILTER (WHERE max_n > 1)))::BIGINT, 1)
-        AS multiplication
+             FILTER (WHERE rs_retried(max_n)), []) AS retried_layers,
+    max(operations) AS operations,
+    rs_multiplication(max_n) AS multiplication
 FROM all_request_layers
 GROUP BY h;

@@ -27,7 +27,7 @@ a AS (
            coalesce(p.is_fallback, coalesce(p.route_priority, 0) > 0) AS is_fallback,
            coalesce(p.backoff_delay_ms, 0) AS backoff_delay_ms,
            coalesce(p.retry_after_ms, 0) AS retry_after_ms,
-           coalesce(p.cost_actual_micros, p.cost_reserved_micros, 0) AS cost,
+           p.cost_micros AS cost,
            row_number() OVER (PARTITION BY p.logical_request_id
                               ORDER BY p.attempt_ordinal, p.start_time) AS ord,
            time_bucket(to_milliseconds(window_ms::BIGINT), p.start_time::TIMESTAMP) AS win
@@ -95,13 +95,12 @@ decided AS (
                WHEN p.last_outcome = 'retryable' AND (
                        (max_attempts IS NOT NULL AND r.terminal = 'stop_attempt_budget'
                         AND max_attempts::INTEGER > p.recorded_attempts)
-                    OR (p.total_shift_ms > 0 AND r.terminal = 'stop_deadline'))
+                    OR (p.total_shift_ms > 0 AND rs_deadline_exhausted(r.terminal)))
                    THEN 'unknown'
                ELSE 'failed'
            END AS replayed_status,
-           coalesce(r.terminal = 'stop_deadline', FALSE)
-               OR coalesce(p.success_end_ns > epoch_ns(r.deadline), FALSE) AS recorded_deadline_miss
-    FROM per p JOIN requests r ON r.logical_request_id = p.logical_request_id
+           r.deadline_missed AS recorded_deadline_miss  -- the report's (request_facts.sql)
+    FROM per p JOIN request_facts r ON r.logical_request_id = p.logical_request_id
 )
 SELECT logical_request_id, trace_id, terminal AS recorded_terminal,
        recorded_success, recorded_deadline_miss,
@@ -115,7 +114,7 @@ SELECT logical_request_id, trace_id, terminal AS recorded_terminal,
        total_shift_ms::BIGINT AS shift_ms,
        CASE replayed_status
            WHEN 'success' THEN deadline_ns IS NOT NULL
-               AND success_end_ns - coalesce(success_shift_ms, 0) * 1000000 > deadline_ns
+               AND rs_late(success_end_ns - coalesce(success_shift_ms, 0) * 1000000, deadline_ns)
            WHEN 'failed' THEN CASE WHEN cut_ord IS NOT NULL
                                    THEN deadline_ns IS NOT NULL AND cut_start_ns >= deadline_ns
                                    ELSE recorded_deadline_miss END

@@ -8,27 +8,27 @@ WITH agg AS (
     SELECT
         a.h,
         bool_or(a.is_fallback) AS has_fallback,
-        bool_or(a.accepted AND a.is_fallback) AS fallback_success,
-        arg_min(a.capability_bound, rs_layer_rank(a.layer))
-            FILTER (WHERE a.accepted AND a.is_fallback) AS fallback_capability_bound,
-        arg_min(a.behavior_bound, rs_layer_rank(a.layer))
-            FILTER (WHERE a.accepted AND a.is_fallback) AS fallback_behavior_bound,
-        arg_min(a.boundary_allowed, rs_layer_rank(a.layer))
-            FILTER (WHERE a.accepted AND a.is_fallback) AS fallback_boundary_allowed,
-        arg_min(a.route_id, rs_layer_rank(a.layer))
-            FILTER (WHERE a.accepted AND a.is_fallback) AS fallback_route,
+        -- the request's answering fallback attempt: the outermost accepted one
+        bool_or(a.answer) AS fallback_success,
+        arg_min(a.capability_bound, rs_layer_rank(a.layer)) FILTER (WHERE a.answer)
+            AS fallback_capability_bound,
+        arg_min(a.behavior_bound, rs_layer_rank(a.layer)) FILTER (WHERE a.answer)
+            AS fallback_behavior_bound,
+        arg_min(a.boundary_allowed, rs_layer_rank(a.layer)) FILTER (WHERE a.answer)
+            AS fallback_boundary_allowed,
+        arg_min(a.route_id, rs_layer_rank(a.layer)) FILTER (WHERE a.answer) AS fallback_route,
         coalesce(bool_or(NOT a.boundary_allowed) FILTER (WHERE a.accepted), FALSE)
             AS boundary_widened,
         arg_min(a.duration_ms, a.start_time) FILTER (WHERE a.parent_layer IS NULL)
             AS first_attempt_ms,
-        coalesce(bool_or(a.outcome = 'success' AND rs_late(a.end_time, a.request_deadline)), FALSE)
+        coalesce(bool_or(rs_late_success(a.outcome, a.end_time, a.request_deadline)), FALSE)
             AS late_success,
         -- amplification by request-level slices (amplification.sql)
         count(a.span_id) AS physical_attempts,
         count(a.span_id) FILTER (WHERE a.layer = 'harness') AS harness_attempts,
         count(a.span_id) FILTER (WHERE a.parent_layer IS NULL) AS top_level_attempts,
-        count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver_attempts
-    FROM attempt_facts a
+        rs_sends(a.span_id, a.is_leaf) AS receiver_attempts
+    FROM (SELECT *, rs_fallback_answer(accepted, is_fallback) AS answer FROM attempt_facts) a
     GROUP BY a.h
 )
 SELECT
@@ -44,7 +44,7 @@ SELECT
     g.first_attempt_ms,
     coalesce(g.late_success, FALSE) AS late_success,
     r.deadline IS NOT NULL
-        AND (r.terminal = 'stop_deadline' OR r.ended_at > r.deadline
+        AND (rs_deadline_exhausted(r.terminal) OR r.ended_at > r.deadline
              OR coalesce(g.late_success, FALSE)) AS deadline_missed,
     coalesce(g.physical_attempts, 0) AS physical_attempts,
     coalesce(g.harness_attempts, 0) AS harness_attempts,
