@@ -78,7 +78,6 @@ from retryscope.instrumentation.export._gaps import (
     GapReason,
     gap_table,
 )
-from retryscope.instrumentation.export._gil import responsive
 from retryscope.instrumentation.export._segments import SegmentLog, recover
 from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
@@ -324,7 +323,6 @@ class ParquetSpanExporter(SpanExporter):
         dir_mode: int | None = None,
         durable: bool | None = None,
         fsync_s: float | None = None,
-        switch_interval_s: float | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
@@ -341,7 +339,6 @@ class ParquetSpanExporter(SpanExporter):
             dir_mode=dir_mode,
             durable=durable,
             fsync_s=fsync_s,
-            switch_interval_s=switch_interval_s,
         )
         self.directory = self.config.directory
         self.dropped_spans = 0
@@ -383,8 +380,7 @@ class ParquetSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
-        with responsive(self.config.switch_interval_s):  # no GIL convoy (see ._gil)
-            return self._export(spans)
+        return self._export(spans)
 
     def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         order: list[int] | None = None
@@ -419,8 +415,7 @@ class ParquetSpanExporter(SpanExporter):
         try:
             if not self._wait_for_cut(deadline):
                 return False
-            with responsive(self.config.switch_interval_s):
-                return self._write_pending(deadline=deadline)
+            return self._write_pending(deadline=deadline)
         finally:
             self._lock.release()
 
@@ -733,10 +728,9 @@ class ParquetSpanExporter(SpanExporter):
             if self._segments is not None:
                 self._segments.sync(due_only=True)
             if self._due() and not (self._failing and time.monotonic() < self._next_retry):
-                with responsive(self.config.switch_interval_s):
-                    self._write_pending(
-                        deadline=None, whole_files=not self._due(by_rows=False), unlocked=True
-                    )
+                self._write_pending(
+                    deadline=None, whole_files=not self._due(by_rows=False), unlocked=True
+                )
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new writer. The parent writes what it buffered and counted;
