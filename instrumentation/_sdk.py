@@ -46,16 +46,6 @@ Finished spans (:func:`finished_rows`, :func:`finished_attributes`,
     property call (and, for events and links, one tuple copy) per field per span:
     ``ParquetSpanExporter`` export and write, public/fast 1.3×.
     Public: the ``ReadableSpan``, ``Status`` and ``SpanContext`` properties.
-Batch queue (:func:`count_queue_evictions`)
-    Private: ``BatchSpanProcessor._batch_processor._queue``, a bounded ``collections.deque``
-    (checked on each processor), replaced by one that counts what it pushes out.
-    Buys: each span the full queue drops is counted, and persisted as a gap, when it is
-    dropped (the SDK only logs, de-duplicated, and its metric counts races as drops). Per
-    span end: the SDK's processor 0.45 µs, with this queue 0.95 µs, on the public path
-    1.15 µs.
-    Public: :class:`~retryscope.instrumentation.export.GapCountingBatchSpanProcessor`
-    counts the sampled spans it hands on and those that reach the exporter, and settles
-    the difference on ``force_flush``/``shutdown``: the same totals, counted later.
 Zero-code configurator (:data:`SdkConfigurator`, imported on first use)
     Private: ``opentelemetry.sdk._configuration._OTelSDKConfigurator``, the class the SDK
     tells distributions to subclass (opentelemetry-distro does); imported lazily because it
@@ -70,7 +60,7 @@ import logging
 import operator
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
@@ -81,7 +71,6 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -90,7 +79,6 @@ from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
 from retryscope.instrumentation import _sdk_finished
-from retryscope.instrumentation._fork import reset_in_child
 from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 
 if TYPE_CHECKING:
@@ -104,7 +92,6 @@ __all__ = [
     "bounded_items",
     "context_ids",
     "context_with",
-    "count_queue_evictions",
     "ended_fields",
     "fast_paths",
     "finished_attribute_columns",
@@ -451,67 +438,6 @@ def finished_attribute_columns(
     return list(map(_DICT, stored)), list(map(_DROPPED, stored))
 
 
-# -- batch queue ----------------------------------------------------------------------------
-def _counting_insert(insert: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    """A deque method that calls ``insert`` and reports the item it pushed out, if any."""
-
-    def counted(self: _EvictionCountingDeque, item: Any) -> None:
-        with self._guard:
-            evicts = self.maxlen is not None and len(self) >= self.maxlen
-            insert(self, item)
-        if evicts:
-            self._on_evict(1)
-
-    return counted
-
-
-def _guarded_removal(remove: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A deque method that calls ``remove`` under the insert lock."""
-
-    def guarded(self: _EvictionCountingDeque) -> Any:
-        with self._guard:
-            return remove(self)
-
-    return guarded
-
-
-class _EvictionCountingDeque(collections.deque[Any]):
-    """A bounded deque whose single-item inserts, at either end, report each item they push
-    out of the other; inserts and removals hold one lock, so an item is counted exactly
-    when it is lost (not when a removal frees a slot between a full check and the insert).
-    A forked child gets a fresh lock (another thread may have held it at the fork)."""
-
-    def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
-        super().__init__((), maxlen)
-        self._guard = threading.Lock()
-        self._on_evict = on_evict
-        reset_in_child(self._after_fork)
-
-    def _after_fork(self) -> None:
-        self._guard = threading.Lock()
-
-    appendleft = _counting_insert(collections.deque.appendleft)
-    append = _counting_insert(collections.deque.append)
-    pop = _guarded_removal(collections.deque.pop)
-    popleft = _guarded_removal(collections.deque.popleft)
-
-
-def count_queue_evictions(processor: BatchSpanProcessor, on_evict: Callable[[int], None]) -> bool:
-    """Give ``processor`` a queue that calls ``on_evict(1)`` for each span it pushes out;
-    False (nothing changed) when the processor holds no bounded ``collections.deque`` as
-    its queue, or the public paths are forced."""
-    if not _paths.batch_queue:
-        return False
-    batch = getattr(processor, "_batch_processor", None)
-    queue = getattr(batch, "_queue", None)
-    if type(queue) is not collections.deque or queue.maxlen is None:
-        return False
-    counting = _EvictionCountingDeque(queue.maxlen, on_evict)
-    counting.extend(queue)  # empty at construction; same order if not
-    batch._queue = counting  # type: ignore[union-attr]
-    return True
-
-
 # -- zero-code configurator -----------------------------------------------------------------
 def __getattr__(name: str) -> Any:
     """:data:`SdkConfigurator`, imported on first use (it loads the logs and metrics SDKs)."""
@@ -535,7 +461,6 @@ class _Paths:
     tuple_contexts: bool = False
     readable_types: frozenset[type] = frozenset()
     counting_types: frozenset[type] = frozenset()
-    batch_queue: bool = False
 
 
 _PUBLIC: Final = _Paths()
@@ -558,7 +483,6 @@ def _probe() -> _Paths:
             for t in readable
             if getattr(t, "dropped_attributes", None) is ReadableSpan.dropped_attributes
         ),
-        batch_queue=True,
     )
 
 
@@ -584,8 +508,7 @@ def fast_paths() -> dict[str, bool]:
 def public_paths() -> Iterator[None]:
     """Within the block, every public path, as with :data:`PUBLIC_ONLY_ENV` set; for tests
     and benchmarks that compare both paths in one process. It switches the whole process
-    (not for use while other threads record spans); a batch processor made inside keeps
-    the public queue accounting after the block."""
+    (not for use while other threads record spans)."""
     global _paths
     saved, _paths = _paths, _use(_PUBLIC)
     try:

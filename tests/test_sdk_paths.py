@@ -39,7 +39,6 @@ PATHS = [
     "tuple_contexts",
     "readable_types",
     "counting_types",
-    "batch_queue",
 ]
 
 
@@ -242,17 +241,3 @@ def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
     assert len(sources) > 50
     assert [use for path in sources for use in _private_otel_uses(path)] == []
     assert all(_private_otel_uses(path) for path in owners)  # the check sees them
-
-
-def test_the_counting_queue_reports_what_either_end_pushes_out() -> None:
-    lost: list[int] = []
-    queue = _sdk._EvictionCountingDeque(2, lost.append)
-    queue.appendleft("a")
-    queue.appendleft("b")
-    assert lost == []
-    queue.appendleft("c")  # pushes "a" out of the right end
-    queue.append("d")  # pushes "c" out of the left end
-    assert (list(queue), lost) == (["b", "d"], [1, 1])
-    assert (queue.pop(), queue.popleft(), len(queue)) == ("d", "b", 0)
-    queue.append("e")
-    assert lost == [1, 1]
