@@ -43,12 +43,7 @@ from retryscope.instrumentation._lower_layer import LowerLayerConfig
 from retryscope.instrumentation._pricing import Cost, PriceTable, Usage
 from retryscope.instrumentation._privacy import DEFAULT_MAX_STRING_BYTES, bound_attributes
 from retryscope.instrumentation._redaction import record_exception
-from retryscope.instrumentation._sdk import (
-    add_clean_attributes,
-    context_with,
-    is_current_span,
-    longest_string,
-)
+from retryscope.instrumentation._sdk import add_clean_attributes, longest_string
 from retryscope.instrumentation._sends import (
     NO_EVIDENCE,
     Ordinals,
@@ -189,6 +184,13 @@ def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
     there is none: the direct parent of a span started in ``ctx``."""
     parent = trace.get_current_span(ctx).get_span_context()
     return parent.span_id if parent.is_valid else None
+
+
+def _scope_context(
+    parent: otel_context.Context, span: Span, owner: Attempt | LogicalRequest
+) -> otel_context.Context:
+    """``parent`` with ``span`` as its current span and ``owner`` as its scope."""
+    return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
 
 
 @contained("current_scope")
@@ -379,7 +381,7 @@ class Attempt:
         if parent_span is None:
             parent_span = req.span  # raises: the request is not open
         current = otel_context.get_current()
-        if self._in_current_span or is_current_span(current, parent_span):
+        if self._in_current_span or trace.get_current_span(current) is parent_span:
             parent = current
         else:
             parent = trace.set_span_in_context(parent_span, current)
@@ -390,7 +392,7 @@ class Attempt:
             attributes=attrs,
             start_time=now,
         )
-        self._token = otel_context.attach(context_with(parent, span, _SCOPE_KEY, self))
+        self._token = otel_context.attach(_scope_context(parent, span, self))
         return self
 
     @contained("Attempt.__exit__")
@@ -846,9 +848,7 @@ class LogicalRequest:
         )
         parent = self._parent_context
         self._token = otel_context.attach(
-            context_with(
-                otel_context.get_current() if parent is None else parent, span, _SCOPE_KEY, self
-            )
+            _scope_context(otel_context.get_current() if parent is None else parent, span, self)
         )
         return self
 

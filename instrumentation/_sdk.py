@@ -17,45 +17,29 @@ the public path runs, and it stores and reads the same data (the pipeline tests 
 ways: ``make unit-public-sdk``). An SDK upgrade that changes its internals therefore costs
 speed, not correctness. :func:`fast_paths` says which shortcuts are on. ``make bench``
 prints both paths side by side (``bench/hot_path.py``, ``bench/export.py``); the ratios
-below were measured on two cores.
+below were measured on two cores (process CPU time). A shortcut stays only for a gain a
+user sees: building an attempt's context in one copy (1.04× per attempt) and reading
+``BoundedList``, ``Status`` and ``SpanContext`` internals in the exporter (1.03× of the
+conversion) did not.
 
 Stamping (:func:`add_clean_attributes`, :func:`raw_attributes`)
     Private: ``Span._lock``, ``Span._end_time``, ``Span._attributes`` — a
     ``BoundedAttributes`` with ``_dict``, ``_immutable``, ``maxlen``, ``max_value_len``.
     Buys: ``set_attributes`` re-validates every value; the stamps are built from plain
     values by retryscope and checked once (:func:`longest_string`), so they are merged into
-    the dict directly, under the span's lock. Stamping a third-party HTTP span adds about
-    40 % of what it adds through ``set_attributes`` (the stamped span: public/fast 1.3×).
+    the dict directly, under the span's lock. Stamping a third-party HTTP span adds
+    7–8 µs instead of 12.5–13.5 µs (the stamped span: public/fast 1.26–1.27×).
     Public: ``Span.set_attributes``; ``Span.attributes``.
-Context (:func:`context_with`, :func:`is_current_span`)
-    Private: ``opentelemetry.trace.propagation._SPAN_KEY``, and that a ``Context`` is a
-    plain ``dict`` built by copying.
-    Buys: an attempt's context in one copy instead of four (``set_span_in_context`` then
-    ``set_value``, each copying twice), and its parent check without
-    ``get_current_span``'s call chain: about 0.4 µs per attempt (public/fast 1.09×).
-    Public: ``trace.set_span_in_context`` + ``context.set_value``; ``get_current_span``.
-Finished spans (:func:`finished_rows`, :func:`finished_attributes`,
-:func:`finished_attribute_columns`, :func:`bounded_items`, :func:`status_fields`,
-:func:`context_ids`, :func:`ended_fields`)
+Finished spans (:func:`finished_rows`, :func:`finished_attributes`, :func:`ended_fields`)
     Private: ``ReadableSpan._context``/``_parent``/``_name``/``_kind``/``_start_time``/
     ``_end_time``/``_status``/``_resource``/``_instrumentation_scope``/``_events``/
-    ``_links``/``_attributes``; ``BoundedAttributes._dict``; ``BoundedList._dq``;
-    ``Status._status_code``/``_description``; ``SpanContext`` being a tuple whose items 0
-    and 1 are the trace and span id.
-    Buys: the exporter reads a batch with ``operator.attrgetter`` in C instead of one
-    property call (and, for events and links, one tuple copy) per field per span:
-    ``ParquetSpanExporter`` export and write, public/fast 1.3×.
-    Public: the ``ReadableSpan``, ``Status`` and ``SpanContext`` properties.
-Batch queue (:func:`count_queue_evictions`)
-    Private: ``BatchSpanProcessor._batch_processor._queue``, a bounded ``collections.deque``
-    (checked on each processor), replaced by one that counts what it pushes out.
-    Buys: each span the full queue drops is counted, and persisted as a gap, when it is
-    dropped (the SDK only logs, de-duplicated, and its metric counts races as drops). Per
-    span end: the SDK's processor 0.45 µs, with this queue 0.95 µs, on the public path
-    1.15 µs.
-    Public: :class:`~retryscope.instrumentation.export.GapCountingBatchSpanProcessor`
-    counts the sampled spans it hands on and those that reach the exporter, and settles
-    the difference on ``force_flush``/``shutdown``: the same totals, counted later.
+    ``_links``/``_attributes``; ``BoundedAttributes._dict``.
+    Buys: the exporter reads a batch's fields with ``operator.attrgetter`` in C instead of
+    one property call (and, for events and links, one tuple copy) per field per span, and
+    each span's attributes as the dict the SDK keeps: converting a batch to Arrow,
+    public/fast 1.48–1.51× (5.6–5.9 vs 8.5–8.7 µs a span); ``ParquetSpanExporter`` export
+    and write, 1.24–1.26×: less of the export thread's time holding the GIL.
+    Public: the ``ReadableSpan`` properties.
 Zero-code configurator (:data:`SdkConfigurator`, imported on first use)
     Private: ``opentelemetry.sdk._configuration._OTelSDKConfigurator``, the class the SDK
     tells distributions to subclass (opentelemetry-distro does); imported lazily because it
@@ -64,29 +48,22 @@ Zero-code configurator (:data:`SdkConfigurator`, imported on first use)
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import operator
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation import _SPAN_KEY
 from opentelemetry.util.types import AttributeValue
 
 from retryscope._fork import reset_in_child
@@ -101,20 +78,13 @@ __all__ = [
     "PUBLIC_ONLY_ENV",
     "SdkConfigurator",
     "add_clean_attributes",
-    "bounded_items",
-    "context_ids",
-    "context_with",
-    "count_queue_evictions",
     "ended_fields",
     "fast_paths",
-    "finished_attribute_columns",
     "finished_attributes",
     "finished_rows",
-    "is_current_span",
     "longest_string",
     "public_paths",
     "raw_attributes",
-    "status_fields",
 ]
 
 _log = logging.getLogger(__name__)
@@ -154,13 +124,6 @@ _FIELDS: Final = (
 """The fields :func:`finished_rows` reads, in its order."""
 _PUBLIC_FIELDS: Final = operator.attrgetter(*_FIELDS)
 _PRIVATE_FIELDS: Final = operator.attrgetter(*(f"_{name}" for name in _FIELDS))
-_PRIVATE_STATUS: Final = operator.attrgetter("_status_code", "_description")
-_PUBLIC_STATUS: Final = operator.attrgetter("status_code", "description")
-_PUBLIC_IDS: Final = (operator.attrgetter("trace_id"), operator.attrgetter("span_id"))
-_DICT: Final = operator.attrgetter("_dict")
-_DROPPED: Final = operator.attrgetter("dropped")
-_STORED: Final = operator.attrgetter("_attributes")
-_DEQUE: Final = operator.attrgetter("_dq")
 
 
 # -- stamping -------------------------------------------------------------------------------
@@ -291,40 +254,6 @@ def raw_attributes(span: Span) -> Mapping[str, Any] | None:
     return getattr(span, "attributes", None)
 
 
-# -- context --------------------------------------------------------------------------------
-def context_with(parent: Context, span: Span, key: str, value: object) -> Context:
-    """``set_value(key, value, set_span_in_context(span, parent))``, in one copy of
-    ``parent`` where the API's context is the plain mapping the probe found."""
-    if _paths.one_copy_context:
-        return Context({**parent, _SPAN_KEY: span, key: value})
-    return otel_context.set_value(key, value, trace.set_span_in_context(span, parent))
-
-
-def is_current_span(ctx: Context, span: Span) -> bool:
-    """Whether ``span`` is the current span of ``ctx`` (``get_current_span(ctx) is span``)."""
-    if _paths.one_copy_context and ctx.get(_SPAN_KEY) is span:
-        return True
-    return trace.get_current_span(ctx) is span
-
-
-def _probe_one_copy_context() -> bool:
-    """True when building the context in one copy gives what the public API gives."""
-    try:
-        probe = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
-        key = otel_context.create_key("retryscope-probe-scope")
-        base = otel_context.set_value("retryscope-probe", 1, Context())
-        public = otel_context.set_value(key, 2, trace.set_span_in_context(probe, base))
-        mine = Context({**base, _SPAN_KEY: probe, key: 2})
-        return (
-            type(public) is Context
-            and list(public.items()) == list(mine.items())
-            and trace.get_current_span(mine) is probe
-            and otel_context.get_value(key, mine) == 2
-        )
-    except Exception:  # any surprise: the public API only
-        return False
-
-
 # -- finished spans -------------------------------------------------------------------------
 def _probe_plain_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
     """SDK span classes whose fields may be read directly (``span._name`` for ``span.name``,
@@ -358,63 +287,10 @@ def _probe_plain_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
 
 
 def finished_rows(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
-    """Each span's fields in :data:`_FIELDS` order (events and links: sequences to pass to
-    :func:`bounded_items`), read directly when every span is of a probed class."""
+    """Each span's fields in :data:`_FIELDS` order (events and links: sequences), read
+    directly when every span is of a probed class."""
     fields_of = _PRIVATE_FIELDS if set(map(type, spans)) <= _paths.plain_types else _PUBLIC_FIELDS
     return list(map(fields_of, spans))
-
-
-def _probe_bounded_lists() -> bool:
-    """Whether a ``BoundedList`` keeps its items, in order, in its ``_dq`` deque."""
-    try:
-        probe: Any = BoundedList.from_seq(2, ("a", "b", "c"))
-        return type(probe._dq) is collections.deque and list(probe._dq) == list(probe) == ["b", "c"]
-    except Exception:  # any surprise: the public path only
-        return False
-
-
-def bounded_items(lists: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
-    """Each span's events or links: the deque inside the SDK's ``BoundedList`` (the same
-    items; testing it for emptiness costs no Python call), as given otherwise."""
-    if _paths.bounded_lists and set(map(type, lists)) <= {BoundedList}:
-        return list(map(_DEQUE, lists))
-    return lists
-
-
-def _probe_plain_status() -> bool:
-    """Whether :class:`Status` keeps its fields as ``_status_code``/``_description``."""
-    try:
-        probe = Status(StatusCode.ERROR, "x")
-        return _PRIVATE_STATUS(probe) == _PUBLIC_STATUS(probe) == (StatusCode.ERROR, "x")
-    except Exception:  # any surprise: the public path only
-        return False
-
-
-def status_fields(statuses: Sequence[Status]) -> tuple[Sequence[StatusCode], Sequence[str | None]]:
-    """The status codes and descriptions of ``statuses`` (non-empty), as two columns."""
-    plain = _paths.plain_status and set(map(type, statuses)) == {Status}
-    codes, descriptions = zip(
-        *map(_PRIVATE_STATUS if plain else _PUBLIC_STATUS, statuses), strict=True
-    )
-    return codes, descriptions
-
-
-def _probe_tuple_contexts() -> bool:
-    """Whether a :class:`SpanContext` holds its trace and span id as tuple items 0 and 1
-    (read with ``itemgetter``, skipping a property call per span), checked on a probe."""
-    try:
-        probe = SpanContext(trace_id=5, span_id=7, is_remote=False)
-        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 5 and probe[1] == 7
-    except Exception:  # any surprise: the public path only
-        return False
-
-
-def context_ids(contexts: Sequence[SpanContext], item: int) -> list[int]:
-    """The trace (``item`` 0) or span (1) id of each context: read as a tuple item from
-    plain ``SpanContext``s, through the public property from anything else."""
-    if _paths.tuple_contexts and set(map(type, contexts)) <= {SpanContext}:
-        return list(map(operator.itemgetter(item), contexts))
-    return list(map(_PUBLIC_IDS[item], contexts))
 
 
 def _probe_readable_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
@@ -435,83 +311,6 @@ def _probe_readable_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
     return frozenset({ReadableSpan} | ({span_type} if span_type else set()))
 
 
-def finished_attribute_columns(
-    spans: Sequence[ReadableSpan],
-) -> tuple[list[Mapping[str, Any]], list[int]] | None:
-    """For a batch of finished SDK spans: each span's attributes (as
-    :func:`finished_attributes` reads them) and its ``dropped_attributes`` count, read
-    straight from the ``BoundedAttributes`` of each; None unless every span is of a class
-    :func:`finished_attributes` reads directly, keeps ``ReadableSpan``'s
-    ``dropped_attributes``, and stores a ``BoundedAttributes``."""
-    if not set(map(type, spans)) <= _paths.counting_types:
-        return None
-    stored = list(map(_STORED, spans))
-    if set(map(type, stored)) != {BoundedAttributes}:
-        return None
-    return list(map(_DICT, stored)), list(map(_DROPPED, stored))
-
-
-# -- batch queue ----------------------------------------------------------------------------
-def _counting_insert(insert: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    """A deque method that calls ``insert`` and reports the item it pushed out, if any."""
-
-    def counted(self: _EvictionCountingDeque, item: Any) -> None:
-        with self._guard:
-            evicts = self.maxlen is not None and len(self) >= self.maxlen
-            insert(self, item)
-        if evicts:
-            self._on_evict(1)
-
-    return counted
-
-
-def _guarded_removal(remove: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A deque method that calls ``remove`` under the insert lock."""
-
-    def guarded(self: _EvictionCountingDeque) -> Any:
-        with self._guard:
-            return remove(self)
-
-    return guarded
-
-
-class _EvictionCountingDeque(collections.deque[Any]):
-    """A bounded deque whose single-item inserts, at either end, report each item they push
-    out of the other; inserts and removals hold one lock, so an item is counted exactly
-    when it is lost (not when a removal frees a slot between a full check and the insert).
-    A forked child gets a fresh lock (another thread may have held it at the fork)."""
-
-    def __init__(self, maxlen: int, on_evict: Callable[[int], None]) -> None:
-        super().__init__((), maxlen)
-        self._guard = threading.Lock()
-        self._on_evict = on_evict
-        reset_in_child(self._after_fork)
-
-    def _after_fork(self) -> None:
-        self._guard = threading.Lock()
-
-    appendleft = _counting_insert(collections.deque.appendleft)
-    append = _counting_insert(collections.deque.append)
-    pop = _guarded_removal(collections.deque.pop)
-    popleft = _guarded_removal(collections.deque.popleft)
-
-
-def count_queue_evictions(processor: BatchSpanProcessor, on_evict: Callable[[int], None]) -> bool:
-    """Give ``processor`` a queue that calls ``on_evict(1)`` for each span it pushes out;
-    False (nothing changed) when the processor holds no bounded ``collections.deque`` as
-    its queue, or the public paths are forced."""
-    if not _paths.batch_queue:
-        return False
-    batch = getattr(processor, "_batch_processor", None)
-    queue = getattr(batch, "_queue", None)
-    if type(queue) is not collections.deque or queue.maxlen is None:
-        return False
-    counting = _EvictionCountingDeque(queue.maxlen, on_evict)
-    counting.extend(queue)  # empty at construction; same order if not
-    batch._queue = counting  # type: ignore[union-attr]
-    return True
-
-
 # -- zero-code configurator -----------------------------------------------------------------
 def __getattr__(name: str) -> Any:
     """:data:`SdkConfigurator`, imported on first use (it loads the logs and metrics SDKs)."""
@@ -528,14 +327,8 @@ class _Paths:
     """What each shortcut may use; empty or False: its public path."""
 
     span_type: type[SdkSpan] | None = None
-    one_copy_context: bool = False
     plain_types: frozenset[type] = frozenset()
-    bounded_lists: bool = False
-    plain_status: bool = False
-    tuple_contexts: bool = False
     readable_types: frozenset[type] = frozenset()
-    counting_types: frozenset[type] = frozenset()
-    batch_queue: bool = False
 
 
 _PUBLIC: Final = _Paths()
@@ -544,29 +337,16 @@ _PUBLIC: Final = _Paths()
 def _probe() -> _Paths:
     """The shortcuts this SDK allows (each probe falls back on any surprise)."""
     span_type = _probe_span_type()
-    readable = _probe_readable_types(span_type)
     return _Paths(
         span_type=span_type,
-        one_copy_context=_probe_one_copy_context(),
         plain_types=_probe_plain_types(span_type),
-        bounded_lists=_probe_bounded_lists(),
-        plain_status=_probe_plain_status(),
-        tuple_contexts=_probe_tuple_contexts(),
-        readable_types=readable,
-        counting_types=frozenset(
-            t
-            for t in readable
-            if getattr(t, "dropped_attributes", None) is ReadableSpan.dropped_attributes
-        ),
-        batch_queue=True,
+        readable_types=_probe_readable_types(span_type),
     )
 
 
 def _use(paths: _Paths) -> _Paths:
     """``paths``, also handed to the compiled readers of :mod:`._sdk_finished`."""
-    _sdk_finished.use(
-        paths.readable_types, paths.plain_types, paths.tuple_contexts, paths.span_type
-    )
+    _sdk_finished.use(paths.readable_types, paths.plain_types, False, paths.span_type)
     return paths
 
 
@@ -584,8 +364,7 @@ def fast_paths() -> dict[str, bool]:
 def public_paths() -> Iterator[None]:
     """Within the block, every public path, as with :data:`PUBLIC_ONLY_ENV` set; for tests
     and benchmarks that compare both paths in one process. It switches the whole process
-    (not for use while other threads record spans); a batch processor made inside keeps
-    the public queue accounting after the block."""
+    (not for use while other threads record spans)."""
     global _paths
     saved, _paths = _paths, _use(_PUBLIC)
     try:

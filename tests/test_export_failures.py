@@ -19,7 +19,6 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from retryscope.analytics import connect
 from retryscope.instrumentation import GapCountingBatchSpanProcessor, ParquetSpanExporter
-from retryscope.instrumentation._sdk import fast_paths
 from retryscope.instrumentation.export._batch import QUEUE_SIZE
 from retryscope.instrumentation.export._exporter import spans_to_columns
 from retryscope.instrumentation.export._gaps import GAP_SPAN_ID, GAP_TRACE_ID
@@ -250,21 +249,17 @@ def _overflow(
     return processor, provider
 
 
-def test_batch_queue_overflow_is_counted_exactly_and_persisted(
-    tmp_path: Path, sdk_path: str
-) -> None:
+def test_batch_queue_overflow_is_counted_exactly_and_persisted(tmp_path: Path) -> None:
     processor, provider = _overflow(_GatedExporter(tmp_path), 8, 5)
-    if fast_paths()["batch_queue"]:
-        assert processor.dropped_spans == 5  # counted as each was evicted
     assert provider.force_flush()
-    assert processor.dropped_spans == 5  # (the public path: settled by the flush)
+    assert processor.dropped_spans == 5  # settled by the flush
     provider.shutdown()
     assert processor.dropped_spans == 5
     assert _gap_rows(tmp_path) == [("queue_overflow", 5, GAP_TRACE_ID, GAP_SPAN_ID)]
     assert _span_rows(tmp_path) == 16
 
 
-def test_a_forked_child_counts_no_loss_for_the_queue_it_inherits(sdk_path: str) -> None:
+def test_a_forked_child_counts_no_loss_for_the_queue_it_inherits() -> None:
     """The SDK empties the batch queue in a forked child (the parent exports those spans):
     neither way of counting takes them for lost."""
     if not hasattr(os, "fork"):
@@ -299,7 +294,6 @@ def test_a_forked_child_counts_no_loss_for_the_queue_it_inherits(sdk_path: str) 
 )
 def test_the_queue_holds_its_default_unless_told_otherwise(
     monkeypatch: pytest.MonkeyPatch,
-    sdk_path: str,
     variable: str | None,
     argument: int | None,
     capacity: int,
@@ -343,7 +337,7 @@ def test_shutdown_honours_its_timeout(tmp_path: Path, caplog: pytest.LogCaptureF
 
 
 def test_queue_drops_without_a_gap_sink_are_counted_and_logged(
-    caplog: pytest.LogCaptureFixture, sdk_path: str
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     sink = _GatedCollect()
     processor, provider = _overflow(sink, 4, 3)

@@ -1,10 +1,10 @@
 """The exporter's batch readers of SDK span fields give the rows the public API gives.
 
-``spans_to_columns`` reads trace/span ids as tuple items of plain ``SpanContext``s, status
-fields from plain ``Status`` objects, and attributes with their dropped count straight from
-``BoundedAttributes``; anything else (subclasses, other attribute containers) takes the
-public properties, as every span does with the public paths forced. Each case here builds the
-same spans both ways and compares the tables.
+``spans_to_columns`` reads the fields of the SDK's spans directly and their attributes
+straight from ``BoundedAttributes``; any other span class (or other attribute container)
+takes the public properties, as every span does with the public paths forced; contexts and
+statuses of other classes are read as the SDK's. Each case here builds the same spans both
+ways and compares the tables.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, Status, StatusCode, set_span_in_context
 
-from retryscope.instrumentation._sdk import PUBLIC_ONLY, finished_attribute_columns, public_paths
+from retryscope.instrumentation._sdk import public_paths
 from retryscope.instrumentation.export._exporter import spans_to_columns
 
 
@@ -122,24 +122,3 @@ def test_direct_reads_equal_the_public_properties(
     dropped = direct.column("dropped_attributes").to_pylist()
     assert dropped == [s.dropped_attributes for s in spans]
     assert any(dropped) == (attributes > limit)
-
-
-def test_attribute_columns_only_for_sdk_spans_with_bounded_attributes() -> None:
-    spans = _spans(3, 2, [False], 8)
-    with public_paths():
-        assert finished_attribute_columns(spans) is None
-    read = finished_attribute_columns(spans)
-    if PUBLIC_ONLY:
-        assert read is None
-        return
-    assert read is not None
-    assert read[0] == [dict(s.attributes) for s in spans]
-    assert read[1] == [0] * len(spans)
-    assert (
-        finished_attribute_columns(
-            [*spans, _as(spans[0], context=False, status=False, cls=_Public)]
-        )
-        is None
-    )
-    plain_dict = ReadableSpan("plain", attributes={"a": 1})
-    assert finished_attribute_columns([plain_dict]) is None

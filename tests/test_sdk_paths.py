@@ -18,7 +18,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,7 @@ from retryscope.analytics import build_report, connect
 from retryscope.demo._run import generate
 from retryscope.instrumentation import _sdk, _sdk_finished
 
-PATHS = [
-    "span_type",
-    "one_copy_context",
-    "plain_types",
-    "bounded_lists",
-    "plain_status",
-    "tuple_contexts",
-    "readable_types",
-    "counting_types",
-    "batch_queue",
-]
+PATHS = ["span_type", "plain_types", "readable_types"]
 
 
 def _paths_in_a_new_process(value: str | None) -> tuple[dict[str, bool], str]:
@@ -77,7 +67,7 @@ def test_the_switch_forces_every_public_path_in_a_new_process() -> None:
 def _readers() -> tuple[object, ...]:
     """What the compiled readers of ``_sdk_finished`` may read directly."""
     allowed = _sdk_finished._ALLOWED
-    return allowed.readable_types, allowed.plain_types, allowed.tuple_contexts
+    return allowed.readable_types, allowed.plain_types
 
 
 def test_this_process_runs_the_paths_the_switch_says() -> None:
@@ -85,11 +75,11 @@ def test_this_process_runs_the_paths_the_switch_says() -> None:
     assert _sdk._public_only(os.environ.get(_sdk.PUBLIC_ONLY_ENV)) == _sdk.PUBLIC_ONLY
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
     paths = _sdk._paths
-    in_use = (paths.readable_types, paths.plain_types, paths.tuple_contexts)
+    in_use = (paths.readable_types, paths.plain_types)
     assert _readers() == in_use
     with _sdk.public_paths():
         assert not any(_sdk.fast_paths().values())
-        assert _readers() == (frozenset(), frozenset(), False)
+        assert _readers() == (frozenset(), frozenset())
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
     assert _readers() == in_use
 
@@ -107,57 +97,34 @@ def test_this_sdk_passes_every_probe() -> None:
     assert all(getattr(probed, name) for name in PATHS)
 
 
-def _swap_status_fields(patch: pytest.MonkeyPatch) -> None:
-    patch.setattr(_sdk, "_PRIVATE_STATUS", operator.attrgetter("_description", "_status_code"))
-
-
 def _swap_fields(patch: pytest.MonkeyPatch) -> None:
     swapped = ["_parent", "_context", *(f"_{name}" for name in _sdk._FIELDS[2:])]
     patch.setattr(_sdk, "_PRIVATE_FIELDS", operator.attrgetter(*swapped))
 
 
-class _OtherContext(_sdk.SpanContext):
-    def __getitem__(self, index: Any) -> Any:
-        return 0
+class _ElsewhereAttributes(_sdk.BoundedAttributes):
+    """Keeps its items in another kind of mapping."""
 
-
-class _OtherList(_sdk.BoundedList):
-    """Keeps its items under another name (no ``_dq``)."""
-
-    def __init__(self, maxlen: int | None) -> None:
-        self.dropped = 0
-        self._items: collections.deque[Any] = collections.deque(maxlen=maxlen)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._items))
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._items[index]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def extend(self, seq: Any) -> None:
-        self._items.extend(seq)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dict = collections.OrderedDict(self._dict)
 
 
 @pytest.mark.parametrize(
     ("change", "off"),
     [
-        (_swap_status_fields, "plain_status"),
-        (_swap_fields, "plain_types"),
-        (lambda p: p.setattr(_sdk, "SpanContext", _OtherContext), "tuple_contexts"),
-        (lambda p: p.setattr(_sdk, "BoundedList", _OtherList), "bounded_lists"),
-        (lambda p: p.setattr(_sdk, "Context", dict), "one_copy_context"),
-        (lambda p: p.setattr(_sdk, "_SPAN_KEY", "another-key"), "one_copy_context"),
+        (_swap_fields, ["plain_types"]),
+        (lambda p: p.setattr(_sdk, "_fast_write", lambda *a, **k: False), ["span_type"]),
+        # (the SDK's own spans keep the SDK's class: stamping is off too)
+        (lambda p: p.setattr(_sdk, "BoundedAttributes", _ElsewhereAttributes), PATHS[::2]),
     ],
 )
 def test_a_probe_turns_its_shortcut_off_when_the_structure_differs(
-    monkeypatch: pytest.MonkeyPatch, change: Callable[[pytest.MonkeyPatch], None], off: str
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[pytest.MonkeyPatch], None], off: list[str]
 ) -> None:
     change(monkeypatch)
     probed = _sdk._probe()
-    assert [name for name in PATHS if not getattr(probed, name)] == [off]
+    assert [name for name in PATHS if not getattr(probed, name)] == off
 
 
 def _rows(directory: Path) -> list[tuple[Any, ...]]:
@@ -249,17 +216,3 @@ def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
     assert len(sources) > 50
     assert [use for path in sources for use in _private_otel_uses(path)] == []
     assert all(_private_otel_uses(path) for path in owners)  # the check sees them
-
-
-def test_the_counting_queue_reports_what_either_end_pushes_out() -> None:
-    lost: list[int] = []
-    queue = _sdk._EvictionCountingDeque(2, lost.append)
-    queue.appendleft("a")
-    queue.appendleft("b")
-    assert lost == []
-    queue.appendleft("c")  # pushes "a" out of the right end
-    queue.append("d")  # pushes "c" out of the left end
-    assert (list(queue), lost) == (["b", "d"], [1, 1])
-    assert (queue.pop(), queue.popleft(), len(queue)) == ("d", "b", 0)
-    queue.append("e")
-    assert lost == [1, 1]

@@ -2,20 +2,14 @@
 
 When its queue is full, the SDK's ``BatchSpanProcessor`` evicts the oldest queued span and
 only logs "Queue full" (through a logger with a duplicate filter, so most drops are not even
-logged; its internal drop metric also counts a drop when the worker happens to free a slot
-between the check and the insert). This subclass counts what is really lost, and hands each
+logged). This subclass counts what is lost, on the SDK's public API only, and hands each
 loss to the exporter's
 :meth:`~retryscope.instrumentation.export._exporter.ParquetSpanExporter.record_gap` (when it
-has one), so it is persisted as a telemetry-gap row. Two ways, same totals:
-
-* evictions: the processor's queue is replaced by one that counts each span it pushes out,
-  when it is pushed out (:func:`~retryscope.instrumentation._sdk.count_queue_evictions`:
-  SDK-private structure, used when it is as expected and not switched off);
-* otherwise, settled: the processor counts the sampled spans it hands to the SDK's
-  processor and those that reach the exporter; when ``force_flush`` succeeds, every span
-  handed before it is either exported or lost, so the difference is counted then (a lower
-  bound while spans still end during the flush; exact at ``shutdown``). A gap's time is
-  when it was settled.
+has one), so it is persisted as a telemetry-gap row: it counts the sampled spans it hands to
+the SDK's processor and those that reach the exporter; when ``force_flush`` succeeds, every
+span handed before it is either exported or lost, so the difference is counted then (a lower
+bound while spans still end during the flush; exact at ``shutdown``). A gap's time is when
+it was settled.
 
 Its queue holds :data:`QUEUE_SIZE` spans (the SDK's default is 2,048) unless
 ``max_queue_size`` or ``OTEL_BSP_MAX_QUEUE_SIZE`` says otherwise. The queue is what carries
@@ -44,7 +38,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from retryscope._fork import reset_in_child
 from retryscope.instrumentation._containment import contained
-from retryscope.instrumentation._sdk import count_queue_evictions
 from retryscope.instrumentation.export._gaps import GapReason
 
 _log = logging.getLogger(__name__)
@@ -123,25 +116,21 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         self._count_lock = threading.Lock()
         sink = getattr(span_exporter, "record_gap", None)
         self._sink: Callable[[GapReason, int, int], None] | None = sink if callable(sink) else None
-        self._settles = not count_queue_evictions(self, self._on_evict)
-        self._handed = 0  # (settled path) sampled spans handed on
+        self._handed = 0  # sampled spans handed on
         self._closed = False
         reset_in_child(self._after_fork)
-        if self._settles:
-            # An instance attribute, so the evictions path keeps the SDK's own on_end (no
-            # extra call per span).
-            self.on_end = self._on_end_counted  # type: ignore[method-assign]
 
     @property
     def span_exporter(self) -> SpanExporter:
         return self._delivered.exporter
 
     @contained("GapCountingBatchSpanProcessor.on_end")
-    def _on_end_counted(self, span: ReadableSpan) -> None:
-        """``on_end`` on the settled path: hand ``span`` on, then count it when the SDK's
-        processor takes it (sampled, not shut down)."""
+    def on_end(self, span: ReadableSpan) -> None:
+        """Hand ``span`` on, then count it when the SDK's processor takes it (sampled, not
+        shut down)."""
+        context = span.context
         super().on_end(span)
-        if not self._closed and span.context and span.context.trace_flags.sampled:
+        if context is not None and context.trace_flags.sampled and not self._closed:
             with self._count_lock:  # (after the hand-over: a settle never sees it in flight)
                 self._handed += 1
 
@@ -149,16 +138,15 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         handed = self._handed
         flushed = super().force_flush(timeout_millis)
-        if flushed and self._settles:
+        if flushed:
             self._settle(handed)
         return flushed
 
     @contained("GapCountingBatchSpanProcessor.shutdown")
     def shutdown(self) -> None:
-        if self._settles:
-            self._closed = True
-            if super().force_flush():
-                self._settle(self._handed)  # before the exporter shuts down: gaps persist
+        self._closed = True
+        if super().force_flush():
+            self._settle(self._handed)  # before the exporter shuts down: gaps persist
         super().shutdown()  # type: ignore[no-untyped-call]
         if self.dropped_spans and self._sink is None:
             _log.warning(
@@ -181,11 +169,6 @@ class GapCountingBatchSpanProcessor(BatchSpanProcessor):
         and the queue the SDK empties there held the parent's spans, which are not lost."""
         self._count_lock = threading.Lock()
         self._handed = self._delivered.count + self.dropped_spans
-
-    def _on_evict(self, count: int) -> None:
-        with self._count_lock:
-            self.dropped_spans += count
-        self._record(count)
 
     def _record(self, count: int) -> None:
         """Hand ``count`` lost spans to the exporter's gap sink, if it has one."""

@@ -138,24 +138,11 @@ class ExportConfig:
         ),
     )
 
-    switch_interval_s: float = field(
-        default=0.001,
-        metadata=_meta(
-            "GIL switch interval (s) while a batch is converted and written, so a CPU-bound "
-            "application thread hands the GIL back that soon after each of the exporter's I/O "
-            "and Arrow calls (the interpreter's own, 5 ms by default, is restored after each "
-            "export); 0: leave the interpreter's.",
-            float,
-        ),
-    )
-
     def __post_init__(self) -> None:
         if self.rotate_rows < 1 or self.rotate_bytes < 1 or self.row_group_rows < 1:
             raise ValueError("rotate_rows, rotate_bytes and row_group_rows must be >= 1")
         if not self.rotate_age_s > 0 or self.retry_s < 0 or not self.fsync_s >= 0:
             raise ValueError("rotate_age_s must be > 0, retry_s >= 0 and fsync_s >= 0")
-        if not 0 <= self.switch_interval_s <= 1:
-            raise ValueError("switch_interval_s must be between 0 and 1 (seconds)")
         if self.buffer_rows < self.rotate_rows:
             raise ValueError(
                 f"buffer_rows ({self.buffer_rows}) must be >= rotate_rows ({self.rotate_rows})"

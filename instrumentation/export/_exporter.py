@@ -52,14 +52,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from retryscope._fork import reset_in_child
 from retryscope.instrumentation._containment import contained
 from retryscope.instrumentation._redaction import redact_event, redact_rows
-from retryscope.instrumentation._sdk import (
-    bounded_items,
-    context_ids,
-    finished_attribute_columns,
-    finished_attributes,
-    finished_rows,
-    status_fields,
-)
+from retryscope.instrumentation._sdk import finished_attributes, finished_rows
 from retryscope.instrumentation.export._columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._files import (
@@ -78,7 +71,6 @@ from retryscope.instrumentation.export._gaps import (
     GapReason,
     gap_table,
 )
-from retryscope.instrumentation.export._gil import responsive
 from retryscope.instrumentation.export._segments import SegmentLog, recover
 from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
@@ -111,11 +103,14 @@ def _enum_names(members: Sequence[Any], names: Mapping[int, str]) -> list[str]:
 
 _FIRST: Final = operator.itemgetter(0)
 _DROPPED: Final = operator.attrgetter("dropped_attributes")
+_TRACE_ID: Final = operator.attrgetter("trace_id")
+_SPAN_ID: Final = operator.attrgetter("span_id")
+_STATUS: Final = operator.attrgetter("status_code", "description")
 
 
 def _status_columns(statuses: Sequence[Status]) -> tuple[Sequence[str], Sequence[str | None]]:
-    """Status code names and descriptions, one per span."""
-    codes, messages = status_fields(statuses)
+    """Status code names and descriptions, one per span (``statuses`` non-empty)."""
+    codes, messages = zip(*map(_STATUS, statuses), strict=True)
     return _enum_names(codes, _STATUS_NAMES), messages
 
 
@@ -177,10 +172,7 @@ def _append_spans(
         rows = [row for row in rows if row[0] is not None]
     if not spans:
         return None
-    read = finished_attribute_columns(spans)
-    attributes, dropped = (
-        read if read is not None else (list(map(finished_attributes, spans)), None)
-    )
+    attributes = list(map(finished_attributes, spans))
     order: list[int] | None = None
     shapes: list[tuple[str, ...]] | None = None
     if by_shape and len(spans) > 1:
@@ -194,7 +186,6 @@ def _append_spans(
                 list(regroup(attributes)),
                 list(regroup(shapes)),
             )
-            dropped = list(regroup(dropped)) if dropped is not None else None
     attributes = list(redact_rows(attributes, shapes))
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
@@ -203,12 +194,11 @@ def _append_spans(
     start_ns = [start or 0 for start in starts]
     status_codes, status_messages = _status_columns(statuses)
     has_parent = list(map(operator.is_not, parents, itertools.repeat(None)))
-    parent_ids = context_ids([p for p in parents if p is not None], 1)
+    parent_ids = [p.span_id for p in parents if p is not None]
     scope_names, scope_versions = zip(*_per_object(scopes, _scope_fields), strict=True)
-    span_events, span_links = bounded_items(events), bounded_items(links)
     cols.extend(
-        trace_id=hex_ids(context_ids(contexts, 0), 16),
-        span_id=span_id_column(context_ids(contexts, 1)),
+        trace_id=hex_ids(list(map(_TRACE_ID, contexts)), 16),
+        span_id=span_id_column(list(map(_SPAN_ID, contexts))),
         parent_span_id=span_id_column(parent_ids, has_parent),
         name=names,
         kind=_enum_names(kinds, _KIND_NAMES),
@@ -222,14 +212,12 @@ def _append_spans(
         scope_version=scope_versions,
         events=[
             [(e.name, e.timestamp, redact_event(e.name, e.attributes)) for e in one] if one else ()
-            for one in span_events
+            for one in events
         ]
-        if any(span_events)
-        else [()] * len(span_events),
-        links=[_links_of(one) if one else () for one in span_links]
-        if any(span_links)
-        else [()] * len(span_links),
-        dropped_attributes=dropped if dropped is not None else list(map(_DROPPED, spans)),
+        if any(events)
+        else [()] * len(events),
+        links=[_links_of(one) if one else () for one in links] if any(links) else [()] * len(links),
+        dropped_attributes=list(map(_DROPPED, spans)),
         grouped_shapes=shapes,
     )
     return order
@@ -324,7 +312,6 @@ class ParquetSpanExporter(SpanExporter):
         dir_mode: int | None = None,
         durable: bool | None = None,
         fsync_s: float | None = None,
-        switch_interval_s: float | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
@@ -341,7 +328,6 @@ class ParquetSpanExporter(SpanExporter):
             dir_mode=dir_mode,
             durable=durable,
             fsync_s=fsync_s,
-            switch_interval_s=switch_interval_s,
         )
         self.directory = self.config.directory
         self.dropped_spans = 0
@@ -383,8 +369,7 @@ class ParquetSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
-        with responsive(self.config.switch_interval_s):  # no GIL convoy (see ._gil)
-            return self._export(spans)
+        return self._export(spans)
 
     def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         order: list[int] | None = None
@@ -419,8 +404,7 @@ class ParquetSpanExporter(SpanExporter):
         try:
             if not self._wait_for_cut(deadline):
                 return False
-            with responsive(self.config.switch_interval_s):
-                return self._write_pending(deadline=deadline)
+            return self._write_pending(deadline=deadline)
         finally:
             self._lock.release()
 
@@ -733,10 +717,9 @@ class ParquetSpanExporter(SpanExporter):
             if self._segments is not None:
                 self._segments.sync(due_only=True)
             if self._due() and not (self._failing and time.monotonic() < self._next_retry):
-                with responsive(self.config.switch_interval_s):
-                    self._write_pending(
-                        deadline=None, whole_files=not self._due(by_rows=False), unlocked=True
-                    )
+                self._write_pending(
+                    deadline=None, whole_files=not self._due(by_rows=False), unlocked=True
+                )
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new writer. The parent writes what it buffered and counted;

@@ -2,8 +2,7 @@
 
 * the guarded attribute merge keeps the SDK's order when keys are re-set (the SDK moves a
   re-set key last), not only the same mapping;
-* the attempt's context, built in one copy, holds what ``set_span_in_context`` +
-  ``set_value`` build, and the spans and stamps are the same with the public paths;
+* the spans and stamps are the same with the public paths;
 * the scope a processor or ``current_scope`` sees is built once per request/attempt and
   carries the same stamp as before (request stamp plus the attempt's ordinal and route).
 """
@@ -18,18 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from retryscope import AttemptStampingProcessor, current_scope, logical_request
-from retryscope.instrumentation._context import _SCOPE_KEY, Layer
+from retryscope.instrumentation._context import Layer
 from retryscope.instrumentation._sdk import (
     add_clean_attributes,
-    context_with,
-    is_current_span,
     longest_string,
     public_paths,
 )
@@ -64,25 +60,6 @@ def test_merge_keeps_the_sdk_order_of_re_set_keys(
     assert fast.dropped_attributes == public.dropped_attributes
     fast.end()
     public.end()
-    provider.shutdown()
-
-
-def test_one_copy_context_equals_the_public_construction(sdk_path: str) -> None:
-    provider = TracerProvider()
-    span = provider.get_tracer("test").start_span("s")
-    other = provider.get_tracer("test").start_span("other")
-    base = otel_context.set_value("other", 1, trace.set_span_in_context(span))
-    with logical_request(operation="chat", tracer_provider=provider) as req:
-        built = context_with(base, span, _SCOPE_KEY, req)
-        public = otel_context.set_value(_SCOPE_KEY, req, trace.set_span_in_context(span, base))
-        assert type(built) is type(public)
-        assert list(built.items()) == list(public.items())
-    assert is_current_span(built, span)
-    assert not is_current_span(built, other)
-    assert not is_current_span(otel_context.Context(), span)
-    assert is_current_span(otel_context.Context(), trace.INVALID_SPAN)  # as get_current_span
-    span.end()
-    other.end()
     provider.shutdown()
 
 

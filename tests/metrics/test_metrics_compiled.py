@@ -81,7 +81,7 @@ def plain_build() -> PlainBuild:
     assert hold.ended_fields is finished.ended_fields
     assert plain_facts.finished_attributes is finished.finished_attributes
     paths = _sdk._paths
-    finished.use(paths.readable_types, paths.plain_types, paths.tuple_contexts, paths.span_type)
+    finished.use(paths.readable_types, paths.plain_types, False, paths.span_type)
     return PlainBuild(finished, plain_facts, hold)
 
 
