@@ -66,7 +66,6 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from retryscope._fork import reset_in_child
 from retryscope.instrumentation import _sdk_finished
 from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 
