@@ -22,9 +22,10 @@ classified by :data:`retryscope.http_rules.GRPC_STATUS_KINDS`; its evidence is a
 the method path and the serialized request (unary requests only; serialized a second time,
 in process, and never written), so a repeat of the same request after a failure is a
 resend and a distinct call a new operation. A contrib gRPC span around it is then a call.
-Outside a logical request, and for ``future()``, response-streaming and ``grpc.aio`` calls
-(whose end another thread or task sees), nothing is recorded here: the contrib
-instrumentation's span of such a call still counts as one send.
+Outside a logical request, where instrumentation is suppressed (the SDK's span processors
+export so: an OTLP exporter's own gRPC calls), and for ``future()``, response-streaming and
+``grpc.aio`` calls (whose end another thread or task sees), nothing is recorded here: the
+contrib instrumentation's span of such a call still counts as one send.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import grpc
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
@@ -75,8 +77,8 @@ def _body(multicallable: Any, request: object) -> bytes | None:
 def _open(multicallable: Any, body: bytes | None) -> Attempt | None:
     """The send of one call, entered (None outside a logical request)."""
     scope = current_scope()
-    if scope is None:
-        return None
+    if scope is None or not is_instrumentation_enabled():
+        return None  # (suppressed: an exporter's own call, e.g. OTLP over gRPC)
     path = _text(multicallable._method)
     service, _, method = path.lstrip("/").partition("/")
     attrs: dict[str, AttributeValue] = {

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 import duckdb
 import grpc
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.grpc import client_interceptor
 from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import TracerProvider
 
 import retryscope
@@ -276,3 +278,22 @@ def test_status_code_macros_match_the_rule() -> None:
         family = None if code is None else kind.family.value if kind else "success"
         got = con.execute("SELECT rs_grpc_outcome($1), rs_grpc_outcome_kind($1)", [code]).fetchall()
         assert got == [(family, kind.value if kind else None)], code
+
+
+def test_an_exporters_own_grpc_calls_are_not_sends(audit: Audit, echo: EchoServer) -> None:
+    """The OTLP gRPC exporter behind a SimpleSpanProcessor exports inside the attempt's
+    context, with instrumentation suppressed: its calls reach the server (which does not
+    implement the trace service) and are no sends of the request."""
+    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{echo.port}", insecure=True, timeout=5)
+    audit.provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = RetryscopeInstrumentor()
+    instrumentor.instrument()
+    try:
+        with retryscope.logical_request(operation="say", tracer_provider=audit.provider) as req:
+            with req.attempt("echo"):
+                pass
+    finally:
+        instrumentor.uninstrument()
+    got = seen(audit)
+    assert got.sends == []
+    assert got.report["receiver_attempts"] == 1  # the harness attempt
