@@ -10,6 +10,7 @@ attempts: the limit the clients guide states, measured here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import duckdb
 import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.instrumentation.grpc import client_interceptor
+from opentelemetry.instrumentation.grpc import aio_client_interceptors, client_interceptor
 from opentelemetry.instrumentation.grpc.grpcext import intercept_channel
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import TracerProvider
@@ -297,3 +298,37 @@ def test_an_exporters_own_grpc_calls_are_not_sends(audit: Audit, echo: EchoServe
     got = seen(audit)
     assert got.sends == []
     assert got.report["receiver_attempts"] == 1  # the harness attempt
+
+
+def test_grpc_aio_call_is_one_send_through_the_contrib_interceptor(
+    audit: Audit, echo: EchoServer
+) -> None:
+    """grpc.aio under the same retryPolicy: the server saw 3 attempts; the contrib aio
+    interceptor's span is the one send the report shows (the integration records no aio
+    call)."""
+    echo.script = [grpc.StatusCode.UNAVAILABLE] * 2
+    config = {"methodConfig": [{"name": [{"service": SERVICE}], "retryPolicy": RETRY_POLICY}]}
+
+    async def run() -> bytes:
+        async with grpc.aio.insecure_channel(
+            f"127.0.0.1:{echo.port}",
+            options=[("grpc.service_config", json.dumps(config))],
+            interceptors=aio_client_interceptors(tracer_provider=audit.provider),
+        ) as channel:
+            say = channel.unary_unary(METHOD)
+            with retryscope.logical_request(operation="say", tracer_provider=audit.provider) as r:
+                with r.attempt("echo"):
+                    reply: bytes = await say(b"hi")
+                    return reply
+
+    instrumentor = RetryscopeInstrumentor()
+    instrumentor.instrument()
+    try:
+        assert asyncio.run(run()) == b"echo:hi"
+    finally:
+        instrumentor.uninstrument()
+    assert echo.attempts == [None, "1", "2"]
+    got = seen(audit)
+    assert got.report["receiver_attempts"] == 1
+    assert [(p, op, resend) for p, op, resend, *_ in got.sends] == [(1, 1, 0)]
+    assert _outcomes(audit) == [("success", None)]
