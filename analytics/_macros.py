@@ -11,6 +11,9 @@ no retryscope outcome, by :data:`retryscope.http_rules.STATUS_RULES`
 span status and whether resending is safe (the span carries an idempotency digest: what the
 httpx transport calls idempotent). A span with no status code is a send that failed without
 a response when its span status is ``ERROR`` (:data:`NO_RESPONSE_KIND`), else unclassified.
+
+``rs_grpc_outcome`` and ``rs_grpc_outcome_kind`` do the same for a gRPC client span's
+``rpc.grpc.status_code`` (:data:`retryscope.http_rules.GRPC_STATUS_KINDS`; NULL: no code).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import duckdb
 
 from retryscope.analytics._queries import load, sql_string
 from retryscope.http_rules import (
+    GRPC_STATUS_KINDS,
     NO_RESPONSE_KIND,
     OTHER_STATUS_KIND,
     STATUS_RULES,
@@ -96,10 +100,29 @@ def http_outcome_macros() -> str:
     )
 
 
+def grpc_outcome_macros() -> str:
+    """The SQL of ``rs_grpc_outcome`` (family) and ``rs_grpc_outcome_kind`` (kind) of a gRPC
+    status code, from :data:`retryscope.http_rules.GRPC_STATUS_KINDS`."""
+
+    def case(name: str, render: Callable[[OutcomeKind | None], str | None]) -> str:
+        whens = " ".join(
+            f"WHEN code = {code} THEN {_literal(render(kind))}"
+            for code, _, kind in GRPC_STATUS_KINDS
+        )
+        other = _literal(render(OTHER_STATUS_KIND))
+        return (
+            f"CREATE OR REPLACE MACRO {name}(code) AS "
+            f"CASE WHEN code IS NULL THEN NULL {whens} ELSE {other} END;"
+        )
+
+    return "\n".join((case("rs_grpc_outcome", _family), case("rs_grpc_outcome_kind", _kind)))
+
+
 @cache
 def macros_sql() -> str:
     """Every macro the analytics queries use: ``macros.sql`` and the rendered ones."""
-    return "\n\n".join((load("macros").rstrip(), rank_macros(), http_outcome_macros())) + "\n"
+    rendered = (rank_macros(), http_outcome_macros(), grpc_outcome_macros())
+    return "\n\n".join((load("macros").rstrip(), *rendered)) + "\n"
 
 
 def install_macros(con: duckdb.DuckDBPyConnection) -> None:

@@ -12,6 +12,9 @@ imported; ``uninstrument()`` removes exactly those it enabled:
 * ``urllib3``: every send urllib3 makes, retries inside one ``urlopen`` too (requests,
   botocore/boto3 with its ``amz-sdk-request`` attempt number;
   :mod:`~retryscope.instrumentation.integrations.urllib3`);
+* ``grpc``: each blocking grpcio call as one send (grpcio's own retries and hedges run in
+  its C core, where no Python hook sees them;
+  :mod:`~retryscope.instrumentation.integrations.grpc`);
 * ``litellm``: each Router deployment attempt's deployment as the route of its sends
   (:mod:`~retryscope.instrumentation.integrations.litellm`);
 * ``stamina``: the retry hook recording stamina's scheduled waits.
@@ -85,6 +88,18 @@ def _disable_urllib3() -> None:
     urllib3.uninstrument()
 
 
+def _enable_grpc(_: dict[str, Any]) -> None:
+    from retryscope.instrumentation.integrations import grpc
+
+    grpc.instrument()
+
+
+def _disable_grpc() -> None:
+    from retryscope.instrumentation.integrations import grpc
+
+    grpc.uninstrument()
+
+
 _LITELLM_ON: list[dict[str, Any]] = []
 
 
@@ -128,6 +143,7 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     _httpx_family("httpx"),
     _httpx_family("httpx2"),
     Integration("urllib3", "urllib3", _enable_urllib3, _disable_urllib3),
+    Integration("grpc", "grpc", _enable_grpc, _disable_grpc),
     Integration("litellm", "litellm", _enable_litellm, _disable_litellm),
     Integration("stamina", "stamina", _enable_stamina, _disable_stamina),
 )

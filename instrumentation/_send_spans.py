@@ -2,9 +2,11 @@
 SDK calls.
 
 An HTTP client span (``http.request.method`` or the older ``http.method``, kind CLIENT) is a
-send until a send starts beneath it. Some client libraries open one CLIENT span per API
-*call* around their whole retry loop; those are known by their instrumentation scope or by
-the GenAI operation they carry, and their sends are that SDK's retries:
+send until a send starts beneath it; so is a gRPC client span (``rpc.system`` ``grpc``), one
+per call: grpcio retries inside the call where no Python code sees it. Some client
+libraries open one CLIENT span per API *call* around their whole retry loop; those are
+known by their instrumentation scope or by the GenAI operation they carry, and their sends
+are that SDK's retries:
 
 * the Anthropic SDK's own tracing (scope ``com.anthropic.sdk.python``, with a platform
   suffix for Bedrock/Vertex/…): ``anthropic.messages.create`` with ``http.request.method``
@@ -44,6 +46,10 @@ _CALL_PREFIXES: Final = tuple(prefix for prefix, _ in CALL_SCOPES)
 _HTTP_METHOD: Final = v.HTTP_METHOD.key
 _OLD_HTTP_METHOD: Final = "http.method"
 _GEN_AI_OPERATION: Final = v.GEN_AI_OPERATION.key
+_RPC_SYSTEM: Final = v.RPC_SYSTEM_KEY
+_RPC_SERVICE: Final = v.RPC_SERVICE_KEY
+_RPC_METHOD: Final = v.RPC_METHOD_KEY
+_GRPC: Final = "grpc"
 _GENAI: Final = "genai"
 _FIRST_TRY: Final = SendEvidence(retry_count=0)  # every SDK call is a new operation
 _CALL_ATTRIBUTES: Final[Mapping[str, Mapping[str, AttributeValue]]] = {
@@ -80,6 +86,17 @@ def classify_send(span: Span, attributes: object) -> SendClass | None:
         return None
     method = get(_HTTP_METHOD) or get(_OLD_HTTP_METHOD)
     if not isinstance(method, str):
-        return None
+        return _grpc_send(span, get)
     url = get(v.URL_FULL_KEY) or get("http.url")
     return SendEvidence(digest=send_digest(method, str(url or ""), None)), None, None
+
+
+def _grpc_send(span: Span, get: Callable[[str], object]) -> SendClass | None:
+    """A gRPC client span (``rpc.system`` ``grpc``: opentelemetry-instrumentation-grpc's,
+    one per call) as one send: its evidence is the call's path (``/service/method``, the
+    HTTP/2 request it rides), without the message, which the span does not carry."""
+    if get(_RPC_SYSTEM) != _GRPC:
+        return None
+    service, method = get(_RPC_SERVICE), get(_RPC_METHOD)
+    path = f"/{service}/{method}" if service and method else span.name
+    return SendEvidence(digest=send_digest("POST", path, None)), None, None

@@ -11,12 +11,16 @@ request on the wire and its response). The recorder classifies with it
 ``idempotent`` says whether resending the operation is safe under the bound idempotency
 contract (an idempotency key is bound: the span carries ``idempotency_digest``).
 
+:data:`GRPC_STATUS_KINDS` is the same for a gRPC status code (a gRPC call rides one HTTP/2
+request; its status is in the trailers): the recorder's gRPC integration and the macros
+``rs_grpc_outcome``/``rs_grpc_outcome_kind`` read it.
+
 Transport exceptions (:func:`classify_exception`), whichever client library raised them
 and however an SDK wrapped them: no connection made — refused, a name not resolved, a TLS
 handshake failed, a connect or pool timeout: no request byte sent — → ``unavailable``; a
 timeout or a broken connection after the request was sent → ``unknown_provider_acceptance``
-(``timeout_before_response`` only when idempotent and the response never started);
-anything else → :data:`NO_RESPONSE_KIND`.
+(``timeout_before_response`` only when idempotent and the response never started); a
+grpcio ``RpcError`` by its status code; anything else → :data:`NO_RESPONSE_KIND`.
 """
 
 from __future__ import annotations
@@ -93,12 +97,46 @@ STATUS_RULES: Final[tuple[StatusRule, ...]] = (
 """What an HTTP status means for one send; the first rule whose ``statuses`` hold it wins."""
 
 OTHER_STATUS_KIND: Final = OutcomeKind.PROTOCOL_VIOLATION
-"""Kind of a status no rule holds (outside 100–599: not an HTTP status)."""
+"""Kind of a status no rule holds (outside 100–599: not an HTTP status; a gRPC code
+outside 0–16)."""
 
 NO_RESPONSE_KIND: Final = OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE
 """Kind of a send that failed without a response for a reason not known to be harmless (an
 exception no rule names, or, to the analytics, an HTTP client span with an error status and
 no status code): the request may have reached the provider."""
+
+
+GRPC_STATUS_KINDS: Final[tuple[tuple[int, str, OutcomeKind | None], ...]] = (
+    (0, "OK", None),
+    # cancelled by the caller, or an error the server did not name: maybe accepted
+    (1, "CANCELLED", OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE),
+    (2, "UNKNOWN", OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE),
+    (3, "INVALID_ARGUMENT", OutcomeKind.INVALID_REQUEST),
+    (4, "DEADLINE_EXCEEDED", OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE),
+    (5, "NOT_FOUND", OutcomeKind.REJECTED),
+    (6, "ALREADY_EXISTS", OutcomeKind.REJECTED),
+    (7, "PERMISSION_DENIED", OutcomeKind.POLICY_DENIED),
+    (8, "RESOURCE_EXHAUSTED", OutcomeKind.RATE_LIMITED),
+    (9, "FAILED_PRECONDITION", OutcomeKind.REJECTED),
+    # a conflict the caller is to retry at a higher level
+    (10, "ABORTED", OutcomeKind.UNAVAILABLE),
+    (11, "OUT_OF_RANGE", OutcomeKind.INVALID_REQUEST),
+    (12, "UNIMPLEMENTED", OutcomeKind.REJECTED),
+    # server errors, as an HTTP 5xx
+    (13, "INTERNAL", OutcomeKind.UNAVAILABLE),
+    (14, "UNAVAILABLE", OutcomeKind.UNAVAILABLE),
+    (15, "DATA_LOSS", OutcomeKind.UNAVAILABLE),
+    (16, "UNAUTHENTICATED", OutcomeKind.POLICY_DENIED),
+)
+"""What a gRPC status code (``rpc.grpc.status_code``; name) means for one gRPC call, as
+:data:`STATUS_RULES` for an HTTP status; a code not listed is :data:`OTHER_STATUS_KIND`."""
+
+_BY_GRPC_CODE: Final = {code: kind for code, _, kind in GRPC_STATUS_KINDS}
+
+
+def classify_grpc_status(code: int) -> OutcomeKind | None:
+    """Outcome kind of a gRPC status code (:data:`GRPC_STATUS_KINDS`); ``None``: OK."""
+    return _BY_GRPC_CODE.get(code, OTHER_STATUS_KIND)
 
 
 def status_rule(status: int) -> StatusRule | None:
@@ -204,6 +242,18 @@ def _aiohttp_kind(exc: BaseException) -> OutcomeKind | None:
     return None
 
 
+def _grpc_kind(exc: BaseException) -> OutcomeKind | None:
+    """Kind of a grpcio ``RpcError`` by its status code (:data:`GRPC_STATUS_KINDS`)."""
+    lib = sys.modules.get("grpc")
+    if lib is None or not isinstance(exc, lib.RpcError):
+        return None
+    code = getattr(exc, "code", None)
+    value = getattr(code() if callable(code) else None, "value", None)
+    if not isinstance(value, tuple) or not value or not isinstance(value[0], int):
+        return None
+    return classify_grpc_status(value[0])
+
+
 def _in_tls_handshake(exc: ssl.SSLError) -> bool:
     """Whether ``exc`` was raised by the TLS handshake itself (``ssl``'s ``do_handshake``,
     where it was raised): before any request byte. urllib3 wraps a handshake failure and a
@@ -245,6 +295,7 @@ def classify_exception(exc: BaseException, *, idempotent: bool, request_sent: bo
             _httpx_kind(link, idempotent=idempotent)
             or _urllib3_kind(link)
             or _aiohttp_kind(link)
+            or _grpc_kind(link)
             or _builtin_kind(link, request_sent=request_sent)
         )
         if kind is not None:

@@ -4,6 +4,8 @@ Each module imports its library, so it needs that library's extra installed:
 
 * :mod:`retryscope.instrumentation.integrations.httpx` — ``[httpx]``: an httpx transport
   that records every HTTP send as a transport attempt;
+* :mod:`retryscope.instrumentation.integrations.grpc` — ``[grpc]``: each blocking grpcio
+  call as one send (grpcio's own retries run where no Python hook sees them);
 * :mod:`retryscope.instrumentation.integrations.tenacity` — ``[tenacity]``: every try of a
   ``Retrying``/``AsyncRetrying`` as an attempt span;
 * :mod:`retryscope.instrumentation.integrations.stamina` — ``[stamina]``: every try of

@@ -180,7 +180,7 @@ class Send:
         attempt, span = self._attempt, self._span
         if attempt is not None:
             attrs = outcome_attributes(status, headers, exc, idempotent=self._idempotent)
-            self._close_attempt(attempt, attrs, exc)
+            close_attempt(attempt, attrs, exc)
         elif span is not None:  # outside a logical request: a plain HTTP client span
             plain: dict[str, AttributeValue] = {}
             if status is not None:
@@ -197,24 +197,27 @@ class Send:
                 span.set_status(Status(StatusCode.ERROR))
             span.end()
 
-    def _close_attempt(
-        self, attempt: Attempt, attrs: dict[str, AttributeValue], exc: BaseException | None
-    ) -> None:
-        kind = attrs.get(v.OUTCOME_KIND.key)
-        error = attrs.get(v.ERROR_TYPE.key)
-        attempt.set_attributes(attrs)
-        attempt.set_outcome(
-            str(kind) if kind is not None else "success",
-            error=str(error) if error is not None else None,
-        )
-        hint = attrs.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
-        attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-        if isinstance(hint, int) and kind is not None:
-            request = attempt.request
-            # The next send under the same parent records the hint this one received, and
-            # no attempt at any layer should start before it has passed.
-            request.schedule_backoff(retry_after_ms=hint)
-            request.note_retry_after(hint, at=attempt.ended_at)
+
+def close_attempt(
+    attempt: Attempt, attrs: dict[str, AttributeValue], exc: BaseException | None
+) -> None:
+    """Close the send ``attempt`` with its outcome attributes (``outcome_kind`` and
+    ``error.type`` among them when it failed) and the exception it raised, if any."""
+    kind = attrs.get(v.OUTCOME_KIND.key)
+    error = attrs.get(v.ERROR_TYPE.key)
+    attempt.set_attributes(attrs)
+    attempt.set_outcome(
+        str(kind) if kind is not None else "success",
+        error=str(error) if error is not None else None,
+    )
+    hint = attrs.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
+    attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+    if isinstance(hint, int) and kind is not None:
+        request = attempt.request
+        # The next send under the same parent records the hint this one received, and
+        # no attempt at any layer should start before it has passed.
+        request.schedule_backoff(retry_after_ms=hint)
+        request.note_retry_after(hint, at=attempt.ended_at)
 
 
 def _with_dispatch(evidence: SendEvidence, dispatch: Dispatch) -> SendEvidence:
