@@ -13,7 +13,6 @@ valgrind``); runs two interpreters at a time.
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
 import os
 import re
 import shutil
@@ -50,16 +49,6 @@ def workload(name: str, metrics: bool, items: int) -> None:
     else:
         for _ in range(items):
             hot_path._small_request(provider)
-
-
-def build() -> str:
-    """Which build of the per-attempt metrics code this interpreter imports."""
-    from retryscope.instrumentation.metrics import _facts
-
-    path = _facts.__file__ or ""
-    if path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
-        return f"compiled by mypyc ({Path(path).name})"
-    return "plain Python (not compiled: see setup.py)"
 
 
 def _count(name: str, metrics: bool, items: int) -> int:
@@ -131,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = {"stamped": args.items, "attempt": args.items, "request": max(1, args.items // 4)}
     per_item = measure(sizes)
-    print(f"metrics code: {build()}")
     for name in WORKLOADS:
         off, on = per_item[name, False], per_item[name, True]
         print(
