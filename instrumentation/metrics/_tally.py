@@ -99,6 +99,8 @@ _OPERATION: Final = v.OPERATION.key
 
 Place = tuple[Any, Any]
 """A layer and route as the spans hold them."""
+Counted = tuple[Any, Any, Any, Any, Any, bool, bool | None]
+"""Layer, route, outcome, kind, retry owner, retry, send (None: none; True: a resend)."""
 Sample = tuple[str, int, Place, SpanContext | None]
 """A backoff (``"backoff"``) or Retry-After (``"retry_after"``) value, its place and span."""
 Cost = tuple[Any, Any, bool, bool, int]
@@ -153,10 +155,7 @@ _OTHER_STATUS: Final = (OTHER_STATUS_KIND.family.value, OTHER_STATUS_KIND.value)
 def http_outcome(attrs: Mapping[str, Any], status: Status | None) -> tuple[Any, Any]:
     """(outcome, kind) of an HTTP send that recorded no outcome, by its status code
     (``rs_http_outcome``/``_kind``, from the same table); without one, a failed send (span
-    ``status`` ``ERROR``) got no response; (None, None) for a span that is no HTTP send or
-    says nothing."""
-    if attrs.get(_HTTP_METHOD) is None and attrs.get(_OLD_HTTP_METHOD) is None:
-        return None, None
+    ``status`` ``ERROR``) got no response, else it says nothing (None, None)."""
     code = attrs.get(_HTTP_STATUS)
     if code is None:
         code = attrs.get(_OLD_HTTP_STATUS)
@@ -223,43 +222,51 @@ class RequestTally:
         "_accepted",
         "_entry",
         "_fallbacks",
+        "_first_keys",
         "_firsts",
         "_groups",
+        "_keys",
         "_late",
         "_late_end",
         "_named",
-        "attempts",
         "costs",
+        "counted",
         "durations",
         "operation",
         "operations",
-        "receiver",
         "remaining",
         "samples",
-        "sends",
         "tenant",
         "violations",
     )
 
     def __init__(self) -> None:
-        self.attempts: dict[tuple[Any, Any, Any, Any, Any, bool], int] = {}
-        self.sends: dict[tuple[Any, Any, Any, bool], int] = {}
+        self.counted: dict[Counted, int] = {}
+        """The attempts by layer, route, outcome, kind, retry owner, retry and send (None:
+        no send, False: its operation's first, True: a resend)."""
         self.durations: dict[Place, list[float]] = {}
         self.remaining: dict[Place, list[int]] = {}
         self.violations: dict[Place, int] = {}
         self.samples: list[Sample] = []
         self.costs: list[Cost] = []
-        self.receiver = 0
         self.operations = 0
         self.tenant: Any = None
         self.operation: Any = None
         self._groups: dict[tuple[Any, Any, Any], dict[int | None, int]] = {}
-        """Per layer and enclosing attempt, per operation (None: no send), the retry
-        group's state: 2 × its non-hedge attempts, + 1 when its last attempt failed."""
-        self._named: set[tuple[Any, Any]] = set()
-        """(layer, ordinal) of the attempts another attempt named as its enclosing one."""
-        self._firsts: dict[int, tuple[int, int, Any, Any, Any]] = {}
-        """Per operation: its first send's start, span id, layer, route and retry owner."""
+        """Per layer and enclosing attempt (its layer and ordinal), per operation (None: no
+        send), the retry group's state: 2 × its non-hedge attempts, + 1 when its last
+        attempt failed."""
+        self._named: dict[Any, set[int | None]] = {}
+        """By layer, the ordinals of the attempts another attempt named as its enclosing
+        one."""
+        self._firsts: dict[int, int] = {}
+        """Per operation: its first send's start and span id, as ``start << 64 | span_id``
+        (an int: a request of many operations holds no object per operation that the
+        garbage collector tracks)."""
+        self._first_keys: dict[int, Counted] = {}
+        """Per operation: its first send's key in :attr:`counted`, one of :attr:`_keys`."""
+        self._keys: dict[Counted, Counted] = {}
+        """Each key counted as an operation's first send, once."""
         self._entry: tuple[int, Any, Any] | None = None
         """Start, route and boundary of the first top-level attempt."""
         self._accepted: list[tuple[int, Any, Any]] = []
@@ -302,11 +309,19 @@ class RequestTally:
         context, span_id, _, start, end, status = ended
         start = start or 0
         end = end or start
-        if outcome is None:
-            outcome, http_kind = http_outcome(attrs, status)
+        if outcome is None and (  # an HTTP send says it by its status
+            attrs.get(_HTTP_METHOD) is not None or attrs.get(_OLD_HTTP_METHOD) is not None
+        ):
+            code = attrs.get(_HTTP_STATUS)
+            if type(code) is int:  # (http_outcome's common case, inline)
+                safe = attrs.get(_IDEMPOTENCY) is not None
+                outcome, http_kind = _HTTP_KINDS.get(2 * code + safe, _OTHER_STATUS)
+            else:
+                outcome, http_kind = http_outcome(attrs, status)
             if kind is None:
                 kind = http_kind
-        if not self.attempts:
+        counted = self.counted
+        if not counted:
             self.tenant, self.operation = attrs.get(_TENANT), attrs.get(_OPERATION)
         top = parent_layer is None
         if top and enclosing is not None:
@@ -326,14 +341,39 @@ class RequestTally:
         state = groups.get(operation, 0)
         retry = state & 1 == 1 and not hedged
         groups[operation] = (state | 1) + (0 if hedged else 2) - (1 if succeeded else 0)
-        key = (layer, route, outcome, kind, owner, retry)
-        self.attempts[key] = self.attempts.get(key, 0) + 1
 
+        # a send unless another attempt named it as its enclosing one (those end first)
         named = self._named
         if parent_layer is not None:
-            named.add((parent_layer, parent_ordinal))
-        if not named or (layer, ordinal if type(ordinal) is int else None) not in named:
-            self._send(1 if operation is None else operation, start, span_id, layer, route, owner)
+            ordinals = named.get(parent_layer)
+            if ordinals is None:
+                named[parent_layer] = {parent_ordinal}
+            elif parent_ordinal not in ordinals:
+                ordinals.add(parent_ordinal)
+        if (
+            named
+            and (ordinals := named.get(layer))
+            and ((ordinal if type(ordinal) is int else None) in ordinals)
+        ):
+            key: Counted = (layer, route, outcome, kind, owner, retry, None)
+        else:
+            sent = 1 if operation is None else operation
+            order = start << 64 | span_id
+            firsts = self._firsts
+            first = firsts.get(sent)
+            if first is None or order < first:  # its operation's first to start
+                key = (layer, route, outcome, kind, owner, retry, False)
+                key = self._keys.setdefault(key, key)
+                firsts[sent] = order
+                if first is None:
+                    if sent > self.operations:
+                        self.operations = sent
+                else:
+                    self._resent(self._first_keys[sent])
+                self._first_keys[sent] = key
+            else:
+                key = (layer, route, outcome, kind, owner, retry, True)
+        counted[key] = counted.get(key, 0) + 1
 
         place = (layer, route)
         durations = self.durations.get(place)
@@ -350,7 +390,17 @@ class RequestTally:
         accepted = False
         boundary = None
         if succeeded:
-            accepted, boundary = self._succeeded(attrs, layer, route, end)
+            decision, result, deadline, boundary = map(attrs.get, _SUCCESS_KEYS)
+            if type(deadline) is not int:
+                if self._late_end is None or end > self._late_end:
+                    self._late_end = end
+            elif end > deadline:
+                self._late = True
+            accepted = (decision is None or decision == _COMPLETE) and (
+                result is None or result != _CANCELLED
+            )
+            if accepted and boundary is not None:
+                self._accepted.append((_layer_rank(layer), route, boundary))
         elif top:
             boundary = attrs.get(_BOUNDARY)
         if top and enclosing is None and (self._entry is None or start < self._entry[0]):
@@ -372,44 +422,13 @@ class RequestTally:
             extra = (backoff, retry_after, not_before, reserved, actual)
             self._extra(attrs, place, start, context, accepted, *extra)
 
-    def _succeeded(
-        self, attrs: Mapping[str, Any], layer: Any, route: Any, end: int
-    ) -> tuple[bool, Any]:
-        """Note a success's end against its deadline; whether it is accepted (before its
-        request's terminal is known), and its route's data boundary."""
-        decision, result, deadline, boundary = map(attrs.get, _SUCCESS_KEYS)
-        if type(deadline) is not int:
-            if self._late_end is None or end > self._late_end:
-                self._late_end = end
-        elif end > deadline:
-            self._late = True
-        accepted = (decision is None or decision == _COMPLETE) and (
-            result is None or result != _CANCELLED
-        )
-        if accepted and boundary is not None:
-            self._accepted.append((_layer_rank(layer), route, boundary))
-        return accepted, boundary
-
-    def _send(self, operation: int, start: int, span_id: int, *series: Any) -> None:
-        """Count a send of ``operation``: a resend unless it is the operation's first to
-        start (a send found to have started before the one counted first makes that one a
-        resend)."""
-        if operation > self.operations:
-            self.operations = operation
-        self.receiver += 1
-        sends, firsts = self.sends, self._firsts
-        first = firsts.get(operation)
-        resend = first is not None
-        if first is not None and (start < first[0] or (start == first[0] and span_id < first[1])):
-            before = (*first[2:], False)
-            sends[before] -= 1
-            after = (*first[2:], True)
-            sends[after] = sends.get(after, 0) + 1
-            resend = False
-        if not resend:
-            firsts[operation] = (start, span_id, *series)
-        key = (*series, resend)
-        sends[key] = sends.get(key, 0) + 1
+    def _resent(self, was: Counted) -> None:
+        """The send counted as its operation's first (``was``) started after another: it is
+        a resend."""
+        counted = self.counted
+        counted[was] -= 1
+        now = (*was[:6], True)
+        counted[now] = counted.get(now, 0) + 1
 
     def _extra(
         self,
@@ -450,9 +469,17 @@ class RequestTally:
     def ended(self, request: Mapping[str, Any] | None) -> Figures:
         """The figures, with the request's own when its span ended here (``request``: that
         span's attributes; None for a continuation or a request recorded while open)."""
+        attempts: dict[tuple[Any, Any, Any, Any, Any, bool], int] = {}
+        sends: dict[tuple[Any, Any, Any, bool], int] = {}
+        for (layer, route, outcome, kind, owner, retry, send), n in self.counted.items():
+            tried = (layer, route, outcome, kind, owner, retry)
+            attempts[tried] = attempts.get(tried, 0) + n
+            if send is not None and n:
+                sent = (layer, route, owner, send)
+                sends[sent] = sends.get(sent, 0) + n
         counted = (
-            self.attempts,
-            self.sends,
+            attempts,
+            sends,
             self.durations,
             self.remaining,
             self.violations,
@@ -489,7 +516,7 @@ class RequestTally:
             request=True,
             terminal=terminal,
             retry_owner=_str(request.get(v.RETRY_OWNER.key)),
-            receiver=self.receiver,
+            receiver=sum(sends.values()),
             operations=self.operations,
             nested_product=math.prod(retried) if len(retried) >= 2 else None,
             deadline_exhausted=terminal == _STOP_DEADLINE,
