@@ -1,11 +1,9 @@
 """A finished span's attributes, ids, times and status, read on the live metrics' hot path.
 
 Part of :mod:`._sdk`, which probes what may be read directly and hands the result to
-:func:`use`; a module of its own so that mypyc compiles it together with the metrics code
-that calls it for every attempt span that ends (``setup.py``: a call between compiled
-functions skips the interpreter). Without the shortcuts (:func:`use` given nothing, as
-under ``RETRYSCOPE_SDK_PUBLIC_ONLY=1`` or inside :func:`._sdk.public_paths`) every read
-goes through the public ``ReadableSpan`` and ``SpanContext`` properties.
+:func:`use`. Without the shortcuts (:func:`use` given nothing, as under
+``RETRYSCOPE_SDK_PUBLIC_ONLY=1`` or inside :func:`._sdk.public_paths`) every read goes
+through the public ``ReadableSpan`` and ``SpanContext`` properties.
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ _PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
 
 _BOUNDED_ATTRIBUTES: Final = BoundedAttributes
 _SPAN_CONTEXT: Final = SpanContext
-"""(The classes as compiled statics: a compiled read of an imported name looks it up in the
-module's globals each time, on every attempt span.)"""
 
 Ended = tuple[Any, Any, Any, Any, Any, Any]
 """Context, span id, parent span id (None without a parent), start, end, status."""
@@ -44,7 +40,6 @@ class _Shortcuts:
 
 
 _ALLOWED: Final = _Shortcuts()
-"""(One object whose fields change, so a compiled read is a field's, not a global's.)"""
 
 
 def use(

@@ -60,29 +60,23 @@ _HTTP_METHOD: Final = v.HTTP_METHOD.key
 _OLD_HTTP_METHOD: Final = v.HTTP_METHOD.aliases[0]
 _IDEMPOTENCY: Final = v.IDEMPOTENCY_DIGEST.key
 
-_KEYS: Final = tuple(
-    attr.key
-    for attr in (
-        v.LAYER,
-        v.ROUTE_ID,
-        v.OUTCOME,
-        v.OUTCOME_KIND,
-        v.RETRY_OWNER,
-        v.ATTEMPT_ORDINAL,
-        v.PARENT_LAYER,
-        v.PARENT_ATTEMPT_ORDINAL,
-        v.OPERATION_ORDINAL,
-        v.HEDGE_ORDINAL,
-        v.FALLBACK,
-        v.DEADLINE_REMAINING_MS,
-        v.BACKOFF_DELAY_MS,
-        v.RETRY_AFTER_MS,
-        v.NOT_BEFORE,
-        v.COST_RESERVED,
-        v.COST_ACTUAL,
-    )
-)
-"""What every attempt span is read for, in :meth:`RequestTally.add`'s order (one pass)."""
+_LAYER: Final = v.LAYER.key
+_ROUTE: Final = v.ROUTE_ID.key
+_OUTCOME: Final = v.OUTCOME.key
+_KIND: Final = v.OUTCOME_KIND.key
+_OWNER: Final = v.RETRY_OWNER.key
+_ORDINAL: Final = v.ATTEMPT_ORDINAL.key
+_PARENT_LAYER: Final = v.PARENT_LAYER.key
+_PARENT_ORDINAL: Final = v.PARENT_ATTEMPT_ORDINAL.key
+_OPERATION_ORDINAL: Final = v.OPERATION_ORDINAL.key
+_HEDGE: Final = v.HEDGE_ORDINAL.key
+_FALLBACK: Final = v.FALLBACK.key
+_REMAINING: Final = v.DEADLINE_REMAINING_MS.key
+_BACKOFF: Final = v.BACKOFF_DELAY_MS.key
+_RETRY_AFTER: Final = v.RETRY_AFTER_MS.key
+_NOT_BEFORE: Final = v.NOT_BEFORE.key
+_RESERVED: Final = v.COST_RESERVED.key
+_ACTUAL: Final = v.COST_ACTUAL.key
 _SUCCESS_KEYS: Final = (
     v.DECISION.key,
     v.HEDGE_RESULT.key,
@@ -287,25 +281,24 @@ class RequestTally:
         """Count one ended attempt span: its attributes; its context, span id, parent span
         id, start, end and status (``_sdk.ended_fields``); and ``enclosing``, the (layer,
         ordinal) of the attempt whose span it started in when it names none itself."""
-        (
-            layer,
-            route,
-            outcome,
-            kind,
-            owner,
-            ordinal,
-            parent_layer,
-            parent_ordinal,
-            operation,
-            hedge,
-            fallback,
-            remaining,
-            backoff,
-            retry_after,
-            not_before,
-            reserved,
-            actual,
-        ) = map(attrs.get, _KEYS)
+        get = attrs.get  # (one read per key: cheaper than unpacking a ``map`` of them)
+        layer = get(_LAYER)
+        route = get(_ROUTE)
+        outcome = get(_OUTCOME)
+        kind = get(_KIND)
+        owner = get(_OWNER)
+        ordinal = get(_ORDINAL)
+        parent_layer = get(_PARENT_LAYER)
+        parent_ordinal = get(_PARENT_ORDINAL)
+        operation = get(_OPERATION_ORDINAL)
+        hedge = get(_HEDGE)
+        fallback = get(_FALLBACK)
+        remaining = get(_REMAINING)
+        backoff = get(_BACKOFF)
+        retry_after = get(_RETRY_AFTER)
+        not_before = get(_NOT_BEFORE)
+        reserved = get(_RESERVED)
+        actual = get(_ACTUAL)
         context, span_id, _, start, end, status = ended
         start = start or 0
         end = end or start
