@@ -12,11 +12,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py compiles the live metrics' per-attempt modules with mypyc into the source tree
-# (an editable install), so a change to one of them reinstalls
-COMPILED := instrumentation/_sdk_finished.py instrumentation/metrics/_facts.py \
-	instrumentation/metrics/_hold.py
-$(STAMP): pyproject.toml setup.py $(COMPILED) | $(BIN)/python
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

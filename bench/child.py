@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from bench.rss import peak_rss_bytes
@@ -76,14 +78,16 @@ def run_pandas(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - began, "figures": figures}
 
 
-def run_child(what: str, *args: str) -> dict[str, Any]:
-    """Run ``python -m bench.child WHAT ARGS`` and return its JSON (wall seconds added)."""
+def run_child(what: str, *args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m bench.child WHAT ARGS`` (with ``env`` added to the environment) and
+    return its JSON (wall seconds added)."""
     began = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "bench.child", what, *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **env} if env else None,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"bench.child {what} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")

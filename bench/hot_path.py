@@ -15,21 +15,20 @@ provider with the stamping processor: 100 attempts per logical request against 1
 spans per parent span, so the request's own span is amortised and the request keeps a
 bounded list of attempts, as in production.
 
-Both also run with ``AttemptMetricsProcessor`` recording into a MeterProvider with a reader,
-handed the ended spans by the stamping processor (``AttemptStampingProcessor(metrics=...)``,
-as the ``retryscope`` configurator wires it), against the stamping processor alone (metrics
-on vs off), and with the metrics processor added to the provider as a second processor
-(the SDK calls both on every span), interleaved, in :data:`METRICS_PROCESSES` fresh
-processes (``python -m bench.child metrics-overhead``): the figure is the median of their
-ratios, since one process's ratio moves by about ±2 % from one process to the next
-(``bench/RESULTS.md``, 2026-12-05). So does a small logical request (two harness attempts,
-a retry after a rate limit, with backoff, cost and a deadline), where the request-end
-recording is not amortised over 100 attempts (in this process).
-
-The stamped and attempt cases also run on the public OpenTelemetry API only
-(``retryscope.instrumentation._sdk.public_paths``, what ``RETRYSCOPE_SDK_PUBLIC_ONLY=1``
-or an SDK with other internals gives), interleaved with the rest, so the fast paths'
-gain is printed side by side.
+Both also run in :data:`METRICS_PROCESSES` fresh processes (``python -m bench.child
+metrics-overhead``) per SDK path — the private fast paths, and the public OpenTelemetry API
+only (``RETRYSCOPE_SDK_PUBLIC_ONLY=1``, what an SDK with other internals gives) — each
+interleaving four cases: the same spans without retryscope, the stamping processor alone,
+the stamping processor handing ended spans to ``AttemptMetricsProcessor`` recording into a
+MeterProvider with a reader (``AttemptStampingProcessor(metrics=...)``, as the
+``retryscope`` configurator wires it), and the metrics processor added to the provider as a
+second processor (the SDK calls both on every span). Printed side by side for both paths:
+stamping's overhead (stamping / without retryscope) and the live metrics' (on / off), each
+the median of the processes' ratios, since one process's ratio moves by about ±2 % from one
+process to the next (``bench/RESULTS.md``). The package is plain Python. A small logical
+request (two harness attempts, a retry after a rate limit, with backoff, cost and a
+deadline), where the request-end recording is not amortised over 100 attempts, runs in this
+process.
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ from bench.harness import Result, Target, Timings, interleave, micros
 from bench.settings import Settings
 from retryscope import AttemptStampingProcessor, LogicalRequest, current_scope, logical_request
 from retryscope.instrumentation import AttemptMetricsProcessor, MetricsConfig
-from retryscope.instrumentation._sdk import public_paths
 from retryscope.instrumentation.metrics._instruments import ATTEMPTS
 from retryscope.vocabulary import ATTEMPT_ORDINAL, IDEMPOTENCY_DIGEST, LOGICAL_REQUEST_ID
 
@@ -83,7 +81,9 @@ SPANS = (20_000, 300)
 ATTEMPTS_PER_CASE = (10_000, 200)
 """Context-API attempt spans per attempt case (full, quick)."""
 METRICS_PROCESSES = 3
-"""Fresh processes that each time the metrics on/off pairs (the printed ratio: their median)."""
+"""Fresh processes per SDK path that each time the cases (the printed ratio: their median)."""
+SDK_PATHS = {"fast": {}, "public": {"RETRYSCOPE_SDK_PUBLIC_ONLY": "1"}}
+"""The environment of each SDK path's processes."""
 METRICS_TARGET = Target(at_most=1.10, text="≤ 1.10×")
 
 
@@ -273,6 +273,36 @@ def _stamped_case(provider: TracerProvider, n: int) -> Callable[[], None]:
     return case
 
 
+def _plain_spans_case(provider: TracerProvider, n: int) -> Callable[[], None]:
+    """``n`` of the same third-party spans under a plain parent span (no retryscope)."""
+
+    def case() -> None:
+        tracer = provider.get_tracer("bench.thirdparty")
+        with tracer.start_as_current_span("parent"):
+            _third_party_spans(tracer, n)
+
+    return case
+
+
+def _plain_attempts_case(
+    provider: TracerProvider, n: int, attributes: Mapping[str, AttributeValue]
+) -> Callable[[], None]:
+    """``n`` plain spans carrying an attempt span's attributes, :data:`PER_REQUEST` per
+    parent span (no retryscope API)."""
+
+    def case() -> None:
+        tracer = provider.get_tracer("bench.plain")
+        for _ in range(n // PER_REQUEST):
+            with tracer.start_as_current_span("parent"):
+                for _ in range(PER_REQUEST):
+                    with tracer.start_as_current_span(
+                        "attempt private-primary", kind=SpanKind.CLIENT, attributes=attributes
+                    ):
+                        pass
+
+    return case
+
+
 def _attempt_case(provider: TracerProvider, n: int) -> Callable[[], None]:
     """``n`` context-API attempt spans on ``provider``, :data:`PER_REQUEST` per request."""
 
@@ -287,10 +317,11 @@ def _attempt_case(provider: TracerProvider, n: int) -> Callable[[], None]:
 
 
 def metrics_overhead(*, quick: bool, rounds: int) -> dict[str, Any]:
-    """One process's metrics on/off pairs (``python -m bench.child metrics-overhead``): the
-    stamped span and the context-API attempt span, each with the stamping processor alone
-    ("off"), handing spans to the metrics processor ("on") and with the metrics processor
-    as a second processor ("second"), interleaved. CPU and wall medians per case."""
+    """One process's cases (``python -m bench.child metrics-overhead``): the stamped span
+    and the context-API attempt span without retryscope ("plain"), with the stamping
+    processor alone ("off"), handing spans to the metrics processor ("on") and with the
+    metrics processor as a second processor ("second"), interleaved. CPU and wall medians
+    per case, on the SDK paths this process's environment selects."""
     settings = Settings(quick=quick, rounds=rounds)
     _check_metrics()
     stamping = TracerProvider()
@@ -301,53 +332,64 @@ def metrics_overhead(*, quick: bool, rounds: int) -> dict[str, Any]:
         "second": _metered(second_processor=True),
     }
     sizes = {"stamped": settings.scaled(*SPANS), "attempt": settings.scaled(*ATTEMPTS_PER_CASE)}
+    attributes = _attempt_attributes(lambda p: p.add_span_processor(AttemptStampingProcessor()))
+    plain = {
+        "stamped": _plain_spans_case(TracerProvider(), sizes["stamped"]),
+        "attempt": _plain_attempts_case(TracerProvider(), sizes["attempt"], attributes),
+    }
     out: dict[str, Any] = {"items": sizes}
     for name, make in (("stamped", _stamped_case), ("attempt", _attempt_case)):
-        timings = interleave(
-            {case: make(provider, sizes[name]) for case, provider in providers.items()},
-            rounds=rounds,
-        )
+        cases = {"plain": plain[name]}
+        cases.update({case: make(provider, sizes[name]) for case, provider in providers.items()})
+        timings = interleave(cases, rounds=rounds)
         out[name] = {
-            case: {"cpu": timings.cpu_median(case), "wall": timings.median(case)}
-            for case in providers
+            case: {"cpu": timings.cpu_median(case), "wall": timings.median(case)} for case in cases
         }
     return out
 
 
-def _metrics_results(settings: Settings) -> list[Result]:
-    """The metrics on/off ratios, each the median over :data:`METRICS_PROCESSES` fresh
-    processes' ratios (CPU time), with their range and the per-item medians beside it;
-    then the same with the metrics processor as a second processor (no target)."""
+_SPANS = (("stamped", "stamped third-party span"), ("attempt", "context-API attempt"))
+
+
+def _overhead_results(settings: Settings) -> list[Result]:
+    """Stamping's overhead (stamping / plain) and the metrics' (on / off, and as a second
+    processor / off), on the fast and the public SDK paths side by side: each the median
+    over :data:`METRICS_PROCESSES` fresh processes' ratios (CPU time), their range and the
+    per-item medians beside it."""
     args = ["--rounds", str(settings.rounds), *(["--quick"] if settings.quick else [])]
-    runs = [run_child("metrics-overhead", *args) for _ in range(METRICS_PROCESSES)]
+    runs = {
+        path: [run_child("metrics-overhead", *args, env=env) for _ in range(METRICS_PROCESSES)]
+        for path, env in SDK_PATHS.items()
+    }
     results = []
-    for case, what, target in (
-        ("on", "metrics on / off", METRICS_TARGET),
-        ("second", "metrics as a second processor / off", None),
+    for case, baseline, what, target in (
+        ("off", "plain", "stamping / no retryscope", None),
+        ("on", "off", "metrics on / off", METRICS_TARGET),
+        ("second", "off", "metrics as a second processor / off", None),
     ):
-        for name, span in (
-            ("stamped", "stamped third-party span"),
-            ("attempt", "context-API attempt"),
-        ):
-            per = runs[0]["items"][name]
-            ratios = sorted(r[name][case]["cpu"] / r[name]["off"]["cpu"] for r in runs)
-            walls = [r[name][case]["wall"] / r[name]["off"]["wall"] for r in runs]
-            off = statistics.median(r[name]["off"]["cpu"] for r in runs)
-            results.append(
-                Result(
-                    "hot path",
-                    f"{span}: {what}",
-                    statistics.median(ratios),
-                    "×",
-                    target,
-                    {
-                        "CPU off": micros(off, per),
-                        "on": micros(statistics.median(r[name][case]["cpu"] for r in runs), per),
-                        f"{len(runs)} processes": f"{ratios[0]:.2f}–{ratios[-1]:.2f}×",
-                        "wall ratio": f"{statistics.median(walls):.2f}×",
-                    },
+        for name, span in _SPANS:
+            for path, done in runs.items():
+                per = done[0]["items"][name]
+                ratios = sorted(r[name][case]["cpu"] / r[name][baseline]["cpu"] for r in done)
+                walls = [r[name][case]["wall"] / r[name][baseline]["wall"] for r in done]
+                off = statistics.median(r[name][baseline]["cpu"] for r in done)
+                results.append(
+                    Result(
+                        "hot path",
+                        f"{span}: {what} ({path} SDK paths, plain Python)",
+                        statistics.median(ratios),
+                        "×",
+                        target,
+                        {
+                            "CPU before": micros(off, per),
+                            "after": micros(
+                                statistics.median(r[name][case]["cpu"] for r in done), per
+                            ),
+                            f"{len(done)} processes": f"{ratios[0]:.2f}–{ratios[-1]:.2f}×",
+                            "wall ratio": f"{statistics.median(walls):.2f}×",
+                        },
+                    )
                 )
-            )
     return results
 
 
@@ -372,10 +414,6 @@ def run(settings: Settings) -> list[Result]:
 
     case_stamped = _stamped_case(stamping, n)
 
-    def case_stamped_public() -> None:
-        with public_paths():
-            case_stamped()
-
     def case_baggage() -> None:
         tracer = bagging.get_tracer("bench.thirdparty")
         with tracer.start_as_current_span("parent"), _baggage_scope(stamp):
@@ -385,40 +423,20 @@ def run(settings: Settings) -> list[Result]:
         {
             "plain": case_plain,
             "stamped": case_stamped,
-            "stamped public": case_stamped_public,
             "baggage": case_baggage,
         },
         rounds=rounds,
     )
-    t_plain, t_stamped, t_public, t_bag = (
-        spans.median(c) for c in ("plain", "stamped", "stamped public", "baggage")
-    )
-    added_stamp, added_public, added_bag = t_stamped - t_plain, t_public - t_plain, t_bag - t_plain
+    t_plain, t_stamped, t_bag = (spans.median(c) for c in ("plain", "stamped", "baggage"))
+    added_stamp, added_bag = t_stamped - t_plain, t_bag - t_plain
 
     attempts_n = settings.scaled(*ATTEMPTS_PER_CASE)
     attempt_attrs = _attempt_attributes(lambda p: p.add_span_processor(AttemptStampingProcessor()))
 
-    def case_plain_attempt() -> None:
-        tracer = stamping.get_tracer("bench.plain")
-        for _ in range(attempts_n // PER_REQUEST):
-            with tracer.start_as_current_span("parent"):
-                for _ in range(PER_REQUEST):
-                    with tracer.start_as_current_span(
-                        "attempt private-primary", kind=SpanKind.CLIENT, attributes=attempt_attrs
-                    ):
-                        pass
-
-    case_context_attempt = _attempt_case(stamping, attempts_n)
-
-    def case_context_attempt_public() -> None:
-        with public_paths():
-            case_context_attempt()
-
     attempts = interleave(
         {
-            "plain": case_plain_attempt,
-            "context": case_context_attempt,
-            "context public": case_context_attempt_public,
+            "plain": _plain_attempts_case(stamping, attempts_n, attempt_attrs),
+            "context": _attempt_case(stamping, attempts_n),
         },
         rounds=rounds,
     )
@@ -468,31 +486,8 @@ def run(settings: Settings) -> list[Result]:
                 "attempt": micros(attempts.median("context"), attempts_n),
             },
         ),
-        *_metrics_results(settings),
+        *_overhead_results(settings),
         _versus(
             "logical request of 2 attempts: metrics on / off", requests, ("on", "off"), requests_n
-        ),
-        Result(
-            name,
-            "stamped third-party span: public SDK paths / fast paths",
-            spans.ratio("stamped public", "stamped"),
-            "×",
-            None,
-            {
-                "fast adds": micros(added_stamp, n),
-                "public adds": micros(added_public, n),
-                "public": micros(t_public, n),
-            },
-        ),
-        Result(
-            name,
-            "context-API attempt: public SDK paths / fast paths",
-            attempts.ratio("context public", "context"),
-            "×",
-            None,
-            {
-                "fast": micros(attempts.median("context"), attempts_n),
-                "public": micros(attempts.median("context public"), attempts_n),
-            },
         ),
     ]

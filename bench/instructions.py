@@ -1,19 +1,22 @@
-"""The live metrics' overhead in instructions: ``python -m bench.instructions [--items N]``.
+"""Stamping's and the live metrics' overhead in instructions: ``python -m bench.instructions``.
 
 Wall and CPU time on a shared machine move by more than the 10 % the metrics may add, so
 this counts instructions instead: each hot-path workload (``bench/hot_path.py``: the stamped
-third-party span, the context-API attempt, the logical request of two attempts) runs with
-the metrics processor off and on, each in a fresh interpreter under ``valgrind
+third-party span, the context-API attempt, the logical request of two attempts) runs
+without retryscope (``plain``: the same spans, no processor; not for the request), with the
+stamping processor alone (``stamping``) and with it handing ended spans to the metrics
+processor (``metrics``), on the SDK's private fast paths and on its public API only
+(``RETRYSCOPE_SDK_PUBLIC_ONLY=1``), each in a fresh interpreter under ``valgrind
 --tool=callgrind``, at ``N`` and at ``3N`` items. The difference of the two counts over
-``2N`` is the instructions per item without the interpreter's start and the imports; the
-ratio on / off is the overhead. Needs ``valgrind`` on PATH (Debian: ``apt-get install
-valgrind``); runs two interpreters at a time.
+``2N`` is the instructions per item without the interpreter's start and the imports;
+stamping / plain is stamping's overhead, metrics / stamping the metrics'. Needs
+``valgrind`` on PATH (Debian: ``apt-get install valgrind``); runs two interpreters at a
+time.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
 import os
 import re
 import shutil
@@ -24,52 +27,63 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind
 
 from bench import hot_path
 from retryscope import AttemptStampingProcessor
 
 WORKLOADS = ("stamped", "attempt", "request")
 """Per item: a third-party span, an attempt (100 per request), a request of two attempts."""
+MODES = ("plain", "stamping", "metrics")
+PATHS = ("fast", "public")
 _TOTAL = re.compile(r"^summary:\s+(\d+)", re.MULTILINE)
 
 
-def workload(name: str, metrics: bool, items: int) -> None:
+def workload(name: str, mode: str, items: int) -> None:
     """Run ``items`` of workload ``name`` (after one untimed warm-up item)."""
-    provider = hot_path._metered() if metrics else TracerProvider()
-    if not metrics:
+    provider = hot_path._metered() if mode == "metrics" else TracerProvider()
+    if mode == "stamping":
         provider.add_span_processor(AttemptStampingProcessor())
-    if name == "stamped":
+    if name == "stamped" and mode == "plain":
+        tracer = provider.get_tracer("bench.thirdparty")
+        with tracer.start_as_current_span("parent"):
+            hot_path._third_party_spans(tracer, items)
+    elif name == "stamped":
         with hot_path._request_scope(provider):
             hot_path._third_party_spans(provider.get_tracer("bench.thirdparty"), items)
-    elif name == "attempt":
+    elif name == "attempt" and mode == "plain":
+        attributes = hot_path._attempt_attributes(
+            lambda p: p.add_span_processor(AttemptStampingProcessor())
+        )
+        tracer = provider.get_tracer("bench.plain")
         for _ in range(max(1, items // hot_path.PER_REQUEST)):
-            with hot_path._request(provider) as req:
+            with tracer.start_as_current_span("parent"):
                 for _ in range(hot_path.PER_REQUEST):
-                    with req.attempt("private-primary", route_release=hot_path.RELEASE):
+                    with tracer.start_as_current_span(
+                        "attempt private-primary", kind=SpanKind.CLIENT, attributes=attributes
+                    ):
                         pass
+    elif name == "attempt":
+        hot_path._attempt_case(provider, max(hot_path.PER_REQUEST, items))()
     else:
         for _ in range(items):
             hot_path._small_request(provider)
 
 
-def build() -> str:
-    """Which build of the per-attempt metrics code this interpreter imports."""
-    from retryscope.instrumentation.metrics import _facts
-
-    path = _facts.__file__ or ""
-    if path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
-        return f"compiled by mypyc ({Path(path).name})"
-    return "plain Python (not compiled: see setup.py)"
+Job = tuple[str, str, str, int]
+"""Workload, mode, path, items."""
 
 
-def _count(name: str, metrics: bool, items: int) -> int:
-    """Instructions of one interpreter running ``items`` of the workload under callgrind."""
+def _count(job: Job) -> int:
+    """Instructions of one interpreter running ``job`` under callgrind."""
+    name, mode, path, items = job
     with tempfile.TemporaryDirectory(prefix="retryscope-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {
             **os.environ,
             "PYTHONHASHSEED": "0",
             "RETRYSCOPE_DIGEST_KEY": "bench",
+            "RETRYSCOPE_SDK_PUBLIC_ONLY": "1" if path == "public" else "0",
             # OpenBLAS's idle threads (numpy is imported) spin for as long as the run lasts:
             # instructions of neither workload, counted at random into one or the other
             "OPENBLAS_NUM_THREADS": "1",
@@ -84,7 +98,8 @@ def _count(name: str, metrics: bool, items: int) -> int:
                 "bench.instructions",
                 "--run",
                 name,
-                "--metrics" if metrics else "--no-metrics",
+                "--mode",
+                mode,
                 "--items",
                 str(items),
             ],
@@ -99,45 +114,59 @@ def _count(name: str, metrics: bool, items: int) -> int:
         return int(found.group(1))
 
 
-def measure(items: dict[str, int]) -> dict[tuple[str, bool], float]:
-    """Instructions per item of every workload, metrics off and on."""
+def measure(
+    items: dict[str, int], paths: tuple[str, ...] = PATHS
+) -> dict[tuple[str, str, str], float]:
+    """Instructions per item of every workload, mode and path."""
     jobs = [
-        (name, on, n)
+        (name, mode, path, n)
         for name, size in items.items()
-        for on in (False, True)
+        for mode in MODES
+        if not (name == "request" and mode == "plain")
+        for path in paths
         for n in (size, 3 * size)
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        counts = dict(zip(jobs, pool.map(lambda job: _count(*job), jobs), strict=True))
+        counts = dict(zip(jobs, pool.map(_count, jobs), strict=True))
     return {
-        (name, on): (counts[name, on, 3 * n] - counts[name, on, n]) / (2 * n)
-        for name, n in items.items()
-        for on in (False, True)
+        (name, mode, path): (counts[name, mode, path, 3 * n] - counts[name, mode, path, n])
+        / (2 * n)
+        for (name, mode, path, n) in jobs
+        if (name, mode, path, 3 * n) in counts
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions")
     parser.add_argument("--items", type=int, default=2_000, help="N (per-item counts: 3N - N)")
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
     parser.add_argument("--run", choices=WORKLOADS, help=argparse.SUPPRESS)
-    parser.add_argument("--metrics", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument("--mode", choices=MODES, default="stamping", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run is not None:
-        workload(args.run, args.metrics, 1)
-        workload(args.run, args.metrics, args.items)
+        workload(args.run, args.mode, 1)
+        workload(args.run, args.mode, args.items)
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not on PATH (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
-    sizes = {"stamped": args.items, "attempt": args.items, "request": max(1, args.items // 4)}
-    per_item = measure(sizes)
-    print(f"metrics code: {build()}")
-    for name in WORKLOADS:
-        off, on = per_item[name, False], per_item[name, True]
-        print(
-            f"{name:<8} instructions per item: metrics off {off / 1e3:8.1f} k"
-            f"  on {on / 1e3:8.1f} k  {on / off:.3f}×"
-        )
+    sizes = {
+        name: args.items if name != "request" else max(1, args.items // 4)
+        for name in args.workloads
+    }
+    per_item = measure(sizes, tuple(args.paths))
+    print("instructions per item (k); plain Python, no compiled module")
+    for name in sizes:
+        for path in args.paths:
+            plain = per_item.get((name, "plain", path))
+            stamping, metrics = per_item[name, "stamping", path], per_item[name, "metrics", path]
+            stamped = f"plain {plain / 1e3:7.1f}  " if plain else " " * 15
+            ratio = f"stamping {stamping / plain:.3f}×  " if plain else " " * 17
+            print(
+                f"{name:<8} {path:<6} {stamped}stamping {stamping / 1e3:7.1f}"
+                f"  metrics {metrics / 1e3:7.1f}   {ratio}metrics {metrics / stamping:.3f}×"
+            )
     return 0
 
 

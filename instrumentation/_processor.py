@@ -28,9 +28,11 @@ attributes; strings bounded) runs only when configured. It never raises into the
 application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 
 Given an :class:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor`
-(``metrics=``), its ``on_end`` also hands every ended span to the live metrics, and its
-``force_flush``/``shutdown`` reach them: the SDK calls one processor per span instead of
-two (about 1 % of a span's cost on the hot path, ``bench/RESULTS.md``).
+(``metrics=``), its ``on_end`` also hands every ended span to the live metrics, its
+``on_start`` tells them of an attempt span started in an attempt's own span without naming
+it (see :meth:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor.attempt_started`),
+and its ``force_flush``/``shutdown`` reach them: the SDK calls one processor per span
+instead of two (about 1 % of a span's cost on the hot path, ``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ class AttemptStampingProcessor(SpanProcessor):
         self._record_end: Callable[[ReadableSpan], None] | None = (
             metrics.take_span_ends() if metrics is not None else None
         )
+        self._metrics_start = (
+            metrics.attempt_started if metrics is not None and self._record_end else None
+        )
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
@@ -127,6 +132,8 @@ class AttemptStampingProcessor(SpanProcessor):
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
+            elif self._metrics_start is not None and type(owner) is Attempt:
+                self._metrics_start(span, attributes, owner, ctx)
             if self._hook is not None:
                 span.set_attributes(apply_hook(self._hook, span.attributes or {}, self._max_bytes))
         except Exception:  # never break the instrumented application

@@ -2,10 +2,8 @@
 
 retryscope touches every span twice: it stamps spans on the hot path of the application and
 converts finished spans to Arrow in bulk. A few shortcuts into SDK-private structure make
-both cheap. They all live here (and in :mod:`._sdk_finished`, the two readers the live
-metrics call for every attempt span, compiled with them): the rest of retryscope calls
-these modules' functions and never names a private attribute or underscore import of
-``opentelemetry``. A shortcut runs only when
+both cheap. They all live here: the rest of retryscope calls this module's functions and
+never names a private attribute or underscore import of ``opentelemetry``. A shortcut runs only when
 
 * ``RETRYSCOPE_SDK_PUBLIC_ONLY`` is not set to ``1``/``true``/``yes``/``on`` (read once, at
   import; set, it forces every public path), and
@@ -65,9 +63,6 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
-
-from retryscope.instrumentation import _sdk_finished
-from retryscope.instrumentation._sdk_finished import ended_fields, finished_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._configuration import _OTelSDKConfigurator as SdkConfigurator
@@ -285,6 +280,37 @@ def _probe_plain_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
     )
 
 
+_ENDED: Final = ("context", "parent", "start_time", "end_time", "status")
+_PUBLIC_ENDED: Final = operator.attrgetter(*_ENDED)
+_PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
+
+Ended = tuple[Any, int, int | None, Any, Any, Any]
+"""Context, span id, parent span id (None without a parent), start, end, status."""
+
+
+def finished_attributes(span: Any) -> Mapping[str, Any] | None:
+    """A finished span's attributes for reading: the ``BoundedAttributes`` dict itself on the
+    SDK's spans (an ended span's attributes no longer change), else ``span.attributes``."""
+    if type(span) in _paths.readable_types:
+        attrs = span._attributes
+        if type(attrs) is BoundedAttributes:
+            found: Mapping[str, Any] = attrs._dict
+            return found
+    public: Mapping[str, Any] | None = span.attributes
+    return public
+
+
+def ended_fields(span: Any) -> Ended:
+    """One finished span's context, span id, parent span id (None without a parent), start
+    time, end time and status, in one call (the live metrics read them for every attempt
+    span): read directly from a span of a probed class."""
+    private = type(span) in _paths.plain_types
+    context, parent, start, end, status = (_PRIVATE_ENDED if private else _PUBLIC_ENDED)(span)
+    span_id = context.span_id if context is not None else 0
+    parent_id = parent.span_id if parent is not None else None
+    return context, span_id, parent_id, start, end, status
+
+
 def finished_rows(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:
     """Each span's fields in :data:`_FIELDS` order (events and links: sequences), read
     directly when every span is of a probed class."""
@@ -343,13 +369,7 @@ def _probe() -> _Paths:
     )
 
 
-def _use(paths: _Paths) -> _Paths:
-    """``paths``, also handed to the compiled readers of :mod:`._sdk_finished`."""
-    _sdk_finished.use(paths.readable_types, paths.plain_types, False, paths.span_type)
-    return paths
-
-
-_paths: _Paths = _use(_PUBLIC if PUBLIC_ONLY else _probe())
+_paths: _Paths = _PUBLIC if PUBLIC_ONLY else _probe()
 """The paths the functions above use: what the probes allowed at import (all public when
 :data:`PUBLIC_ONLY`), or all public inside :func:`public_paths`."""
 
@@ -365,8 +385,8 @@ def public_paths() -> Iterator[None]:
     and benchmarks that compare both paths in one process. It switches the whole process
     (not for use while other threads record spans)."""
     global _paths
-    saved, _paths = _paths, _use(_PUBLIC)
+    saved, _paths = _paths, _PUBLIC
     try:
         yield
     finally:
-        _paths = _use(saved)
+        _paths = saved

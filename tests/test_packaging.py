@@ -58,8 +58,7 @@ OPTIONAL = (
 """Modules of the extras' distributions (import names): the core must work without any."""
 
 ABSENT = (*OPTIONAL, "mypy_extensions")
-"""What the core runs without: the extras, and mypy's extensions (``mypyc_attr`` only tells
-the build how to compile a class; a compiled install imports without them)."""
+"""What the core runs without: the extras, and mypy's extensions (a development tool)."""
 
 UI_ONLY = ("streamlit", "altair", "pandas")
 

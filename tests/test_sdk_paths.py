@@ -25,10 +25,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope.analytics import build_report, connect
 from retryscope.demo._run import generate
-from retryscope.instrumentation import _sdk, _sdk_finished
+from retryscope.instrumentation import _sdk
 
 PATHS = ["span_type", "plain_types", "readable_types"]
 
@@ -64,24 +65,22 @@ def test_the_switch_forces_every_public_path_in_a_new_process() -> None:
     assert "RETRYSCOPE_SDK_PUBLIC_ONLY='sometimes' is not a boolean" in stderr
 
 
-def _readers() -> tuple[object, ...]:
-    """What the compiled readers of ``_sdk_finished`` may read directly."""
-    allowed = _sdk_finished._ALLOWED
-    return allowed.readable_types, allowed.plain_types
-
-
 def test_this_process_runs_the_paths_the_switch_says() -> None:
-    """The switch, and ``public_paths``, hold for the compiled readers too."""
+    """The switch, and ``public_paths``, hold for the finished-span readers too."""
     assert _sdk._public_only(os.environ.get(_sdk.PUBLIC_ONLY_ENV)) == _sdk.PUBLIC_ONLY
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
-    paths = _sdk._paths
-    in_use = (paths.readable_types, paths.plain_types)
-    assert _readers() == in_use
+    span = TracerProvider().get_tracer("t").start_span("s")
+    span.end()
+    fast = not _sdk.PUBLIC_ONLY
+    assert (type(span) in _sdk._paths.readable_types) is fast
+    assert (type(span) in _sdk._paths.plain_types) is fast
+    assert _sdk.ended_fields(span)[1] == span.context.span_id
     with _sdk.public_paths():
         assert not any(_sdk.fast_paths().values())
-        assert _readers() == (frozenset(), frozenset())
+        assert type(span) not in _sdk._paths.readable_types
+        assert type(span) not in _sdk._paths.plain_types
+        assert _sdk.finished_attributes(span) == span.attributes
     assert set(_sdk.fast_paths().values()) == {not _sdk.PUBLIC_ONLY}
-    assert _readers() == in_use
 
 
 def test_public_only_reads_booleans(caplog: pytest.LogCaptureFixture) -> None:
@@ -197,9 +196,9 @@ def _private_otel_uses(path: Path) -> list[str]:
 
 
 def test_no_module_but_sdk_reaches_into_opentelemetry() -> None:
-    """Only ``_sdk`` and its compiled readers ``_sdk_finished`` name private structure."""
+    """Only ``_sdk`` names private structure."""
     root = Path(__file__).resolve().parents[1]
-    owners = [root / "instrumentation" / "_sdk.py", root / "instrumentation" / "_sdk_finished.py"]
+    owners = [root / "instrumentation" / "_sdk.py"]
     sources = [
         path
         for folder in (

@@ -88,7 +88,7 @@ class MetricsConfig:
     max_open_requests: int = field(
         default=10_000,
         metadata=meta(
-            "Logical requests whose finished attempts are held until the request ends; past "
+            "Logical requests whose attempts' counts are held until the request ends; past "
             "it the oldest is recorded as it stands (its request-level figures are lost).",
             positive_int,
         ),

@@ -1,16 +1,12 @@
-"""``AttemptMetricsProcessor``: live metrics from the spans retryscope stamps.
+"""``AttemptMetricsProcessor``: live metrics of what the recorder stamped on the spans.
 
-A span processor beside the stamping one. It reads the retryscope attributes of finished
-spans, so the live figures come from the same facts as the audit data set: each finished
-attempt span's row is read from it (:func:`~._facts.attempt_row`: what the ended span
-holds, whoever wrote it; a few spans at a time) and held until its logical request's span
-ends; then the request's facts are computed (:func:`~._facts.request_facts`, the model's
-definitions) and recorded, a few requests at a time and always before a reader collects.
-Every other span costs one attribute lookup. The span-end path up to the held rows is
-:class:`~._hold.Holder`, compiled with the facts where the install can: the SDK calls it
-directly. Given to the stamping processor (``AttemptStampingProcessor(metrics=...)``, as the
-``retryscope`` configurator wires it), it is called from that processor's ``on_end``
-instead: the SDK then calls one processor per span, not two (:meth:`take_span_ends`).
+A span processor beside the stamping one. Each attempt span that ends is counted into its
+logical request's :class:`~._tally.RequestTally` (its own values, and the place the recorder
+gave it); when the request's span ends, the tally's :class:`~._tally.Figures` are recorded.
+Every other span costs one attribute lookup. Given to the stamping processor
+(``AttemptStampingProcessor(metrics=...)``, as the ``retryscope`` configurator wires it), it
+is called from that processor's ``on_start``/``on_end`` instead: the SDK then calls one
+processor per span, not two (:meth:`take_span_ends`).
 
 Counters are kept as cumulative totals here and reported through observable counters when
 a reader collects (a few dict increments per request instead of one SDK measurement per
@@ -26,10 +22,11 @@ It never raises into the application: failures are counted in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -40,13 +37,14 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope._fork import reset_in_child
+from retryscope.instrumentation._context import _SCOPE_KEY, Attempt
+from retryscope.instrumentation._sdk import ended_fields, finished_attributes, raw_attributes
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
-from retryscope.instrumentation.metrics._facts import AttemptRow, RequestFacts, request_facts, tally
-from retryscope.instrumentation.metrics._hold import Holder
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import Capped, Enumerated
+from retryscope.instrumentation.metrics._tally import Figures, RequestTally
 
 _log = logging.getLogger(__name__)
 METER_NAME: Final = "retryscope"
@@ -98,6 +96,16 @@ class _Dimensions:
         )
 
 
+_ROLE: Final = v.SPAN_ROLE.key
+_ID: Final = v.LOGICAL_REQUEST_ID.key
+_PARENT_LAYER: Final = v.PARENT_LAYER.key
+_ATTEMPT: Final = v.SpanRole.ATTEMPT.value
+_REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
+_CONTINUATION: Final = v.SpanRole.CONTINUATION.value
+_SAMPLED: Final = {"backoff": i.BACKOFF_DELAY, "retry_after": i.RETRY_AFTER}
+_get_current: Final = otel_context.get_current
+
+
 class AttemptMetricsProcessor(SpanProcessor):
     """Records the instruments of :data:`~._instruments.INSTRUMENTS` from finished spans.
 
@@ -117,11 +125,12 @@ class AttemptMetricsProcessor(SpanProcessor):
         """Spans or collections whose recording failed (contained, logged once)."""
         self._evicted = 0
         self._enabled = self.config.enabled
-        self._holder = Holder(
-            self._record, self._record_evicted, self._failed, self.config.max_open_requests
-        )
-        self._lock = self._holder.lock
-        self._open = self._holder.open
+        self._max_open = self.config.max_open_requests
+        self._lock = threading.Lock()
+        self._open: dict[str, RequestTally] = {}
+        """The tally of each request with an attempt ended and its span not yet."""
+        self._enclosing: dict[int, tuple[Any, Any]] = {}
+        """Open attempt spans that name no enclosing attempt but started in one's span."""
         reset_in_child(self._after_fork)
         self._totals: dict[str, dict[Values, int]] = {}
         self._series: dict[tuple[str, Values], dict[str, AttributeValue]] = {}
@@ -136,10 +145,7 @@ class AttemptMetricsProcessor(SpanProcessor):
         if not self._enabled:
             self.on_end = _ignore  # type: ignore[method-assign]
             return
-        # the SDK calls the compiled holder's on_end directly (no interpreter frame between;
-        # ``on_start`` stays a method: the SDK passes its context by keyword, which the
-        # interpreter's call takes for less than a compiled function's argument parsing)
-        self.on_end = self._holder.on_end  # type: ignore[method-assign]
+        self.on_end = self._ended  # type: ignore[method-assign]
         from retryscope import __version__
 
         meter = metrics.get_meter(METER_NAME, __version__, meter_provider=meter_provider)
@@ -162,154 +168,219 @@ class AttemptMetricsProcessor(SpanProcessor):
 
     def take_span_ends(self) -> Callable[[ReadableSpan], None] | None:
         """Hand the recording of ended spans to a processor that sees every span end (the
-        stamping processor calls the returned function from its ``on_end``, so the SDK has
-        one processor less to call on every span); None when switched off. From then on
-        this processor's own ``on_end`` records nothing: added to the provider as well, it
-        still counts each span once."""
+        stamping processor calls the returned function from its ``on_end``, and
+        :meth:`attempt_started` from its ``on_start``, so the SDK has one processor less to
+        call on every span); None when switched off. From then on this processor's own
+        ``on_end`` records nothing: added to the provider as well, it still counts each
+        span once."""
         if not self._enabled:
             return None
         self.on_end = _ignore  # type: ignore[method-assign]
-        return self._holder.on_end
+        return self._ended
 
     # -- SpanProcessor -----------------------------------------------------------------
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
-        return None
+        try:
+            ctx = parent_context if parent_context is not None else _get_current()
+            owner = ctx.get(_SCOPE_KEY)
+            if type(owner) is Attempt and self._enabled:
+                attributes = raw_attributes(span)
+                if attributes:
+                    self.attempt_started(span, attributes, owner, ctx)
+        except Exception:  # never break the instrumented application
+            self._failed("reading a span's start")
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._holder.on_end(span)
+        self._ended(span)
 
     def shutdown(self) -> None:
-        self.force_flush()
+        return None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Record every request that ended (figures wait for a few to end together)."""
-        try:
-            self._holder.flush()
-        except Exception:  # never break the instrumented application
-            self._failed("recording ended requests' metrics")
-            return False
+        """Nothing waits: each request is recorded when its span ends."""
         return True
 
+    def attempt_started(
+        self,
+        span: Span,
+        attributes: Mapping[str, Any],
+        owner: Attempt,
+        ctx: otel_context.Context,
+    ) -> None:
+        """A span that already has a role started inside ``owner`` (``ctx``: its parent
+        context): an attempt span of the same request that names no enclosing attempt,
+        started in ``owner``'s own span, is counted as beneath ``owner`` (as the model nests
+        it under its parent span's attempt)."""
+        if (
+            attributes.get(_ROLE) == _ATTEMPT
+            and attributes.get(_PARENT_LAYER) is None
+            and attributes.get(_ID) == owner.request.id
+            and trace.get_current_span(ctx) is owner.span
+        ):
+            enclosing = self._enclosing
+            if len(enclosing) >= self._max_open:  # spans that never end: the oldest goes
+                enclosing.pop(next(iter(enclosing)), None)
+            enclosing[span.get_span_context().span_id] = (owner.layer.value, owner.ordinal)
+
     def _after_fork(self) -> None:
-        """In a forked child: the holder's fresh lock and no held rows, and counters that
-        count what the child records (the parent reports its own totals)."""
-        self._holder.after_fork()
-        self._lock = self._holder.lock
+        """In a forked child: a fresh lock (another thread may have held it at the fork),
+        no open request, and counters that count what the child records (the parent reports
+        its own totals)."""
+        self._lock = threading.Lock()
+        self._open.clear()
+        self._enclosing.clear()
         for series in self._totals.values():
             series.clear()
         self._evicted = 0
 
-    def _record_evicted(self, attempts: list[AttemptRow]) -> None:
-        """Record the attempts of a request evicted while open (past ``max_open_requests``)."""
-        self._evicted += 1
-        self._record(attempts, None)
-
     @property
     def evicted(self) -> int:
         """Requests recorded without their request-level figures: still open when more
-        than ``max_open_requests`` were (the finished attempts not read yet are read first)."""
-        self._holder.flush()
+        than ``max_open_requests`` were."""
         return self._evicted
 
+    def open_requests(self) -> int:
+        """Requests with an attempt counted whose span has not ended."""
+        with self._lock:
+            return len(self._open)
+
+    # -- counting ------------------------------------------------------------------------
+    def _ended(self, span: ReadableSpan) -> None:
+        """Count an ended attempt span into its request's tally; record an ended request."""
+        try:
+            found = finished_attributes(span)
+            if not found:
+                return
+            role = found.get(_ROLE)
+            if role is None:
+                return
+            attrs = found if type(found) is dict else dict(found)
+            request_id = attrs.get(_ID)
+            if type(request_id) is not str:
+                return
+            if role == _ATTEMPT:
+                ended = ended_fields(span)
+                enclosing = self._enclosing.pop(ended[1], None) if self._enclosing else None
+                evicted = None
+                lock = self._lock
+                lock.acquire()
+                try:
+                    tally = self._open.get(request_id)
+                    if tally is None:
+                        if len(self._open) >= self._max_open:
+                            evicted = self._open.pop(next(iter(self._open)))
+                        tally = self._open[request_id] = RequestTally()
+                    tally.add(attrs, ended, enclosing)
+                finally:
+                    lock.release()
+                if evicted is not None:
+                    self._evicted += 1
+                    try:
+                        self._record_evicted(evicted)
+                    except Exception:  # the ending span was counted: only this one is lost
+                        self._failed("recording an evicted request's metrics")
+            elif role in (_REQUEST, _CONTINUATION):
+                with self._lock:
+                    tally = self._open.pop(request_id, None)
+                if role == _REQUEST:
+                    figures = (tally or RequestTally()).ended(attrs)
+                    self._record(figures, span.context)
+                elif tally is not None:
+                    self._record(tally.ended(None), None)
+        except Exception:  # never break the instrumented application
+            self._failed("recording a span's metrics")
+
     # -- recording -----------------------------------------------------------------------
-    def _record(self, attempts: list[AttemptRow], request: ReadableSpan | None) -> None:
-        """Record one request's facts (``request`` None: its attempts only)."""
-        facts = request_facts(attempts, request)
+    def _record_evicted(self, tally: RequestTally) -> None:
+        """Record the attempts of a request evicted while open (past ``max_open_requests``)."""
+        self._record(tally.ended(None), None)
+
+    def _record(self, figures: Figures, context: SpanContext | None) -> None:
+        """Record one request's figures (its request-level ones when ``figures.request``;
+        ``context``: the request span's, for the exemplars)."""
         samples: list[_Sample] = []
         with self._lock:
-            extra = self._optional_values(facts)
+            extra = self._optional_values(figures)
             totals = self._totals
 
             def add(inst: Instrument, values: Values, amount: int = 1) -> None:
-                series = totals[inst.name]
-                key = values + extra if extra else values
-                series[key] = series.get(key, 0) + amount
+                if amount:
+                    series = totals[inst.name]
+                    key = values + extra if extra else values
+                    series[key] = series.get(key, 0) + amount
 
-            self._attempt_figures(facts.attempts, add, samples)
-            if request is not None:
-                self._request_figures(facts, request, add, samples)
+            self._attempt_figures(figures, add, samples)
+            if figures.request:
+                self._request_figures(figures, context, add, samples)
         for inst, value, values, span_context in samples:
-            context = (
+            parent = (
                 trace.set_span_in_context(trace.NonRecordingSpan(span_context))
                 if span_context is not None
                 else None
             )
             attrs = self._attributes(inst.name, values + extra)
-            self._histograms[inst.name].record(value, attrs, context=context)
+            self._histograms[inst.name].record(value, attrs, context=parent)
 
-    def _optional_values(self, facts: RequestFacts) -> Values:
+    def _optional_values(self, figures: Figures) -> Values:
         d = self._dim
         return tuple(
-            d.tenant(facts.tenant) if o is Dimension.TENANT else d.operation(facts.operation)
+            d.tenant(figures.tenant) if o is Dimension.TENANT else d.operation(figures.operation)
             for o in self._optional
         )
 
-    def _attempt_figures(
-        self, rows: Sequence[AttemptRow], add: _Add, samples: list[_Sample]
-    ) -> None:
-        """The attempts' counts (summed per distinct attribute set, each set bounded once)
-        and samples, the latency windows, then doomed dispatches. Holds the lock."""
+    def _attempt_figures(self, figures: Figures, add: _Add, samples: list[_Sample]) -> None:
+        """The attempts' counts and samples, the latency windows, then doomed dispatches.
+        Holds the lock."""
         d = self._dim
-        counted = tally(rows)
-        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in counted.durations}
-        for row in counted.extra:  # a cost, delay or not_before to record
-            place = places[row.layer, row.route]
-            if row.actual is not None or row.reserved is not None:
-                spent = (d.currency(row.currency), place[1], not row.accepted)
-                add(i.COST, (*spent, row.cost_is_estimate), row.cost_micros or 0)
-            if row.violates_not_before:
-                add(i.NOT_BEFORE_VIOLATIONS, place)
-            if row.backoff_ms is not None:
-                samples.append((i.BACKOFF_DELAY, row.backoff_ms, place, row.context))
-            if row.retry_after_ms is not None:
-                samples.append((i.RETRY_AFTER, row.retry_after_ms, place, row.context))
-        for (layer, route, outcome, kind, owner, retry), n in counted.attempts.items():
+        places = {raw: (d.layer(raw[0]), d.route(raw[1])) for raw in figures.durations}
+        for currency, route, accepted, estimated, micros in figures.costs:
+            wasted = not (accepted and figures.complete)
+            add(i.COST, (d.currency(currency), d.route(route), wasted, estimated), micros)
+        for raw, n in figures.violations.items():
+            add(i.NOT_BEFORE_VIOLATIONS, places[raw], n)
+        for name, value, raw, span_context in figures.samples:
+            samples.append((_SAMPLED[name], value, places[raw], span_context))
+        for (layer, route, outcome, kind, owner, retry), n in figures.attempts.items():
             figure = (*places[layer, route], d.outcome(outcome), d.kind(kind), d.owner(owner))
             add(i.ATTEMPTS, (*figure, retry), n)
-        for (layer, route, owner, resend), n in counted.sends.items():
+        for (layer, route, owner, resend), n in figures.sends.items():
             add(i.SENDS, (*places[layer, route], d.owner(owner), resend), n)
         latency, window_size = self._latency, self.config.latency_window
-        for raw, values in counted.durations.items():
+        for raw, values in figures.durations.items():
             place = places[raw]
             window = latency.get(place)
             if window is None:
                 window = latency[place] = RollingMedian(window_size)
             window.extend(values)
-        for raw, left in counted.remaining.items():
-            doomed = latency[places[raw]].count_below(left)
-            if doomed:
-                add(i.DOOMED_DISPATCHES, places[raw], doomed)
+        for raw, left in figures.remaining.items():
+            add(i.DOOMED_DISPATCHES, places[raw], latency[places[raw]].count_below(left))
 
     def _request_figures(
         self,
-        facts: RequestFacts,
-        request: ReadableSpan,
+        figures: Figures,
+        context: SpanContext | None,
         add: _Add,
         samples: list[_Sample],
     ) -> None:
         """The figures of a request whose span ended here. Holds the lock."""
         d = self._dim
-        terminal, owner = d.terminal(facts.terminal), d.owner(facts.retry_owner)
+        terminal, owner = d.terminal(figures.terminal), d.owner(figures.retry_owner)
         add(i.LOGICAL_REQUESTS, (terminal, owner))
-        if facts.operations:
-            add(i.OPERATIONS, (terminal, owner), facts.operations)
-        context = request.context
-        samples.append((i.ATTEMPTS_PER_REQUEST, facts.receiver, (terminal, owner), context))
-        if facts.nested_product is not None:
-            samples.append((i.NESTED_RETRY_PRODUCT, facts.nested_product, (owner,), context))
-        if facts.deadline_exhausted:
+        add(i.OPERATIONS, (terminal, owner), figures.operations)
+        samples.append((i.ATTEMPTS_PER_REQUEST, figures.receiver, (terminal, owner), context))
+        if figures.nested_product is not None:
+            samples.append((i.NESTED_RETRY_PRODUCT, figures.nested_product, (owner,), context))
+        if figures.deadline_exhausted:
             add(i.DEADLINE_EXHAUSTED, (owner,))
-        if facts.late_success:
+        if figures.late_success:
             add(i.LATE_SUCCESSES, (owner,))
-        fb = facts.fallback
+        fb = figures.fallback
         if fb is not None:
-            quality = fb.quality.value if fb.quality is not None else None
             routes = (d.route(fb.from_route), d.route(fb.to_route))
-            add(i.FALLBACKS, (*routes, fb.success, quality))
-        widened = facts.widened_by
-        if widened is not None:
-            where = (d.route(widened.route), d.boundary(widened.route_boundary))
-            add(i.BOUNDARY_WIDENED, where)
+            add(i.FALLBACKS, (*routes, fb.success, fb.quality))
+        if figures.widened is not None:
+            route, boundary = figures.widened
+            add(i.BOUNDARY_WIDENED, (d.route(route), d.boundary(boundary)))
 
     def _attributes(self, name: str, values: Values) -> dict[str, AttributeValue]:
         """The attribute mapping of one series (kept: series are few and recur)."""
@@ -323,11 +394,8 @@ class AttemptMetricsProcessor(SpanProcessor):
         return attrs
 
     def _observe(self, name: str, options: CallbackOptions) -> Iterable[Observation]:
-        """The cumulative totals of counter ``name``, for a reader's collection (the ended
-        requests recorded first: the SDK runs these callbacks before it collects the
-        histograms)."""
+        """The cumulative totals of counter ``name``, for a reader's collection."""
         try:
-            self._holder.flush()
             with self._lock:
                 series = list(self._totals[name].items())
             return [Observation(total, self._attributes(name, values)) for values, total in series]
@@ -339,12 +407,6 @@ class AttemptMetricsProcessor(SpanProcessor):
         self.errors += 1
         if self.errors == 1:
             _log.exception("retryscope: %s failed (further failures counted)", what)
-
-    def open_requests(self) -> int:
-        """Requests whose attempts are held until their span ends."""
-        self._holder.read_queued()
-        with self._lock:
-            return len(self._open)
 
     def attribute_keys(self, instrument: Instrument) -> tuple[str, ...]:
         """The attribute keys ``instrument`` carries under this configuration."""

@@ -4,16 +4,15 @@ its settings. Real TracerProvider and MeterProvider throughout."""
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -29,11 +28,10 @@ from retryscope.instrumentation import (
 )
 from retryscope.instrumentation._configurator import with_retryscope_processors
 from retryscope.instrumentation.metrics import OVERFLOW, Dimension
-from retryscope.instrumentation.metrics import _facts as facts
 from retryscope.instrumentation.metrics import _instruments as i
-from retryscope.instrumentation.metrics._hold import BATCH, REQUESTS
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import MAX_VALUE_LENGTH, Capped, Enumerated
+from retryscope.instrumentation.metrics._tally import RequestTally
 from tests.metrics.support import Metered, live_figures
 from tests.recorder import T0, Clock
 
@@ -153,12 +151,11 @@ def test_the_stamping_processor_flushes_and_shuts_down_the_metrics_it_hands_span
     processor = metered.processor
     assert processor is not None
     _one(provider)
-    assert _recorded_requests(processor) == 0  # waiting for more requests to end
+    assert _recorded_requests(processor) == 1  # recorded as its span ended
     assert provider.force_flush()
-    assert _recorded_requests(processor) == 1
     _one(provider)
     provider.shutdown()
-    assert (processor._holder.ended, _recorded_requests(processor)) == ([], 2)
+    assert (processor.open_requests(), _recorded_requests(processor)) == (0, 2)
 
 
 def test_a_failure_is_contained_counted_and_the_application_goes_on(
@@ -169,7 +166,7 @@ def test_a_failure_is_contained_counted_and_the_application_goes_on(
     def broken(*args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("retryscope.instrumentation.metrics._processor.request_facts", broken)
+    monkeypatch.setattr(RequestTally, "ended", broken)
     _one(provider)
     _one(provider)
     assert metered.processor is not None
@@ -179,7 +176,7 @@ def test_a_failure_is_contained_counted_and_the_application_goes_on(
     monkeypatch.undo()
     _one(provider)
     assert live_figures(metered.points())["logical_requests"] == 1
-    # a span the SDK would never hand over: counted, not raised (the compiled path too)
+    # a span the SDK would never hand over: counted, not raised
     metered.processor.on_end(object())  # type: ignore[arg-type]
     assert metered.processor.errors == 3
 
@@ -223,24 +220,23 @@ def test_requests_past_the_open_limit_keep_their_attempt_counts() -> None:
     assert live["histogram_attempts"] == 2  # the evicted one's attempt left its request
 
 
-def test_finished_attempts_are_read_in_batches_and_all_when_their_request_ends() -> None:
+def test_attempts_are_counted_as_they_end_and_recorded_when_their_request_ends() -> None:
     provider, metered = _provider()
-    assert metered.processor is not None
-    holder = metered.processor._holder
+    processor = metered.processor
+    assert processor is not None
     with logical_request(operation="chat", tracer_provider=provider) as req:
-        request_id = req.id
-        for k in range(BATCH + 3):
+        for _ in range(19):
             with req.attempt("p") as a:
                 a.set_outcome("unavailable")
-            if k == BATCH - 2:  # one short of a batch: queued, not read
-                assert (len(holder.queued), holder.open) == (BATCH - 1, {})
-            if k == BATCH - 1:  # a batch: read into the request's rows
-                assert (list(holder.queued), len(holder.open[request_id])) == ([], BATCH)
-        assert len(holder.queued) == 3
-    assert (list(holder.queued), holder.open) == ([], {})
-    assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"p": BATCH + 3}
+        assert (processor.open_requests(), sum(processor._open[req.id].counted.values())) == (
+            1,
+            19,
+        )
+        assert _recorded_requests(processor) == 0
+    assert (processor.open_requests(), _recorded_requests(processor)) == (0, 1)
+    assert _counted(metered, i.ATTEMPTS, i.ROUTE) == {"p": 19}
     (point,) = metered.points()[i.ATTEMPTS_PER_REQUEST.name]
-    assert (point.count, point.sum) == (1, BATCH + 3)  # all in their request's facts
+    assert (point.count, point.sum) == (1, 19)  # all in their request's figures
 
 
 def _recorded_requests(processor: AttemptMetricsProcessor) -> int:
@@ -248,31 +244,13 @@ def _recorded_requests(processor: AttemptMetricsProcessor) -> int:
     return sum(processor._totals[i.LOGICAL_REQUESTS.name].values())
 
 
-def test_ended_requests_are_recorded_a_few_at_a_time_and_all_before_a_collection() -> None:
-    provider, metered = _provider()
-    processor = metered.processor
-    assert processor is not None
-    for _ in range(REQUESTS - 1):
-        _one(provider)
-    assert (len(processor._holder.ended), _recorded_requests(processor)) == (REQUESTS - 1, 0)
-    _one(provider)  # the batch: all recorded
-    assert (processor._holder.ended, _recorded_requests(processor)) == ([], REQUESTS)
-    _one(provider)
-    assert (len(processor._holder.ended), _recorded_requests(processor)) == (1, REQUESTS)
-    points = metered.points()  # one collection: the waiting request's histogram is in it
-    (point,) = points[i.ATTEMPTS_PER_REQUEST.name]
-    assert point.count == REQUESTS + 1
-    assert live_figures(points)["logical_requests"] == REQUESTS + 1
-
-
-def test_shutting_down_records_the_requests_still_waiting() -> None:
+def test_shutting_down_leaves_nothing_unrecorded() -> None:
     provider, metered = _provider()
     processor = metered.processor
     assert processor is not None
     _one(provider)
-    assert _recorded_requests(processor) == 0
     provider.shutdown()
-    assert (processor._holder.ended, _recorded_requests(processor)) == ([], 1)
+    assert (processor.open_requests(), _recorded_requests(processor)) == (0, 1)
 
 
 def test_a_failure_recording_one_ended_request_leaves_the_others_recorded(
@@ -281,19 +259,19 @@ def test_a_failure_recording_one_ended_request_leaves_the_others_recorded(
     provider, metered = _provider()
     processor = metered.processor
     assert processor is not None
-    record = processor._holder._end
+    record = processor._record
     calls: list[object] = []
 
-    def first_fails(rows: list[facts.AttemptRow], request: ReadableSpan | None) -> None:
-        calls.append(request)
+    def first_fails(*args: Any) -> None:
+        calls.append(args)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        record(rows, request)
+        record(*args)
 
-    monkeypatch.setattr(processor._holder, "_end", first_fails)
-    for _ in range(REQUESTS):
+    monkeypatch.setattr(processor, "_record", first_fails)
+    for _ in range(8):
         _one(provider)
-    assert (processor.errors, _recorded_requests(processor)) == (1, REQUESTS - 1)
+    assert (processor.errors, _recorded_requests(processor)) == (1, 7)
 
 
 class _Unreadable(ReadableSpan):
@@ -304,7 +282,7 @@ class _Unreadable(ReadableSpan):
         raise RuntimeError("unreadable")
 
 
-def test_an_unreadable_queued_span_is_counted_and_its_batch_still_read() -> None:
+def test_an_unreadable_attempt_span_is_counted_and_the_others_still_read() -> None:
     provider, metered = _provider()
     assert metered.processor is not None
     with logical_request(operation="chat", tracer_provider=provider) as req:
@@ -318,17 +296,17 @@ def test_an_unreadable_queued_span_is_counted_and_its_batch_still_read() -> None
                 v.LOGICAL_REQUEST_ID.key: req.id,
             },
         )
-        metered.processor.on_end(unreadable)  # queued: nothing read yet
-        assert metered.processor.errors == 0
+        metered.processor.on_end(unreadable)
+        assert metered.processor.errors == 1
         with req.attempt("p") as a:
             a.set_outcome("success")
     assert metered.processor.errors == 1
     assert live_figures(metered.points())["physical_attempts"] == 2
 
 
-def test_a_queued_span_whose_reading_ends_another_span_does_not_deadlock() -> None:
-    """Reading a queued span runs its class's code, under the holder's lock: a property
-    that ends (hands over) another attempt span re-enters the processor."""
+def test_a_span_whose_reading_ends_another_span_does_not_deadlock() -> None:
+    """Reading an ended span runs its class's code: a property that ends (hands over)
+    another attempt span re-enters the processor."""
     _, metered = _provider()
     processor = metered.processor
     assert processor is not None
@@ -342,13 +320,12 @@ def test_a_queued_span_whose_reading_ends_another_span_does_not_deadlock() -> No
             return 0
 
     outer = Reentrant("outer", context=SpanContext(1, 3, is_remote=False), attributes=attrs)
-    processor.on_end(outer)  # queued
-    reader = threading.Thread(target=processor.open_requests, daemon=True)
+    reader = threading.Thread(target=processor.on_end, args=(outer,), daemon=True)
     reader.start()
     reader.join(timeout=30)
     assert not reader.is_alive(), "the processor deadlocked on its own lock"
     assert (processor.open_requests(), processor.errors) == (1, 0)
-    assert len(processor._holder.open["r1"]) == 2  # both read, into one request
+    assert sum(processor._open["r1"].counted.values()) == 2  # both read, into one request
 
 
 def test_a_failure_recording_an_evicted_request_leaves_the_ending_one_recorded(
@@ -364,7 +341,7 @@ def test_a_failure_recording_an_evicted_request_leaves_the_ending_one_recorded(
     def broken(attempts: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(metered.processor._holder, "_evicted", broken)
+    monkeypatch.setattr(metered.processor, "_record_evicted", broken)
     try:
         _one(provider)  # its attempt evicts the held request's, whose recording fails
     finally:
@@ -471,98 +448,6 @@ def test_a_retry_follows_a_failure_in_its_group_and_a_hedge_is_none() -> None:
     assert retries == {("success", False): 2, ("retryable", False): 2, ("success", True): 1}
 
 
-def test_numbers_and_flags_of_another_type_read_as_absent() -> None:
-    """As the Parquet columns hold them: a bool is no int, a string no bool."""
-    ordinal, fallback, backoff, deadline = (
-        v.ATTEMPT_ORDINAL.key,
-        v.FALLBACK.key,
-        v.BACKOFF_DELAY_MS.key,
-        v.DEADLINE.key,
-    )
-    clean = facts.AttemptRow(
-        {ordinal: 2, fallback: True, backoff: 250, v.ROUTE_ID.key: "p"}, None, 1, None, 0, 1
-    )
-    assert (clean.ordinal, clean.is_fallback, clean.backoff_ms, clean.route) == (2, True, 250, "p")
-    assert clean.extra
-    dirty = facts.AttemptRow(
-        {
-            ordinal: "2",
-            fallback: "yes",
-            backoff: True,
-            deadline: 1.5,
-            v.ROUTE_ID.key: 7,
-            v.OUTCOME.key: "success",  # (a success's deadline is read)
-        },
-        None,
-        2,
-        None,
-        0,
-        1,
-    )
-    assert (dirty.ordinal, dirty.is_fallback, dirty.backoff_ms, dirty.deadline) == (None,) * 4
-    assert dirty.route == 7  # strings are bounded where they are recorded, not dropped
-    assert not dirty.extra
-    costly = facts.AttemptRow(
-        {v.COST_RESERVED.key: 10, v.COST_ESTIMATED.key: "yes"}, None, 3, None, 0, 1
-    )
-    assert (costly.reserved, costly.estimated) == (10, None)
-
-
-RARE = {
-    v.DECISION.key: "complete",
-    v.HEDGE_RESULT.key: "won",
-    v.DEADLINE.key: 5,
-    v.ROUTE_DATA_BOUNDARY.key: "private",
-    v.ROUTE_CAPABILITY_DIGEST.key: "c",
-    v.ROUTE_BEHAVIOR_CLASS.key: "b",
-    v.COST_CURRENCY.key: "USD",
-    v.COST_ESTIMATED.key: True,
-}
-"""The attributes an attempt row reads only where some rule will."""
-
-
-@pytest.mark.parametrize(
-    ("attributes", "expected"),
-    [
-        (  # a successful fallback with a cost, beneath another attempt: all of them
-            {
-                v.OUTCOME.key: "success",
-                v.FALLBACK.key: True,
-                v.PARENT_LAYER.key: "harness",
-                v.COST_ACTUAL.key: 3,
-            },
-            ("complete", "won", 5, "private", "c", "b", "USD", True),
-        ),
-        (  # a success on the primary route, top-level, no cost: no route match, no cost
-            {v.OUTCOME.key: "success"},
-            ("complete", "won", 5, "private", None, None, None, None),
-        ),
-        (  # a failed top-level fallback with a reservation: the entry's boundary and cost
-            {v.OUTCOME.key: "unavailable", v.FALLBACK.key: True, v.COST_RESERVED.key: 9},
-            (None, None, None, "private", None, None, "USD", True),
-        ),
-        (  # a failure beneath another attempt, no cost: none
-            {v.OUTCOME.key: "unavailable", v.FALLBACK.key: True, v.PARENT_LAYER.key: "sdk"},
-            (None,) * 8,
-        ),
-    ],
-)
-def test_the_rare_fields_are_read_where_a_rule_reads_them(
-    attributes: dict[str, object], expected: tuple[object, ...]
-) -> None:
-    row = facts.AttemptRow({**RARE, **attributes}, None, 1, None, 0, 1)
-    assert (
-        row.decision,
-        row.hedge_result,
-        row.deadline,
-        row.route_boundary,
-        row.route_capability,
-        row.route_behavior,
-        row.currency,
-        row.estimated,
-    ) == expected
-
-
 def test_processor_writes_nothing_onto_spans(tmp_path: Path) -> None:
     provider, metered = _provider()
     assert isinstance(metered.processor, AttemptMetricsProcessor)
@@ -639,25 +524,6 @@ def test_doomed_dispatches_have_less_time_left_than_the_median() -> None:
     assert live_figures(metered.points())["doomed_dispatches"] == 0
     request(99)
     assert live_figures(metered.points())["doomed_dispatches"] == 1
-
-
-@pytest.mark.parametrize("parent_span", [True, False])
-def test_an_ended_span_reads_the_same_on_either_path(parent_span: bool) -> None:
-    from retryscope.instrumentation._sdk import ended_fields, public_paths
-
-    provider = TracerProvider()
-    parent = provider.get_tracer("t").start_span("p")
-    with trace.use_span(parent) if parent_span else contextlib.nullcontext():
-        span = provider.get_tracer("t").start_span("s", start_time=5)
-    span.end(end_time=9)
-    fast = ended_fields(span)
-    with public_paths():
-        public = ended_fields(span)
-    assert fast == public
-    own = span.get_span_context()
-    parent_id = parent.get_span_context().span_id if parent_span else None
-    assert fast[:5] == (own, own.span_id, parent_id, 5, 9)
-    assert fast[5] is span.status
 
 
 def _wiring(processors: list[object]) -> list[tuple[str, bool]]:
