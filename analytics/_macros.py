@@ -90,10 +90,7 @@ def rank_macros() -> str:
 
 def http_outcome_macros() -> str:
     """The SQL of ``rs_http_outcome`` (family) and ``rs_http_outcome_kind`` (kind)."""
-    header = (
-        "-- Rendered from retryscope.http_rules.STATUS_RULES "
-        "(retryscope.analytics._macros)."
-    )
+    header = "-- Rendered from retryscope.http_rules.STATUS_RULES (retryscope.analytics._macros)."
     return "\n\n".join(
         (header, _case("rs_http_outcome", _family), _case("rs_http_outcome_kind", _kind))
     )
