@@ -220,6 +220,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
         "latency": _numbers(_one(metrics.latency(model, filters=f)), _FLOATS),
         "load": {
             "retry_budget": thresholds.retry_budget,
+            "retry_budget_min_retries": thresholds.retry_budget_min_retries,
             "window_ms": thresholds.load_window_ms,
             "windows": load.num_rows,
             "storm_windows": sum(bool(x) for x in load.column("over_budget").to_pylist()),
@@ -339,7 +340,8 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
             [
                 (
                     "storm windows",
-                    f"{ld['storm_windows']} of {ld['windows']} (budget {_pct(ld['retry_budget'])})",
+                    f"{ld['storm_windows']} of {ld['windows']} (budget {_pct(ld['retry_budget'])}, "
+                    f"beyond {ld['retry_budget_min_retries']} repeats)",
                 ),
                 ("max retry fraction", _pct(ld["max_retry_fraction"])),
                 ("synchronized retry clusters", f"{ld['synchronized_clusters']}"),
