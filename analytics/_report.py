@@ -19,6 +19,7 @@ import pyarrow as pa
 from retryscope._safe_text import for_markdown, for_terminal
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._dataset import drop_undecodable_files
+from retryscope.analytics._empty import no_requests_reason
 from retryscope.analytics._filters import Dimension, Filters
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
@@ -178,6 +179,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
             "operation": f.operation,
         },
         "logical_requests": logical,
+        "empty_reason": None if logical else no_requests_reason(model, f),
         "physical_attempts": amp["physical_attempts"],
         "receiver_attempts": amp["receiver_attempts"],
         "operations": amp["operations"],
@@ -250,7 +252,10 @@ def _ms(x: float | None) -> str:
 
 
 def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The report as titled (label, value) lists, shared by text and markdown."""
+    """The report as titled (label, value) lists, shared by text and markdown: only why,
+    when it counts no logical request (not a page of zeros)."""
+    if r["empty_reason"] is not None:
+        return [("no logical request", [("why", r["empty_reason"])])]
     amp, fb, dl, lat, ld, hd = (
         r["amplification"],
         r["fallback"],

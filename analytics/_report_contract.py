@@ -41,6 +41,13 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("filters.operation", STR_OR_NULL, "Operation filter, or null."),
         ("logical_requests", INT, "Logical requests in scope."),
         (
+            "empty_reason",
+            STR_OR_NULL,
+            "Why `logical_requests` is 0 (no span files under the path; spans none of which "
+            "is in a logical request, and the likely cause; filters that select none), or "
+            "null when it is not.",
+        ),
+        (
             "physical_attempts",
             INT,
             "Attempts at every layer, classified HTTP sends included.",

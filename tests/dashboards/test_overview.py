@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics import build_report
 from retryscope.analytics._dataset import MEMORY_LIMIT_ENV
 from retryscope.analytics.model._partitions import PARTITIONS_ENV
 from retryscope.cli import main
@@ -33,6 +34,8 @@ from tests.dashboards.conftest import (
     table,
     type_text,
 )
+from tests.recorder import Recorder
+from tests.test_report_empty import _zero_code
 from tests.ui_fixture import HOSTILE_ROUTE, PERIOD, START
 
 WHOLE = {
@@ -330,6 +333,22 @@ def test_missing_and_empty_data_show_a_message(
     assert "No data directory" in _run_on(monkeypatch, tmp_path / "nope").info[0].value
     assert "No span files" in _run_on(monkeypatch, tmp_path).info[0].value
     assert "No data directory" in _run_on(monkeypatch, None).info[0].value
+
+
+def test_spans_in_no_logical_request_are_explained_not_shown_as_zeros(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's reason on the Overview and on a page of one metric, no KPI cards."""
+    recorder = Recorder(tmp_path / "spans")
+    _zero_code(recorder)
+    reason = build_report(recorder.connect())["empty_reason"]
+    assert reason.startswith("20 spans, none in a logical request")
+    at = _run_on(monkeypatch, recorder.directory)
+    assert [w.value for w in at.warning] == [f"Nothing to audit: {reason}."]
+    assert not at.metric
+    open_page(at, "amplification")
+    assert [w.value for w in at.warning] == [f"Nothing to audit: {reason}."]
+    assert not at.metric
 
 
 def test_ui_refuses_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
