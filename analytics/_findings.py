@@ -24,6 +24,7 @@ from retryscope.analytics._metrics import (
     Thresholds,
     ensure_load_windows,
     ensure_retry_clusters,
+    load_params,
 )
 from retryscope.analytics._queries import arrow, load
 from retryscope.analytics.replay._policy_drift import install_macro as install_drift_macro
@@ -186,8 +187,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "retry_budget_exceeded",
         W,
-        "In a time window, repeats exceeded the retry budget share of receiver traffic "
-        "(a retry storm).",
+        "In a time window, repeats exceeded the retry budget share of receiver traffic and "
+        f"its floor of {DEFAULT_THRESHOLDS.retry_budget_min_retries} repeats (after Envoy's "
+        "`min_retry_concurrency`): a retry storm.",
         "Enforce a retry budget (e.g. 10 %) and shed retries when it is spent.",
     ),
     Rule(
@@ -212,8 +214,7 @@ def finding_params(thresholds: Thresholds) -> dict[str, object]:
     return {
         "gap_ms": thresholds.sync_gap_ms,
         "min_requests": thresholds.sync_min_requests,
-        "window_ms": thresholds.load_window_ms,
-        "budget": thresholds.retry_budget,
+        **load_params(thresholds),
     }
 
 

@@ -35,6 +35,12 @@ class Thresholds:
 
     retry_budget: float = 0.10
     """Allowed fraction of receiver attempts that are repeats, per load window."""
+    retry_budget_min_retries: int = 3
+    """Repeats a load window may hold whatever their fraction: a window exceeds the budget
+    only when its repeats exceed ``max(retry_budget_min_retries, retry_budget × attempts)``.
+    One request retried once is 50 % of a quiet window's traffic, and no storm. The anchor
+    is Envoy's retry budget, which always allows ``min_retry_concurrency`` (default 3)
+    retries whatever the ratio (Envoy counts retries in flight; here, per window)."""
     load_window_ms: int = 60_000
     """Width of a load window."""
     sync_gap_ms: int = 5
@@ -51,6 +57,10 @@ class Thresholds:
             raise ValueError(f"retry_budget must be within [0, 1], got {self.retry_budget}")
         if not 0.0 <= self.ineffective_max_success_rate <= 1.0:
             raise ValueError("ineffective_max_success_rate must be within [0, 1]")
+        if self.retry_budget_min_retries < 0:
+            raise ValueError(
+                f"retry_budget_min_retries must be >= 0, got {self.retry_budget_min_retries}"
+            )
         for name in ("load_window_ms", "sync_gap_ms", "sync_min_requests"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -188,7 +198,8 @@ def load(
     bucket: timedelta = DEFAULT_BUCKET,
 ) -> pa.Table:
     """Retry fraction of receiver traffic per window (and slice) against the retry budget
-    (``over_budget`` marks storm windows)."""
+    (``over_budget`` marks storm windows: repeats beyond the budget and beyond
+    :attr:`Thresholds.retry_budget_min_retries`)."""
     con = model.scoped(filters, bucket=bucket)
     if Dimension(by) is Dimension.OVERALL:
         ensure_load_windows(model, thresholds)
@@ -196,11 +207,7 @@ def load(
     return arrow(
         con,
         "load",
-        {
-            "window_ms": thresholds.load_window_ms,
-            "budget": thresholds.retry_budget,
-            "dim": Dimension(by).value,
-        },
+        {**load_params(thresholds), "dim": Dimension(by).value},
     )
 
 
@@ -232,8 +239,18 @@ def ensure_load_windows(model: AuditModel, thresholds: Thresholds) -> None:
     ensure_memo(
         model,
         "load_windows_memo",
-        {"window_ms": thresholds.load_window_ms, "budget": thresholds.retry_budget},
+        load_params(thresholds),
     )
+
+
+def load_params(thresholds: Thresholds) -> dict[str, object]:
+    """The bound parameters of ``load_windows_by`` (scope.sql) for ``thresholds``, but
+    the slice: the load window and what a window may hold before it exceeds the budget."""
+    return {
+        "window_ms": thresholds.load_window_ms,
+        "budget": thresholds.retry_budget,
+        "min_retries": thresholds.retry_budget_min_retries,
+    }
 
 
 def ensure_memo(

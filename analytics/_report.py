@@ -19,6 +19,7 @@ import pyarrow as pa
 from retryscope._safe_text import for_markdown, for_terminal
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._dataset import drop_undecodable_files
+from retryscope.analytics._empty import no_requests_reason
 from retryscope.analytics._filters import Dimension, Filters
 from retryscope.analytics._findings import finding_counts
 from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
@@ -178,6 +179,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
             "operation": f.operation,
         },
         "logical_requests": logical,
+        "empty_reason": None if logical else no_requests_reason(model, f),
         "physical_attempts": amp["physical_attempts"],
         "receiver_attempts": amp["receiver_attempts"],
         "operations": amp["operations"],
@@ -220,6 +222,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
         "latency": _numbers(_one(metrics.latency(model, filters=f)), _FLOATS),
         "load": {
             "retry_budget": thresholds.retry_budget,
+            "retry_budget_min_retries": thresholds.retry_budget_min_retries,
             "window_ms": thresholds.load_window_ms,
             "windows": load.num_rows,
             "storm_windows": sum(bool(x) for x in load.column("over_budget").to_pylist()),
@@ -249,7 +252,10 @@ def _ms(x: float | None) -> str:
 
 
 def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The report as titled (label, value) lists, shared by text and markdown."""
+    """The report as titled (label, value) lists, shared by text and markdown: only why,
+    when it counts no logical request (not a page of zeros)."""
+    if r["empty_reason"] is not None:
+        return [("no logical request", [("why", r["empty_reason"])])]
     amp, fb, dl, lat, ld, hd = (
         r["amplification"],
         r["fallback"],
@@ -339,7 +345,8 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
             [
                 (
                     "storm windows",
-                    f"{ld['storm_windows']} of {ld['windows']} (budget {_pct(ld['retry_budget'])})",
+                    f"{ld['storm_windows']} of {ld['windows']} (budget {_pct(ld['retry_budget'])}, "
+                    f"beyond {ld['retry_budget_min_retries']} repeats)",
                 ),
                 ("max retry fraction", _pct(ld["max_retry_fraction"])),
                 ("synchronized retry clusters", f"{ld['synchronized_clusters']}"),

@@ -41,6 +41,13 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("filters.operation", STR_OR_NULL, "Operation filter, or null."),
         ("logical_requests", INT, "Logical requests in scope."),
         (
+            "empty_reason",
+            STR_OR_NULL,
+            "Why `logical_requests` is 0 (no span files under the path; spans none of which "
+            "is in a logical request, and the likely cause; filters that select none), or "
+            "null when it is not.",
+        ),
+        (
             "physical_attempts",
             INT,
             "Attempts at every layer, classified HTTP sends included.",
@@ -321,9 +328,19 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             "`logical_p99_ms` − `first_attempt_p99_ms`: the tail the retries add.",
         ),
         ("load.retry_budget", FLOAT, "The retry budget used (share of receiver traffic)."),
+        (
+            "load.retry_budget_min_retries",
+            INT,
+            "Repeats a window may hold whatever their share (Envoy's `min_retry_concurrency`).",
+        ),
         ("load.window_ms", INT, "The window the budget is applied over."),
         ("load.windows", INT, "Windows with traffic."),
-        ("load.storm_windows", INT, "Windows whose retry fraction exceeded the budget."),
+        (
+            "load.storm_windows",
+            INT,
+            "Windows whose repeats exceeded the budget: more than "
+            "`max(retry_budget_min_retries, retry_budget × attempts)`.",
+        ),
         (
             "load.max_retry_fraction",
             FLOAT,

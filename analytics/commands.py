@@ -120,6 +120,8 @@ def filters_from(
 
 
 def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> int:
+    """Print the report of ``path``; exit 1 when it counts no logical request (the reason,
+    the report's ``empty_reason``, also on stderr)."""
     rendered: dict[str, Callable[[dict[str, object]], str]] = {
         "json": format_json,
         "markdown": format_markdown,
@@ -134,6 +136,9 @@ def report(path: str, filters: Filters, fmt: str, engine: Engine = Engine()) -> 
 
             with contextlib.suppress(OSError):
                 keep_first_page(model, engine.model_cache, report)
+    if report["empty_reason"] is not None:
+        print(for_terminal(f"retryscope report: {report['empty_reason']}"), file=sys.stderr)
+        return 1
     return 0
 
 

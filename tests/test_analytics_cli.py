@@ -95,18 +95,35 @@ def test_findings_command(data: str, capsys: pytest.CaptureFixture[str]) -> None
     code, out, _ = _run(
         capsys, "findings", data, "--rule", "retry_budget_exceeded", "--format", "json"
     )
-    rows = json.loads(out)
     assert code == 0
-    assert len(rows) == 2
-    assert rows[0]["evidence"] == {
-        "attempts": 2,
-        "retries": 1,
-        "retry_fraction": 0.5,
-        "budget": 0.1,
-    }
+    assert json.loads(out) == []  # each window holds one request retried once: no storm
     code, out, _ = _run(capsys, "findings", data, "--tenant", "globex", "--format", "markdown")
     assert code == 0
     assert out.startswith("| rule_id | severity |")
     code, _, err = _run(capsys, "findings", data, "--rule", "nope")
     assert code == 2
     assert "unknown rule 'nope'" in err
+
+
+def test_findings_command_lists_a_storm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four requests retried once in one window: repeats beyond the budget's share and
+    beyond its floor of three."""
+    recorder = Recorder(tmp_path / "storm")
+    for i in range(4):
+        with recorder.request(Clock(T0), logical_request_id=f"r{i}") as req:
+            recorder.attempt(req, "p", outcome="rate_limited", gap_ms=20)
+            recorder.attempt(req, "p")
+    recorder.connect()
+    code, out, _ = _run(
+        capsys,
+        "findings",
+        str(recorder.directory),
+        "--rule",
+        "retry_budget_exceeded",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    assert [r["evidence"] for r in json.loads(out)] == [
+        {"attempts": 8, "retries": 4, "retry_fraction": 0.5, "budget": 0.1, "min_retries": 3}
+    ]

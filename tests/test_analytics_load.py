@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextvars
 import json
 
+import pytest
+
 from retryscope import vocabulary as v
 from retryscope.analytics import (
+    AuditModel,
     Filters,
     Thresholds,
     findings,
@@ -113,10 +116,69 @@ def test_retry_budget_windows(recorder: Recorder) -> None:
     ] == [(12, 6, 0.5, True)]
     rows = findings(con, rule="retry_budget_exceeded").to_pylist()
     assert [(r["logical_request_id"], json.loads(r["evidence"])) for r in rows] == [
-        (None, {"attempts": 12, "retries": 6, "retry_fraction": 0.5, "budget": 0.1})
+        (
+            None,
+            {
+                "attempts": 12,
+                "retries": 6,
+                "retry_fraction": 0.5,
+                "budget": 0.1,
+                "min_retries": 3,
+            },
+        )
     ]
     relaxed = Thresholds(retry_budget=0.5)
     assert findings(con, rule="retry_budget_exceeded", thresholds=relaxed).num_rows == 0
+
+
+def _retried_once(rec: Recorder, requests: int) -> None:
+    """``requests`` requests in one window, each failing once and retried once."""
+    for i in range(requests):
+        with rec.request(Clock(T0), logical_request_id=f"r{i}") as req:
+            rec.attempt(req, outcome="unavailable")
+            rec.attempt(req)
+
+
+def _storms(con: AuditModel, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> tuple[int, int]:
+    """Storm windows as the load figures and as findings count them."""
+    windows = load(con, thresholds=thresholds).column("over_budget").to_pylist()
+    found = findings(con, rule="retry_budget_exceeded", thresholds=thresholds).num_rows
+    return sum(windows), found
+
+
+def test_one_request_retried_once_is_no_storm(recorder: Recorder) -> None:
+    """2 sends of 1 operation are half the window's traffic, far above a 10 % budget, but
+    one retry is within any retry budget's floor."""
+    _retried_once(recorder, 1)
+    con = recorder.connect()
+    assert [(w["attempts"], w["retries"]) for w in load(con).to_pylist()] == [(2, 1)]
+    assert _storms(con) == (0, 0)
+
+
+def test_a_window_at_the_floor_of_repeats_is_no_storm(recorder: Recorder) -> None:
+    """3 repeats (the default floor) in a window of 6 attempts: within the budget; the
+    same window is a storm once the floor is one lower, and 4 repeats are one."""
+    _retried_once(recorder, 3)
+    con = recorder.connect()
+    assert DEFAULT_THRESHOLDS.retry_budget_min_retries == 3
+    assert _storms(con) == (0, 0)
+    assert _storms(con, Thresholds(retry_budget_min_retries=2)) == (1, 1)
+
+
+def test_a_window_one_repeat_above_the_floor_is_a_storm(recorder: Recorder) -> None:
+    _retried_once(recorder, 4)
+    con = recorder.connect()
+    assert _storms(con) == (1, 1)
+    assert _storms(con, Thresholds(retry_budget_min_retries=4)) == (0, 0)
+    by_layer = load(con, by="layer").to_pylist()
+    assert [(w["retries"], w["over_budget"]) for w in by_layer] == [(4, True)]
+    floor_of_four = load(con, by="layer", thresholds=Thresholds(retry_budget_min_retries=4))
+    assert floor_of_four.column("over_budget").to_pylist() == [False]
+
+
+def test_the_floor_of_repeats_is_a_count() -> None:
+    with pytest.raises(ValueError, match="retry_budget_min_retries"):
+        Thresholds(retry_budget_min_retries=-1)
 
 
 def _hedged(recorder: Recorder) -> None:

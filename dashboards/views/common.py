@@ -28,19 +28,24 @@ def frame(table: pa.Table) -> pd.DataFrame:
     return df
 
 
-def nothing_in_scope(logical_requests: int) -> bool:
-    """Say so when the filters select no requests; True when the page should stop."""
-    if logical_requests == 0:
-        st.info("No logical requests match the filters. Widen them in the sidebar.")
-        return True
-    return False
+def nothing_in_scope(ctx: Context, report: dict[str, Any]) -> bool:
+    """Say why when the ``report`` of the scope counts no logical request (its
+    ``empty_reason``: filters that select none, or a data set that holds none) instead of
+    a page of zeros; True when the page should stop."""
+    reason = report["empty_reason"]
+    if reason is None:
+        return False
+    if ctx.first is None:  # the data set holds none, whatever the filters
+        st.warning(f"Nothing to audit: {reason}.")
+    else:
+        st.info(f"{reason[:1].upper()}{reason[1:]}. Widen them in the sidebar.")
+    return True
 
 
 def scope_report(ctx: Context) -> dict[str, Any] | None:
-    """The report of the requests in scope, or None (after saying so) when the filters
-    select none."""
+    """The report of the requests in scope, or None (after saying why) when it counts none."""
     report: dict[str, Any] = ctx.source.query("report", ctx.filters)
-    return None if nothing_in_scope(report["logical_requests"]) else report
+    return None if nothing_in_scope(ctx, report) else report
 
 
 def table(frame: pd.DataFrame, columns: Sequence[fmt.Column], *, as_text: bool = False) -> None:
@@ -50,12 +55,13 @@ def table(frame: pd.DataFrame, columns: Sequence[fmt.Column], *, as_text: bool =
 
 
 def overall(ctx: Context, query: str) -> dict[str, Any] | None:
-    """The unsliced row of a sliced metric under the filters, or None (after saying so)
-    when the filters select no requests."""
+    """The unsliced row of a sliced metric under the filters, or None (after saying why)
+    when the scope holds no requests."""
     rows: list[dict[str, Any]] = ctx.source.query(query, ctx.filters, "overall").to_pylist()
-    if nothing_in_scope(int(rows[0]["logical_requests"]) if rows else 0):
-        return None
-    return rows[0]
+    if rows and rows[0]["logical_requests"]:
+        return rows[0]
+    nothing_in_scope(ctx, ctx.source.query("report", ctx.filters))
+    return None
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,8 @@ def _trends(ctx: Context) -> None:
     st.caption(
         f"Per {_width_text(width)} of the requests in scope (UTC). Red bands: storm windows "
         f"({_width_text(window)}) where repeats exceeded the "
-        f"{fmt.pct(THRESHOLDS.retry_budget, 0)} retry budget ({len(storms):,} of "
+        f"{fmt.pct(THRESHOLDS.retry_budget, 0)} retry budget and "
+        f"{THRESHOLDS.retry_budget_min_retries} repeats ({len(storms):,} of "
         f"{len(loads):,} with traffic). Click a bar or a point to list its requests; drag across a "
         "chart to narrow the time range."
     )

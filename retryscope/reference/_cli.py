@@ -89,7 +89,8 @@ def render() -> str:
         SOURCES,
         f"{code('retryscope COMMAND --help')} prints the same. Commands that read a data set "
         "take a directory of span Parquet files (or one file, or an `s3://` prefix). Exit "
-        "codes: 0 success; 1 when `request` finds no request, `ingest` skipped malformed "
+        "codes: 0 success; 1 when `report` counts no logical request (why on stderr and in "
+        "its `empty_reason`), `request` finds no request, `ingest` skipped malformed "
         "input, `model` could not write its cache or a `lab` case was not caught; 2 a usage "
         "or input error, named on stderr.",
     )

@@ -1,12 +1,13 @@
 -- Every violation and anomaly as rows (rule id, request, trace, span, time, evidence):
--- gap_ms/min_requests cluster synchronized retries, window_ms/budget judge the retry budget;
+-- gap_ms/min_requests cluster synchronized retries, window_ms/budget/min_retries judge the
+-- retry budget;
 -- `only_request` (a logical request id, or NULL for all) keeps one request's rows,
 -- selected before any window so a drill-down does not evaluate the whole scope.
 -- Created by retryscope.analytics._findings before it reads finding_list.sql (the rows) or
 -- findings_counts.sql (rows per rule: DuckDB then prunes the evidence JSON). Each rule's
 -- severity and meaning are in its catalog, retryscope.analytics._findings.RULES: this emits
 -- only rule ids.
-CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, only_request) AS TABLE
+CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, min_retries, only_request) AS TABLE
     -- the findings of single attempts, judged when the model was built (model_findings.sql)
     SELECT f.rule_id, f.logical_request_id, f.trace_id, f.span_id, f.time, f.evidence
     FROM attempt_findings f
@@ -204,8 +205,10 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, on
     SELECT 'retry_budget_exceeded',
            NULL, NULL, NULL, window_start,
            json_object('attempts', attempts, 'retries', retries,
-                       'retry_fraction', retry_fraction, 'budget', budget::DOUBLE)
-    FROM memo_load_windows  -- load_windows_by(window_ms, budget, 'overall'), computed once
+                       'retry_fraction', retry_fraction, 'budget', budget::DOUBLE,
+                       'min_retries', min_retries::BIGINT)
+    -- load_windows_by(window_ms, budget, min_retries, 'overall'), computed once
+    FROM memo_load_windows
     WHERE over_budget AND only_request IS NULL  -- a window, not a request's
 
     UNION ALL

@@ -1,8 +1,8 @@
 -- The Requests explorer's rows of the current scope: one per in-scope logical request with
 -- the figures its request_facts row holds (the model's: what the metrics count), its route
 -- path (the routes of its outermost attempts, in the order first tried), its cost and its
--- findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget as in
--- finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
+-- findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget/
+-- $min_retries as in finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
 -- retryscope.analytics._browse; request_list.sql and request_list_count.sql page it
 -- through the table macro of request_rows_matching.sql.
 -- Grouped and joined on a 64-bit hash of the id alone, as the model groups a request's
@@ -44,7 +44,7 @@ found AS (
            count(*)::BIGINT AS findings,
            count(*) FILTER (WHERE c.severity IS DISTINCT FROM 'info')::BIGINT AS violations,
            list(DISTINCT f.rule_id ORDER BY f.rule_id) AS rules
-    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget, NULL) f
+    FROM finding_rows($gap_ms, $min_requests, $window_ms, $budget, $min_retries, NULL) f
     LEFT JOIN finding_rules c ON c.rule_id = f.rule_id
     WHERE f.logical_request_id IS NOT NULL
     GROUP BY hash(f.logical_request_id)

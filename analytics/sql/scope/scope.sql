@@ -71,8 +71,11 @@ JOIN shape s USING (cluster)
 GROUP BY cluster;
 
 -- Receiver traffic per window of window_ms and slice of a Dimension (`value`; 'all'
--- overall): repeats as a fraction of attempts vs budget.
-CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, dim) AS TABLE
+-- overall): repeats as a fraction of attempts vs budget. A window is over budget when its
+-- repeats exceed max(min_retries, budget x attempts): below min_retries a window holds no
+-- storm whatever its fraction (Thresholds.retry_budget_min_retries, after Envoy's
+-- min_retry_concurrency). Compared as a fraction, so a boundary is exact in floating point.
+CREATE OR REPLACE MACRO load_windows_by(window_ms, budget, min_retries, dim) AS TABLE
 SELECT
     rs_dim(dim, route_id, route_release, request_tenant, request_operation, layer, start_time)
         AS value,
@@ -82,7 +85,8 @@ SELECT
     count(*)::BIGINT AS attempts,
     count(*) FILTER (WHERE is_repeat)::BIGINT AS retries,
     rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) AS retry_fraction,
-    rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
+    count(*) FILTER (WHERE is_repeat) > min_retries
+        AND rs_ratio(count(*) FILTER (WHERE is_repeat), count(*)) > budget AS over_budget,
     count(DISTINCT h)::BIGINT AS logical_requests  -- the request key: cheaper than the id
 FROM receiver_traffic
 GROUP BY 1, 2;
