@@ -4,6 +4,9 @@ Each module imports its library, so it needs that library's extra installed:
 
 * :mod:`retryscope.instrumentation.integrations.httpx` — ``[httpx]``: an httpx transport
   that records every HTTP send as a transport attempt;
+* :mod:`retryscope.instrumentation.integrations.aiohttp` — ``[aiohttp]``: a client
+  middleware recording every send of an ``aiohttp.ClientSession``, aiohttp-retry's tries
+  numbered;
 * :mod:`retryscope.instrumentation.integrations.tenacity` — ``[tenacity]``: every try of a
   ``Retrying``/``AsyncRetrying`` as an attempt span;
 * :mod:`retryscope.instrumentation.integrations.stamina` — ``[stamina]``: every try of

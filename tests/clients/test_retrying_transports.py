@@ -6,6 +6,7 @@ httpx instrumentation. The server's hit count is the truth."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,15 +20,10 @@ from retryscope.instrumentation.integrations.httpx import (
     AsyncRetryscopeTransport,
     RetryscopeTransport,
 )
-from tests.clients.conftest import Seen, seen
-from tests.instrumentation.conftest import Audit, LocalServer, Reply
+from tests.clients.conftest import Seen, fail_first, seen
+from tests.instrumentation.conftest import Audit, LocalServer
 
 RETRY = Retry(total=3, allowed_methods=["POST"], status_forcelist=[503])
-
-
-def _flaky(server: LocalServer, failures: int = 2) -> None:
-    """503 for the first ``failures`` hits, then 200."""
-    server.reply = lambda _r: Reply(503) if len(server.requests) <= failures else Reply(200)
 
 
 @pytest.fixture
@@ -101,7 +97,7 @@ COMPOSED: dict[str, Callable[[bool], Any]] = {
 def test_each_try_of_a_retrying_transport_is_a_send(
     audit: Audit, server: LocalServer, instrumented: object, composed: str, asynchronous: bool
 ) -> None:
-    _flaky(server)
+    fail_first(server)
     transport = COMPOSED[composed](asynchronous)
     _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
 
@@ -118,7 +114,7 @@ def test_with_the_contrib_instrumentation_its_spans_are_the_sends(
 ) -> None:
     """The contrib spans around each try are counted once each, not discarded and not
     counted beside the sends retryscope recorded."""
-    _flaky(server)
+    fail_first(server)
     transport = COMPOSED[composed](asynchronous)
     _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
 
@@ -127,7 +123,7 @@ def test_with_the_contrib_instrumentation_its_spans_are_the_sends(
 def test_the_retryscope_transport_inside_needs_no_instrumentor(
     audit: Audit, server: LocalServer, asynchronous: bool
 ) -> None:
-    _flaky(server)
+    fail_first(server)
     transport = _retryscope_inside(asynchronous)
     _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
 
@@ -138,7 +134,7 @@ def test_outside_the_loop_the_contrib_spans_are_its_sends(
 ) -> None:
     """No instrumentor: the retryscope transport around the loop becomes a call of the
     three contrib spans beneath it."""
-    _flaky(server)
+    fail_first(server)
     transport = _retryscope_outside(asynchronous)
     _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
     assert audit.rows(
@@ -150,7 +146,7 @@ def test_alone_outside_the_loop_it_sees_one_send(audit: Audit, server: LocalServ
     """The known limit: nothing records the tries beneath a retryscope transport wrapped
     around a retrying one (no instrumentor, no contrib instrumentation): one send of three
     hits. ``RetryTransport(transport=RetryscopeTransport())`` sees all three."""
-    _flaky(server)
+    fail_first(server)
     got = _run(audit, server, _retryscope_outside(False), asynchronous=False)
     assert len(server.requests) == 3
     assert got.report["receiver_attempts"] == 1
@@ -162,7 +158,7 @@ def test_a_plain_client_is_one_span_per_send(
 ) -> None:
     """The client send over httpx's own transport is recorded once, on the wire (no call
     span around it), and a harness retry above it stays a harness retry."""
-    _flaky(server, failures=1)
+    fail_first(server, failures=1)
     with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
         for _ in range(2):
             with req.attempt("primary", layer="harness") as attempt:
@@ -177,7 +173,7 @@ def test_a_plain_client_is_one_span_per_send(
                 else:
                     with httpx.Client() as client:
                         status = client.post(f"{server.url}/v1", content=b"{}").status_code
-                attempt.set_outcome("success" if status == 200 else "retryable")
+                attempt.set_outcome("success" if status == 200 else "unavailable")
     got = seen(audit)
     assert len(server.requests) == 2 == got.report["receiver_attempts"]
     assert audit.rows(
@@ -193,10 +189,30 @@ def test_httpx_connection_retries_are_one_send(
     """``httpx.HTTPTransport(retries=N)`` retries the connection only (httpcore's
     ``HTTPConnection._connect``): nothing reaches the server before it connects, so a
     request that connects is one send whatever ``retries`` is."""
-    _flaky(server, failures=1)
+    fail_first(server, failures=1)
     transport = httpx.HTTPTransport(retries=retries)
     with retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req:
         for _ in range(2):
             with req.attempt("primary", layer="harness"), httpx.Client(transport=transport) as c:
                 c.post(f"{server.url}/v1", content=b"{}")
     assert len(server.requests) == 2 == seen(audit).report["receiver_attempts"]
+
+
+def test_refused_connection_retries_are_one_unavailable_send(
+    audit: Audit, instrumented: object
+) -> None:
+    """Three connection tries to a port that refuses them: no request on the wire, one
+    send, ``unavailable``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        with (
+            retryscope.logical_request(operation="chat", tracer_provider=audit.provider) as req,
+            req.attempt("primary", layer="harness"),
+            httpx.Client(transport=httpx.HTTPTransport(retries=2)) as client,
+            pytest.raises(httpx.ConnectError),
+        ):
+            client.get(url)
+    assert audit.rows("SELECT outcome_kind FROM attempts WHERE layer = 'transport'") == [
+        ("unavailable",)
+    ]
