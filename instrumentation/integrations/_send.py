@@ -1,4 +1,4 @@
-"""One physical HTTP send recorded by a client integration (httpx, httpx2, urllib3).
+"""One physical HTTP send recorded by a client integration (httpx, httpx2, urllib3, aiohttp).
 
 Inside a logical request a send is a transport attempt placed by its evidence among the
 operations of its parent attempt (:meth:`LogicalRequest.send`): a resend only when it
