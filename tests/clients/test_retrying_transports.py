@@ -73,9 +73,13 @@ def _run(audit: Audit, server: LocalServer, transport: Any, *, asynchronous: boo
     return seen(audit)
 
 
-def _assert_three_sends(got: Seen, server: LocalServer) -> None:
-    """3 hits, 3 sends of one operation (503, 503, 200), resent by the transport layer."""
+def _assert_three_sends(got: Seen, server: LocalServer, audit: Audit) -> None:
+    """3 hits, 3 sends of one operation (503, 503, 200), resent by the transport layer, one
+    after another (none overlaps the send it is part of)."""
     assert len(server.requests) == 3 == got.report["receiver_attempts"]
+    assert audit.rows(
+        "SELECT count(*) FROM spans WHERE attributes['retryscope.attempt.overlapping'] NOT NULL"
+    ) == [(0,)]
     assert [(parent, op, resend, status) for parent, op, resend, status, *_ in got.sends] == [
         (1, 1, 0, 503),
         (1, 1, 1, 503),
@@ -99,7 +103,7 @@ def test_each_try_of_a_retrying_transport_is_a_send(
 ) -> None:
     fail_first(server)
     transport = COMPOSED[composed](asynchronous)
-    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
+    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server, audit)
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -116,7 +120,7 @@ def test_with_the_contrib_instrumentation_its_spans_are_the_sends(
     counted beside the sends retryscope recorded."""
     fail_first(server)
     transport = COMPOSED[composed](asynchronous)
-    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
+    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server, audit)
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -125,7 +129,7 @@ def test_the_retryscope_transport_inside_needs_no_instrumentor(
 ) -> None:
     fail_first(server)
     transport = _retryscope_inside(asynchronous)
-    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
+    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server, audit)
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -136,10 +140,22 @@ def test_outside_the_loop_the_contrib_spans_are_its_sends(
     three contrib spans beneath it."""
     fail_first(server)
     transport = _retryscope_outside(asynchronous)
-    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server)
+    _assert_three_sends(_run(audit, server, transport, asynchronous=asynchronous), server, audit)
     assert audit.rows(
         "SELECT count(*) FROM spans WHERE span_role = 'call' AND layer = 'transport'"
     ) == [(1,)]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_contrib_instrumentation_alone_sees_each_try(
+    audit: Audit, server: LocalServer, contrib: None, asynchronous: bool
+) -> None:
+    """No retryscope integration: the contrib span of each try is a send, its repeats
+    resends by method and URL."""
+    fail_first(server)
+    got = _run(audit, server, _retrying(asynchronous), asynchronous=asynchronous)
+    assert len(server.requests) == 3 == got.report["receiver_attempts"]
+    assert [resend for _p, _o, resend, *_ in got.sends] == [0, 1, 2]
 
 
 def test_alone_outside_the_loop_it_sees_one_send(audit: Audit, server: LocalServer) -> None:
