@@ -1086,7 +1086,7 @@ class LogicalRequest:
     @contained("LogicalRequest.send_opened")
     def send_opened(self, attempt: Attempt) -> None:
         """Register the entered ``attempt``, a :meth:`send` with ``call_layer``: a send
-        starting beneath it now turns it into a call (until :meth:`send_ended`)."""
+        starting beneath it now turns it into a call (until it closes)."""
         may_be_call, span = attempt._may_be_call, attempt._span
         if may_be_call is None or span is None:
             return
@@ -1307,6 +1307,8 @@ class LogicalRequest:
         try:
             self.attempts.append(attempt)
             self._open[attempt._sibling_key] -= 1
+            if attempt._may_be_call is not None and attempt._span is not None:
+                self._sends.closed(attempt._span.get_span_context().span_id)
         finally:
             self._lock.release()
 

@@ -180,7 +180,6 @@ class Send:
         call_layer: v.Layer | None = None,
     ) -> None:
         self.options = options
-        self._may_be_call = call_layer is not None
         self._attempt: Attempt | None = None
         self._span: trace.Span | None = None
         self.token: Token[bool] | None = None
@@ -251,8 +250,6 @@ class Send:
         )
         hint = attrs.get(v.HTTP_RETRY_AFTER_PARSED_MS_KEY)
         attempt.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-        if self._may_be_call:
-            attempt.request.send_ended(attempt.span.get_span_context().span_id)
         if isinstance(hint, int) and kind is not None:
             request = attempt.request
             # The next send under the same parent records the hint this one received, and
