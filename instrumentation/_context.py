@@ -129,6 +129,12 @@ class Scope:
 _SiblingKey = tuple[str, int, str]
 """(parent layer, parent ordinal, layer); ("", 0, layer) at the top of the request."""
 
+_MAY_BE_CALL: Final = "transport call"
+"""The sibling key's last part for sends that may turn into calls (never a layer)."""
+
+_MayBeCall = tuple[ParentKey, SendPlace, Ordinals, Layer]
+"""(parent key, place, ordinals, call layer) of a send that may turn into a call."""
+
 _TransportBase = tuple[
     dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey, ParentKey
 ]
@@ -152,7 +158,9 @@ class Stamps:
     None when not known clean) as a plain dict the span merges directly; ``transport``
     the parent of the transport attempts its HTTP client spans become (``parent`` is None
     at the top of the request), or ``transport`` False inside a transport attempt, where
-    such a span is the same send seen twice and is only stamped.
+    such a span is the same send seen twice and is only stamped. Inside a send that may be
+    a call (:meth:`LogicalRequest.send` with ``call_layer``) such a span is a send of that
+    send's parent, and turns it into a call.
     """
 
     __slots__ = ("longest", "parent", "request", "stamp", "transport")
@@ -333,6 +341,9 @@ class Attempt:
         self._scope: Scope | None = None
         self._contained: list[str] | None = None  # entry points that failed on it
         self._outcome_unknown = False  # set_outcome failed: no implicit success at exit
+        self._may_be_call: _MayBeCall | None = None
+        """A send that turns into a call when a send starts beneath it (set by
+        :meth:`LogicalRequest.send`): what registers it with the send ledger."""
 
     # -- span lifecycle ----------------------------------------------------------------------
     @contained("Attempt.__enter__", fallback=_itself)
@@ -486,9 +497,12 @@ class Attempt:
             longest = req.stamp_longest
             if longest is not None:  # the ordinal is ours (an int); the route is the caller's
                 longest = max(longest, len(self.route)) if type(self.route) is str else None
-            stamps = self._stamps = Stamps(
-                req, stamp, longest, self, transport=self.layer is not _TRANSPORT
-            )
+            if self._may_be_call is not None:  # spans beneath it may be its sends
+                stamps = self._stamps = Stamps(req, stamp, longest, self.parent, transport=True)
+            else:
+                stamps = self._stamps = Stamps(
+                    req, stamp, longest, self, transport=self.layer is not _TRANSPORT
+                )
         return stamps
 
     @property
@@ -1011,14 +1025,22 @@ class LogicalRequest:
         route_priority: int = 0,
         attributes: Mapping[str, AttributeValue] | None = None,
         name: str | None = None,
+        call_layer: Layer | None = None,
     ) -> Attempt:
         """A physical send a client integration makes: a transport attempt (not yet entered)
         placed among the operations of its parent attempt by ``evidence`` (see
         :mod:`~retryscope.instrumentation._sends`), so it is a resend only when it repeats
         an earlier send of its operation. Started inside a span taken for a send, it turns
-        that span into a call and takes over its ordinals."""
+        that span into a call and takes over its ordinals.
+
+        ``call_layer``: the send goes through something that may send several times on its
+        own (a retrying transport): once entered and registered with :meth:`send_opened`,
+        a send starting beneath it turns it into a call whose sends are resends by that
+        layer. Until then it is the send."""
         owner = otel_context.get_value(_SCOPE_KEY)
         parent = owner if type(owner) is Attempt and owner.request is self else None
+        if parent is not None and parent._may_be_call is not None:
+            parent = parent.parent  # beneath such a send: a send of the same parent
         parent_key = parent.key if parent is not None else None
         parent_span_id = _span_id_in()
         sibling_key = _sibling_key(parent, _TRANSPORT)
@@ -1035,7 +1057,7 @@ class LogicalRequest:
         if attributes:
             extra.update(bound_attributes(attributes, self.max_string_bytes))
         _add_place_attributes(extra, place)
-        return Attempt(
+        attempt = Attempt(
             self,
             ordinal=ordinal,
             route_ordinal=route_ordinal,
@@ -1050,6 +1072,29 @@ class LogicalRequest:
             resend_count=place.resend_count,
             in_current_span=parent_span_id is not None,
         )
+        if call_layer is not None:
+            attempt._may_be_call = (
+                parent_key,
+                place,
+                (ordinal, route_ordinal, sibling),
+                call_layer,
+            )
+            # not an open sibling of the sends beneath it (they are not overlapping sends)
+            attempt._sibling_key = (*sibling_key[:2], _MAY_BE_CALL)
+        return attempt
+
+    @contained("LogicalRequest.send_opened")
+    def send_opened(self, attempt: Attempt) -> None:
+        """Register the entered ``attempt``, a :meth:`send` with ``call_layer``: a send
+        starting beneath it now turns it into a call (until it closes)."""
+        may_be_call, span = attempt._may_be_call, attempt._span
+        if may_be_call is None or span is None:
+            return
+        parent_key, place, ordinals, call_layer = may_be_call
+        with self._lock:
+            self._sends.opened(
+                span.get_span_context().span_id, span, parent_key, place, ordinals, call_layer
+            )
 
     @contained("LogicalRequest.note_retry_after")
     def note_retry_after(self, delay_ms: int, *, at: int | None = None) -> None:
@@ -1262,6 +1307,8 @@ class LogicalRequest:
         try:
             self.attempts.append(attempt)
             self._open[attempt._sibling_key] -= 1
+            if attempt._may_be_call is not None and attempt._span is not None:
+                self._sends.closed(attempt._span.get_span_context().span_id)
         finally:
             self._lock.release()
 

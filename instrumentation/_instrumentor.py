@@ -6,15 +6,18 @@ entry point, so ``opentelemetry-instrument`` loads it like any contrib instrumen
 ``instrument()`` enables each integration of :data:`INTEGRATIONS` whose library can be
 imported; ``uninstrument()`` removes exactly those it enabled:
 
-* ``httpx``, ``httpx2``: every send of every sync and async client
-  (:mod:`~retryscope.instrumentation.integrations._httpx_family`), the OpenAI and
-  Anthropic SDKs' sends with their ``x-stainless-retry-count``;
+* ``httpx``, ``httpx2``: every send of every sync and async client, each try of a
+  retrying transport too (:mod:`~retryscope.instrumentation.integrations._httpx_family`),
+  the OpenAI and Anthropic SDKs' sends with their ``x-stainless-retry-count``;
 * ``urllib3``: every send urllib3 makes, retries inside one ``urlopen`` too (requests,
   botocore/boto3 with its ``amz-sdk-request`` attempt number;
   :mod:`~retryscope.instrumentation.integrations.urllib3`);
 * ``grpc``: each blocking grpcio call as one send (grpcio's own retries and hedges run in
   its C core, where no Python hook sees them;
   :mod:`~retryscope.instrumentation.integrations.grpc`);
+* ``aiohttp``: every send of every ``ClientSession`` created while it is on, redirect
+  hops and aiohttp-retry's tries too
+  (:mod:`~retryscope.instrumentation.integrations.aiohttp`);
 * ``litellm``: each Router deployment attempt's deployment as the route of its sends
   (:mod:`~retryscope.instrumentation.integrations.litellm`);
 * ``stamina``: the retry hook recording stamina's scheduled waits.
@@ -100,6 +103,18 @@ def _disable_grpc() -> None:
     grpc.uninstrument()
 
 
+def _enable_aiohttp(_: dict[str, Any]) -> None:
+    from retryscope.instrumentation.integrations import aiohttp
+
+    aiohttp.instrument()
+
+
+def _disable_aiohttp() -> None:
+    from retryscope.instrumentation.integrations import aiohttp
+
+    aiohttp.uninstrument()
+
+
 _LITELLM_ON: list[dict[str, Any]] = []
 
 
@@ -144,6 +159,7 @@ INTEGRATIONS: Final[tuple[Integration, ...]] = (
     _httpx_family("httpx2"),
     Integration("urllib3", "urllib3", _enable_urllib3, _disable_urllib3),
     Integration("grpc", "grpc", _enable_grpc, _disable_grpc),
+    Integration("aiohttp", "aiohttp", _enable_aiohttp, _disable_aiohttp),
     Integration("litellm", "litellm", _enable_litellm, _disable_litellm),
     Integration("stamina", "stamina", _enable_stamina, _disable_stamina),
 )

@@ -17,8 +17,9 @@ taken for one physical send: a transport attempt of the request (role ``attempt`
 a call, not a send: it is rewritten to role ``call`` and its first send takes over its
 ordinals. Doing it here keeps ordinals exact (only the process that made the sends can
 number them). Inside a transport attempt (a send retryscope's integrations recorded) such
-a span is the same send seen twice and is only stamped. The outcome of a classified span
-is not known at start; the analytics read it from its HTTP status attributes.
+a span is the same send seen twice and is only stamped, unless that send may be a call (a
+client's send through a retrying transport): then it is one of its sends. The outcome of a
+classified span is not known at start; the analytics read it from its HTTP status attributes.
 
 It is on the hot path of every span: one context lookup, a kind check and one write of a
 precomputed mapping — validated once when it was built, and written without the SDK

@@ -39,6 +39,7 @@ OPTIONAL = (
     "httpx",
     "httpx2",
     "urllib3",
+    "aiohttp",
     "botocore",
     "boto3",
     "openai",

@@ -1,4 +1,4 @@
-"""One physical HTTP send recorded by a client integration (httpx, httpx2, urllib3).
+"""One physical HTTP send recorded by a client integration (httpx, httpx2, urllib3, aiohttp).
 
 Inside a logical request a send is a transport attempt placed by its evidence among the
 operations of its parent attempt (:meth:`LogicalRequest.send`): a resend only when it
@@ -11,9 +11,16 @@ send is announced to the next send under the same parent as its ``retry_after_ms
 sets the logical request's earliest next start (:meth:`LogicalRequest.note_retry_after`):
 the next attempt at any layer records it as ``not_before``.
 
-Nothing is written into request headers: retryscope context never leaves the process. A
-send recorded inside another integration's send (a transport wrapper inside a patched
-client) is the same send: only the outermost records it (:data:`SEND_ACTIVE`).
+Nothing is written into request headers: retryscope context never leaves the process.
+
+A send is recorded where the request goes on the wire (httpx's ``HTTPTransport``, urllib3's
+``_make_request``, an aiohttp connection) and there it is final: another integration's
+send inside it is the same send, and records nothing (:data:`SEND_ACTIVE`). A send recorded
+above something that may send several times on its own (a client's send through a
+retrying or custom transport) is opened with a ``call_layer``: a send that starts beneath
+it, recorded by an integration or by a contrib instrumentation, turns it into a call whose
+sends are resends by that layer (:meth:`LogicalRequest.send`); with none beneath, it stays
+the send.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -36,12 +43,36 @@ from retryscope.http_rules import (
 from retryscope.instrumentation._classify import Headers, error_type, retry_after_attributes
 from retryscope.instrumentation._containment import note
 from retryscope.instrumentation._context import Attempt, current_scope
+from retryscope.instrumentation._digests import send_digest
 from retryscope.instrumentation._redaction import URL_MAX_CHARS, record_exception, redact_url
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.vocabulary import OutcomeKind
 
+SDK_RETRY_COUNT_HEADER: Final = "x-stainless-retry-count"
+"""Header the OpenAI and Anthropic SDKs (Stainless-generated) number their tries with."""
+
+
+def _int_header(value: object) -> int | None:
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    if isinstance(text, str) and text.strip().isdigit() and len(text) < 10:
+        return int(text)
+    return None
+
+
+def http_evidence(method: str, url: str, body: bytes | None, header: Headers) -> SendEvidence:
+    """Evidence of one HTTP send: a digest of method, URL and body (``body`` None: not in
+    memory), and the SDK's own retry count when its request carries one
+    (``x-stainless-retry-count``: OpenAI and Anthropic send 0, 1, 2)."""
+    retry_count = _int_header(header(SDK_RETRY_COUNT_HEADER))
+    return SendEvidence(
+        digest=send_digest(method, url, body),
+        retry_count=retry_count,
+        retry_layer=v.Layer.SDK if retry_count is not None else None,
+    )
+
+
 SEND_ACTIVE: ContextVar[bool] = ContextVar("retryscope_send_active", default=False)
-"""True while an integration records a send in this context (an inner hook passes)."""
+"""True while an integration records a final send in this context (an inner hook passes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +171,14 @@ class SendOptions:
 class Send:
     """The span bookkeeping of one HTTP send."""
 
-    def __init__(self, options: SendOptions, method: str, url: str, evidence: SendEvidence) -> None:
+    def __init__(
+        self,
+        options: SendOptions,
+        method: str,
+        url: str,
+        evidence: SendEvidence,
+        call_layer: v.Layer | None = None,
+    ) -> None:
         self.options = options
         self._attempt: Attempt | None = None
         self._span: trace.Span | None = None
@@ -172,7 +210,10 @@ class Send:
             route_priority=priority,
             attributes=attrs,
             name=method,
+            call_layer=call_layer,
         ).__enter__()
+        if call_layer is not None:
+            scope.request.send_opened(self._attempt)
 
     def finish(
         self, status: int | None, headers: Headers | None, exc: BaseException | None
@@ -234,18 +275,29 @@ def _with_dispatch(evidence: SendEvidence, dispatch: Dispatch) -> SendEvidence:
     )
 
 
-def start_send(options: SendOptions, method: str, url: str, evidence: SendEvidence) -> Send | None:
+def start_send(
+    options: SendOptions,
+    method: str,
+    url: str,
+    evidence: SendEvidence,
+    *,
+    call_layer: v.Layer | None = None,
+) -> Send | None:
     """A :class:`Send` for the request about to go out, or None when another integration
-    already records this send or bookkeeping failed (the request still goes out)."""
+    already records this send or bookkeeping failed (the request still goes out).
+
+    ``call_layer``: the send goes through something that may send on its own (see the
+    module docstring); None: the send is final."""
     if SEND_ACTIVE.get():
         return None
     try:
-        send = Send(options, method, url, evidence)
+        send = Send(options, method, url, evidence, call_layer)
     except Exception as exc:  # instrumentation must never stop the request from being sent
         options.errors += 1
         note(f"{options.scope_name}: open a send", exc)
         return None
-    send.token = SEND_ACTIVE.set(True)
+    if call_layer is None:
+        send.token = SEND_ACTIVE.set(True)
     return send
 
 

@@ -12,8 +12,15 @@ attempt, its operation): ``http.request.resend_count`` is set only when it repea
 earlier send of the same operation (:mod:`retryscope.instrumentation._sends`), so retries an
 SDK makes internally appear one by one under the harness attempt that caused them and
 distinct calls are not taken for them. Outside a logical request it is a plain HTTP client
-span. The same transport classes work inside ``httpx2`` clients
-(:mod:`retryscope.instrumentation.integrations.httpx2`). Statuses, transport errors and
+span. The transport classes are ``httpx.BaseTransport`` subclasses, so a wrapping transport takes
+them either way round::
+
+    RetryTransport(transport=RetryscopeTransport())   # httpx-retries: a send per try
+    RetryscopeTransport(RetryTransport())  # one send; a call when the instrumentor (or a
+                                           # contrib instrumentation) sees the tries beneath
+
+Their ``httpx2`` twins are in :mod:`retryscope.instrumentation.integrations.httpx2`.
+Statuses, transport errors and
 Retry-After are classified and parsed by
 :mod:`retryscope.http_rules` (one set of rules for the recorder, the
 control plane and the analytics).
@@ -32,10 +39,7 @@ from retryscope.http_rules import (
     parse_retry_after_hint,
 )
 from retryscope.instrumentation._redaction import URL_MAX_CHARS, redact_url
-from retryscope.instrumentation.integrations._httpx_family import (
-    AsyncRetryscopeTransport,
-    RetryscopeTransport,
-)
+from retryscope.instrumentation.integrations import _httpx_family
 from retryscope.instrumentation.integrations._send import outcome_kind
 from retryscope.vocabulary import OutcomeKind
 
@@ -49,6 +53,14 @@ __all__ = [
     "redact_url",
     "send_outcome_kind",
 ]
+
+
+class RetryscopeTransport(_httpx_family.RetryscopeTransport, httpx.BaseTransport):
+    """:class:`~._httpx_family.RetryscopeTransport` as an ``httpx.BaseTransport``."""
+
+
+class AsyncRetryscopeTransport(_httpx_family.AsyncRetryscopeTransport, httpx.AsyncBaseTransport):
+    """:class:`~._httpx_family.AsyncRetryscopeTransport` as an ``httpx.AsyncBaseTransport``."""
 
 
 def send_outcome_kind(

@@ -9,20 +9,23 @@
     )
 
 or :class:`retryscope.instrumentation.RetryscopeInstrumentor` for every client. The
-transport classes are those of :mod:`retryscope.instrumentation.integrations.httpx`: they
-subclass neither library's ``BaseTransport`` (the Anthropic SDK rejects an ``httpx`` class)
-and make their default inner transport from the library of the request, so
-``RetryscopeTransport()`` works inside both. Each send's ``x-stainless-retry-count`` is the
-SDK's own evidence that it is a retry.
+transport classes are the twins of :mod:`retryscope.instrumentation.integrations.httpx`'s,
+``httpx2.BaseTransport`` subclasses (the Anthropic SDK rejects a class with an ``httpx`` one in its
+MRO). Each send's ``x-stainless-retry-count`` is the SDK's own evidence that it is a retry.
 """
 
 from __future__ import annotations
 
-import httpx2  # noqa: F401  (the extra this module needs)
+import httpx2
 
-from retryscope.instrumentation.integrations._httpx_family import (
-    AsyncRetryscopeTransport,
-    RetryscopeTransport,
-)
+from retryscope.instrumentation.integrations import _httpx_family
 
 __all__ = ["AsyncRetryscopeTransport", "RetryscopeTransport"]
+
+
+class RetryscopeTransport(_httpx_family.RetryscopeTransport, httpx2.BaseTransport):
+    """:class:`~._httpx_family.RetryscopeTransport` as an ``httpx2.BaseTransport``."""
+
+
+class AsyncRetryscopeTransport(_httpx_family.AsyncRetryscopeTransport, httpx2.AsyncBaseTransport):
+    """:class:`~._httpx_family.AsyncRetryscopeTransport` as an ``httpx2.AsyncBaseTransport``."""

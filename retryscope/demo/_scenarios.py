@@ -29,7 +29,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
@@ -126,8 +126,7 @@ class World:
         cls, tracer_provider: TracerProvider, provider: SimulatedProvider, out: Any, seed: int
     ) -> World:
         latency = VirtualLatencyTransport()
-        # duck-typed (it serves httpx and httpx2 clients alike): no httpx.BaseTransport
-        transport = cast(httpx.BaseTransport, RetryscopeTransport(latency))
+        transport = RetryscopeTransport(latency)
         client = httpx.Client(transport=transport, timeout=10.0)
         return cls(tracer_provider, provider, out, seed, latency, client)
 

@@ -74,6 +74,11 @@ def json_reply(status: int, body: bytes, *headers: tuple[str, str]) -> Reply:
     return Reply(status, (*JSON, *headers), body)
 
 
+def fail_first(server: LocalServer, failures: int = 2) -> None:
+    """``server`` answers 503 to its first ``failures`` hits, then 200."""
+    server.reply = lambda _r: Reply(503) if len(server.requests) <= failures else Reply(200)
+
+
 @pytest.fixture
 def instrumented() -> Iterator[RetryscopeInstrumentor]:
     """Every retryscope integration whose library is installed, for this test only."""

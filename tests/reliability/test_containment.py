@@ -225,6 +225,7 @@ REQUEST_CALLS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "transport_attempt_values": {"parent": st.none()},
     "note_retry_after": {"delay_ms": _maybe(st.just(1_000)), "at": _maybe(st.none())},
     "send_ended": {"span_id": _maybe(st.just(1))},
+    "send_opened": {"attempt": st.none()},
 }
 POSITIONAL = {"set_outcome": ("outcome",), "set_breaker": ("state", "generation")}
 """Calls whose first arguments are positional (the rest are keywords)."""
