@@ -32,6 +32,7 @@ from typing import Final, TypeVar
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -284,11 +285,12 @@ def start_send(
     call_layer: v.Layer | None = None,
 ) -> Send | None:
     """A :class:`Send` for the request about to go out, or None when another integration
-    already records this send or bookkeeping failed (the request still goes out).
+    already records this send, instrumentation is suppressed (an exporter's own requests:
+    the SDK's processors export so) or bookkeeping failed (the request still goes out).
 
     ``call_layer``: the send goes through something that may send on its own (see the
     module docstring); None: the send is final."""
-    if SEND_ACTIVE.get():
+    if SEND_ACTIVE.get() or not is_instrumentation_enabled():
         return None
     try:
         send = Send(options, method, url, evidence, call_layer)
