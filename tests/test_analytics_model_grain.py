@@ -101,3 +101,23 @@ def test_a_cache_keeps_sparse_hours_in_one_unit_and_reuses_its_grain(
     stats = _assert_same_model(root, _flat_copy(root, tmp_path / "flat-1"), cache)
     assert (stats["built"], stats["partitions"]) == (1, 1)  # the open unit took the hour
     assert _grain(root, cache) == [keys]
+
+
+def test_hours_added_one_at_a_time_to_units_of_several_give_the_one_pass_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units of about two hours each, requests straddling them, hours added one at a time:
+    the cached model is the one-pass model after every step."""
+    source = _traffic(tmp_path / "source", seed=23, per_hour=12, hours=5)
+    hours = _partition_dirs(source)
+    rows = connect(source)[0].execute("SELECT count(*) FROM spans").fetchall()[0][0]
+    monkeypatch.setattr(_build, "CACHE_SPAN_ROWS", 2 * rows // len(hours))
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    for k, hour in enumerate(hours, start=1):
+        shutil.copytree(hour, root / hour.relative_to(source))
+        stats = _assert_same_model(root, _flat_copy(root, tmp_path / f"flat-{k}"), cache)
+        assert stats["built"] == 1
+    grain = _grain(root, cache)
+    assert [key for unit in grain for key in unit] == [str(h.relative_to(source)) for h in hours]
+    assert 1 < len(grain) < len(hours)
+    assert stats["straddlers"] > 0
