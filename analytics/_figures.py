@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 
 from retryscope import analytics
+from retryscope._fs import make_dirs
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._browse import dimension_values, scope_time_range, time_range
 from retryscope.analytics._report import build_report
@@ -182,9 +183,9 @@ def _digest(value: Any) -> str:
 class FigureStore:
     """The figures of one version of a data set and its model, in ``directory``."""
 
-    def __init__(self, directory: Path, *, directory_mode: int = 0o700) -> None:
+    def __init__(self, directory: Path, *, modes: Modes | None = None) -> None:
         self.directory = directory
-        self._mode = directory_mode
+        self._modes = Modes() if modes is None else modes
 
     @classmethod
     def of(
@@ -195,7 +196,7 @@ class FigureStore:
         model_files: Sequence[str],
     ) -> FigureStore:
         """The store of data set ``root`` at ``version`` whose model reads ``model_files``
-        (its folders made with the data set's directory mode)."""
+        (its folders and files made with the data set's modes, as the model cache's)."""
         stats = []
         for name in sorted(model_files):
             with contextlib.suppress(OSError):
@@ -203,7 +204,7 @@ class FigureStore:
                 stats.append((name, stat.st_mtime_ns, stat.st_size))
         key = _digest((tuple(version), tuple(stats), code_digest()))[:32]
         folder = Path(cache) / FOLDER / f"{_digest(root)[:16]}-{key}"
-        return cls(folder, directory_mode=Modes.of(root).directory)
+        return cls(folder, modes=Modes.of(root))
 
     def _path(self, name: str, args: tuple[Any, ...], suffix: str) -> Path:
         return self.directory / f"{name}-{_digest(args)[:24]}{suffix}"
@@ -252,11 +253,12 @@ class FigureStore:
 
     def _write(self, path: Path, data: bytes) -> None:
         fresh = not self.directory.exists()
-        self.directory.mkdir(mode=self._mode, parents=True, exist_ok=True)
+        make_dirs(self.directory, self._modes.directory)
         if fresh:
             self._remove_older()
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
         try:
+            os.fchmod(fd, self._modes.file)
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.replace(tmp, path)

@@ -139,8 +139,16 @@ def expected_attempts_per_request() -> float:
     return h * (1 + s + s * t)
 
 
-def dataset_path(data_dir: Path, attempts: int, seed: int) -> Path:
-    return data_dir / f"attempts-{attempts}-seed-{seed}"
+def dataset_path(
+    data_dir: Path, attempts: int, seed: int, per_hour: int = REQUESTS_PER_HOUR
+) -> Path:
+    spread = "" if per_hour == REQUESTS_PER_HOUR else f"-per-hour-{per_hour}"
+    return data_dir / f"attempts-{attempts}-seed-{seed}{spread}"
+
+
+def attempts_for(requests: int) -> int:
+    """The ``attempts`` of :func:`generate` that make a data set of ``requests`` requests."""
+    return round(requests * expected_attempts_per_request())
 
 
 # -- column helpers -------------------------------------------------------------------------
@@ -520,9 +528,17 @@ def _write_hour(
     return files, size
 
 
-def generate(data_dir: Path, attempts: int, seed: int, *, progress: bool = True) -> Generated:
-    """The data set of ``attempts`` attempts for ``seed``: from the cache, or written now."""
-    final = dataset_path(data_dir, attempts, seed)
+def generate(
+    data_dir: Path,
+    attempts: int,
+    seed: int,
+    *,
+    progress: bool = True,
+    per_hour: int = REQUESTS_PER_HOUR,
+) -> Generated:
+    """The data set of ``attempts`` attempts for ``seed``, ``per_hour`` requests in each
+    hour: from the cache, or written now."""
+    final = dataset_path(data_dir, attempts, seed, per_hour)
     meta_path = final / "_meta.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -530,7 +546,7 @@ def generate(data_dir: Path, attempts: int, seed: int, *, progress: bool = True)
         return Generated(**meta)
     began = time.perf_counter()
     requests = max(1, round(attempts / expected_attempts_per_request()))
-    hours = max(1, math.ceil(requests / REQUESTS_PER_HOUR))
+    hours = max(1, math.ceil(requests / per_hour))
     tmp = data_dir / f".{final.name}.inprogress"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -11,6 +11,7 @@ import random
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from retryscope.analytics import build_report, connect, findings
 from retryscope.analytics._dataset import new_connection
-from retryscope.analytics.model import model_directory
+from retryscope.analytics.model import _build, model_directory
 from retryscope.cli import main
 from tests.model_support import model_differences, model_rows
 from tests.recorder import MS, T0, Clock, Recorder
@@ -30,6 +31,16 @@ from tests.test_analytics_randomized import _generate
 
 HOUR = 3_600 * 10**9
 FIRST_HOUR = T0 // HOUR * HOUR  # 2026-09-21T14:00Z
+
+
+@pytest.fixture(autouse=True, scope="module")
+def hourly_units() -> Iterator[None]:
+    """A cache keeping each hour apart, however few rows it holds: these tests are about
+    the time partitions a cache keeps and brings up to date (their data is a few rows an
+    hour, which a cache would otherwise keep in one unit)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_build, "CACHE_SPAN_ROWS", 0)
+        yield
 
 
 def _traffic(directory: Path, seed: int, per_hour: int, hours: int = 3) -> Path:
@@ -270,8 +281,6 @@ def test_idempotency_conflicts_follow_added_and_rewritten_partitions(tmp_path: P
 def _concurrent_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     """Build time partitions two at a time (whatever the cores), recording each build's
     partition, thread and the DuckDB threads its statements had."""
-    from retryscope.analytics.model import _build
-
     monkeypatch.setattr(_build, "_workers", lambda con: 2)
     build = _build._build_units
     seen: list[tuple[str, int, int]] = []
@@ -322,8 +331,6 @@ def test_a_cache_builds_one_partition_per_thread_each_with_its_share_of_memory(
 ) -> None:
     """One build at a time per thread the connection may use (each then runs on its own
     thread), and no more than leave each build 512 MiB of the memory limit."""
-    from retryscope.analytics.model import _build
-
     root = _traffic(tmp_path / "data", seed=13, per_hour=5, hours=4)
     build = _build._build_units
     seen: set[int] = set()
@@ -343,8 +350,6 @@ def test_partitions_build_side_by_side_under_a_locked_configuration(
 ) -> None:
     """A connection whose configuration is locked keeps its threads: its partitions are
     still built two at a time, with the same answers."""
-    from retryscope.analytics.model import _build
-
     root = _traffic(tmp_path / "data", seed=14, per_hour=5, hours=3)
     reference = _report(connect(root)[0])
     monkeypatch.setattr(_build, "_workers", lambda con: 2)
@@ -360,8 +365,6 @@ def test_a_failed_build_stops_the_one_beside_it(
     """When one of two builds running at once fails (here its disk is full), the other is
     stopped, neither is kept, and the failure is named: the model is built in memory
     instead and the answers do not change. The next run builds the cache."""
-    from retryscope.analytics.model import _build
-
     root = _traffic(tmp_path / "data", seed=12, per_hour=15, hours=3)
     reference = _report(connect(root)[0])
     monkeypatch.setattr(_build, "_workers", lambda con: 2)

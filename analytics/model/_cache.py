@@ -4,19 +4,21 @@ Building the model is most of a first report's time, and every ``retryscope repo
 ``findings``, ``whatif`` or UI start would pay it again. With a cache directory the model
 of a data set lives in ``model-<hash of its root>/``:
 
-* ``units/<fingerprint>/<table>.parquet``: the per-request tables of one time partition
-  (:mod:`._time_partitions`), named by the partition's fingerprint (the model's SQL, the
-  retryscope and DuckDB versions, and each of its files' name, size and modification
-  time). A new hour of data is one new folder; a partition whose files changed gets a
-  new folder; the others are reused as they are.
+* ``units/<fingerprint>/<table>.parquet``: the per-request tables of one time partition,
+  or of a run of sparse ones kept together (:mod:`._time_partitions`), named by its
+  fingerprint (the model's SQL, the retryscope and DuckDB versions, and each of its
+  files' name, size and modification time). A new hour of data is one new folder (or
+  rebuilds the last run, while that holds few rows); a partition whose files changed
+  gets a new folder; the others are reused as they are.
 * ``across/<fingerprint>/``: the requests found in more than one partition
   (``straddlers``) with their tables built again from all their spans
   (``reconciled_<table>``), and the tables across requests; rebuilt whenever the set of
   partitions changes.
-* ``manifest.json``: which folders make the model (and the files their builds skipped),
-  replaced atomically once they are all written. Readers never lock and never see half
-  an update; a writer holds ``lock`` while it updates. Folders neither the current nor
-  the previous manifest names are removed.
+* ``manifest.json``: which folders make the model (and the files their builds skipped)
+  and which time partitions each holds (the grain a later run keeps), replaced
+  atomically once they are all written. Readers never lock and never see half an
+  update; a writer holds ``lock`` while it updates. Folders neither the current nor the
+  previous manifest names are removed.
 
 Any other state (no manifest, another model fingerprint, a folder missing or a file
 whose footer does not read) rebuilds what it concerns: a cache is never trusted without
@@ -52,7 +54,7 @@ from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._partition import ACROSS_REQUESTS_TABLES, PER_REQUEST_TABLES
 from retryscope.analytics.model._store import KEYS, Modes, Store
 
-FORMAT: Final = 3
+FORMAT: Final = 4
 """The layout of a model directory (bump when it changes)."""
 STRADDLERS: Final = "straddlers"
 RECONCILED: Final = "reconciled_"
@@ -88,15 +90,17 @@ def model_directory(root: str, cache: str | os.PathLike[str]) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """What a model directory's model is: its fingerprint; per time partition (by key)
-    the fingerprint naming its folder (which also lists the files its build skipped,
+    """What a model directory's model is: its fingerprint; per unit (by key) the
+    fingerprint naming its folder (which also lists the files its build skipped,
     ``skipped.json``); the folder of the tables across requests and how many requests
-    straddle partitions."""
+    straddle units; the keys of the time partitions each unit holds, in order
+    (``grain``)."""
 
     model: str
     partitions: dict[str, str]
     across: str
     straddlers: int
+    grain: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +109,7 @@ class Manifest:
             "partitions": self.partitions,
             "across": self.across,
             "straddlers": self.straddlers,
+            "grain": [list(run) for run in self.grain],
         }
 
     @classmethod
@@ -116,6 +121,7 @@ class Manifest:
             {str(k): str(v) for k, v in dict(data["partitions"]).items()},
             str(data["across"]),
             int(data["straddlers"]),
+            tuple(tuple(str(key) for key in run) for run in data["grain"]),
         )
 
 

@@ -63,9 +63,9 @@ ALIAS: Final = "rs_model"
 
 @dataclass(frozen=True, slots=True)
 class Modes:
-    """The permissions of what the model writes: the data set's own (its directory's
-    mode for directories, its files' mode for files), whatever the process umask; the
-    owner always keeps access."""
+    """The permissions of what the model cache holds (the model, the UI's figures): the
+    data set's own (its directory's mode for directories, its files' mode for files),
+    whatever the process umask; the owner always keeps access."""
 
     directory: int = 0o700
     file: int = 0o600
