@@ -137,6 +137,17 @@ class ExportConfig:
             float,
         ),
     )
+    keep_content: bool = field(
+        default=False,
+        metadata=_meta(
+            "Keep prompt, completion and tool text that GenAI instrumentations put in span and "
+            "event attributes (`gen_ai.input.messages`, `input.value`, `gen_ai.prompt.0.content`, "
+            "...); `false`: each such value is written as `\"REDACTED\"`, its key kept "
+            "(docs/guides/threat-model.md lists the keys).",
+            _boolean,
+            _boolean_text,
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.rotate_rows < 1 or self.rotate_bytes < 1 or self.row_group_rows < 1:

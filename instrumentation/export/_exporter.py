@@ -55,6 +55,7 @@ from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import finished_attributes, finished_rows
 from retryscope.instrumentation.export._columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
+from retryscope.instrumentation.export._content import withhold_content
 from retryscope.instrumentation.export._files import (
     ARRIVAL,
     TEMP_PREFIX,
@@ -312,6 +313,7 @@ class ParquetSpanExporter(SpanExporter):
         dir_mode: int | None = None,
         durable: bool | None = None,
         fsync_s: float | None = None,
+        keep_content: bool | None = None,
     ) -> None:
         base = config if config is not None else ExportConfig.from_env()
         self.config = base.with_overrides(
@@ -328,10 +330,13 @@ class ParquetSpanExporter(SpanExporter):
             dir_mode=dir_mode,
             durable=durable,
             fsync_s=fsync_s,
+            keep_content=keep_content,
         )
         self.directory = self.config.directory
         self.dropped_spans = 0
         """Spans this exporter lost (retry buffer overflow, unwritable at shutdown)."""
+        self.withheld_content = 0
+        """Prompt and completion values written as the redaction mark (:mod:`._content`)."""
         self.files_written: collections.deque[Path] = collections.deque(maxlen=1024)
         """The most recent files written (the last 1024)."""
         self.gaps = GapLedger()
@@ -377,6 +382,9 @@ class ParquetSpanExporter(SpanExporter):
             table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
+        if not self.config.keep_content:
+            table, withheld = withhold_content(table)
+            self.withheld_content += withheld
         resource = getattr(spans[-1], "resource", None) if spans else None
         if resource is not None:
             self._resource = resource.attributes

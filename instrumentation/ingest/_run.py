@@ -102,6 +102,8 @@ class IngestSummary:
     failed_sources: int = 0
     """Sources named and skipped whole: vanished, unreadable, not a regular file, a symlink
     loop, or changed while being read."""
+    withheld_content: int = 0
+    """Prompt and completion values written as the redaction mark (``keep_content`` off)."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -115,7 +117,7 @@ class IngestSummary:
             f"{self.rows_written} in {self.files_written} files, skipped: {self.skipped}, "
             f"duplicates: {self.duplicate_sources} sources, resumed: {self.resumed_sources}, "
             f"rewritten: {self.rewritten_sources}, unfinished: {self.unfinished_sources}, "
-            f"failed: {self.failed_sources}"
+            f"failed: {self.failed_sources}, content values withheld: {self.withheld_content}"
         )
 
 
@@ -319,6 +321,7 @@ class _Run:
         summary.skipped += units.skipped
         summary.rows_written += writer.rows
         summary.files_written += writer.files
+        summary.withheld_content += writer.withheld_content
         if unfinished:
             summary.unfinished_sources += 1
             report(f"{name}: {unfinished}")
