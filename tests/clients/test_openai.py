@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import openai
 import pytest
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
@@ -18,7 +20,8 @@ from tests.clients.conftest import (
     json_reply,
     seen,
 )
-from tests.instrumentation.conftest import Audit, LocalServer
+from retryscope.instrumentation import AttemptStampingProcessor
+from tests.instrumentation.conftest import Audit, LocalServer, make_audit
 
 
 def _client(server: LocalServer, *, max_retries: int = 2) -> openai.OpenAI:
@@ -150,3 +153,33 @@ def test_async_client_sends_are_counted(
     ]
     assert got.retried_layers == ["sdk"]
     assert got.report["terminals"] == {"complete": 1}
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["default", "keep_content"])
+def test_genai_content_capture_is_withheld_unless_kept(
+    tmp_path: Path, server: LocalServer, monkeypatch: pytest.MonkeyPatch, keep: bool
+) -> None:
+    """The GenAI instrumentation with content capture on writes the prompt into
+    ``gen_ai.input.messages``: the audit data holds the key, its value withheld, unless
+    ``RETRYSCOPE_PARQUET_KEEP_CONTENT`` is on."""
+    server.reply = lambda _r: json_reply(200, OPENAI_CHAT)
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    if keep:
+        monkeypatch.setenv("RETRYSCOPE_PARQUET_KEEP_CONTENT", "true")
+    audit = make_audit(tmp_path / "spans", AttemptStampingProcessor())
+    OpenAIInstrumentor().instrument(tracer_provider=audit.provider)
+    try:
+        _harness(audit, _client(server), attempts=1)
+    finally:
+        OpenAIInstrumentor().uninstrument()
+    ((messages,),) = audit.rows(
+        "SELECT attributes['gen_ai.input.messages'] FROM spans "
+        "WHERE attributes['gen_ai.input.messages'] IS NOT NULL"
+    )
+    if keep:
+        assert PROMPT in messages
+    else:
+        assert messages == '"REDACTED"'
+        assert_private(audit, server)
+    assert len(server.requests) == seen(audit).report["receiver_attempts"] == 1
+    audit.provider.shutdown()
