@@ -142,7 +142,7 @@ class ExportConfig:
         metadata=_meta(
             "Keep prompt, completion and tool text that GenAI instrumentations put in span and "
             "event attributes (`gen_ai.input.messages`, `input.value`, `gen_ai.prompt.0.content`, "
-            "...); `false`: each such value is written as `\"REDACTED\"`, its key kept "
+            '...); `false`: each such value is written as `"REDACTED"`, its key kept '
             "(docs/guides/threat-model.md lists the keys).",
             _boolean,
             _boolean_text,

@@ -4,9 +4,9 @@ GenAI instrumentations write what was said to a model into span attributes: the 
 semantic conventions (``gen_ai.input.messages``, ``gen_ai.output.messages``,
 ``gen_ai.system_instructions``, ``gen_ai.tool.call.arguments``/``result``, the older
 ``gen_ai.prompt``/``gen_ai.completion`` of the ``gen_ai.content.*`` events), pydantic-ai
-(those, ``pydantic_ai.all_messages``, ``model_request_parameters``, ``final_result``, ``tool_arguments``,
-``tool_response``, ``all_messages_events``, ``events``), Logfire (``request_data``,
-``response_data``), OpenInference (``input.value``, ``output.value``,
+(those, ``pydantic_ai.all_messages``, ``model_request_parameters``, ``final_result``,
+``tool_arguments``, ``tool_response``, ``all_messages_events``, ``events``), Logfire
+(``request_data``, ``response_data``), OpenInference (``input.value``, ``output.value``,
 ``llm.input_messages.*``, ``llm.output_messages.*``, ...) and OpenLLMetry/Traceloop
 (``gen_ai.prompt.*``, ``gen_ai.completion.*``, ``traceloop.entity.input``/``output``, ...).
 

@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
 import retryscope
-from retryscope.instrumentation import describe_client
+from retryscope.instrumentation import AttemptStampingProcessor, describe_client
 from tests.clients.conftest import (
     API_KEY,
     OPENAI_CHAT,
@@ -20,7 +20,6 @@ from tests.clients.conftest import (
     json_reply,
     seen,
 )
-from retryscope.instrumentation import AttemptStampingProcessor
 from tests.instrumentation.conftest import Audit, LocalServer, make_audit
 
 

@@ -154,7 +154,8 @@ def test_keep_content_keeps_it_in_both_writers(
     spans = _spans(ATTRIBUTES)
     monkeypatch.setenv("RETRYSCOPE_PARQUET_KEEP_CONTENT", "true")
     config = ExportConfig.from_env()
-    assert config.keep_content and not ExportConfig().keep_content
+    assert config.keep_content
+    assert not ExportConfig().keep_content
     exporter = ParquetSpanExporter(tmp_path / "spans")  # from the environment
     exporter.export(spans)
     exporter.shutdown()
