@@ -65,9 +65,10 @@ _log = logging.getLogger(__name__)
 SEGMENT_DIR: Final = ".retryscope-segments"
 SEGMENT_SUFFIX: Final = ".arrows"
 CLAIM_PREFIX: Final = ".claimed-"
-_NAME: Final = re.compile(
-    r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)-(?P<seq>\d+)-(?P<fileseq>\d+)\.arrows$"
-)
+_WRITER: Final = r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)"
+"""A writer's identity at the start of its segments' and its lock file's names."""
+_NAME: Final = re.compile(rf"{_WRITER}-(?P<seq>\d+)-(?P<fileseq>\d+)\.arrows$")
+_LOCK_NAME: Final = re.compile(rf"{_WRITER}{re.escape(LOCK_SUFFIX)}$")
 _SETTINGS: Final = (
     "partitioning",
     "rotate_rows",
@@ -384,7 +385,8 @@ def _release(lock: Path, fd: int, writer: Writer) -> None:
     under the lock: a dead writer makes none)."""
     try:
         if not _segments_of(lock.parent, writer):
-            lock.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                lock.unlink(missing_ok=True)
     finally:
         os.close(fd)
 
@@ -420,6 +422,9 @@ def _recover_writer(
         return _recover_each([p for p, why in take_all if why is None], writer, config) + (
             Recovered(left=tuple((p, why) for p, why in take_all if why is not None))
         )
+    except OSError as exc:  # e.g. another user's writer
+        why = f"cannot lock {lock.name}: {type(exc).__name__}: {exc}"
+        return Recovered(failed=tuple((path, why) for path, _ in paths))
     if fd is None:  # never underneath a live writer, whatever ``force`` says
         why = f"its writer (pid {writer[1]}) or a recovery is alive: it holds {lock.name}"
         return Recovered(left=tuple((path, why) for path, _ in paths))
@@ -550,9 +555,6 @@ def segment_files(root: Path) -> Iterator[Path]:
     for name in names:
         if name.endswith(SEGMENT_SUFFIX):
             yield directory / name
-
-
-_LOCK_NAME: Final = re.compile(r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.lock$")
 
 
 def _sweep_locks(directory: Path, host: str) -> None:
