@@ -220,6 +220,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     for problem in found.problems():
         print(f"warning: {problem}", file=sys.stderr)
     print(found.summary())
+    for line in found.kept():
+        print(line)
     return 1 if found.failed else 0
 
 
@@ -336,8 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force",
         action="store_true",
-        help="also take segments of writers that look alive or ran on another host (only "
-        "once they are known to be gone)",
+        help="also take segments of writers that ran on another host, or that hold no lock "
+        "and whose pid is in use (only once they are known to be gone); never those of a "
+        "writer holding its lock",
     )
     p.set_defaults(func=_cmd_recover, extra=None)
 

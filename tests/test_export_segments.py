@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from retryscope.instrumentation import ParquetSpanExporter
 from retryscope.instrumentation.export import recover_segments
 from retryscope.instrumentation.export._segments import SEGMENT_DIR, segment_files
+from retryscope.instrumentation.export._writer_lock import hold, take
 
 from .export_support import make_spans
 
@@ -154,3 +155,78 @@ def test_a_claim_whose_claimer_died_is_taken_over(tmp_path: Path) -> None:
     mine.write_bytes(b"")
     assert recover_segments(root).segments == 0
     assert mine.exists()
+
+
+def _locks(root: Path) -> list[Path]:
+    return sorted((root / SEGMENT_DIR).glob("*.lock"))
+
+
+def test_a_writer_is_alive_while_it_holds_its_lock_whatever_its_pid(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    live = ParquetSpanExporter(root)
+    spans = make_spans(2)
+    assert live.export(spans) is SpanExportResult.SUCCESS
+    (own,) = list(segment_files(root))
+    (lock,) = _locks(root)
+    for force in (False, True):  # never underneath a live writer, even forced
+        found = recover_segments(root, force=force)
+        assert (found.segments, found.rows) == (0, 0)
+        ((path, why),) = found.left
+        assert path == own
+        assert f"pid {os.getpid()}" in why
+        assert lock.name in why
+        assert f"{own}: left in place: " in found.kept()[0]
+    live.shutdown()
+    assert list(segment_files(root)) == []
+    assert _locks(root) == []  # a writer closing with nothing left takes its lock file along
+
+    # a dead writer whose pid is now a live process's (this one): its lock is free
+    accepted = _dead_writer(root)
+    (segment,) = list(segment_files(root))
+    (lock,) = _locks(root)
+    dead_pid = segment.name.split("-")[-4]
+    for path in (segment, lock):
+        path.rename(path.with_name(path.name.replace(f"-{dead_pid}-", f"-{os.getpid()}-")))
+    found = recover_segments(root)
+    assert (found.segments, found.rows, found.left) == (1, accepted, ())
+    assert list(segment_files(root)) == []
+    assert _locks(root) == []
+
+
+def test_a_recovery_at_work_holds_off_the_others(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    accepted = _dead_writer(root)
+    (segment,) = list(segment_files(root))
+    (lock,) = _locks(root)
+    fd = take(lock)  # as a recovery working on this writer's segments does
+    assert fd is not None
+    assert take(lock) is None  # a second open is refused, in the same process too
+    try:
+        found = recover_segments(root)
+        assert (found.segments, found.left[0][0]) == (0, segment)
+        assert segment.exists()
+    finally:
+        os.close(fd)
+    found = recover_segments(root)
+    assert (found.segments, found.rows) == (1, accepted)
+    assert _locks(root) == []
+
+
+def test_lock_files_of_dead_writers_without_segments_are_swept(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    directory = root / SEGMENT_DIR
+    directory.mkdir(parents=True)
+    host = ParquetSpanExporter(root, durable=False)._namer.host
+    dead = directory / f"{host}-4242-abc123.lock"
+    dead.write_bytes(b"")
+    held = directory / f"{host}-4243-abc124.lock"
+    fd = hold(held, 0o600)  # a live writer between two segments
+    elsewhere = directory / "otherhost-4244-abc125.lock"
+    elsewhere.write_bytes(b"")
+    try:
+        assert recover_segments(root).segments == 0
+        assert _locks(root) == sorted([held, elsewhere])
+    finally:
+        os.close(fd)
+    recover_segments(root)
+    assert _locks(root) == [elsewhere]  # another host's: its own business

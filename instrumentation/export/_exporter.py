@@ -551,6 +551,8 @@ class ParquetSpanExporter(SpanExporter):
             _log.warning("retryscope: under %s, %s", self.directory, found.summary())
         for problem in found.problems():
             _log.warning("retryscope: segment %s", problem)
+        for line in found.kept():
+            _log.debug("retryscope: segment %s", line)
 
     def _buffer(self, table: pa.Table, order: Sequence[int] | None = None) -> None:
         if table.num_rows == 0:

@@ -12,10 +12,15 @@ loses nothing it returned ``SUCCESS`` for; segments are ``fsync``'d on a cadence
 A segment is deleted once every row in it is in a complete Parquet file (or counted lost,
 as a telemetry gap). What a dead writer left behind is *recovered*: its rows are written as
 Parquet, under the partitioning and file settings it recorded in the segment, by the next
-exporter started on the directory and by ``retryscope recover DIR``. Recovery
+exporter started on the directory and by ``retryscope recover DIR``. A writer is dead when
+its lock is free: it holds an exclusive lock on ``<host>-<pid>-<token>.lock`` beside its
+segments for its whole life, which the kernel drops when it dies, whatever process gets
+its pid next (``_writer_lock``; a container's writer is PID 1 each time). Recovery
 
-* claims a segment by renaming it (one recoverer per segment, however many processes start
-  at once — a prefork server's workers), and takes over a claim whose claimer died;
+* takes a dead writer's lock for as long as it works on its segments, and claims each by
+  renaming it (one recoverer per segment, however many processes start at once — a prefork
+  server's workers); a claim whose claimer died is taken over with the freed lock;
+* leaves a live writer's segments alone, and names them (``Recovered.left``);
 * reads every complete batch and stops at a torn last one (the batch being appended when
   the process died: never acknowledged);
 * leaves out rows already in a Parquet file of the same writer written since the segment
@@ -53,15 +58,17 @@ from retryscope.instrumentation.export._files import (
     split_by_partition,
     write_partitioned,
 )
+from retryscope.instrumentation.export._writer_lock import LOCK_SUFFIX, hold, take
 
 _log = logging.getLogger(__name__)
 
 SEGMENT_DIR: Final = ".retryscope-segments"
 SEGMENT_SUFFIX: Final = ".arrows"
 CLAIM_PREFIX: Final = ".claimed-"
-_NAME: Final = re.compile(
-    r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)-(?P<seq>\d+)-(?P<fileseq>\d+)\.arrows$"
-)
+_WRITER: Final = r"^(?P<host>.+)-(?P<pid>\d+)-(?P<token>[0-9a-f]+)"
+"""A writer's identity at the start of its segments' and its lock file's names."""
+_NAME: Final = re.compile(rf"{_WRITER}-(?P<seq>\d+)-(?P<fileseq>\d+)\.arrows$")
+_LOCK_NAME: Final = re.compile(rf"{_WRITER}{re.escape(LOCK_SUFFIX)}$")
 _SETTINGS: Final = (
     "partitioning",
     "rotate_rows",
@@ -123,6 +130,7 @@ class SegmentLog:
         self._last_sync = time.monotonic()
         self._unsynced = False
         self._schema: pa.Schema | None = None
+        self._lock: tuple[Path, int] | None = None  # held from the first segment to close
 
     # -- writing ----------------------------------------------------------------------------
     def append(self, table: pa.Table) -> bool:
@@ -173,12 +181,13 @@ class SegmentLog:
 
     def _open(self, schema: pa.Schema) -> _Segment:
         make_dirs(self.directory, self.config.dir_mode)
+        identity = f"{self.namer.host}-{os.getpid()}-{self.namer.token}"
+        if self._lock is None:  # before any segment of this writer exists
+            lock = self.directory / f"{identity}{LOCK_SUFFIX}"
+            self._lock = (lock, hold(lock, self.config.file_mode))
         self._seq += 1
-        name = (
-            f"{self.namer.host}-{os.getpid()}-{self.namer.token}-{self._seq:06d}-"
-            f"{self.namer.next_seq:06d}{SEGMENT_SUFFIX}"
-        )
-        path = self.directory / name
+        seqs = f"{self._seq:06d}-{self.namer.next_seq:06d}"
+        path = self.directory / f"{identity}-{seqs}{SEGMENT_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self.config.file_mode)
         try:
             os.fchmod(fd, self.config.file_mode)  # exact mode whatever the umask
@@ -247,29 +256,46 @@ class SegmentLog:
         return sum(s.pending for s in self._segments if s.path is not None)
 
     def close(self) -> None:
-        """Stop appending; segments with rows not yet in Parquet stay for recovery."""
+        """Stop appending; segments with rows not yet in Parquet stay for recovery (their
+        lock released: the next recovery takes them)."""
         self.sync()
         for segment in self._segments:
             segment.close()
         self._segments = [s for s in self._segments if s.pending > 0 and s.path is not None]
+        if self._lock is not None:
+            lock, fd = self._lock
+            self._lock = None
+            if not self._segments:
+                lock.unlink(missing_ok=True)
+            os.close(fd)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's segments are the parent's. They are dropped
-        without a write (the child's copy of each descriptor is closed, nothing more)."""
+        without a write (the child's copy of each descriptor is closed, nothing more: the
+        parent's lock stays the parent's)."""
         for segment in self._segments:
             segment.writer = None
             segment.file = None
         self._segments = []
         self._seq = 0
+        if self._lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock[1])
+            self._lock = None
 
 
 # -- recovery -------------------------------------------------------------------------------
+Writer = tuple[str, int, str]
+"""A writer's identity as its file names carry it: ``(host, pid, token)``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Recovered:
     """What a recovery did: rows written as Parquet, rows already there, segments taken,
-    the files written, the segments it could not recover (with why, left in place) and the
+    the files written, the segments it could not recover (with why, left in place), the
     segments that ended in a torn batch (the batch being appended when its writer died,
-    never acknowledged: skipped, the segment's complete batches recovered)."""
+    never acknowledged: skipped, the segment's complete batches recovered) and the segments
+    it left to their writers (with why: alive, or of another host)."""
 
     rows: int = 0
     duplicates: int = 0
@@ -277,6 +303,7 @@ class Recovered:
     files: tuple[Path, ...] = ()
     failed: tuple[tuple[Path, str], ...] = ()
     torn: tuple[Path, ...] = ()
+    left: tuple[tuple[Path, str], ...] = ()
 
     def __add__(self, other: Recovered) -> Recovered:
         return Recovered(
@@ -286,6 +313,7 @@ class Recovered:
             self.files + other.files,
             self.failed + other.failed,
             self.torn + other.torn,
+            self.left + other.left,
         )
 
     def summary(self) -> str:
@@ -294,7 +322,7 @@ class Recovered:
             f"recovered {self.rows:,} spans from {self.segments:,} segments into "
             f"{len(self.files):,} files ({self.duplicates:,} already written, "
             f"{len(self.torn):,} torn batches never acknowledged, {len(self.failed):,} "
-            "segments not recovered)"
+            f"segments not recovered, {len(self.left):,} left to their writers)"
         )
 
     def problems(self) -> list[str]:
@@ -306,8 +334,13 @@ class Recovered:
         ]
         return torn + [f"{path}: not recovered, left in place: {why}" for path, why in self.failed]
 
+    def kept(self) -> list[str]:
+        """One line per segment left to its writer, and why."""
+        return [f"{path}: left in place: {why}" for path, why in self.left]
+
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists: only for segments written without a lock file."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -317,23 +350,99 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _recoverable(path: Path, host: str, *, force: bool) -> tuple[str, int, str] | None:
-    """``(host, pid, token)`` of the writer of segment ``path`` when it may be recovered
-    now: its writer (and any claimer) is dead, or ``force``."""
-    name = path.name
+def _writer(name: str) -> tuple[Writer, int | None] | None:
+    """The writer of segment ``name`` and the pid in its claim (None: not claimed)."""
+    claimer: int | None = None
     if name.startswith(CLAIM_PREFIX):
-        claimer, _, name = name.removeprefix(CLAIM_PREFIX).partition("-")
-        if not claimer.isdigit() or (not force and _alive(int(claimer))):
+        text, _, name = name.removeprefix(CLAIM_PREFIX).partition("-")
+        if not text.isdigit():
             return None
+        claimer = int(text)
     match = _NAME.match(name)
     if match is None:
         return None
-    writer = (match["host"], int(match["pid"]), match["token"])
-    if force:
-        return writer
-    if writer[0] != host:  # another host's writer on shared storage: its own business
-        return None
-    return None if _alive(writer[1]) else writer
+    return (match["host"], int(match["pid"]), match["token"]), claimer
+
+
+def _lock_of(directory: Path, writer: Writer) -> Path:
+    host, pid, token = writer
+    return directory / f"{host}-{pid}-{token}{LOCK_SUFFIX}"
+
+
+def _segments_of(directory: Path, writer: Writer) -> list[Path]:
+    """The segments (claimed or not) of ``writer`` in segment directory ``directory``."""
+    found: list[Path] = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(directory)):
+            parsed = _writer(name) if name.endswith(SEGMENT_SUFFIX) else None
+            if parsed is not None and parsed[0] == writer:
+                found.append(directory / name)
+    return found
+
+
+def _release(lock: Path, fd: int, writer: Writer) -> None:
+    """Let go of a dead writer's lock; its file goes with the writer's last segment (checked
+    under the lock: a dead writer makes none)."""
+    try:
+        if not _segments_of(lock.parent, writer):
+            with contextlib.suppress(OSError):
+                lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _left_unlocked(writer: Writer, claimer: int | None) -> str | None:
+    """Why a segment written without a lock file (by an older writer) stays: judged by the
+    pids in its name, as such writers were."""
+    if _alive(writer[1]):
+        return f"no lock file, and pid {writer[1]} is alive (--force once its writer is gone)"
+    if claimer is not None and _alive(claimer):
+        return f"claimed by pid {claimer}, alive"
+    return None
+
+
+def _recover_writer(
+    paths: list[tuple[Path, int | None]],
+    writer: Writer,
+    config: ExportConfig,
+    host: str,
+    *,
+    force: bool,
+) -> Recovered:
+    """Recover ``paths``, the segments of ``writer``, unless it is alive (or of another
+    host, without ``force``): what was done, or why they were left."""
+    if writer[0] != host and not force:  # shared storage: another host's own business
+        why = f"written on host {writer[0]} (--force once its writer is gone)"
+        return Recovered(left=tuple((path, why) for path, _ in paths))
+    lock = _lock_of(paths[0][0].parent, writer)
+    try:
+        fd = take(lock)
+    except FileNotFoundError:  # an older writer's: judged by its pids
+        take_all = [(p, None if force else _left_unlocked(writer, c)) for p, c in paths]
+        return _recover_each([p for p, why in take_all if why is None], writer, config) + (
+            Recovered(left=tuple((p, why) for p, why in take_all if why is not None))
+        )
+    except OSError as exc:  # e.g. another user's writer
+        why = f"cannot lock {lock.name}: {type(exc).__name__}: {exc}"
+        return Recovered(failed=tuple((path, why) for path, _ in paths))
+    if fd is None:  # never underneath a live writer, whatever ``force`` says
+        why = f"its writer (pid {writer[1]}) or a recovery is alive: it holds {lock.name}"
+        return Recovered(left=tuple((path, why) for path, _ in paths))
+    try:
+        return _recover_each([path for path, _ in paths], writer, config)
+    finally:
+        _release(lock, fd, writer)
+
+
+def _recover_each(paths: list[Path], writer: Writer, config: ExportConfig) -> Recovered:
+    total = Recovered()
+    for path in paths:
+        try:
+            total = total + _recover_one(path, writer, config)
+        except Exception as exc:  # one bad segment never stops the others
+            _log.error("retryscope: cannot recover segment %s: %s", path, exc)
+            total = total + Recovered(failed=((path, f"{type(exc).__name__}: {exc}"),))
+    return total
 
 
 def _read(path: Path) -> tuple[pa.Table | None, bool]:
@@ -375,7 +484,7 @@ def _settings(schema: pa.Schema, base: ExportConfig) -> ExportConfig:
 
 
 def _already_written(
-    table: pa.Table, config: ExportConfig, writer: tuple[str, int, str], fileseq: int
+    table: pa.Table, config: ExportConfig, writer: Writer, fileseq: int
 ) -> pa.Array:
     """Mask of ``table``'s rows already in a Parquet file of ``writer`` written since the
     segment began (its own files with a sequence number from ``fileseq``, and files a
@@ -405,7 +514,7 @@ def _already_written(
     return pc.is_in(key, value_set=seen)
 
 
-def _recover_one(path: Path, writer: tuple[str, int, str], base: ExportConfig) -> Recovered:
+def _recover_one(path: Path, writer: Writer, base: ExportConfig) -> Recovered:
     """Claim ``path``, write its rows not yet in Parquet, delete it."""
     original = path.name.split("-", 1)[1] if path.name.startswith(CLAIM_PREFIX) else path.name
     claimed = path.with_name(f"{CLAIM_PREFIX}{os.getpid()}-{original}")
@@ -448,23 +557,44 @@ def segment_files(root: Path) -> Iterator[Path]:
             yield directory / name
 
 
+def _sweep_locks(directory: Path, host: str) -> None:
+    """Remove the lock files of this host's dead writers that have no segment left (a
+    writer killed after its rows were all in Parquet leaves one)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        match = _LOCK_NAME.match(name)
+        if match is None or match["host"] != host:
+            continue
+        writer = (match["host"], int(match["pid"]), match["token"])
+        if _segments_of(directory, writer):
+            continue  # left to its writer, or not recoverable: named by the recovery
+        with contextlib.suppress(OSError):
+            fd = take(directory / name)
+            if fd is not None:
+                _release(directory / name, fd, writer)
+
+
 def recover(
     root: str | os.PathLike[str], base: ExportConfig | None = None, *, force: bool = False
 ) -> Recovered:
     """Write as Parquet what dead writers left in segments under ``root`` (see the module
-    doc); ``force`` also takes segments of live or other hosts' writers (only when they are
-    known to be gone). A segment that cannot be recovered is left, and named."""
+    doc); ``force`` also takes segments of other hosts' writers and of writers without a
+    lock file whose pid is in use (only when they are known to be gone), never those of a
+    writer holding its lock. A segment that cannot be recovered is left, and named; so is
+    each segment left to its writer."""
     directory = Path(root)
     config = (base or ExportConfig()).with_overrides(directory=directory)
     host = FileNamer().host
-    total = Recovered()
+    writers: dict[Writer, list[tuple[Path, int | None]]] = {}
     for path in segment_files(directory):
-        writer = _recoverable(path, host, force=force)
-        if writer is None:
-            continue
-        try:
-            total = total + _recover_one(path, writer, config)
-        except Exception as exc:  # one bad segment never stops the others
-            _log.error("retryscope: cannot recover segment %s: %s", path, exc)
-            total = total + Recovered(failed=((path, f"{type(exc).__name__}: {exc}"),))
+        parsed = _writer(path.name)
+        if parsed is not None:
+            writers.setdefault(parsed[0], []).append((path, parsed[1]))
+    total = Recovered()
+    for writer, paths in writers.items():
+        total = total + _recover_writer(paths, writer, config, host, force=force)
+    _sweep_locks(directory / SEGMENT_DIR, host)
     return total

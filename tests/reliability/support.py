@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -96,3 +98,23 @@ def garbled_copy(victim: Path) -> Path:
     pages.write_bytes(victim.read_bytes())
     flip_bytes(pages, 200, 1200)
     return pages
+
+
+def span_ids(root: Path) -> list[str]:
+    """The application's spans in the data set (not telemetry-gap rows)."""
+    ids: list[str] = []
+    for f in visible_files(root):
+        table = pq.read_table(f, columns=["span_id", "span_role"])
+        ids += table.filter(table.column("span_role").is_null()).column("span_id").to_pylist()
+    return ids
+
+
+def recover_cli(root: Path) -> subprocess.CompletedProcess[str]:
+    """``retryscope recover ROOT`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "retryscope.cli", "recover", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

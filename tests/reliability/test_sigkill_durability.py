@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from retryscope.analytics import discover
 from retryscope.instrumentation.export._segments import SEGMENT_DIR, recover, segment_files
-from tests.reliability.support import visible_files
+from tests.reliability.support import recover_cli, span_ids
 
 RATE = 1_000  # spans per second
 KILL_AFTER_S = 6.0
@@ -83,15 +82,6 @@ def _ids(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if len(line) == 16]
 
 
-def _span_ids(root: Path) -> list[str]:
-    """The application's spans in the data set (not telemetry-gap rows)."""
-    ids: list[str] = []
-    for f in visible_files(root):
-        table = pq.read_table(f, columns=["span_id", "span_role"])
-        ids += table.filter(table.column("span_role").is_null()).column("span_id").to_pylist()
-    return ids
-
-
 def _kill_after_six_seconds(tmp_path: Path) -> tuple[Path, Path]:
     root, ledgers = tmp_path / "data", tmp_path / "ledgers"
     ledgers.mkdir()
@@ -113,19 +103,8 @@ def _kill_after_six_seconds(tmp_path: Path) -> tuple[Path, Path]:
     return root, ledgers
 
 
-def _recover_cli(root: Path) -> subprocess.CompletedProcess[str]:
-    """``retryscope recover ROOT`` in its own process."""
-    return subprocess.run(
-        [sys.executable, "-m", "retryscope.cli", "recover", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _reconcile(root: Path, ledgers: Path) -> dict[str, int]:
-    data = _span_ids(root)
+    data = span_ids(root)
     accepted, ended = set(_ids(ledgers / "accepted")), _ids(ledgers / "ended")
     assert len(data) == len(set(data)), "a span was written twice"
     kept = set(data)
@@ -144,10 +123,10 @@ def test_sigkill_loses_only_what_the_batch_processor_held(tmp_path: Path, how: s
     dataset = discover(root)  # before recovery: only complete files, no segment
     assert dataset.skipped == ()
     assert all(SEGMENT_DIR not in f for f in dataset.files)
-    assert _span_ids(root) == []  # no file was cut in 6 s: everything is in segments
+    assert span_ids(root) == []  # no file was cut in 6 s: everything is in segments
 
     if how == "cli":
-        done = _recover_cli(root)
+        done = recover_cli(root)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("recovered ")
     else:
@@ -210,13 +189,13 @@ def test_a_torn_segment_is_named_and_its_complete_batches_recovered(tmp_path: Pa
     headless.write_bytes(segment.read_bytes()[: ends[0] // 2])  # inside the schema
     assert discover(root).files == ()  # nothing partial is read, before or after
 
-    done = _recover_cli(root)
+    done = recover_cli(root)
     assert done.returncode == 0, done.stderr
     assert f"{segment}: torn last batch" in done.stderr
     assert f"{headless}: torn last batch" in done.stderr
     assert "2 torn batches" in done.stdout
     assert not list(segment_files(root))
-    kept = _span_ids(root)
+    kept = span_ids(root)
     assert len(kept) == len(set(kept)) == whole.num_rows - len(torn_ids)
     accepted = set(_ids(ledgers / "accepted"))
     assert set(kept) == set(whole.column("span_id").to_pylist()) - torn_ids
