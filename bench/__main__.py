@@ -26,6 +26,7 @@ from bench.settings import Settings
 
 BENCHMARKS: dict[str, str] = {
     "hot_path": "stamping on the hot path (target 1)",
+    "long_attempt": "a stamped send after 10,000 distinct calls in one attempt vs after 1 (≤ 1.2×)",
     "export": "ParquetSpanExporter vs OTLP encoding, bytes/span (target 2)",
     "analytics": "full report and headline metrics vs pandas (target 3)",
     "model_cache": "a model cache vs none on sparse and dense data (cold ≤ 1.2×)",
