@@ -209,10 +209,7 @@ def _append_spans(
         resource=_per_object(resources, _resource_attributes),
         scope_name=scope_names,
         scope_version=scope_versions,
-        events=[
-            [(e.name, e.timestamp, e.attributes) for e in one] if one else ()
-            for one in events
-        ]
+        events=[[(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in events]
         if any(events)
         else [()] * len(events),
         links=[_links_of(one) if one else () for one in links] if any(links) else [()] * len(links),
