@@ -78,8 +78,18 @@ _TOKEN_SHAPES: Final = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})"
 )
 MAY_HOLD_SECRET: Final = "|".join(
-    ("://", "bearer", "basic", "sk-", "gh[opsu]_", "github_pat_", "xox[abprs]-", "akia", "eyj")
-    + SECRET_WORDS
+    (
+        "://",
+        "bearer",
+        "basic",
+        "sk-",
+        "gh[opsu]_",
+        "github_pat_",
+        "xox[abprs]-",
+        "akia",
+        "eyj",
+        *SECRET_WORDS,
+    )
 )
 """A regular expression (RE2 and Python, matched case-insensitively) found in every text
 :func:`redact_text` changes: writers test whole columns with it and redact only the values
