@@ -13,7 +13,9 @@ whichever writer wrote them:
   (:mod:`._content`).
 
 Only the values a vectorised test (:data:`~retryscope.instrumentation._redaction.MAY_HOLD_SECRET`,
-or a URL/header key) picks out are decoded and redacted in Python; a table with nothing to
+or a URL/header key) picks out are decoded and redacted in Python. The test runs once per
+table, over the distinct strings of all its columns together (pyarrow compiles the regular
+expression on every call, and most columns repeat a few values); a table with nothing to
 change is returned as the same object.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import pyarrow as pa
@@ -42,24 +45,45 @@ _MARK_JSON: Final = json.dumps(MARK)
 """The mark as the attribute maps hold values (JSON-encoded)."""
 _MAPS: Final = ("attributes", "resource_attributes")
 _LISTS: Final = ("events", "links")
+_IDS: Final = frozenset({"trace_id", "span_id", "parent_span_id"})
+"""Columns both writers fill with lowercase hex only (the exporter formats integers, ingest
+rejects other ids); every alternative of ``MAY_HOLD_SECRET`` needs a character that is not
+a hex digit, so these are never searched."""
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the one vectorised test found in a table."""
+
+    hits: pa.Array
+    """The distinct strings (column values, attribute values, event names) that may hold a
+    secret."""
+    ruled: pa.Array
+    """The attribute keys whose values are redacted whatever they hold (URL, secret name)."""
+    marked: pa.Array
+    """The content keys whose values become the mark (empty when content is kept)."""
 
 
 def scrub(table: pa.Table, *, keep_content: bool = False) -> tuple[pa.Table, int]:
     """``table`` (rows of :data:`retryscope.schema.SPAN_SCHEMA`; the same object when nothing
     changes) redacted and, unless ``keep_content``, with every content value of its span and
     event attributes replaced by the mark; and how many content values were replaced."""
+    found = _find(table, keep_content=keep_content)
+    if found is None:
+        return table, 0
+    no_marks = found.marked[:0]
     withheld = 0
     for index, field in enumerate(table.schema):
+        if field.name in _IDS:
+            continue
         if pa.types.is_string(field.type):
-            convert: Callable[[pa.Array], tuple[pa.Array, int]] = _text_column
-        elif field.name in _MAPS:
-            convert = functools.partial(
-                _attribute_maps, content=not keep_content and field.name == "attributes"
+            convert: Callable[[pa.Array], tuple[pa.Array, int]] = functools.partial(
+                _text_column, found=found
             )
-        elif field.name in _LISTS:
-            convert = functools.partial(
-                _struct_lists, content=not keep_content and field.name == "events"
-            )
+        elif field.name in _MAPS or field.name in _LISTS:
+            marked = found.marked if field.name in ("attributes", "events") else no_marks
+            walk = _attribute_maps if field.name in _MAPS else _struct_lists
+            convert = functools.partial(walk, found=replace(found, marked=marked))
         else:
             continue
         column = table.column(index)
@@ -73,9 +97,60 @@ def scrub(table: pa.Table, *, keep_content: bool = False) -> tuple[pa.Table, int
     return table, withheld
 
 
-def _suspects(values: pa.Array) -> pa.Array:
+def _find(table: pa.Table, *, keep_content: bool) -> _Found | None:
+    """One test of every string in ``table`` (None: nothing to redact or withhold)."""
+    texts: list[pa.Array] = []
+    keys: list[pa.Array] = []
+    layout = _layout(table.schema)
+    for kind, column in zip(layout.values(), table.select(list(layout)).columns, strict=True):
+        if kind == "text":
+            if column.null_count < len(column):
+                texts.extend(column.chunks)
+            continue
+        for chunk in column.chunks:
+            if kind == "list":
+                members = chunk.values
+                if members.type.get_field_index("name") >= 0:
+                    texts.append(members.field("name"))
+                chunk = members.field("attributes")
+            texts.append(chunk.items)
+            keys.append(chunk.keys)
+    distinct = _distinct(texts)
+    hits = distinct.filter(pc.match_substring_regex(distinct, MAY_HOLD_SECRET, ignore_case=True))
+    names = [key for key in _distinct(keys).to_pylist() if key]
+    ruled = [key for key in names if key in URL_KEYS or secret_attribute(key)]
+    marked = [] if keep_content else [key for key in names if is_content_key(key)]
+    if not (len(hits) or ruled or marked):
+        return None
+    return _Found(hits, pa.array(ruled, pa.string()), pa.array(marked, pa.string()))
+
+
+def _distinct(arrays: list[pa.Array]) -> pa.Array:
+    """The distinct non-null strings of ``arrays``."""
+    if not arrays:
+        return pa.array([], pa.string())
+    return pc.drop_null(pc.unique(pa.concat_arrays(arrays)))
+
+
+@functools.lru_cache(maxsize=8)
+def _layout(schema: pa.Schema) -> dict[int, str]:
+    """The columns of ``schema`` :func:`_find` reads: index → "text", "map" or "list"."""
+    layout = {}
+    for index, field in enumerate(schema):
+        if field.name in _IDS:
+            continue
+        if pa.types.is_string(field.type):
+            layout[index] = "text"
+        elif field.name in _MAPS:
+            layout[index] = "map"
+        elif field.name in _LISTS:
+            layout[index] = "list"
+    return layout
+
+
+def _suspects(values: pa.Array, found: _Found) -> pa.Array:
     """Boolean mask of the strings of ``values`` that may hold a secret (nulls: false)."""
-    return pc.fill_null(pc.match_substring_regex(values, MAY_HOLD_SECRET, ignore_case=True), False)
+    return pc.is_in(values, value_set=found.hits)
 
 
 def _replaced(values: pa.Array, mask: pa.Array, redact: Callable[..., str], *keys: Any) -> pa.Array:
@@ -87,16 +162,16 @@ def _replaced(values: pa.Array, mask: pa.Array, redact: Callable[..., str], *key
     return pc.replace_with_mask(values, mask, pa.array(new, values.type))
 
 
-def _text(values: pa.Array) -> pa.Array:
+def _text(values: pa.Array, found: _Found) -> pa.Array:
     """A string array with its text redacted."""
     if len(values) == values.null_count:
         return values
-    mask = _suspects(values)
+    mask = _suspects(values, found)
     return _replaced(values, mask, redact_text) if pc.any(mask).as_py() else values
 
 
-def _text_column(values: pa.Array) -> tuple[pa.Array, int]:
-    return _text(values), 0
+def _text_column(values: pa.Array, *, found: _Found) -> tuple[pa.Array, int]:
+    return _text(values, found), 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -110,25 +185,22 @@ def _redact_encoded(key: str, encoded: str) -> str:
     return encoded if new == value else encode_value(new)
 
 
-def _attribute_maps(maps: pa.Array, *, content: bool) -> tuple[pa.Array, int]:
-    """Maps of JSON-encoded values redacted and, if ``content``, with content values marked
-    (``maps`` itself if nothing changes); and how many were marked."""
+def _attribute_maps(maps: pa.Array, *, found: _Found) -> tuple[pa.Array, int]:
+    """Maps of JSON-encoded values redacted and with the values of ``found.marked`` keys
+    marked (``maps`` itself if nothing changes); and how many were marked."""
     if maps.offset:
         maps = pa.concat_arrays([maps])  # children start at row 0
     keys = maps.keys
     if len(keys) == 0:
         return maps, 0
     items = maps.items
-    unique = [key for key in pc.unique(keys).to_pylist() if key]
-    ruled = [key for key in unique if key in URL_KEYS or secret_attribute(key)]
-    marked = [key for key in unique if content and is_content_key(key)]
-    suspects = _suspects(items)
-    if ruled:
-        suspects = pc.or_(suspects, pc.is_in(keys, value_set=pa.array(ruled, keys.type)))
+    suspects = _suspects(items, found)
+    if len(found.ruled):
+        suspects = pc.or_(suspects, pc.is_in(keys, value_set=found.ruled))
     count = 0
     new_items = items
-    if marked:
-        hit = pc.is_in(keys, value_set=pa.array(marked, keys.type))
+    if len(found.marked):
+        hit = pc.is_in(keys, value_set=found.marked)
         new_items = pc.if_else(hit, pa.scalar(_MARK_JSON, items.type), items)
         suspects = pc.and_not(suspects, hit)
         count = int(pc.sum(hit).as_py() or 0)
@@ -146,9 +218,9 @@ def _attribute_maps(maps: pa.Array, *, content: bool) -> tuple[pa.Array, int]:
     return rebuilt, count
 
 
-def _struct_lists(lists: pa.Array, *, content: bool) -> tuple[pa.Array, int]:
-    """Lists of events or links with their string fields and attributes redacted (and
-    content marked if ``content``); ``lists`` itself if nothing changes."""
+def _struct_lists(lists: pa.Array, *, found: _Found) -> tuple[pa.Array, int]:
+    """Lists of events or links with their names and attributes redacted (and the values of
+    ``found.marked`` keys marked); ``lists`` itself if nothing changes."""
     if len(lists) == 0:
         return lists, 0
     if lists.offset or lists.values.offset:
@@ -161,9 +233,9 @@ def _struct_lists(lists: pa.Array, *, content: bool) -> tuple[pa.Array, int]:
     count = 0
     for i, field in enumerate(members.type):
         if field.name == "attributes":
-            fields[i], count = _attribute_maps(fields[i], content=content)
+            fields[i], count = _attribute_maps(fields[i], found=found)
         elif field.name == "name":
-            fields[i] = _text(fields[i])
+            fields[i] = _text(fields[i], found)
     if all(new is was for new, was in zip(fields, old, strict=True)):
         return lists, 0
     rebuilt = pa.StructArray.from_arrays(
