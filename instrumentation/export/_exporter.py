@@ -620,7 +620,8 @@ class ParquetSpanExporter(SpanExporter):
             tables, tail = [spans.slice(0, rows)], spans.slice(rows)
         spans_written = list(tables)
         if gaps:
-            tables.append(self._with_arrival(gap_table(gaps, self._resource), gaps=True))
+            gap_rows, _ = scrub(gap_table(gaps, self._resource))  # the resource is the user's
+            tables.append(self._with_arrival(gap_rows, gaps=True))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]

@@ -8,7 +8,9 @@ refused connection and the SDK's around ``raise_for_status()`` are redacted too.
 
 from __future__ import annotations
 
+import re
 import socket
+import string
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,7 +26,10 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from retryscope.analytics import build_report, connect
 from retryscope.instrumentation import ParquetSpanExporter
+from retryscope.instrumentation._redaction import MAY_HOLD_SECRET
+from retryscope.instrumentation.export._gaps import GapReason
 from retryscope.instrumentation.ingest._run import ingest
+from retryscope.vocabulary import SpanRole
 from tests.conftest import loopback_http_server
 from tests.export_support import otlp_json_line, otlp_proto, read_rows
 
@@ -114,6 +119,28 @@ def test_no_secret_in_any_column_and_both_writers_agree(tmp_path: Path, encoding
     )
     assert attributes["rpc.grpc.request.metadata.authorization"] == '["REDACTED"]'
     assert row["name"] == "GET /v1/models?api_key=REDACTED"
+
+
+def test_gap_rows_hold_no_secret_of_the_resource(tmp_path: Path) -> None:
+    """The telemetry-gap rows the exporter writes itself carry the writer's resource
+    attributes: redacted as the span rows' are."""
+    exporter = ParquetSpanExporter(tmp_path / "data")
+    exporter.export(_spans())
+    exporter.record_gap(GapReason.QUEUE_OVERFLOW, 3)
+    exporter.shutdown()
+    rows = read_rows(tmp_path / "data").to_pylist()
+    gaps = [r for r in rows if r["span_role"] == SpanRole.TELEMETRY_GAP.value]
+    assert gaps
+    assert dict(gaps[0]["resource_attributes"])["deploy.note"] == '"password=REDACTED"'
+    assert _scan(tmp_path / "data") == []
+
+
+def test_no_hex_id_can_match_the_prefilter() -> None:
+    """scrub never searches the id columns (lowercase hex by construction): each
+    alternative of MAY_HOLD_SECRET needs a character that is not a hex digit."""
+    for alternative in MAY_HOLD_SECRET.split("|"):
+        literal = re.sub(r"\[[^]]*\]", "", alternative)
+        assert set(literal) - set(string.hexdigits), alternative
 
 
 def test_no_secret_in_the_model_cache(tmp_path: Path) -> None:
