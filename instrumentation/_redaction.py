@@ -11,19 +11,19 @@ credentials and a few unmistakable token shapes (``sk-…`` API keys, GitHub and
 AWS access key ids, JWTs). A URL loses its fragment.
 
 Applied where retryscope records text (its own ``url.full`` and exception events, through
-:func:`record_exception`) and, as a last line, by the Parquet exporter to every span it
-writes (:func:`redact_attributes`, :func:`redact_event`), whichever instrumentation made it.
+:func:`record_exception`) and, as a last line, by both writers (the Parquet exporter and
+``retryscope ingest``) to every string column of every span they write, whichever
+instrumentation made it (:mod:`retryscope.instrumentation.export._scrub`): a URL attribute as
+a URL, a captured header or gRPC/Connect metadata entry naming a secret wholly
+(:func:`redact_value`), every other text as :func:`redact_text`.
 Redaction errs on the side of hiding: ``?author=`` loses its value too.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
 import re
 import traceback
-from collections.abc import Callable, Mapping, Sequence
-from itertools import compress, repeat
 from typing import Any, Final
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
@@ -51,7 +51,13 @@ URL_KEYS: Final = frozenset({"url.full", "http.url", "url.original", "http.targe
 """Attribute keys whose value is a URL (or its query) in OpenTelemetry's HTTP conventions."""
 HEADER_PREFIXES: Final = ("http.request.header.", "http.response.header.")
 """Attribute key prefixes of captured HTTP headers (the rest of the key is the header)."""
-EXCEPTION_TEXT_KEYS: Final = ("exception.message", "exception.stacktrace")
+METADATA_PREFIXES: Final = (
+    "rpc.grpc.request.metadata.",
+    "rpc.grpc.response.metadata.",
+    "rpc.connect_rpc.request.metadata.",
+    "rpc.connect_rpc.response.metadata.",
+)
+"""Attribute key prefixes of captured gRPC and Connect metadata (the rest is the name)."""
 
 _SEPARATORS: Final = re.compile(r"[^0-9a-z]+")
 _WORDS_RE: Final = "|".join(SECRET_WORDS)
@@ -71,6 +77,23 @@ _TOKEN_SHAPES: Final = re.compile(
     r"|AKIA[0-9A-Z]{16}"
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})"
 )
+MAY_HOLD_SECRET: Final = "|".join(
+    (
+        "://",
+        "bearer",
+        "basic",
+        "sk-",
+        "gh[opsu]_",
+        "github_pat_",
+        "xox[abprs]-",
+        "akia",
+        "eyj",
+        *SECRET_WORDS,
+    )
+)
+"""A regular expression (RE2 and Python, matched case-insensitively) found in every text
+:func:`redact_text` changes: writers test whole columns with it and redact only the values
+it finds (a superset: ``URL``, credential, token-shape and ``name=value`` patterns)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -148,112 +171,29 @@ def _redact_plain(text: str) -> str:
     return _TOKEN_SHAPES.sub(MARK, text)
 
 
-def _redact_value(key: str, value: Any) -> Any:
-    """``value`` of attribute ``key`` redacted as its kind of attribute requires."""
-    if key in URL_KEYS:
-        if not isinstance(value, str):
-            return value
+@functools.lru_cache(maxsize=4096)
+def secret_attribute(key: str) -> bool:
+    """Whether attribute ``key`` is a captured HTTP header, gRPC or Connect metadata entry
+    (:data:`HEADER_PREFIXES`, :data:`METADATA_PREFIXES`) whose name names a secret."""
+    for prefix in (*HEADER_PREFIXES, *METADATA_PREFIXES):
+        if key.startswith(prefix):
+            return is_secret_name(key[len(prefix) :])
+    return False
+
+
+def redact_value(key: str, value: Any) -> Any:
+    """``value`` of attribute ``key`` (a string, a list or a scalar) redacted: a URL as
+    :func:`redact_url` (a query as its parameters), a secret header or metadata entry
+    wholly, any other text as :func:`redact_text`."""
+    if key in URL_KEYS and isinstance(value, str):
         return _redact_params(value) if key == "url.query" else redact_url(value)
-    return [MARK] if isinstance(value, list | tuple) else MARK
-
-
-@functools.lru_cache(maxsize=1024)
-def sensitive_keys(shape: tuple[str, ...]) -> tuple[str, ...]:
-    """The keys of an attribute key sequence whose values need redaction: URLs and headers
-    naming a secret."""
-    found = []
-    for key in shape:
-        if key in URL_KEYS:
-            found.append(key)
-        elif key.startswith(HEADER_PREFIXES):
-            header = key.split(".", 3)[3] if key.count(".") >= 3 else ""
-            if is_secret_name(header):
-                found.append(key)
-    return tuple(found)
-
-
-def redact_rows(
-    rows: Sequence[Mapping[str, Any] | None], shapes: Sequence[tuple[str, ...]] | None = None
-) -> Sequence[Mapping[str, Any] | None]:
-    """Each row of span attributes as :func:`redact_attributes` makes it; ``shapes``: the
-    rows' key sequences, when known. ``rows`` itself is returned when no row has a URL or
-    header key.
-
-    Rows are redacted a key sequence and a key at a time: each distinct value of a key is
-    redacted once, and only the rows whose value changes are copied (a batch holds the same
-    few URLs many times)."""
-    if shapes is None:
-        shapes = [tuple(row) if row else () for row in rows]
-    # grouped by shape object (equal shapes usually are one object; if not, each is a group)
-    distinct = {id(shape): shape for shape in shapes}
-    sensitive = [(shape, keys) for shape in distinct.values() if (keys := sensitive_keys(shape))]
-    if not sensitive:
-        return rows
-    out = list(rows)
-    for shape, keys in sensitive:
-        members = list(compress(range(len(rows)), map(operator.is_, shapes, repeat(shape))))
-        for key in keys:
-            _redact_column(out, rows, members, key)
-    return out
-
-
-def _redact_column(
-    out: list[Mapping[str, Any] | None],
-    rows: Sequence[Mapping[str, Any] | None],
-    members: list[int],
-    key: str,
-) -> None:
-    """Redact attribute ``key`` of the rows at ``members`` (each has it) into ``out``, copying
-    a row (once) when its value changes."""
-    get: Callable[[Any], Any] = operator.itemgetter(key)  # (each row at members has key)
-    values = list(map(get, map(rows.__getitem__, members)))
-    redacted: dict[Any, Any] | None
-    try:
-        redacted = {value: _redact_value(key, value) for value in dict.fromkeys(values)}
-    except TypeError:  # an unhashable value (a list): one at a time
-        redacted = None
-    if redacted is not None and all(new == value for value, new in redacted.items()):
-        return
-    for index, value in zip(members, values, strict=True):
-        new = _redact_value(key, value) if redacted is None else redacted[value]
-        if new != value:
-            row = out[index]
-            if row is rows[index]:
-                row = out[index] = dict(row)  # type: ignore[arg-type]
-            row[key] = new  # type: ignore[index]
-
-
-def redact_attributes(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``attributes`` (unchanged, the same object, when nothing needs redaction) with URL and
-    secret header values redacted."""
-    keys = sensitive_keys(tuple(attributes)) if attributes else ()
-    return _redact_keys(attributes, keys) if keys else attributes
-
-
-def _redact_keys(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
-    changed: dict[str, Any] | None = None
-    for key in keys:
-        value = attributes[key]
-        redacted = _redact_value(key, value)
-        if redacted != value:
-            if changed is None:
-                changed = dict(attributes)
-            changed[key] = redacted
-    return attributes if changed is None else changed
-
-
-def redact_event(name: str, attributes: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """An event's attributes with the text of an ``exception`` event redacted."""
-    if name != "exception" or not attributes:
-        return attributes
-    changed = {
-        key: redact_text(value)
-        for key in EXCEPTION_TEXT_KEYS
-        if isinstance(value := attributes.get(key), str)
-    }
-    if all(changed[key] == attributes[key] for key in changed):
-        return attributes
-    return {**attributes, **changed}
+    if secret_attribute(key):
+        return [MARK] if isinstance(value, list | tuple) else MARK
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list | tuple):
+        return [redact_text(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 def _text_of(exc: BaseException) -> str:

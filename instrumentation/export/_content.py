@@ -15,8 +15,9 @@ followed by ``.<index>`` (a flattened list item: ``llm.input_messages.0.message.
 ``gen_ai.prompt.1.role``). So ``gen_ai.prompt.name`` (a template's name) and
 ``gen_ai.input.messages.ref`` (where an uploader put the messages) are not content.
 
-Both writers, the Parquet exporter and ``retryscope ingest``, apply :func:`withhold_content`
-to every table before anything reaches the disk: a content value, in the span attributes
+Both writers, the Parquet exporter and ``retryscope ingest``, withhold content from every
+table before anything reaches the disk (:func:`retryscope.instrumentation.export._scrub.scrub`,
+in the same pass as redaction): a content value, in the span attributes
 and in every event's attributes, becomes ``"REDACTED"`` (the mark secret redaction writes).
 The key stays, so a reader sees what was withheld and can count it. A digest would add
 nothing retryscope does not record already (the request body digest) and would let a short
@@ -26,14 +27,8 @@ prompt be guessed. ``keep_content`` (``RETRYSCOPE_PARQUET_KEEP_CONTENT=true``) k
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Final
-
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from retryscope.instrumentation._redaction import MARK
 
 CONTENT_KEYS: Final = frozenset(
     {
@@ -88,77 +83,9 @@ CONTENT_KEYS: Final = frozenset(
 _CONTENT_KEY: Final = re.compile(
     "(?:" + "|".join(map(re.escape, sorted(CONTENT_KEYS))) + r")(?:\.[0-9].*)?", re.DOTALL
 )
-_MARK_JSON: Final = json.dumps(MARK)
-"""The mark as the attribute maps hold values (JSON-encoded)."""
 
 
 @functools.lru_cache(maxsize=4096)
 def is_content_key(key: str) -> bool:
     """Whether attribute ``key`` holds content (see the module doc)."""
     return _CONTENT_KEY.fullmatch(key) is not None
-
-
-def withhold_content(table: pa.Table) -> tuple[pa.Table, int]:
-    """``table`` (rows of :data:`retryscope.schema.SPAN_SCHEMA`; the same object when it
-    holds no content) with every content value of its span and event attributes replaced by
-    the mark, and how many values were replaced."""
-    withheld = 0
-    for name, column_of in (("attributes", _attribute_maps), ("events", _event_lists)):
-        column = table.column(name)
-        chunks = []
-        for chunk in column.chunks:
-            new, count = column_of(chunk)
-            chunks.append(new)
-            withheld += count
-        if any(new is not old for new, old in zip(chunks, column.chunks, strict=True)):
-            index = table.schema.get_field_index(name)
-            table = table.set_column(
-                index, table.schema.field(index), pa.chunked_array(chunks, column.type)
-            )
-    return table, withheld
-
-
-def _attribute_maps(maps: pa.Array) -> tuple[pa.Array, int]:
-    """Maps of JSON-encoded values with content values marked (``maps`` itself if none)."""
-    if maps.offset:
-        maps = pa.concat_arrays([maps])  # children start at row 0
-    keys = maps.keys
-    if len(keys) == 0:
-        return maps, 0
-    content = [key for key in pc.unique(keys).to_pylist() if key and is_content_key(key)]
-    if not content:
-        return maps, 0
-    hit = pc.is_in(keys, value_set=pa.array(content, keys.type))
-    items = pc.if_else(hit, pa.scalar(_MARK_JSON, maps.items.type), maps.items)
-    marked = pa.MapArray.from_arrays(
-        maps.offsets, keys, items, type=maps.type, mask=maps.is_null() if maps.null_count else None
-    )
-    return marked, int(pc.sum(hit).as_py() or 0)
-
-
-def _event_lists(lists: pa.Array) -> tuple[pa.Array, int]:
-    """Event lists with content values of their attributes marked (``lists`` itself if none)."""
-    if len(lists) == 0:
-        return lists, 0
-    if lists.offset or lists.values.offset:
-        lists = pa.concat_arrays([lists])  # children start at row 0
-    events = lists.values
-    if len(events) == 0:
-        return lists, 0
-    maps, count = _attribute_maps(events.field("attributes"))
-    if not count:
-        return lists, 0
-    fields = [events.field(i) for i in range(events.type.num_fields)]
-    fields[events.type.get_field_index("attributes")] = maps
-    marked = pa.StructArray.from_arrays(
-        fields, fields=list(events.type), mask=events.is_null() if events.null_count else None
-    )
-    return (
-        pa.ListArray.from_arrays(
-            lists.offsets,
-            marked,
-            type=lists.type,
-            mask=lists.is_null() if lists.null_count else None,
-        ),
-        count,
-    )

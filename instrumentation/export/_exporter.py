@@ -51,11 +51,9 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from retryscope._fork import reset_in_child
 from retryscope.instrumentation._containment import contained
-from retryscope.instrumentation._redaction import redact_event, redact_rows
 from retryscope.instrumentation._sdk import finished_attributes, finished_rows
 from retryscope.instrumentation.export._columns import SpanColumns, attribute_shapes, shape_order
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
-from retryscope.instrumentation.export._content import withhold_content
 from retryscope.instrumentation.export._files import (
     ARRIVAL,
     TEMP_PREFIX,
@@ -72,6 +70,7 @@ from retryscope.instrumentation.export._gaps import (
     GapReason,
     gap_table,
 )
+from retryscope.instrumentation.export._scrub import scrub
 from retryscope.instrumentation.export._segments import SegmentLog, recover
 from retryscope.instrumentation.export._span_ids import hex_ids, span_id_column
 from retryscope.schema import SPAN_SCHEMA
@@ -187,7 +186,6 @@ def _append_spans(
                 list(regroup(attributes)),
                 list(regroup(shapes)),
             )
-    attributes = list(redact_rows(attributes, shapes))
     (contexts, parents, names, kinds, starts, ends, statuses, resources, scopes, events, links) = (
         zip(*rows, strict=True)
     )
@@ -211,10 +209,7 @@ def _append_spans(
         resource=_per_object(resources, _resource_attributes),
         scope_name=scope_names,
         scope_version=scope_versions,
-        events=[
-            [(e.name, e.timestamp, redact_event(e.name, e.attributes)) for e in one] if one else ()
-            for one in events
-        ]
+        events=[[(e.name, e.timestamp, e.attributes) for e in one] if one else () for one in events]
         if any(events)
         else [()] * len(events),
         links=[_links_of(one) if one else () for one in links] if any(links) else [()] * len(links),
@@ -382,9 +377,8 @@ class ParquetSpanExporter(SpanExporter):
             table, order = spans_by_shape(spans)
         except Exception:  # a span the schema cannot hold: keep the others, count it
             table = self._convert_one_by_one(spans)
-        if not self.config.keep_content:
-            table, withheld = withhold_content(table)
-            self.withheld_content += withheld
+        table, withheld = scrub(table, keep_content=self.config.keep_content)
+        self.withheld_content += withheld
         resource = getattr(spans[-1], "resource", None) if spans else None
         if resource is not None:
             self._resource = resource.attributes
@@ -626,7 +620,8 @@ class ParquetSpanExporter(SpanExporter):
             tables, tail = [spans.slice(0, rows)], spans.slice(rows)
         spans_written = list(tables)
         if gaps:
-            tables.append(self._with_arrival(gap_table(gaps, self._resource), gaps=True))
+            gap_rows, _ = scrub(gap_table(gaps, self._resource))  # the resource is the user's
+            tables.append(self._with_arrival(gap_rows, gaps=True))
         if not tables:
             return True
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]

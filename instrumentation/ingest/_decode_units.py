@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from retryscope.instrumentation.export._columns import SpanColumns
 from retryscope.instrumentation.export._config import ExportConfig
-from retryscope.instrumentation.export._content import withhold_content
 from retryscope.instrumentation.export._files import FileNamer, write_partitioned
+from retryscope.instrumentation.export._scrub import scrub
 from retryscope.instrumentation.ingest._json_depth import deep_lines
 from retryscope.instrumentation.ingest._otlp_arrow import decode_json_lines
 from retryscope.instrumentation.ingest._otlp_decode import (
@@ -37,7 +37,7 @@ only parse it again and again)."""
 class SourceWriter:
     """Collects one part's rows (tables from the Arrow fast path, span by span from the
     reference decoder, in order) and writes them in rotated, partitioned files named
-    ``ingest-<part>-…``, content withheld as the exporter withholds it."""
+    ``ingest-<part>-…``, redacted and content withheld as the exporter does (:func:`scrub`)."""
 
     def __init__(self, config: ExportConfig, part: str) -> None:
         self.config = config
@@ -77,9 +77,8 @@ class SourceWriter:
             return
         table = pa.concat_tables(self.tables)
         self.tables = []
-        if not self.config.keep_content:
-            table, withheld = withhold_content(table)
-            self.withheld_content += withheld
+        table, withheld = scrub(table, keep_content=self.config.keep_content)
+        self.withheld_content += withheld
         self.paths += [str(p) for p in write_partitioned(table, self.config, self.namer)]
         self.rows += table.num_rows
 

@@ -17,11 +17,8 @@ from opentelemetry.semconv_ai import SpanAttributes as Traceloop
 from pydantic_ai._instrumentation import InstrumentationNames
 
 from retryscope.instrumentation import ExportConfig, ParquetSpanExporter
-from retryscope.instrumentation.export._content import (
-    CONTENT_KEYS,
-    is_content_key,
-    withhold_content,
-)
+from retryscope.instrumentation.export._content import CONTENT_KEYS, is_content_key
+from retryscope.instrumentation.export._scrub import scrub as withhold_content
 from retryscope.instrumentation.ingest._run import ingest
 from tests.export_support import otlp_json_line, otlp_proto, read_rows
 
