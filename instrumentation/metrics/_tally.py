@@ -79,18 +79,17 @@ _RETRY_AFTER: Final = v.RETRY_AFTER_MS.key
 _NOT_BEFORE: Final = v.NOT_BEFORE.key
 _RESERVED: Final = v.COST_RESERVED.key
 _ACTUAL: Final = v.COST_ACTUAL.key
-_RARE: Final = frozenset((_HEDGE, _BACKOFF, _RETRY_AFTER, _NOT_BEFORE, _RESERVED, _ACTUAL))
+_DECISION: Final = v.DECISION.key
+_HEDGE_RESULT: Final = v.HEDGE_RESULT.key
+_DEADLINE: Final = v.DEADLINE.key
+_RARE: Final = frozenset(
+    (_HEDGE, _DECISION, _HEDGE_RESULT, _BACKOFF, _RETRY_AFTER, _NOT_BEFORE, _RESERVED, _ACTUAL)
+)
 """Values most attempts lack: read only when one of them is there."""
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
 _ORDER: Final = itemgetter(0, 1, 2)
 """The model's order in a retry group: ordinal, start, span id."""
-_SUCCESS_KEYS: Final = (
-    v.DECISION.key,
-    v.HEDGE_RESULT.key,
-    v.DEADLINE.key,
-    v.ROUTE_DATA_BOUNDARY.key,
-)
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
 _CAPABILITY: Final = v.ROUTE_CAPABILITY_DIGEST.key
 _BEHAVIOR: Final = v.ROUTE_BEHAVIOR_CLASS.key
@@ -136,6 +135,12 @@ def _within(boundary: Any, allowed: Any) -> bool | None:
 
 def _equal(a: Any, b: str | None) -> bool | None:
     return None if a is None or b is None else a == b
+
+
+def _accepted(decision: Any, result: Any) -> bool:
+    """A success is accepted when its decision was ``complete`` (or none) and it is no
+    cancelled hedge."""
+    return (decision is None or decision == _COMPLETE) and (result is None or result != _CANCELLED)
 
 
 def _quality(capability: bool | None, behavior: bool | None, boundary: bool | None) -> str:
@@ -382,15 +387,13 @@ class RequestTally:
         accepted = False
         boundary = None
         if outcome == _SUCCESS:
-            decision, result, deadline, boundary = map(get, _SUCCESS_KEYS)
+            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
             if type(deadline) is not int:
                 if self._late_end is None or end > self._late_end:
                     self._late_end = end
             elif end > deadline:
                 self._late = True
-            accepted = (decision is None or decision == _COMPLETE) and (
-                result is None or result != _CANCELLED
-            )
+            accepted = not rare or _accepted(get(_DECISION), get(_HEDGE_RESULT))
             if accepted and boundary is not None:
                 self._accepted.append((_layer_rank(layer), route, boundary))
         elif top:
