@@ -1,27 +1,27 @@
-"""One logical request's live figures, counted as its attempt spans end.
+"""One logical request's live figures, from its attempt spans as they end.
 
-An attempt is counted once, when its span ends, from what the span holds then: its own
+An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
 enclosing attempt, operation). An HTTP send that recorded no outcome is classified by its
 status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). The request's counts grow with
-each attempt; when the request span ends, :meth:`RequestTally.ended` adds what only that
-span says (terminal, deadline, allowed data boundary, required route) and returns the
-frozen :class:`Figures` the processor records. Nothing of a span is kept but a few values
-of its successes and fallbacks.
+analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept in its retry
+group (its order, hedge and key: a few values, no span); durations, time left, costs and
+samples are summed as they come. When the request span ends, :meth:`RequestTally.ended`
+counts the groups, adds what only that span says (terminal, deadline, allowed data
+boundary, required route) and returns the frozen :class:`Figures` the processor records.
 
-The counts follow the audit model (``analytics/sql``); they are counted in the order the
-attempts end, which is the model's order whenever the attempts of one retry group do not
-overlap:
+The counts follow the audit model (``analytics/sql``), whatever order the attempts ended
+in:
 
 * a **retry** is a non-hedge attempt after a failed one of its group (same layer,
-  enclosing attempt and, for sends, operation); a group's non-hedge attempts are its size,
-  the **nested-retry product** multiplies each retried layer's largest;
-* a **send** is an attempt no other attempt names as its enclosing one (those beneath it
-  end first); of each operation's sends (an attempt that is no HTTP send: operation 1) all
-  but the first to start are **resends**, and the request's **operations** are the largest
-  operation among its sends;
+  enclosing attempt and, for sends, operation) in the model's order (ordinal, start, span
+  id); a group's non-hedge attempts are its size, the **nested-retry product** multiplies
+  each retried layer's largest;
+* a **send** is an attempt no other attempt names as its enclosing one (even one that
+  ended after it); of each operation's sends (an attempt that is no HTTP send: operation
+  1) all but the first to start are **resends**, and the request's **operations** are the
+  largest operation among its sends;
 * an attempt is **accepted** when it succeeded, its decision was ``complete`` (or none), it
   is no cancelled hedge and its request completed (or recorded no terminal): the cost of
   the others is wasted; the **fallback** and **widened data boundary** figures are
@@ -301,7 +301,7 @@ class RequestTally:
     @property
     def attempts(self) -> int:
         """The attempts counted so far."""
-        return sum(1 if type(g) is tuple else len(g) for g in self._groups.values())
+        return sum(len(g) if isinstance(g, list) else 1 for g in self._groups.values())
 
     def add(
         self,
@@ -367,7 +367,7 @@ class RequestTally:
         group = groups.get(group_key)
         if group is None:  # (a group of one is its entry: most are)
             groups[group_key] = entry
-        elif type(group) is list:
+        elif isinstance(group, list):
             group.append(entry)
         else:
             groups[group_key] = [group, entry]
@@ -460,7 +460,7 @@ class RequestTally:
         for (layer, _, _, operation), entries in self._groups.items():
             ordinals = named.get(layer) if named else None
             sent = 1 if operation is None else operation
-            if type(entries) is tuple:  # (most groups: no retry, no sort)
+            if not isinstance(entries, list):  # (most groups: no retry, no sort)
                 ordinal, start, span_id, _, key = entries
                 plain[key] = plain.get(key, 0) + 1
             else:
