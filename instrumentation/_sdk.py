@@ -280,12 +280,12 @@ def _probe_plain_types(span_type: type[SdkSpan] | None) -> frozenset[type]:
     )
 
 
-_ENDED: Final = ("context", "parent", "start_time", "end_time", "status")
+_ENDED: Final = ("context", "start_time", "end_time", "status")
 _PUBLIC_ENDED: Final = operator.attrgetter(*_ENDED)
 _PRIVATE_ENDED: Final = operator.attrgetter(*(f"_{name}" for name in _ENDED))
 
-Ended = tuple[Any, int, int | None, Any, Any, Any]
-"""Context, span id, parent span id (None without a parent), start, end, status."""
+Ended = tuple[Any, int | None, int | None, Any]
+"""Context, start, end, status."""
 
 
 def finished_attributes(span: Any) -> Mapping[str, Any] | None:
@@ -301,14 +301,10 @@ def finished_attributes(span: Any) -> Mapping[str, Any] | None:
 
 
 def ended_fields(span: Any) -> Ended:
-    """One finished span's context, span id, parent span id (None without a parent), start
-    time, end time and status, in one call (the live metrics read them for every attempt
-    span): read directly from a span of a probed class."""
-    private = type(span) in _paths.plain_types
-    context, parent, start, end, status = (_PRIVATE_ENDED if private else _PUBLIC_ENDED)(span)
-    span_id = context.span_id if context is not None else 0
-    parent_id = parent.span_id if parent is not None else None
-    return context, span_id, parent_id, start, end, status
+    """One finished span's context, start time, end time and status, in one call (the live metrics
+    read them for every attempt span): read directly from a span of a probed class."""
+    ended: Ended = (_PRIVATE_ENDED if type(span) in _paths.plain_types else _PUBLIC_ENDED)(span)
+    return ended
 
 
 def finished_rows(spans: Sequence[ReadableSpan]) -> list[tuple[Any, ...]]:

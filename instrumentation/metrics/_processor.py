@@ -260,7 +260,7 @@ class AttemptMetricsProcessor(SpanProcessor):
                 return
             if role == _ATTEMPT:
                 ended = ended_fields(span)
-                enclosing = self._enclosing.pop(ended[1], None) if self._enclosing else None
+                enclosing = self._enclosing.pop(ended[0].span_id, None) if self._enclosing else None
                 evicted = None
                 lock = self._lock
                 lock.acquire()

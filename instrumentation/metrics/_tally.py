@@ -1,27 +1,27 @@
-"""One logical request's live figures, counted as its attempt spans end.
+"""One logical request's live figures, from its attempt spans as they end.
 
-An attempt is counted once, when its span ends, from what the span holds then: its own
+An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
 enclosing attempt, operation). An HTTP send that recorded no outcome is classified by its
 status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). The request's counts grow with
-each attempt; when the request span ends, :meth:`RequestTally.ended` adds what only that
-span says (terminal, deadline, allowed data boundary, required route) and returns the
-frozen :class:`Figures` the processor records. Nothing of a span is kept but a few values
-of its successes and fallbacks.
+analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept in its retry
+group (its order, hedge and key: a few values, no span); durations, time left, costs and
+samples are summed as they come. When the request span ends, :meth:`RequestTally.ended`
+counts the groups, adds what only that span says (terminal, deadline, allowed data
+boundary, required route) and returns the frozen :class:`Figures` the processor records.
 
-The counts follow the audit model (``analytics/sql``); they are counted in the order the
-attempts end, which is the model's order whenever the attempts of one retry group do not
-overlap:
+The counts follow the audit model (``analytics/sql``), whatever order the attempts ended
+in:
 
 * a **retry** is a non-hedge attempt after a failed one of its group (same layer,
-  enclosing attempt and, for sends, operation); a group's non-hedge attempts are its size,
-  the **nested-retry product** multiplies each retried layer's largest;
-* a **send** is an attempt no other attempt names as its enclosing one (those beneath it
-  end first); of each operation's sends (an attempt that is no HTTP send: operation 1) all
-  but the first to start are **resends**, and the request's **operations** are the largest
-  operation among its sends;
+  enclosing attempt and, for sends, operation) in the model's order (ordinal, start, span
+  id); a group's non-hedge attempts are its size, the **nested-retry product** multiplies
+  each retried layer's largest;
+* a **send** is an attempt no other attempt names as its enclosing one (even one that
+  ended after it); of each operation's sends (an attempt that is no HTTP send: operation
+  1) all but the first to start are **resends**, and the request's **operations** are the
+  largest operation among its sends;
 * an attempt is **accepted** when it succeeded, its decision was ``complete`` (or none), it
   is no cancelled hedge and its request completed (or recorded no terminal): the cost of
   the others is wasted; the **fallback** and **widened data boundary** figures are
@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Final
 
 from opentelemetry.trace import SpanContext, Status, StatusCode
@@ -43,6 +44,7 @@ from retryscope.http_rules import (
     OTHER_STATUS_KIND,
     classify_status,
 )
+from retryscope.instrumentation._sdk import Ended
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
 
@@ -77,12 +79,17 @@ _RETRY_AFTER: Final = v.RETRY_AFTER_MS.key
 _NOT_BEFORE: Final = v.NOT_BEFORE.key
 _RESERVED: Final = v.COST_RESERVED.key
 _ACTUAL: Final = v.COST_ACTUAL.key
-_SUCCESS_KEYS: Final = (
-    v.DECISION.key,
-    v.HEDGE_RESULT.key,
-    v.DEADLINE.key,
-    v.ROUTE_DATA_BOUNDARY.key,
+_DECISION: Final = v.DECISION.key
+_HEDGE_RESULT: Final = v.HEDGE_RESULT.key
+_DEADLINE: Final = v.DEADLINE.key
+_RARE: Final = frozenset(
+    (_HEDGE, _DECISION, _HEDGE_RESULT, _BACKOFF, _RETRY_AFTER, _NOT_BEFORE, _RESERVED, _ACTUAL)
 )
+"""Values most attempts lack: read only when one of them is there."""
+_NO_ORDINAL: Final = 1 << 64
+"""What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
+_ORDER: Final = itemgetter(0, 1, 2)
+"""The model's order in a retry group: ordinal, start, span id."""
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
 _CAPABILITY: Final = v.ROUTE_CAPABILITY_DIGEST.key
 _BEHAVIOR: Final = v.ROUTE_BEHAVIOR_CLASS.key
@@ -93,8 +100,15 @@ _OPERATION: Final = v.OPERATION.key
 
 Place = tuple[Any, Any]
 """A layer and route as the spans hold them."""
-Counted = tuple[Any, Any, Any, Any, Any, bool, bool | None]
-"""Layer, route, outcome, kind, retry owner, retry, send (None: none; True: a resend)."""
+Key = tuple[Any, Any, Any, Any, Any]
+"""An attempt's layer, route, outcome, kind and retry owner."""
+Entry = tuple[int, int, int, bool, Key]
+"""An attempt in its retry group: ordinal (:data:`_NO_ORDINAL`: none), start, span id,
+hedge, key."""
+GroupKey = tuple[Any, Any, int | None, int | None]
+"""A retry group: layer, enclosing attempt's layer and ordinal, operation."""
+Attempts = dict[tuple[Any, Any, Any, Any, Any, bool], int]
+Sends = dict[tuple[Any, Any, Any, bool], int]
 Sample = tuple[str, int, Place, SpanContext | None]
 """A backoff (``"backoff"``) or Retry-After (``"retry_after"``) value, its place and span."""
 Cost = tuple[Any, Any, bool, bool, int]
@@ -121,6 +135,12 @@ def _within(boundary: Any, allowed: Any) -> bool | None:
 
 def _equal(a: Any, b: str | None) -> bool | None:
     return None if a is None or b is None else a == b
+
+
+def _accepted(decision: Any, result: Any) -> bool:
+    """A success is accepted when its decision was ``complete`` (or none) and it is no
+    cancelled hedge."""
+    return (decision is None or decision == _COMPLETE) and (result is None or result != _CANCELLED)
 
 
 def _quality(capability: bool | None, behavior: bool | None, boundary: bool | None) -> str:
@@ -177,9 +197,9 @@ class Figures:
     the request's own figures; for a continuation, or a request recorded while still open,
     the attempts' only."""
 
-    attempts: dict[tuple[Any, Any, Any, Any, Any, bool], int]
+    attempts: Attempts
     """Attempts by layer, route, outcome, kind, retry owner and retry."""
-    sends: dict[tuple[Any, Any, Any, bool], int]
+    sends: Sends
     """Sends by layer, route, retry owner and resend."""
     durations: dict[Place, list[float]]
     """Each attempt's duration (ms) by place, in the order they ended."""
@@ -208,23 +228,43 @@ class Figures:
     """The route and boundary of the accepted attempt beyond the allowed boundary."""
 
 
+def _sent(
+    first_sends: dict[int, tuple[int, int, Key]],
+    firsts: dict[Key, int],
+    resent: dict[Key, int],
+    operation: int,
+    start: int,
+    span_id: int,
+    key: Key,
+) -> None:
+    """Count a send of ``operation``: its first to start (then span id) is the original,
+    every other a resend."""
+    first = first_sends.get(operation)
+    if first is None:
+        first_sends[operation] = (start, span_id, key)
+        firsts[key] = firsts.get(key, 0) + 1
+    elif start > first[0] or (start == first[0] and span_id > first[1]):
+        resent[key] = resent.get(key, 0) + 1
+    else:  # the first so far started after this one: a resend
+        was = first[2]
+        firsts[was] -= 1
+        resent[was] = resent.get(was, 0) + 1
+        first_sends[operation] = (start, span_id, key)
+        firsts[key] = firsts.get(key, 0) + 1
+
+
 class RequestTally:
-    """The counts of one request's attempts so far (see the module's rules). Not
-    thread-safe: the processor calls it under its lock."""
+    """The attempts of one request so far (see the module's rules). Not thread-safe: the
+    processor calls it under its lock."""
 
     __slots__ = (
         "_accepted",
         "_entry",
         "_fallbacks",
-        "_first_keys",
-        "_firsts",
         "_groups",
-        "_keys",
         "_late",
         "_late_end",
-        "_named",
         "costs",
-        "counted",
         "durations",
         "operation",
         "operations",
@@ -235,32 +275,18 @@ class RequestTally:
     )
 
     def __init__(self) -> None:
-        self.counted: dict[Counted, int] = {}
-        """The attempts by layer, route, outcome, kind, retry owner, retry and send (None:
-        no send, False: its operation's first, True: a resend)."""
+        self._groups: dict[GroupKey, Entry | list[Entry]] = {}
+        """Each retry group's attempts (one: its entry), by layer, enclosing attempt (its
+        layer and ordinal) and operation (None: no send)."""
         self.durations: dict[Place, list[float]] = {}
         self.remaining: dict[Place, list[int]] = {}
         self.violations: dict[Place, int] = {}
         self.samples: list[Sample] = []
         self.costs: list[Cost] = []
         self.operations = 0
+        """The request's operations, as of the last :meth:`ended`."""
         self.tenant: Any = None
         self.operation: Any = None
-        self._groups: dict[tuple[Any, Any, Any], dict[int | None, int]] = {}
-        """Per layer and enclosing attempt (its layer and ordinal), per operation (None: no
-        send), the retry group's state: 2 × its non-hedge attempts, + 1 when its last
-        attempt failed."""
-        self._named: dict[Any, set[int | None]] = {}
-        """By layer, the ordinals of the attempts another attempt named as its enclosing
-        one."""
-        self._firsts: dict[int, int] = {}
-        """Per operation: its first send's start and span id, as ``start << 64 | span_id``
-        (an int: a request of many operations holds no object per operation that the
-        garbage collector tracks)."""
-        self._first_keys: dict[int, Counted] = {}
-        """Per operation: its first send's key in :attr:`counted`, one of :attr:`_keys`."""
-        self._keys: dict[Counted, Counted] = {}
-        """Each key counted as an operation's first send, once."""
         self._entry: tuple[int, Any, Any] | None = None
         """Start, route and boundary of the first top-level attempt."""
         self._accepted: list[tuple[int, Any, Any]] = []
@@ -272,15 +298,21 @@ class RequestTally:
         self._late_end: int | None = None
         """The last end of a success with no deadline of its own (the request's decides)."""
 
+    @property
+    def attempts(self) -> int:
+        """The attempts counted so far."""
+        return sum(len(g) if isinstance(g, list) else 1 for g in self._groups.values())
+
     def add(
         self,
         attrs: Mapping[str, Any],
-        ended: tuple[Any, Any, Any, Any, Any, Any],
+        ended: Ended,
         enclosing: tuple[Any, Any] | None = None,
     ) -> None:
-        """Count one ended attempt span: its attributes; its context, span id, parent span
-        id, start, end and status (``_sdk.ended_fields``); and ``enclosing``, the (layer,
-        ordinal) of the attempt whose span it started in when it names none itself."""
+        """Count one ended attempt span: its attributes; its context, start, end and status
+        (``_sdk.ended_fields``, read before the processor's lock is taken: reading a span
+        may run its class's code); and ``enclosing``, the (layer, ordinal) of the attempt
+        whose span it started in when it names none itself."""
         get = attrs.get  # (one read per key: cheaper than unpacking a ``map`` of them)
         layer = get(_LAYER)
         route = get(_ROUTE)
@@ -291,82 +323,54 @@ class RequestTally:
         parent_layer = get(_PARENT_LAYER)
         parent_ordinal = get(_PARENT_ORDINAL)
         operation = get(_OPERATION_ORDINAL)
-        hedge = get(_HEDGE)
-        fallback = get(_FALLBACK)
         remaining = get(_REMAINING)
-        backoff = get(_BACKOFF)
-        retry_after = get(_RETRY_AFTER)
-        not_before = get(_NOT_BEFORE)
-        reserved = get(_RESERVED)
-        actual = get(_ACTUAL)
-        context, span_id, _, start, end, status = ended
+        fallback = get(_FALLBACK)
+        context, start, end, status = ended
+        span_id = context.span_id if context is not None else 0
         start = start or 0
         end = end or start
         if outcome is None and (  # an HTTP send says it by its status
-            attrs.get(_HTTP_METHOD) is not None or attrs.get(_OLD_HTTP_METHOD) is not None
+            get(_HTTP_METHOD) is not None or get(_OLD_HTTP_METHOD) is not None
         ):
-            code = attrs.get(_HTTP_STATUS)
+            code = get(_HTTP_STATUS)
             if type(code) is int:  # (http_outcome's common case, inline)
-                safe = attrs.get(_IDEMPOTENCY) is not None
+                safe = get(_IDEMPOTENCY) is not None
                 outcome, http_kind = _HTTP_KINDS.get(2 * code + safe, _OTHER_STATUS)
             else:
                 outcome, http_kind = http_outcome(attrs, status)
             if kind is None:
                 kind = http_kind
-        counted = self.counted
-        if not counted:
-            self.tenant, self.operation = attrs.get(_TENANT), attrs.get(_OPERATION)
+        groups = self._groups
+        if not groups:
+            self.tenant, self.operation = get(_TENANT), get(_OPERATION)
         top = parent_layer is None
         if top and enclosing is not None:
             parent_layer, parent_ordinal = enclosing
         elif type(parent_ordinal) is not int:
             parent_ordinal = None
-        if type(operation) is not int:
-            operation = None
-        succeeded = outcome == _SUCCESS
-        hedged = type(hedge) is int and hedge != 0
-
-        # the retry group: its size and whether its last attempt failed
-        enclosed = (layer, parent_layer, parent_ordinal)
-        groups = self._groups.get(enclosed)
-        if groups is None:
-            groups = self._groups[enclosed] = {}
-        state = groups.get(operation, 0)
-        retry = state & 1 == 1 and not hedged
-        groups[operation] = (state | 1) + (0 if hedged else 2) - (1 if succeeded else 0)
-
-        # a send unless another attempt named it as its enclosing one (those end first)
-        named = self._named
-        if parent_layer is not None:
-            ordinals = named.get(parent_layer)
-            if ordinals is None:
-                named[parent_layer] = {parent_ordinal}
-            elif parent_ordinal not in ordinals:
-                ordinals.add(parent_ordinal)
-        if (
-            named
-            and (ordinals := named.get(layer))
-            and ((ordinal if type(ordinal) is int else None) in ordinals)
-        ):
-            key: Counted = (layer, route, outcome, kind, owner, retry, None)
+        # the values most attempts lack, read only when one of them is there
+        rare = not attrs.keys().isdisjoint(_RARE)
+        hedge = get(_HEDGE) if rare else None
+        entry = (
+            ordinal if type(ordinal) is int else _NO_ORDINAL,
+            start,
+            span_id,
+            type(hedge) is int and hedge != 0,
+            (layer, route, outcome, kind, owner),
+        )
+        group_key = (
+            layer,
+            parent_layer,
+            parent_ordinal,
+            operation if type(operation) is int else None,
+        )
+        group = groups.get(group_key)
+        if group is None:  # (a group of one is its entry: most are)
+            groups[group_key] = entry
+        elif isinstance(group, list):
+            group.append(entry)
         else:
-            sent = 1 if operation is None else operation
-            order = start << 64 | span_id
-            firsts = self._firsts
-            first = firsts.get(sent)
-            if first is None or order < first:  # its operation's first to start
-                key = (layer, route, outcome, kind, owner, retry, False)
-                key = self._keys.setdefault(key, key)
-                firsts[sent] = order
-                if first is None:
-                    if sent > self.operations:
-                        self.operations = sent
-                else:
-                    self._resent(self._first_keys[sent])
-                self._first_keys[sent] = key
-            else:
-                key = (layer, route, outcome, kind, owner, retry, True)
-        counted[key] = counted.get(key, 0) + 1
+            groups[group_key] = [group, entry]
 
         place = (layer, route)
         durations = self.durations.get(place)
@@ -382,94 +386,128 @@ class RequestTally:
 
         accepted = False
         boundary = None
-        if succeeded:
-            decision, result, deadline, boundary = map(attrs.get, _SUCCESS_KEYS)
+        if outcome == _SUCCESS:
+            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
             if type(deadline) is not int:
                 if self._late_end is None or end > self._late_end:
                     self._late_end = end
             elif end > deadline:
                 self._late = True
-            accepted = (decision is None or decision == _COMPLETE) and (
-                result is None or result != _CANCELLED
-            )
+            accepted = not rare or _accepted(get(_DECISION), get(_HEDGE_RESULT))
             if accepted and boundary is not None:
                 self._accepted.append((_layer_rank(layer), route, boundary))
         elif top:
-            boundary = attrs.get(_BOUNDARY)
+            boundary = get(_BOUNDARY)
         if top and enclosing is None and (self._entry is None or start < self._entry[0]):
             self._entry = (start, route, boundary)
         if fallback is True:
             capability = behavior = None
-            if succeeded:
-                capability, behavior = attrs.get(_CAPABILITY), attrs.get(_BEHAVIOR)
+            if outcome == _SUCCESS:
+                capability, behavior = get(_CAPABILITY), get(_BEHAVIOR)
             self._fallbacks.append(
                 (_layer_rank(layer), start, route, accepted, capability, behavior, boundary)
             )
-        if (
-            backoff is not None
-            or retry_after is not None
-            or not_before is not None
-            or reserved is not None
-            or actual is not None
-        ):
-            extra = (backoff, retry_after, not_before, reserved, actual)
-            self._extra(attrs, place, start, context, accepted, *extra)
+        if rare:
+            self._rare(attrs, place, start, context, accepted)
 
-    def _resent(self, was: Counted) -> None:
-        """The send counted as its operation's first (``was``) started after another: it is
-        a resend."""
-        counted = self.counted
-        counted[was] -= 1
-        now = (*was[:6], True)
-        counted[now] = counted.get(now, 0) + 1
-
-    def _extra(
+    def _rare(
         self,
         attrs: Mapping[str, Any],
         place: Place,
         start: int,
         context: SpanContext | None,
         accepted: bool,
-        backoff: Any,
-        retry_after: Any,
-        not_before: Any,
-        reserved: Any,
-        actual: Any,
     ) -> None:
         """An attempt's cost, backoff, Retry-After and ``not_before``."""
-        if type(reserved) is not int:
-            reserved = None
-        if type(actual) is not int:
-            actual = None
+        get = attrs.get
+        reserved, actual = _int(get(_RESERVED)), _int(get(_ACTUAL))
         if actual is not None or reserved is not None:
-            estimated = attrs.get(_ESTIMATED)
             self.costs.append(
                 (
-                    attrs.get(_CURRENCY),
+                    get(_CURRENCY),
                     place[1],
                     accepted,
-                    actual is None or estimated is True,
+                    actual is None or get(_ESTIMATED) is True,
                     actual if actual is not None else reserved or 0,
                 )
             )
+        not_before = get(_NOT_BEFORE)
         if type(not_before) is int and start < not_before:
             self.violations[place] = self.violations.get(place, 0) + 1
+        backoff, retry_after = get(_BACKOFF), get(_RETRY_AFTER)
         if type(backoff) is int:
             self.samples.append(("backoff", backoff, place, context))
         if type(retry_after) is int:
             self.samples.append(("retry_after", retry_after, place, context))
 
+    def _count(self) -> tuple[Attempts, Sends, dict[Any, int]]:
+        """The attempts by retry and the sends by resend, in the model's order, and the
+        largest retry group's non-hedge attempts per layer. Sets :attr:`operations`."""
+        named: dict[Any, set[int | None]] = {}
+        for _, parent_layer, parent_ordinal, _ in self._groups:
+            if parent_layer is not None:
+                ordinals = named.get(parent_layer)
+                if ordinals is None:
+                    named[parent_layer] = {parent_ordinal}
+                else:
+                    ordinals.add(parent_ordinal)
+        plain: dict[Key, int] = {}
+        retried: dict[Key, int] = {}
+        firsts: dict[Key, int] = {}
+        resent: dict[Key, int] = {}
+        first_sends: dict[int, tuple[int, int, Key]] = {}
+        largest: dict[Any, int] = {}
+        for (layer, _, _, operation), entries in self._groups.items():
+            ordinals = named.get(layer) if named else None
+            sent = 1 if operation is None else operation
+            if not isinstance(entries, list):  # (most groups: no retry, no sort)
+                ordinal, start, span_id, _, key = entries
+                plain[key] = plain.get(key, 0) + 1
+            else:
+                entries.sort(key=_ORDER)
+                failed = False
+                size = 0
+                for ordinal, start, span_id, hedged, key in entries:
+                    if hedged:
+                        counted = plain
+                    else:
+                        counted = retried if failed else plain
+                        size += 1
+                    counted[key] = counted.get(key, 0) + 1
+                    failed = key[2] != _SUCCESS
+                    if ordinals is not None and (
+                        (None if ordinal == _NO_ORDINAL else ordinal) in ordinals
+                    ):
+                        continue  # an enclosing attempt: no send
+                    first = first_sends.get(sent)
+                    if first is not None and (
+                        start > first[0] or (start == first[0] and span_id > first[1])
+                    ):
+                        resent[key] = resent.get(key, 0) + 1
+                    else:
+                        _sent(first_sends, firsts, resent, sent, start, span_id, key)
+                if size > largest.get(layer, 0):
+                    largest[layer] = size
+                continue
+            if ordinals is None or (None if ordinal == _NO_ORDINAL else ordinal) not in ordinals:
+                _sent(first_sends, firsts, resent, sent, start, span_id, key)
+        self.operations = max(first_sends, default=0)
+        attempts: Attempts = {}
+        for retry, counted in ((False, plain), (True, retried)):
+            for (layer, route, outcome, kind, owner), n in counted.items():
+                attempts[layer, route, outcome, kind, owner, retry] = n
+        sends: Sends = {}
+        for resend, counted in ((False, firsts), (True, resent)):
+            for (layer, route, _, _, owner), n in counted.items():
+                if n:
+                    key4 = (layer, route, owner, resend)
+                    sends[key4] = sends.get(key4, 0) + n
+        return attempts, sends, largest
+
     def ended(self, request: Mapping[str, Any] | None) -> Figures:
         """The figures, with the request's own when its span ended here (``request``: that
         span's attributes; None for a continuation or a request recorded while open)."""
-        attempts: dict[tuple[Any, Any, Any, Any, Any, bool], int] = {}
-        sends: dict[tuple[Any, Any, Any, bool], int] = {}
-        for (layer, route, outcome, kind, owner, retry, send), n in self.counted.items():
-            tried = (layer, route, outcome, kind, owner, retry)
-            attempts[tried] = attempts.get(tried, 0) + n
-            if send is not None and n:
-                sent = (layer, route, owner, send)
-                sends[sent] = sends.get(sent, 0) + n
+        attempts, sends, largest = self._count()
         counted = (
             attempts,
             sends,
@@ -487,11 +525,6 @@ class RequestTally:
         late = self._late or (
             deadline is not None and self._late_end is not None and self._late_end > deadline
         )
-        largest: dict[Any, int] = {}
-        for (layer, _, _), by_operation in self._groups.items():
-            most = max(by_operation.values()) >> 1
-            if most > largest.get(layer, 0):
-                largest[layer] = most
         retried = [n for n in largest.values() if n > 1]
         allowed: Any = _str(request.get(v.MAX_DATA_BOUNDARY.key))
         if allowed is None and self._entry is not None:

@@ -8,12 +8,14 @@ report's, exactly.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from opentelemetry import trace
 
+from retryscope import Attempt
 from retryscope import vocabulary as v
 from retryscope.analytics import connect
 from retryscope.cli import build_parser
@@ -140,8 +142,75 @@ def _unnamed_parents(rec: Recorder) -> None:
             span.end(end_time=clock())
 
 
+def _overlapping_retries(rec: Recorder) -> None:
+    """o1: a parallel retry (no hedge) started while the first attempt still ran and ended
+    before it: the retry group's order is by ordinal, so the second is a retry after the
+    first's failure, whichever ended first. Each attempt runs in a context of its own, as
+    on its own thread."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="o1") as req:
+        first, second = req.attempt("primary"), req.attempt("secondary")
+        contexts = {id(first): contextvars.copy_context(), id(second): contextvars.copy_context()}
+
+        def run(attempt: Attempt, step: str) -> None:
+            if step == "enter":
+                contexts[id(attempt)].run(attempt.__enter__)
+            else:
+                contexts[id(attempt)].run(attempt.__exit__, None, None, None)
+
+        run(first, "enter")
+        clock.advance_ms(10)
+        run(second, "enter")
+        clock.advance_ms(10)
+        run(second, "exit")  # succeeds first
+        clock.advance_ms(10)
+        first.set_outcome("unavailable")
+        run(first, "exit")
+
+
+def _late_children(rec: Recorder) -> None:
+    """l1: an HTTP send still open when its harness attempt ended (a response read after
+    the attempt returned): the harness attempt encloses it and is no send. l2: the same
+    with an SDK attempt that names no enclosing attempt, started in the harness attempt's
+    span."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="l1") as req:
+        with req.attempt("primary"):
+            send = rec.tracer.start_span(
+                "POST",
+                kind=trace.SpanKind.CLIENT,
+                attributes={"http.request.method": "POST", "url.full": CALL_B},
+                start_time=clock(),
+            )
+            clock.advance_ms(20)
+        clock.advance_ms(20)
+        send.set_attribute(v.HTTP_STATUS_CODE.key, 200)
+        send.end(end_time=clock())
+    clock = Clock(T0 + 60_000 * MS)
+    with rec.request(clock, logical_request_id="l2") as req:
+        with req.attempt("primary"):
+            child = rec.tracer.start_span(
+                "sdk attempt",
+                kind=trace.SpanKind.CLIENT,
+                attributes={
+                    v.SPAN_ROLE.key: v.SpanRole.ATTEMPT.value,
+                    v.LOGICAL_REQUEST_ID.key: "l2",
+                    v.LAYER.key: "sdk",
+                    v.ROUTE_ID.key: "primary",
+                    v.ATTEMPT_ORDINAL.key: 1,
+                    v.OUTCOME.key: "success",
+                },
+                start_time=clock(),
+            )
+            clock.advance_ms(20)
+        clock.advance_ms(20)
+        child.end(end_time=clock())
+
+
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "attempts that name no enclosing attempt": _unnamed_parents,
+    "a parallel retry that ends first": _overlapping_retries,
+    "attempts that end after their enclosing one": _late_children,
     "attributes written after stamping": _rewritten,
     "nested retries and HTTP sends": _nested,
     "distinct calls and their resends": _distinct_calls,
@@ -180,6 +249,24 @@ def test_a_resend_after_another_call_is_a_resend(tmp_path: Path) -> None:
     _interleaved_calls(recorder)
     live = live_figures(metered.points())
     assert (live["receiver_attempts"], live["operations"], live["resends"]) == (3, 2, 1)
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+def test_a_retry_is_decided_in_the_model_order_not_the_end_order(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _overlapping_retries(recorder)
+    live = live_figures(metered.points())
+    assert (live["physical_attempts"], live["retries"], live["retry_successes"]) == (2, 1, 1)
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+def test_an_attempt_whose_child_ends_after_it_is_no_send(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _late_children(recorder)
+    live = live_figures(metered.points())
+    assert live["receiver_by_layer"] == {"transport": 1, "sdk": 1}
     assert list(differences(live, report_figures(recorder.connect()))) == []
 
 

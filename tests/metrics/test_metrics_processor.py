@@ -228,7 +228,7 @@ def test_attempts_are_counted_as_they_end_and_recorded_when_their_request_ends()
         for _ in range(19):
             with req.attempt("p") as a:
                 a.set_outcome("unavailable")
-        assert (processor.open_requests(), sum(processor._open[req.id].counted.values())) == (
+        assert (processor.open_requests(), processor._open[req.id].attempts) == (
             1,
             19,
         )
@@ -325,7 +325,7 @@ def test_a_span_whose_reading_ends_another_span_does_not_deadlock() -> None:
     reader.join(timeout=30)
     assert not reader.is_alive(), "the processor deadlocked on its own lock"
     assert (processor.open_requests(), processor.errors) == (1, 0)
-    assert sum(processor._open["r1"].counted.values()) == 2  # both read, into one request
+    assert processor._open["r1"].attempts == 2  # both read, into one request
 
 
 def test_a_failure_recording_an_evicted_request_leaves_the_ending_one_recorded(
