@@ -49,6 +49,12 @@ _IDS: Final = frozenset({"trace_id", "span_id", "parent_span_id"})
 """Columns both writers fill with lowercase hex only (the exporter formats integers, ingest
 rejects other ids); every alternative of ``MAY_HOLD_SECRET`` needs a character that is not
 a hex digit, so these are never searched."""
+_OWN: Final = frozenset({"policy_document"})
+"""Columns retryscope writes from its own canonical structures and checks by digest: the
+policy document is the control plane's canonical JSON of the policy it enforced, whose
+SHA-256 is ``policy_digest`` (free-text redaction would turn its ``context_tokens`` limits
+into the mark and every request into policy drift)."""
+_UNSCANNED: Final = _IDS | _OWN
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ def scrub(table: pa.Table, *, keep_content: bool = False) -> tuple[pa.Table, int
     no_marks = found.marked[:0]
     withheld = 0
     for index, field in enumerate(table.schema):
-        if field.name in _IDS:
+        if field.name in _UNSCANNED:
             continue
         if pa.types.is_string(field.type):
             convert: Callable[[pa.Array], tuple[pa.Array, int]] = functools.partial(
@@ -137,7 +143,7 @@ def _layout(schema: pa.Schema) -> dict[int, str]:
     """The columns of ``schema`` :func:`_find` reads: index → "text", "map" or "list"."""
     layout = {}
     for index, field in enumerate(schema):
-        if field.name in _IDS:
+        if field.name in _UNSCANNED:
             continue
         if pa.types.is_string(field.type):
             layout[index] = "text"
