@@ -2,7 +2,8 @@
 tables kept in Python, so each rule is written once.
 
 ``rs_layer_rank`` orders layers outermost first (:class:`retryscope.vocabulary.Layer`, an
-unknown layer last); ``rs_boundary_rank`` orders data boundaries
+unknown layer last); ``rs_caller_layer()`` is
+:data:`retryscope.vocabulary.CALLER_RETRY_LAYER`; ``rs_boundary_rank`` orders data boundaries
 (:data:`retryscope.vocabulary.BOUNDARY_RANK`, NULL for an unknown one).
 
 ``rs_http_outcome`` and ``rs_http_outcome_kind`` classify an HTTP client span that recorded
@@ -31,7 +32,7 @@ from retryscope.http_rules import (
     STATUS_RULES,
     StatusRule,
 )
-from retryscope.vocabulary import BOUNDARY_RANK, Layer, Outcome, OutcomeKind
+from retryscope.vocabulary import BOUNDARY_RANK, CALLER_RETRY_LAYER, Layer, Outcome, OutcomeKind
 
 
 def _literal(value: str | None) -> str:
@@ -88,6 +89,8 @@ def rank_macros() -> str:
         (
             _rank("rs_layer_rank", layers, len(layers)),
             _rank("rs_boundary_rank", {b.value: r for b, r in BOUNDARY_RANK.items()}, None),
+            # the retry layer of a caller's unmarked loop above a client (not an attempt layer)
+            f"CREATE OR REPLACE MACRO rs_caller_layer() AS {_literal(CALLER_RETRY_LAYER)};",
         )
     )
 

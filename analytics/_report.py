@@ -168,6 +168,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
     counts = finding_counts(model, filters=f, thresholds=thresholds)
     fractions = load.column("retry_fraction").to_pylist()
     digests = _numbers(arrow(con, "digest_keys").to_pylist()[0], ())
+    gateway = _numbers(arrow(con, "gateway").to_pylist()[0], ())
 
     return {
         "report_version": REPORT_VERSION,
@@ -233,6 +234,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
             ),
         },
         "hedging": _numbers(_one(metrics.hedging(model, filters=f)), _FLOATS),
+        "gateway": gateway,
         "digests": digests,
         "violations": counts,
         "findings": sum(counts.values()),

@@ -369,6 +369,24 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             "Requests whose retry owner ran over a lower layer declaring its own retries.",
         ),
         (
+            "gateway.reporting_sends",
+            INT,
+            "Sends whose response carried a gateway's or proxy's count of its own tries "
+            "(LiteLLM proxy, Portkey, Envoy headers): reported by the other side.",
+        ),
+        (
+            "gateway.reported_attempts",
+            INT,
+            "Attempts those gateways report behind those responses (layer `gateway`): kept "
+            "beside `receiver_attempts`, never added to it.",
+        ),
+        (
+            "gateway.reported_retries",
+            INT,
+            "`gateway.reported_attempts` beyond one per reporting send: retries the gateways "
+            "made that no send of this process shows.",
+        ),
+        (
             "digests.keyed_requests",
             INT,
             "Request spans (whole data set) whose digests are HMAC-SHA-256 under a deployment key.",

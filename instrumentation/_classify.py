@@ -109,6 +109,13 @@ def retry_after_attributes(headers: Headers) -> dict[str, AttributeValue]:
     return attrs
 
 
+def gateway_attributes(headers: Headers) -> dict[str, AttributeValue]:
+    """The attempts a gateway behind the response reports it made
+    (:func:`~retryscope.http_rules.gateway_attempts`), if it says."""
+    attempts = http_classify.gateway_attempts(headers)
+    return {} if attempts is None else {v.GATEWAY_ATTEMPTS.key: attempts}
+
+
 def error_type(exc: BaseException) -> str:
     """OpenTelemetry ``error.type`` for an exception: its fully qualified class name."""
     cls = type(exc)

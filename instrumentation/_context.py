@@ -50,6 +50,7 @@ from retryscope.instrumentation._sends import (
     SendEvidence,
     SendLedger,
     SendPlace,
+    _Operation,
 )
 from retryscope.vocabulary import (
     BreakerState,
@@ -102,6 +103,7 @@ _K_OVERLAPPING: Final = v.OVERLAPPING_KEY
 _K_NOT_BEFORE: Final = v.NOT_BEFORE.key
 _K_OPERATION: Final = v.OPERATION_ORDINAL.key
 _K_RETRY_LAYER: Final = v.RETRY_LAYER.key
+_K_OPERATION_TRY: Final = v.OPERATION_TRY.key
 _TRANSPORT: Final = Layer.TRANSPORT
 _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
@@ -181,10 +183,12 @@ class Stamps:
 
 
 def _add_place_attributes(attrs: dict[str, AttributeValue], place: SendPlace) -> None:
-    """Add a send's operation (and the layer that retried it) to ``attrs``."""
+    """Add a send's operation (the layer that retried it, the caller's try) to ``attrs``."""
     attrs[_K_OPERATION] = place.operation
     if place.retry_layer is not None:
-        attrs[_K_RETRY_LAYER] = place.retry_layer.value
+        attrs[_K_RETRY_LAYER] = str(place.retry_layer)
+    if place.tries > 1:
+        attrs[_K_OPERATION_TRY] = place.tries
 
 
 def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
@@ -344,6 +348,9 @@ class Attempt:
         self._may_be_call: _MayBeCall | None = None
         """A send that turns into a call when a send starts beneath it (set by
         :meth:`LogicalRequest.send`): what registers it with the send ledger."""
+        self._operation: _Operation | None = None
+        """A send's operation in the send ledger (set by :meth:`LogicalRequest.send`): told
+        at close whether the send failed."""
 
     # -- span lifecycle ----------------------------------------------------------------------
     @contained("Attempt.__enter__", fallback=_itself)
@@ -1072,6 +1079,7 @@ class LogicalRequest:
             resend_count=place.resend_count,
             in_current_span=parent_span_id is not None,
         )
+        attempt._operation = place.entry
         if call_layer is not None:
             attempt._may_be_call = (
                 parent_key,
@@ -1253,12 +1261,12 @@ class LogicalRequest:
         return attrs, longest
 
     @contained("LogicalRequest.send_ended")
-    def send_ended(self, span_id: int) -> None:
+    def send_ended(self, span_id: int, failed: bool | None = None) -> None:
         """A span registered by :meth:`transport_attempt_values` ended (no longer a parent
-        that can turn into a call)."""
+        that can turn into a call); ``failed``: it ended without success (None: unknown)."""
         self._lock.acquire()
         try:
-            self._sends.closed(span_id)
+            self._sends.closed(span_id, failed)
         finally:
             self._lock.release()
 
@@ -1307,8 +1315,11 @@ class LogicalRequest:
         try:
             self.attempts.append(attempt)
             self._open[attempt._sibling_key] -= 1
-            if attempt._may_be_call is not None and attempt._span is not None:
-                self._sends.closed(attempt._span.get_span_context().span_id)
+            op = attempt._operation
+            if op is not None:
+                if attempt._may_be_call is not None and attempt._span is not None:
+                    op = self._sends.closed(attempt._span.get_span_context().span_id) or op
+                self._sends.ended(op, attempt.outcome is not Outcome.SUCCESS)
         finally:
             self._lock.release()
 

@@ -53,7 +53,7 @@ from retryscope.instrumentation._privacy import (
     apply_hook,
 )
 from retryscope.instrumentation._sdk import add_clean_attributes, raw_attributes
-from retryscope.instrumentation._send_spans import classify_send
+from retryscope.instrumentation._send_spans import classify_send, send_failed
 from retryscope.vocabulary import SPAN_ROLE
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class AttemptStampingProcessor(SpanProcessor):
                 span_id = ctx.span_id
                 request = self._open.pop(span_id, None)
                 if request is not None:
-                    request.send_ended(span_id)
+                    request.send_ended(span_id, send_failed(span))
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span)

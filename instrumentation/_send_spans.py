@@ -25,10 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from opentelemetry.sdk.trace import Span
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope.http_rules import classify_status
 from retryscope.instrumentation._digests import send_digest
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.vocabulary import Layer
@@ -45,6 +47,8 @@ CALL_SCOPES: Final[tuple[tuple[str, str], ...]] = (
 _CALL_PREFIXES: Final = tuple(prefix for prefix, _ in CALL_SCOPES)
 _HTTP_METHOD: Final = v.HTTP_METHOD.key
 _OLD_HTTP_METHOD: Final = "http.method"
+_HTTP_STATUS: Final = v.HTTP_STATUS_CODE.key
+_OLD_HTTP_STATUS: Final = "http.status_code"
 _GEN_AI_OPERATION: Final = v.GEN_AI_OPERATION.key
 _RPC_SYSTEM: Final = v.RPC_SYSTEM_KEY
 _RPC_SERVICE: Final = v.RPC_SERVICE_KEY
@@ -100,3 +104,16 @@ def _grpc_send(span: Span, get: Callable[[str], object]) -> SendClass | None:
     service, method = get(_RPC_SERVICE), get(_RPC_METHOD)
     path = f"/{service}/{method}" if service and method else span.name
     return SendEvidence(digest=send_digest("POST", path, None)), None, None
+
+
+def send_failed(span: ReadableSpan) -> bool:
+    """Whether a foreign span taken for a send (or the call it became) ended without
+    success: its span status is ``ERROR``, or its HTTP status is a failure by
+    :data:`retryscope.http_rules.STATUS_RULES` (a repeat of it is then a retry)."""
+    if span.status.status_code is StatusCode.ERROR:
+        return True
+    attributes = span.attributes or {}
+    code = attributes.get(_HTTP_STATUS)
+    if code is None:
+        code = attributes.get(_OLD_HTTP_STATUS)
+    return type(code) is int and classify_status(code, idempotent=False) is not None

@@ -15,8 +15,18 @@ an earlier operation only when
 * the client's own retry evidence says so (``x-stainless-retry-count``,
   ``amz-sdk-request: attempt=N``, urllib3's retry history, a router's attempt count), or it
   carries the same client call key (botocore's invocation id, a router's trace id);
-* or, with no such evidence, it repeats the same request: same method, URL and body, by a
-  digest computed in process (:func:`~._digests.send_digest`, never stored).
+* or it repeats the same request (same method, URL and body, by a digest computed in
+  process: :func:`~._digests.send_digest`, never stored) after that request's latest send
+  failed or got no answer. This holds with no client evidence, and also when the client
+  calls the repeat its first try (``x-stainless-retry-count: 0``, a new botocore
+  invocation): then a loop above the client retried without marking its tries, and the
+  resend is that loop's (:data:`~retryscope.vocabulary.CALLER_RETRY_LAYER`), numbered as
+  the caller's next try of the operation (:data:`~retryscope.vocabulary.OPERATION_TRY`).
+  A repeat after a success, or while the earlier send is still in flight, is a new call.
+
+The rule is decided here, once, because only the recorder has its evidence: the body digest
+never leaves the process, and whether the earlier send failed is known when it ends. The
+analytics and the live metrics read what it decided (operation, resend layer, try).
 
 Everything else is a distinct call: a new operation of its parent attempt. Operations are
 numbered per parent attempt in order of their first send
@@ -34,7 +44,7 @@ from typing import Final, NamedTuple
 
 from opentelemetry.trace import Span
 
-from retryscope.vocabulary import SPAN_ROLE, Layer, SpanRole
+from retryscope.vocabulary import CALLER_RETRY_LAYER, SPAN_ROLE, Layer, SpanRole
 
 ParentKey = tuple[Layer, int] | None
 """The parent attempt of a send within its request: (layer, ordinal); None at the top."""
@@ -65,12 +75,24 @@ class SendEvidence:
 NO_EVIDENCE: Final = SendEvidence()
 
 
-class _Operation:
-    __slots__ = ("ordinal", "sends")
+RetryLayer = Layer | str
+"""The layer whose loop made a resend: an attempt :class:`Layer`, or
+:data:`~retryscope.vocabulary.CALLER_RETRY_LAYER`."""
 
-    def __init__(self, ordinal: int) -> None:
+
+class _Operation:
+    __slots__ = ("call_key", "digest", "failed", "ordinal", "sends", "tries")
+
+    def __init__(self, ordinal: int, digest: str | None, call_key: str | None) -> None:
         self.ordinal = ordinal
+        self.digest = digest
+        self.call_key = call_key
+        """What it was first indexed under."""
         self.sends = 0
+        self.failed = False
+        """Its latest send ended without success (False while one is in flight)."""
+        self.tries = 1
+        """The caller's tries of it (a repeat after a failure its client calls a first try)."""
 
 
 class _Operations:
@@ -78,7 +100,7 @@ class _Operations:
     digest and its call key (each to the latest operation that has it), so placing a send
     costs the same however many distinct calls came before it. An operation with neither is
     kept only while it is the latest (the one a client's retry without a digest repeats).
-    Kept until the request ends: about 210 bytes per distinct call with a digest (its
+    Kept until the request ends: about 240 bytes per distinct call with a digest (its
     digest, the operation and the index entry)."""
 
     __slots__ = ("by_call_key", "by_digest", "count", "last")
@@ -92,7 +114,7 @@ class _Operations:
     def add(self, digest: str | None, call_key: str | None) -> _Operation:
         """A new operation, numbered after the earlier ones."""
         self.count += 1
-        op = self.last = _Operation(self.count)
+        op = self.last = _Operation(self.count, digest, call_key)
         if digest is not None:
             self.by_digest[digest] = op
         if call_key is not None:
@@ -101,16 +123,35 @@ class _Operations:
 
     def match(self, evidence: SendEvidence) -> _Operation | None:
         """The earlier operation this send repeats, or None for a distinct call."""
+        retry_count = evidence.retry_count
         if evidence.call_key is not None:
-            return self.by_call_key.get(evidence.call_key)
-        if evidence.retry_count is not None:
-            if evidence.retry_count == 0:
-                return None  # the client's first try of a call: a new operation
+            same = self.by_call_key.get(evidence.call_key)
+            if same is not None or retry_count != 0:
+                return same
+        elif retry_count:  # the client's own retry of a call
             same = self.by_digest.get(evidence.digest) if evidence.digest is not None else None
             return same if same is not None else self.last
-        if evidence.digest is not None:
-            return self.by_digest.get(evidence.digest)
-        return None
+        return self.failed(evidence.digest)
+
+    def failed(self, digest: str | None) -> _Operation | None:
+        """The latest operation with ``digest`` when its latest send failed: the same
+        request again is then a retry of it."""
+        same = self.by_digest.get(digest) if digest is not None else None
+        return same if same is not None and same.failed else None
+
+    def retract(self, op: _Operation, into: _Operation) -> bool:
+        """Take back ``op``, the latest operation, placed for a span that turned into a call
+        before any send of it, whose first send repeats ``into``: what found ``op`` finds
+        ``into``. False when ``op`` is not the latest or has sends."""
+        if op is not self.last or op.sends or op.ordinal != self.count:
+            return False
+        self.count -= 1
+        self.last = into
+        if op.digest is not None and self.by_digest.get(op.digest) is op:
+            self.by_digest[op.digest] = into
+        if op.call_key is not None and self.by_call_key.get(op.call_key) is op:
+            self.by_call_key[op.call_key] = into
+        return True
 
 
 class _Open:
@@ -144,10 +185,12 @@ class SendPlace(NamedTuple):
 
     operation: int
     resend_count: int
-    retry_layer: Layer | None
+    retry_layer: RetryLayer | None
     handover: Ordinals | None
     entry: _Operation
     """The ledger's record of the operation (for the ledger only)."""
+    tries: int
+    """The caller's try of the operation this send belongs to (1: no caller repeated it)."""
 
 
 class SendLedger:
@@ -173,33 +216,41 @@ class SendLedger:
         ops = self._operations.get(parent_key)
         if ops is None:
             ops = self._operations[parent_key] = _Operations()
-        op = ops.match(evidence)
-        if op is None:
-            op = ops.add(evidence.digest, evidence.call_key)
-            resend = evidence.retry_count or 0  # a retry whose first try was not seen
-        else:
-            resend = op.sends
-        op.sends += 1
-        return SendPlace(op.ordinal, resend, evidence.retry_layer if resend else None, None, op)
+        op, resend, layer = _placed(ops, evidence, ops.match(evidence))
+        return SendPlace(op.ordinal, resend, layer, None, op, op.tries)
 
     def _place_in_call(
         self, call: _Open, parent_key: ParentKey, evidence: SendEvidence
     ) -> SendPlace:
         op = call.operation
+        handover, call.handover = call.handover, None
         if not call.call:
             # The span taken for a send has a send beneath it: it is a call.
             call.call = True
             call.span.set_attribute(_ROLE_KEY, _CALL)
             op.sends -= 1
-            if op.sends > 0 and evidence.retry_count == 0:
-                # taken for a resend by its URL, but its client calls it a first try
+            if evidence.retry_count == 0:
+                # its client calls this its first try: the send's own evidence (its body
+                # digest) places the call, not the span's (its URL, or nothing): a new call,
+                # or a repeat of a failed one by a loop above the client
                 ops = self._operations.setdefault(call.parent_key, _Operations())
-                op = call.operation = ops.add(None, evidence.call_key)
-        handover, call.handover = call.handover, None
+                repeated = ops.failed(evidence.digest)
+                if op.sends > 0 or (repeated is not None and ops.retract(op, repeated)):
+                    op, resend, layer = _placed(ops, evidence, repeated)
+                    call.operation = op
+                    return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+                if evidence.digest is not None:
+                    ops.by_digest[evidence.digest] = op
         resend = op.sends
         op.sends += 1
+        op.failed = False
         layer = (evidence.retry_layer or call.layer) if resend else None
-        return SendPlace(op.ordinal, resend, layer, handover, op)
+        return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+
+    @staticmethod
+    def ended(op: _Operation, failed: bool) -> None:
+        """A send of ``op`` (or the call it became) ended; ``failed``: without success."""
+        op.failed = failed
 
     def opened(
         self,
@@ -215,8 +266,15 @@ class SendLedger:
         layer whose retries its sends would be)."""
         self._open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
 
-    def closed(self, span_id: int) -> None:
-        self._open.pop(span_id, None)
+    def closed(self, span_id: int, failed: bool | None = None) -> _Operation | None:
+        """The open send ``span_id`` ended (``failed``: without success; None: not known);
+        its operation, if it was open."""
+        entry = self._open.pop(span_id, None)
+        if entry is None:
+            return None
+        if failed is not None:
+            entry.operation.failed = failed
+        return entry.operation
 
     def has_open(self) -> bool:
         """Whether any send is open (only then can a new send be part of a call)."""
@@ -232,3 +290,26 @@ class SendLedger:
         """The pending earliest start, for the attempt starting now (then cleared)."""
         value, self.not_before = self.not_before, None
         return value
+
+
+def _placed(
+    ops: _Operations, evidence: SendEvidence, op: _Operation | None
+) -> tuple[_Operation, int, RetryLayer | None]:
+    """Place a send among ``ops`` in ``op``, the operation it repeats (None: a new one):
+    its operation, resends before it and the layer that retried (resends only)."""
+    if op is None:
+        op = ops.add(evidence.digest, evidence.call_key)
+        resend = evidence.retry_count or 0  # a retry whose first try was not seen
+        layer: RetryLayer | None = evidence.retry_layer if resend else None
+    else:
+        resend = op.sends
+        if evidence.retry_count == 0:  # its client's first try: a loop above it retried
+            op.tries += 1
+            layer = CALLER_RETRY_LAYER
+            if evidence.call_key is not None:
+                ops.by_call_key[evidence.call_key] = op
+        else:
+            layer = evidence.retry_layer if resend else None
+    op.sends += 1
+    op.failed = False
+    return op, resend, layer

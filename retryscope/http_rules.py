@@ -30,7 +30,7 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -42,6 +42,47 @@ RETRY_AFTER_MAX_CHARS: Final = _RAW_LIMIT
 """Longest Retry-After value kept or parsed; longer values are untrusted noise."""
 RETRY_AFTER_MAX_MS: Final = 24 * 3600 * 1000
 """Parsed hints of a send are clamped to one day."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayHeader:
+    """A response header in which a gateway or proxy reports the tries it made behind one
+    response: ``retries`` (the header counts retries and fallbacks: attempts = 1 + the sum
+    of such headers) or attempts (the header counts every attempt)."""
+
+    name: str
+    retries: bool
+    source: str
+
+
+GATEWAY_ATTEMPT_HEADERS: Final[tuple[GatewayHeader, ...]] = (
+    GatewayHeader("x-litellm-attempted-retries", True, "LiteLLM proxy: retries made"),
+    GatewayHeader("x-litellm-attempted-fallbacks", True, "LiteLLM proxy: fallbacks tried"),
+    GatewayHeader("x-portkey-retry-attempt-count", True, "Portkey: retries made"),
+    GatewayHeader("x-envoy-attempt-count", False, "Envoy: attempts (when it is exposed)"),
+)
+"""What a response may say of the tries behind it. A gateway's count is reported, not seen:
+it is kept beside the sends retryscope observed, never added to them."""
+
+
+def gateway_attempts(header: Callable[[str], str | None]) -> int | None:
+    """The attempts a gateway reports behind one response (None: no header says): 1 plus
+    the retries and fallbacks headers count, or an attempt count, whichever is larger when
+    several gateways report (a chain of them is not multiplied: each sees only its own)."""
+    retries: int | None = None
+    attempts: int | None = None
+    for rule in GATEWAY_ATTEMPT_HEADERS:
+        raw = header(rule.name)
+        text = raw.strip() if raw is not None else ""
+        if not (text.isdigit() and len(text) < 7):
+            continue
+        if rule.retries:
+            retries = (retries or 0) + int(text)
+        else:
+            attempts = max(attempts or 0, int(text))
+    if retries is None:
+        return attempts
+    return max(1 + retries, attempts or 0)
 
 
 @dataclass(frozen=True, slots=True)

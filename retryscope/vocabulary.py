@@ -289,7 +289,29 @@ RETRY_LAYER = Attr(
     "retry_layer",
     S,
     "On a resend: the layer whose retry loop made it (`sdk` for an SDK's own retries, "
-    "`transport` for an HTTP library's, `adapter` for a router's).",
+    "`transport` for an HTTP library's, `adapter` for a router's, `caller` for a loop above "
+    "the client that marked none of its tries: the client called the repeat its first try).",
+)
+GATEWAY_ATTEMPTS = Attr(
+    "retryscope.gateway.attempts",
+    "gateway_attempts",
+    I32,
+    "On a send: the attempts a gateway or proxy behind it reports it made for this one "
+    "response (1: no retry), from its response headers (`GATEWAY_ATTEMPT_HEADERS` in "
+    "retryscope.http_rules): remote attempts of layer `gateway`, reported, not observed.",
+)
+CALLER_RETRY_LAYER: Final = "caller"
+"""The :data:`RETRY_LAYER` of a repeat after a failure that its client calls a first try: a
+retry loop above the client (a framework's ``with_retry``, a decorator, a ``for`` loop) that
+opened no attempt per try. Not an attempt :class:`Layer`: nothing records its tries but
+their sends."""
+OPERATION_TRY = Attr(
+    "retryscope.operation.try",
+    "operation_try",
+    I32,
+    "On a send of an operation a caller above its client repeated (`retryscope.retry.layer` "
+    "`caller`): which of the caller's tries it belongs to (2, 3, …); absent on the first "
+    "try. The sends of one try are the client's own retries.",
 )
 STREAM_EVENTS = Attr(
     "retryscope.stream.events",
@@ -408,6 +430,8 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     RECONCILIATION_RESULT,
     OPERATION_ORDINAL,
     RETRY_LAYER,
+    OPERATION_TRY,
+    GATEWAY_ATTEMPTS,
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 

@@ -129,6 +129,13 @@ def test_retries_after_a_failure_and_opaque_ownership(con: duckdb.DuckDBPyConnec
     ]  # fmt: skip
 
 
+def test_a_gateways_retries_are_its_attempts_beyond_the_first(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    rows = "(NULL), (0), (1), (2), (4)"
+    assert _values(con, "rs_gateway_retries(a)", rows, "a") == [0, 0, 0, 1, 3]
+
+
 def _section() -> str:
     text = GUIDE.read_text(encoding="utf-8")
     return text.split("\n## Where each figure is defined\n", 1)[1].split("\n## ", 1)[0]

@@ -41,7 +41,12 @@ from retryscope.http_rules import (
     classify_exception,
     classify_status,
 )
-from retryscope.instrumentation._classify import Headers, error_type, retry_after_attributes
+from retryscope.instrumentation._classify import (
+    Headers,
+    error_type,
+    gateway_attributes,
+    retry_after_attributes,
+)
 from retryscope.instrumentation._containment import note
 from retryscope.instrumentation._context import Attempt, current_scope
 from retryscope.instrumentation._digests import send_digest
@@ -115,12 +120,14 @@ def outcome_kind(
 def outcome_attributes(
     status: int | None, headers: Headers | None, exc: BaseException | None, *, idempotent: bool
 ) -> dict[str, AttributeValue]:
-    """Status, Retry-After, outcome and ``error.type`` of a finished send."""
+    """Status, Retry-After, a gateway's reported attempts, outcome and ``error.type`` of a
+    finished send."""
     attrs: dict[str, AttributeValue] = {}
     if status is not None:
         attrs[v.HTTP_STATUS_CODE.key] = status
         if headers is not None:
             attrs.update(retry_after_attributes(headers))
+            attrs.update(gateway_attributes(headers))
     kind = outcome_kind(status, exc, idempotent=idempotent)
     if kind is not None:
         attrs[v.ERROR_TYPE.key] = (

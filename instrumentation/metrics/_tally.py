@@ -17,7 +17,8 @@ in:
 * a **retry** is a non-hedge attempt after a failed one of its group (same layer,
   enclosing attempt and, for sends, operation) in the model's order (ordinal, start, span
   id); a group's non-hedge attempts are its size, the **nested-retry product** multiplies
-  each retried layer's largest;
+  each retried layer's largest (a group of sends a caller above the client repeated holds
+  two loops: the caller's tries, and the client's sends within the largest try);
 * a **send** is an attempt no other attempt names as its enclosing one (even one that
   ended after it); of each operation's sends (an attempt that is no HTTP send: operation
   1) all but the first to start are **resends**, and the request's **operations** are the
@@ -82,8 +83,20 @@ _ACTUAL: Final = v.COST_ACTUAL.key
 _DECISION: Final = v.DECISION.key
 _HEDGE_RESULT: Final = v.HEDGE_RESULT.key
 _DEADLINE: Final = v.DEADLINE.key
+_TRY: Final = v.OPERATION_TRY.key
+_CALLER: Final = v.CALLER_RETRY_LAYER
 _RARE: Final = frozenset(
-    (_HEDGE, _DECISION, _HEDGE_RESULT, _BACKOFF, _RETRY_AFTER, _NOT_BEFORE, _RESERVED, _ACTUAL)
+    (
+        _HEDGE,
+        _DECISION,
+        _HEDGE_RESULT,
+        _BACKOFF,
+        _RETRY_AFTER,
+        _NOT_BEFORE,
+        _RESERVED,
+        _ACTUAL,
+        _TRY,
+    )
 )
 """Values most attempts lack: read only when one of them is there."""
 _NO_ORDINAL: Final = 1 << 64
@@ -264,6 +277,7 @@ class RequestTally:
         "_groups",
         "_late",
         "_late_end",
+        "_tries",
         "costs",
         "durations",
         "operation",
@@ -278,6 +292,9 @@ class RequestTally:
         self._groups: dict[GroupKey, Entry | list[Entry]] = {}
         """Each retry group's attempts (one: its entry), by layer, enclosing attempt (its
         layer and ordinal) and operation (None: no send)."""
+        self._tries: dict[GroupKey, dict[int, int]] = {}
+        """Per group of sends a caller above the client repeated: its tries 2, 3, … and
+        their non-hedge sends (the model's ``operation_try``)."""
         self.durations: dict[Place, list[float]] = {}
         self.remaining: dict[Place, list[int]] = {}
         self.violations: dict[Place, int] = {}
@@ -371,6 +388,11 @@ class RequestTally:
             group.append(entry)
         else:
             groups[group_key] = [group, entry]
+        if rare:
+            caller_try = get(_TRY)
+            if type(caller_try) is int and not entry[3]:
+                tries = self._tries.setdefault(group_key, {})
+                tries[caller_try] = tries.get(caller_try, 0) + 1
 
         place = (layer, route)
         durations = self.durations.get(place)
@@ -457,7 +479,8 @@ class RequestTally:
         resent: dict[Key, int] = {}
         first_sends: dict[int, tuple[int, int, Key]] = {}
         largest: dict[Any, int] = {}
-        for (layer, _, _, operation), entries in self._groups.items():
+        for group_key, entries in self._groups.items():
+            layer, _, _, operation = group_key
             ordinals = named.get(layer) if named else None
             sent = 1 if operation is None else operation
             if not isinstance(entries, list):  # (most groups: no retry, no sort)
@@ -486,6 +509,11 @@ class RequestTally:
                         resent[key] = resent.get(key, 0) + 1
                     else:
                         _sent(first_sends, firsts, resent, sent, start, span_id, key)
+                tries = self._tries.get(group_key) if self._tries else None
+                if tries:  # two loops: the caller's tries, the client's sends in each
+                    size = max(size - sum(tries.values()), *tries.values())
+                    if max(tries) > largest.get(_CALLER, 0):
+                        largest[_CALLER] = max(tries)
                 if size > largest.get(layer, 0):
                     largest[layer] = size
                 continue

@@ -2,8 +2,9 @@
 
 A send repeats the latest earlier operation of its parent attempt with its call key, else
 (with a client retry count above 0) the latest with its digest or the latest of all, else
-the latest with its digest; everything else is a new operation. These hold for an operation
-10,000 distinct calls back as for the one just before.
+the latest with its digest when that operation's latest send failed (a repeat the client
+calls its first try is then the caller's retry); everything else is a new operation. These
+hold for an operation 10,000 distinct calls back as for the one just before.
 """
 
 from __future__ import annotations
@@ -11,16 +12,23 @@ from __future__ import annotations
 from opentelemetry.sdk.trace import TracerProvider
 
 from retryscope.instrumentation._sends import ParentKey, SendEvidence, SendLedger
-from retryscope.vocabulary import Layer
+from retryscope.vocabulary import CALLER_RETRY_LAYER, Layer
 
 ATTEMPT: ParentKey = (Layer.HARNESS, 1)
 EARLIER = 10_000
 
 
 def _place(
-    ledger: SendLedger, evidence: SendEvidence, parent: ParentKey = ATTEMPT
+    ledger: SendLedger,
+    evidence: SendEvidence,
+    parent: ParentKey = ATTEMPT,
+    *,
+    failed: bool | None = True,
 ) -> tuple[int, int]:
+    """Place a send and end it (``failed``: without success; None: left in flight)."""
     place = ledger.place(parent, None, evidence)
+    if failed is not None:
+        ledger.ended(place.entry, failed)
     return place.operation, place.resend_count
 
 
@@ -44,9 +52,50 @@ def test_the_same_request_long_after_is_a_resend_of_its_operation() -> None:
 def test_a_digest_repeats_the_latest_operation_that_has_it() -> None:
     ledger = SendLedger()
     _long_attempt(ledger, SendEvidence(digest="same", retry_count=0))
-    assert _place(ledger, SendEvidence(digest="same", retry_count=0)) == (EARLIER + 2, 0)
+    first_try = SendEvidence(digest="same", retry_count=0)
+    assert _place(ledger, first_try, failed=False) == (1, 1)  # the caller's retry: it worked
+    assert _place(ledger, first_try) == (EARLIER + 2, 0)  # after a success: a new call
     assert _place(ledger, SendEvidence(digest="same")) == (EARLIER + 2, 1)
     assert _place(ledger, SendEvidence(digest="same", retry_count=1)) == (EARLIER + 2, 2)
+
+
+def test_a_repeat_is_a_resend_only_after_a_failure() -> None:
+    """The same request again after a success, or while the earlier send is in flight, is
+    a distinct call; after a failure it is a resend, with or without client evidence."""
+    ledger = SendLedger()
+    assert _place(ledger, SendEvidence(digest="a"), failed=False) == (1, 0)
+    assert _place(ledger, SendEvidence(digest="a"), failed=None) == (2, 0)
+    assert _place(ledger, SendEvidence(digest="a")) == (3, 0)  # the first is still in flight
+    assert _place(ledger, SendEvidence(digest="a")) == (3, 1)
+    assert _place(ledger, SendEvidence(digest="a"), failed=False) == (3, 2)
+    assert _place(ledger, SendEvidence(digest="a")) == (4, 0)
+
+
+def test_a_first_try_repeating_a_failed_send_is_the_callers_retry() -> None:
+    """The client calls the repeat its first try (``x-stainless-retry-count: 0``): a loop
+    above it retried. The resend is the caller's, numbered as its next try; the client's own
+    retries within that try stay the client's."""
+    ledger = SendLedger()
+    first = SendEvidence(digest="chat", retry_count=0, retry_layer=Layer.SDK)
+    sdk_retry = SendEvidence(digest="chat", retry_count=1, retry_layer=Layer.SDK)
+    places = []
+    for evidence in (first, sdk_retry, first, sdk_retry, first):
+        place = ledger.place(ATTEMPT, None, evidence)
+        ledger.ended(place.entry, True)
+        places.append((place.operation, place.resend_count, place.retry_layer, place.tries))
+    assert places == [
+        (1, 0, None, 1),
+        (1, 1, Layer.SDK, 1),
+        (1, 2, CALLER_RETRY_LAYER, 2),
+        (1, 3, Layer.SDK, 2),
+        (1, 4, CALLER_RETRY_LAYER, 3),
+    ]
+    # a new call with its own key after a failure of the same request: the caller's retry
+    keyed = SendEvidence(digest="s3", call_key="inv-1", retry_count=0)
+    assert _place(ledger, keyed) == (2, 0)
+    again = SendEvidence(digest="s3", call_key="inv-2", retry_count=0)
+    assert _place(ledger, again) == (2, 1)
+    assert _place(ledger, SendEvidence(call_key="inv-2", retry_count=1)) == (2, 2)
 
 
 def test_a_call_key_wins_over_the_digest() -> None:

@@ -55,3 +55,31 @@ def test_sdk_retries_and_distinct_calls_live_equal_report_and_server(
     assert list(differences(live, report_figures(audit.connect()))) == []
     assert metered.processor is not None
     assert metered.processor.errors == 0
+
+
+def test_a_loop_above_the_sdk_live_equals_report_and_server(
+    audit: Audit, server: LocalServer, instrumented: object
+) -> None:
+    """A plain loop (2 tries) above the SDK (``max_retries=1``) against 500, 500, 200: the
+    loop's repeat is the caller's retry, nested over the SDK's (2 × 2); then the same chat
+    after a 200, a distinct call. Live figures, report and server agree."""
+    metered = Metered.on(audit.provider)
+    client = openai.OpenAI(api_key=API_KEY, base_url=f"{server.url}/v1", max_retries=1)
+    server.reply = lambda _r: json_reply(
+        500 if len(server.requests) <= 2 else 200,
+        OPENAI_ERROR if len(server.requests) <= 2 else OPENAI_CHAT,
+        ("retry-after-ms", "1"),
+    )
+    with retryscope.logical_request(operation="chat", tracer_provider=audit.provider):
+        for _ in range(3):
+            try:
+                client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+                )
+            except openai.InternalServerError:
+                continue
+    live = live_figures(metered.points())
+    assert live["receiver_attempts"] == len(server.requests) == 4
+    assert (live["operations"], live["resends"]) == (2, 2)
+    assert (live["nested_retry_requests"], live["max_nested_multiplication"]) == (1, 4)
+    assert list(differences(live, report_figures(audit.connect()))) == []

@@ -103,3 +103,9 @@ CREATE OR REPLACE MACRO rs_successes(outcome) AS count(*) FILTER (WHERE outcome 
 -- retries of its own.
 CREATE OR REPLACE MACRO rs_opaque_ownership(retry_owner, lower_max_retries) AS
     retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0;
+
+-- Retries a gateway or proxy behind a send reports for its response (its attempts beyond
+-- the first): remote, reported by the other side, kept beside the observed sends and never
+-- added to them (NULL attempts: the response said nothing).
+CREATE OR REPLACE MACRO rs_gateway_retries(gateway_attempts) AS
+    greatest(0, gateway_attempts - 1);

@@ -34,9 +34,13 @@ SELECT
     decision, retry_owner,
     http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
     breaker_state, lower_max_retries,
-    -- a send's operation under its parent attempt and the layer whose retry made a resend
-    -- (instrumentation/_sends.py); NULL on attempts that are not sends
-    operation_ordinal, retry_layer,
+    -- a send's operation under its parent attempt, the layer whose retry made a resend and
+    -- the caller's try of the operation (instrumentation/_sends.py decides them: the body
+    -- digest and whether the earlier send failed are the recorder's); NULL on attempts
+    -- that are not sends
+    operation_ordinal, retry_layer, operation_try,
+    -- the attempts a gateway behind a send reports for its response (reported, not seen)
+    gateway_attempts,
     FALSE AS classified_from_http
 FROM spans
 WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;

@@ -144,19 +144,44 @@ GROUP BY 1, 2;
 -- there the position is the ordinal's and the previous attempt the one numbered one less
 -- (a hash join); only the other groups are ordered by a window (a sort of rows in tiny
 -- partitions costs several times the join).
+-- A group of sends a caller above the client repeated (operation_try: its tries 2, 3, …
+-- are stamped, the first is not) holds two retry loops: the caller's (caller_tries) and
+-- the client's within each try (group_size: the largest try's sends).
 CREATE OR REPLACE TEMP TABLE attempt_groups AS
+WITH groups AS (
+    SELECT
+        hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
+        min(attempt_ordinal) AS first_ordinal,
+        count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS group_size,
+        count(attempt_ordinal) = count(*)
+            AND min(attempt_ordinal) >= 1 AND max(attempt_ordinal) <= 64
+            AND max(attempt_ordinal)::BIGINT - min(attempt_ordinal) + 1 = count(*)
+            AND bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
+                                      THEN 1::UBIGINT << (attempt_ordinal - 1) END)) = count(*)
+            AS consecutive
+    FROM attempt_rows
+    GROUP BY 1
+),
+tries AS (
+    SELECT hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
+           operation_try,
+           count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS n
+    FROM attempt_rows
+    WHERE operation_try IS NOT NULL
+    GROUP BY 1, 2
+),
+repeated AS (
+    SELECT k, max(operation_try) AS caller_tries, sum(n) AS later, max(n) AS largest
+    FROM tries
+    GROUP BY k
+)
 SELECT
-    hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
-    min(attempt_ordinal) AS first_ordinal,
-    count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS group_size,
-    count(attempt_ordinal) = count(*)
-        AND min(attempt_ordinal) >= 1 AND max(attempt_ordinal) <= 64
-        AND max(attempt_ordinal)::BIGINT - min(attempt_ordinal) + 1 = count(*)
-        AND bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
-                                  THEN 1::UBIGINT << (attempt_ordinal - 1) END)) = count(*)
-        AS consecutive
-FROM attempt_rows
-GROUP BY 1;
+    g.k, g.first_ordinal, g.consecutive,
+    CASE WHEN r.k IS NULL THEN g.group_size
+         ELSE greatest(g.group_size - r.later, r.largest) END AS group_size,
+    r.caller_tries
+FROM groups g
+LEFT JOIN repeated r ON r.k = g.k;
 
 CREATE OR REPLACE TEMP TABLE attempt_places AS
 SELECT
@@ -208,6 +233,7 @@ SELECT
     CASE WHEN g.consecutive THEN p.end_time ELSE x.prev_end END AS prev_end,
     CASE WHEN g.consecutive THEN p.route_id ELSE x.prev_route_id END AS prev_route_id,
     g.group_size,
+    g.caller_tries,
     c.k IS NULL AS is_leaf,
     coalesce(x.group_position, w.attempt_ordinal::BIGINT - g.first_ordinal + 1) > 1
         AND coalesce(w.hedge_ordinal, 0) = 0 AS is_retry,
@@ -263,10 +289,12 @@ SELECT
     rs_sends(span_id, is_leaf) AS receiver,
     rs_operations(operation_ordinal, is_leaf) AS operations,
     max(group_size) AS max_n,
+    -- the most tries a caller above the client made of one operation (NULL: none repeated)
+    max(caller_tries) AS caller_n,
     -- its retries (and hedges): attempts beyond the first of their retry group
     count(span_id) FILTER (WHERE group_position > 1) AS repeats,
     -- the layer whose retries these are when the sends name one (an SDK's, a router's)
-    any_value(retry_layer) AS retry_layer,
+    any_value(retry_layer) FILTER (WHERE retry_layer <> rs_caller_layer()) AS retry_layer,
     -- the recorded (not classified) ordinals: range, and the distinct ones among 1..64
     -- as bits (far cheaper than count(DISTINCT)); model_checks.sql looks for gaps with
     -- these
@@ -295,14 +323,23 @@ GROUP BY h, route_id;
 
 -- Per request: the layers that retried and the attempt multiplication they produce
 -- (rs_retried, rs_multiplication), and its distinct operations (the most any attempt of
--- it made: what amplification divides by).
+-- it made: what amplification divides by). A caller's loop above a layer's client
+-- (caller_n) is a retry loop of its own, just above that layer's.
 CREATE OR REPLACE TEMP TABLE all_request_nesting AS
+WITH loops AS (
+    SELECT h, layer, 1 AS below, coalesce(retry_layer, layer) AS loop, max_n, operations
+    FROM all_request_layers
+    UNION ALL
+    SELECT h, layer, 0, rs_caller_layer(), caller_n, NULL
+    FROM all_request_layers
+    WHERE caller_n IS NOT NULL
+)
 SELECT
     h,
     count(*) FILTER (WHERE rs_retried(max_n)) AS retried_layer_count,
-    coalesce(list(coalesce(retry_layer, layer) ORDER BY rs_layer_rank(layer))
+    coalesce(list(loop ORDER BY rs_layer_rank(layer), below)
              FILTER (WHERE rs_retried(max_n)), []) AS retried_layers,
     max(operations) AS operations,
     rs_multiplication(max_n) AS multiplication
-FROM all_request_layers
+FROM loops
 GROUP BY h;
