@@ -103,3 +103,11 @@ CREATE OR REPLACE MACRO rs_successes(outcome) AS count(*) FILTER (WHERE outcome 
 -- retries of its own.
 CREATE OR REPLACE MACRO rs_opaque_ownership(retry_owner, lower_max_retries) AS
     retry_owner IS NOT NULL AND coalesce(lower_max_retries, 0) > 0;
+
+-- Implicit logical requests (implicit_requests.sql): the outermost logical operation above
+-- sends of no logical request, named by its trace and span id.
+CREATE OR REPLACE MACRO rs_implicit_request_id(trace_id, span_id) AS
+    'implicit:' || trace_id || ':' || span_id;
+CREATE OR REPLACE MACRO rs_implicit(id) AS starts_with(id, 'implicit:');
+CREATE OR REPLACE MACRO rs_implicit_trace(id) AS
+    CASE WHEN rs_implicit(id) THEN split_part(id, ':', 2) END;
