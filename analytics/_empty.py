@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from retryscope.analytics._audit_model import AuditModel
 
 NOT_IN_A_REQUEST = (
-    "the application never opened `retryscope.logical_request(...)` around its calls "
-    "(opentelemetry-instrument alone opens none), so no span carries a logical request "
-    "id; or the spans were recorded without retryscope"
+    "the application never opened `retryscope.logical_request(...)` around its calls, and "
+    "no span is a client send (an HTTP or gRPC client span, a GenAI or SDK call span) that "
+    "would make an implicit one: no client instrumentation was on where the calls were made"
 )
 """The likely cause when spans exist but none belongs to a logical request."""
 

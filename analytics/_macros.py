@@ -14,7 +14,12 @@ httpx transport calls idempotent). A span with no status code is a send that fai
 a response when its span status is ``ERROR`` (:data:`NO_RESPONSE_KIND`), else unclassified.
 
 ``rs_grpc_outcome`` and ``rs_grpc_outcome_kind`` do the same for a gRPC client span's
-``rpc.grpc.status_code`` (:data:`retryscope.http_rules.GRPC_STATUS_KINDS`; NULL: no code).
+``rpc.grpc.status_code`` (:data:`retryscope.http_rules.GRPC_STATUS_KINDS`; NULL: no code);
+``rs_send_outcome`` and ``rs_send_outcome_kind`` pick the one that fits a send.
+
+``rs_call_span`` tells a client call span (one per API call, around the SDK's retry loop:
+:data:`retryscope.vocabulary.CALL_SCOPES`, or a span of a GenAI operation), as the stamping
+processor does.
 """
 
 from __future__ import annotations
@@ -32,7 +37,14 @@ from retryscope.http_rules import (
     STATUS_RULES,
     StatusRule,
 )
-from retryscope.vocabulary import BOUNDARY_RANK, CALLER_RETRY_LAYER, Layer, Outcome, OutcomeKind
+from retryscope.vocabulary import (
+    BOUNDARY_RANK,
+    CALL_SCOPES,
+    CALLER_RETRY_LAYER,
+    Layer,
+    Outcome,
+    OutcomeKind,
+)
 
 
 def _literal(value: str | None) -> str:
@@ -121,10 +133,30 @@ def grpc_outcome_macros() -> str:
     return "\n".join((case("rs_grpc_outcome", _family), case("rs_grpc_outcome_kind", _kind)))
 
 
+def send_macros() -> str:
+    """The SQL of ``rs_send_outcome``, ``rs_send_outcome_kind`` (a foreign span taken for a
+    send: by its HTTP status, or its gRPC status code) and ``rs_call_span``."""
+    scopes = " OR ".join(f"starts_with(scope, {_literal(prefix)})" for prefix, _ in CALL_SCOPES)
+    return "\n".join(
+        (
+            "CREATE OR REPLACE MACRO rs_send_outcome(http_method, http_status, span_status,"
+            " idempotent, grpc_code) AS CASE WHEN http_method IS NOT NULL"
+            " THEN rs_http_outcome(http_status, span_status, idempotent)"
+            " ELSE rs_grpc_outcome(grpc_code) END;",
+            "CREATE OR REPLACE MACRO rs_send_outcome_kind(http_method, http_status, span_status,"
+            " idempotent, grpc_code) AS CASE WHEN http_method IS NOT NULL"
+            " THEN rs_http_outcome_kind(http_status, span_status, idempotent)"
+            " ELSE rs_grpc_outcome_kind(grpc_code) END;",
+            "CREATE OR REPLACE MACRO rs_call_span(kind, scope, gen_ai_operation) AS"
+            f" kind = 'CLIENT' AND (gen_ai_operation IS NOT NULL OR {scopes});",
+        )
+    )
+
+
 @cache
 def macros_sql() -> str:
     """Every macro the analytics queries use: ``macros.sql`` and the rendered ones."""
-    rendered = (rank_macros(), http_outcome_macros(), grpc_outcome_macros())
+    rendered = (rank_macros(), http_outcome_macros(), grpc_outcome_macros(), send_macros())
     return "\n\n".join((load("macros").rstrip(), *rendered)) + "\n"
 
 

@@ -180,6 +180,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
             "operation": f.operation,
         },
         "logical_requests": logical,
+        "implicit_requests": int(arrow(con, "implicit_count").to_pylist()[0]["n"]),
         "empty_reason": None if logical else no_requests_reason(model, f),
         "physical_attempts": amp["physical_attempts"],
         "receiver_attempts": amp["receiver_attempts"],
@@ -266,11 +267,12 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
         r["load"],
         r["hedging"],
     )
+    implicit = f" ({r['implicit_requests']:,} implicit)" if r["implicit_requests"] else ""
     sections: list[tuple[str, list[tuple[str, str]]]] = [
         (
             "amplification",
             [
-                ("logical requests", f"{r['logical_requests']:,}"),
+                ("logical requests", f"{r['logical_requests']:,}{implicit}"),
                 ("physical attempts", f"{r['physical_attempts']:,}"),
                 ("harness attempts", f"{amp['harness_attempts']:,}"),
                 ("receiver attempts", f"{r['receiver_attempts']:,}"),

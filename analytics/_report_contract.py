@@ -41,6 +41,14 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
         ("filters.operation", STR_OR_NULL, "Operation filter, or null."),
         ("logical_requests", INT, "Logical requests in scope."),
         (
+            "implicit_requests",
+            INT,
+            "Of `logical_requests`, those no span named: in a trace (or the part of one) "
+            "where the application opened no `logical_request`, the outermost logical "
+            "operation above the sends (a GenAI or SDK call span, a SERVER span, else the "
+            "root span), its sends the physical attempts (docs/guides/zero-code.md).",
+        ),
+        (
             "empty_reason",
             STR_OR_NULL,
             "Why `logical_requests` is 0 (no span files under the path; spans none of which "

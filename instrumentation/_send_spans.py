@@ -35,13 +35,7 @@ from retryscope.instrumentation._digests import send_digest
 from retryscope.instrumentation._sends import SendEvidence
 from retryscope.vocabulary import Layer
 
-CALL_SCOPES: Final[tuple[tuple[str, str], ...]] = (
-    ("com.anthropic.sdk.python", "anthropic"),
-    ("opentelemetry.instrumentation.openai_v2", "openai"),
-    ("opentelemetry.instrumentation.openai", "openai"),
-    ("opentelemetry.util.genai", "genai"),
-    ("opentelemetry.instrumentation.botocore", "botocore"),
-)
+CALL_SCOPES: Final = v.CALL_SCOPES
 """Instrumentation scope name prefixes of client call spans, and the library they name."""
 
 _CALL_PREFIXES: Final = tuple(prefix for prefix, _ in CALL_SCOPES)

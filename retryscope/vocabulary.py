@@ -692,6 +692,16 @@ RECONCILIATION_LAYER_KEY: Final = "retryscope.reconciliation.attempt_layer"
 """Layer of the indeterminate attempt that was reconciled."""
 CALL_LIBRARY_KEY: Final = "retryscope.call.library"
 """On a call span: the client library whose call it is (e.g. ``anthropic``, ``openai``)."""
+CALL_SCOPES: Final[tuple[tuple[str, str], ...]] = (
+    ("com.anthropic.sdk.python", "anthropic"),
+    ("opentelemetry.instrumentation.openai_v2", "openai"),
+    ("opentelemetry.instrumentation.openai", "openai"),
+    ("opentelemetry.util.genai", "genai"),
+    ("opentelemetry.instrumentation.botocore", "botocore"),
+)
+"""Instrumentation scope name prefixes of client *call* spans (one per API call, around the
+SDK's retry loop), and the library they name: the stamping processor takes them for calls,
+the analytics for the calls of an implicit logical request (``rs_call_span``)."""
 DEPLOYMENT_ID_KEY: Final = "retryscope.deployment.id"
 """On a send a router dispatched: the router's deployment id (LiteLLM ``model_info.id``)."""
 DEPLOYMENT_MODEL_KEY: Final = "retryscope.deployment.model"

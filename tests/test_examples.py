@@ -147,6 +147,7 @@ def test_files_that_collector_config_writes_are_ingested(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir()))
 def test_every_example_is_run_by_a_test(name: str) -> None:
     tested = {"quickstart.py", "controller.py", "async_harness.py", "otel-collector.yaml"}
+    tested.add("zero_code")  # tests/test_zero_code_quickstart.py
     assert name in tested, f"examples/{name} has no test in tests/test_examples.py"
 
 

@@ -34,17 +34,36 @@ def _reason(capsys: pytest.CaptureFixture[str], path: Path, *argv: str) -> str:
     return reason
 
 
-def _zero_code(rec: Recorder) -> None:
-    """What an application run under opentelemetry-instrument alone records: a GenAI call
-    span and its HTTP sends, through retryscope's processor and exporter, but no
-    ``logical_request``: 5 calls of 3 sends each."""
+def _no_sends(rec: Recorder) -> None:
+    """An application that opened no ``logical_request`` and whose client calls no
+    instrumentation recorded: 5 SERVER spans with 3 spans of work each, no client span (a
+    client send would make an implicit request: tests/test_implicit_requests.py)."""
     for _ in range(5):
-        with rec.tracer.start_as_current_span("chat gpt-4o", kind=SpanKind.CLIENT):
+        with rec.tracer.start_as_current_span("GET /answer", kind=SpanKind.SERVER):
+            for _ in range(3):
+                with rec.tracer.start_as_current_span("work"):
+                    pass
+
+
+def _zero_code_calls(rec: Recorder) -> None:
+    """What an application run under opentelemetry-instrument alone records: 5 GenAI call
+    spans of 3 HTTP sends each, no ``logical_request``: 5 implicit requests, not zeros."""
+    for _ in range(5):
+        with rec.tracer.start_as_current_span(
+            "chat gpt-4o", kind=SpanKind.CLIENT, attributes={"gen_ai.operation.name": "chat"}
+        ):
             for _ in range(3):
                 with rec.tracer.start_as_current_span(
                     "POST", kind=SpanKind.CLIENT, attributes={"http.request.method": "POST"}
                 ):
                     pass
+
+
+def test_calls_in_no_logical_request_are_implicit_requests(recorder: Recorder) -> None:
+    _zero_code_calls(recorder)
+    report = build_report(recorder.connect())
+    assert (report["logical_requests"], report["implicit_requests"]) == (5, 5)
+    assert report["empty_reason"] is None
 
 
 def test_a_directory_without_span_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,11 +92,12 @@ def test_span_files_without_spans(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_spans_none_of_which_is_in_a_logical_request(
     recorder: Recorder, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _zero_code(recorder)
+    _no_sends(recorder)
     recorder.connect()
     reason = _reason(capsys, recorder.directory)
     assert reason.startswith("20 spans, none in a logical request: the application never ")
     assert "`retryscope.logical_request(...)`" in reason
+    assert "no span is a client send" in reason
     code, out, _ = _report(capsys, recorder.directory, "--format", "markdown")
     assert code == 1
     assert "## no logical request" in out
@@ -115,7 +135,7 @@ def test_filters_that_select_none(recorder: Recorder, capsys: pytest.CaptureFixt
 
 def test_the_reason_is_the_reports(recorder: Recorder) -> None:
     """``build_report`` carries it; the CLI only prints it."""
-    _zero_code(recorder)
+    _no_sends(recorder)
     recorder.connect()
     model, _ = connect(recorder.directory)
     assert build_report(model)["empty_reason"].startswith("20 spans, none in a logical request")

@@ -134,12 +134,14 @@ _SCRATCH: Final = (
     "attempt_groups",
     "attempt_places",
     "request_entries",
+    "implicit_spans",
 )
 _BUILT_PROJECTIONS: Final = (RECEIVER_TRAFFIC,)
 """The projections the scripts' later statements read while a build runs (``request_base``
 they read as the table of its own the build makes first)."""
 _VIEWS: Final = (
     "spans",
+    "recorded_spans",
     "requests",
     "attempt_facts",
     "request_nesting",
@@ -169,13 +171,20 @@ def build_tables(con: duckdb.DuckDBPyConnection, place: Place | None = None) -> 
     ``con`` holds (which must hold every span of each request it holds any of): as temp
     tables of ``con``, or, with ``place``, each written where ``place`` keeps it and read
     through a temp view of its name. A temp view ``spans`` over the source shadows the
-    data set's: with one copy of each span that arrived more than once, and the scripts
-    of :mod:`._scripts` read that."""
+    data set's: with one copy of each span that arrived more than once and the implicit
+    logical requests stamped on spans of none, and the scripts of :mod:`._scripts` read
+    that."""
     run = con.execute if place is None else _placing(con, place)
     con.execute(f"CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM {SOURCE}")
     con.execute(load(scripts.SPAN_COPIES))
     if con.execute("SELECT count(*) FROM span_copies").fetchall()[0][0]:
         con.execute(load(scripts.ONE_COPY))
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW recorded_spans AS SELECT * FROM {SOURCE}")
+    if con.execute(load(scripts.FREE_CLIENT)).fetchall()[0][0]:
+        con.execute(load(scripts.IMPLICIT))
+    else:
+        con.execute("CREATE OR REPLACE TEMP VIEW spans AS SELECT * FROM recorded_spans")
     for name in scripts.PER_REQUEST:
         if name == scripts.HTTP_ATTEMPTS and not _has_unmarked_http_spans(con):
             continue

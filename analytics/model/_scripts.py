@@ -1,7 +1,8 @@
 """The audit model's SQL scripts, in the order they run: the one place that order is kept.
 
 ``PER_REQUEST`` builds every per-request table from ``spans`` (its copies of a span
-counted once: ``SPAN_COPIES``, ``ONE_COPY``); each table depends on the spans of one
+counted once: ``SPAN_COPIES``, ``ONE_COPY``; the implicit logical requests stamped on the
+spans of none: ``IMPLICIT``); each table depends on the spans of one
 logical request (or one span) only, so the scripts run once per time partition, once
 over the requests that straddle partitions, or once over a whole data set, and the model
 is the union of the results (:mod:`._partition`). ``REQUEST_FACTS`` follows, over the
@@ -22,7 +23,11 @@ MACROS: Final = "macros"
 SPAN_COPIES: Final = "span_copies"
 """Keys of the spans that arrived more than once."""
 ONE_COPY: Final = "one_copy_per_span"
-"""``spans`` with one copy of each such span (run only when there are copies)."""
+"""``recorded_spans`` with one copy of each such span (run only when there are copies)."""
+FREE_CLIENT: Final = "free_client_spans"
+"""Whether some client span belongs to no logical request (``IMPLICIT`` runs only then)."""
+IMPLICIT: Final = "implicit_requests"
+"""``spans``: the recorded spans with the implicit logical requests stamped on them."""
 ATTEMPTS: Final = "model_attempts"
 """Every span marked as an attempt, with its request, layer and ordinals (``attempt_rows``)."""
 HTTP_ATTEMPTS: Final = "model_http_attempts"
@@ -49,6 +54,8 @@ SOURCES: Final = (
     MACROS,
     SPAN_COPIES,
     ONE_COPY,
+    FREE_CLIENT,
+    IMPLICIT,
     *PER_REQUEST,
     UNFILTERED_SCOPE,
     REQUEST_KEYS,

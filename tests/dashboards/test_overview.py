@@ -35,7 +35,7 @@ from tests.dashboards.conftest import (
     type_text,
 )
 from tests.recorder import Recorder
-from tests.test_report_empty import _zero_code
+from tests.test_report_empty import _no_sends, _zero_code_calls
 from tests.ui_fixture import HOSTILE_ROUTE, PERIOD, START
 
 WHOLE = {
@@ -340,7 +340,7 @@ def test_spans_in_no_logical_request_are_explained_not_shown_as_zeros(
 ) -> None:
     """The report's reason on the Overview and on a page of one metric, no KPI cards."""
     recorder = Recorder(tmp_path / "spans")
-    _zero_code(recorder)
+    _no_sends(recorder)
     reason = build_report(recorder.connect())["empty_reason"]
     assert reason.startswith("20 spans, none in a logical request")
     at = _run_on(monkeypatch, recorder.directory)
@@ -349,6 +349,22 @@ def test_spans_in_no_logical_request_are_explained_not_shown_as_zeros(
     open_page(at, "amplification")
     assert [w.value for w in at.warning] == [f"Nothing to audit: {reason}."]
     assert not at.metric
+
+
+def test_implicit_requests_show_the_reports_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls recorded without a logical request: the Overview shows what the report
+    counts (tests/test_implicit_requests.py), not the reason for zeros."""
+    recorder = Recorder(tmp_path / "spans")
+    _zero_code_calls(recorder)
+    report = build_report(recorder.connect())
+    assert (report["logical_requests"], report["receiver_attempts"]) == (5, 15)
+    at = _run_on(monkeypatch, recorder.directory)
+    assert not at.warning
+    shown = metrics(at)
+    assert shown["Logical requests"] == "5"
+    assert shown["Retry amplification"] == shown["Sends / request"] == "3.00×"
 
 
 def test_ui_refuses_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -109,3 +109,11 @@ CREATE OR REPLACE MACRO rs_opaque_ownership(retry_owner, lower_max_retries) AS
 -- added to them (NULL attempts: the response said nothing).
 CREATE OR REPLACE MACRO rs_gateway_retries(gateway_attempts) AS
     greatest(0, gateway_attempts - 1);
+
+-- Implicit logical requests (implicit_requests.sql): the outermost logical operation above
+-- sends of no logical request, named by its trace and span id.
+CREATE OR REPLACE MACRO rs_implicit_request_id(trace_id, span_id) AS
+    'implicit:' || trace_id || ':' || span_id;
+CREATE OR REPLACE MACRO rs_implicit(id) AS starts_with(id, 'implicit:');
+CREATE OR REPLACE MACRO rs_implicit_trace(id) AS
+    CASE WHEN rs_implicit(id) THEN split_part(id, ':', 2) END;

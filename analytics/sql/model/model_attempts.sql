@@ -23,14 +23,12 @@ SELECT
     backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
     cost_reserved_micros, cost_actual_micros, cost_currency, cost_estimated,
     -- a foreign span taken for a send: by its HTTP status, or its gRPC status code
-    coalesce(outcome, CASE WHEN http_method IS NOT NULL
-        THEN rs_http_outcome(http_status_code, status_code, idempotency_digest IS NOT NULL)
-        ELSE rs_grpc_outcome(TRY_CAST(attributes['rpc.grpc.status_code'] AS INTEGER))
-        END) AS outcome,
-    coalesce(outcome_kind, CASE WHEN outcome IS NOT NULL THEN NULL WHEN http_method IS NOT NULL
-        THEN rs_http_outcome_kind(http_status_code, status_code, idempotency_digest IS NOT NULL)
-        ELSE rs_grpc_outcome_kind(TRY_CAST(attributes['rpc.grpc.status_code'] AS INTEGER))
-        END) AS outcome_kind,
+    coalesce(outcome, rs_send_outcome(
+        http_method, http_status_code, status_code, idempotency_digest IS NOT NULL,
+        TRY_CAST(attributes['rpc.grpc.status_code'] AS INTEGER))) AS outcome,
+    coalesce(outcome_kind, CASE WHEN outcome IS NULL THEN rs_send_outcome_kind(
+        http_method, http_status_code, status_code, idempotency_digest IS NOT NULL,
+        TRY_CAST(attributes['rpc.grpc.status_code'] AS INTEGER)) END) AS outcome_kind,
     decision, retry_owner,
     http_status_code, hedge_ordinal, hedge_result = 'cancelled' AS hedge_cancelled,
     breaker_state, lower_max_retries,
