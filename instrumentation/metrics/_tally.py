@@ -228,6 +228,31 @@ class Figures:
     """The route and boundary of the accepted attempt beyond the allowed boundary."""
 
 
+def _sent(
+    first_sends: dict[int, tuple[int, int, Key]],
+    firsts: dict[Key, int],
+    resent: dict[Key, int],
+    operation: int,
+    start: int,
+    span_id: int,
+    key: Key,
+) -> None:
+    """Count a send of ``operation``: its first to start (then span id) is the original,
+    every other a resend."""
+    first = first_sends.get(operation)
+    if first is None:
+        first_sends[operation] = (start, span_id, key)
+        firsts[key] = firsts.get(key, 0) + 1
+    elif start > first[0] or (start == first[0] and span_id > first[1]):
+        resent[key] = resent.get(key, 0) + 1
+    else:  # the first so far started after this one: a resend
+        was = first[2]
+        firsts[was] -= 1
+        resent[was] = resent.get(was, 0) + 1
+        first_sends[operation] = (start, span_id, key)
+        firsts[key] = firsts.get(key, 0) + 1
+
+
 class RequestTally:
     """The attempts of one request so far (see the module's rules). Not thread-safe: the
     processor calls it under its lock."""
@@ -436,15 +461,17 @@ class RequestTally:
         resent: dict[Key, int] = {}
         first_sends: dict[int, tuple[int, int, Key]] = {}
         largest: dict[Any, int] = {}
-        for (layer, _, _, operation), group in self._groups.items():
+        for (layer, _, _, operation), entries in self._groups.items():
             ordinals = named.get(layer) if named else None
             sent = 1 if operation is None else operation
-            if isinstance(group, list):
-                group.sort(key=_ORDER)
-                entries: list[Entry] | tuple[Entry] = group
+            if not isinstance(entries, list):  # (most groups: no retry, no sort)
+                ordinal, start, span_id, _, key = entries
+                plain[key] = plain.get(key, 0) + 1
+            else:
+                entries.sort(key=_ORDER)
                 failed = False
                 size = 0
-                for _, _, _, hedged, key in group:
+                for ordinal, start, span_id, hedged, key in entries:
                     if hedged:
                         counted = plain
                     else:
@@ -452,29 +479,22 @@ class RequestTally:
                         size += 1
                     counted[key] = counted.get(key, 0) + 1
                     failed = key[2] != _SUCCESS
+                    if ordinals is not None and (
+                        (None if ordinal == _NO_ORDINAL else ordinal) in ordinals
+                    ):
+                        continue  # an enclosing attempt: no send
+                    first = first_sends.get(sent)
+                    if first is not None and (
+                        start > first[0] or (start == first[0] and span_id > first[1])
+                    ):
+                        resent[key] = resent.get(key, 0) + 1
+                    else:
+                        _sent(first_sends, firsts, resent, sent, start, span_id, key)
                 if size > largest.get(layer, 0):
                     largest[layer] = size
-            else:  # (most groups: one attempt, no retry, no sort)
-                entries = (group,)
-                key = group[4]
-                plain[key] = plain.get(key, 0) + 1
-            for ordinal, start, span_id, _, key in entries:
-                if ordinals is not None and (
-                    (None if ordinal == _NO_ORDINAL else ordinal) in ordinals
-                ):
-                    continue  # an enclosing attempt: no send
-                # of an operation's sends, the first to start (then span id) is the original
-                first = first_sends.get(sent)
-                if first is None:
-                    first_sends[sent] = (start, span_id, key)
-                    firsts[key] = firsts.get(key, 0) + 1
-                elif start > first[0] or (start == first[0] and span_id > first[1]):
-                    resent[key] = resent.get(key, 0) + 1
-                else:  # the first so far started after this one: it is the resend
-                    firsts[first[2]] -= 1
-                    resent[first[2]] = resent.get(first[2], 0) + 1
-                    first_sends[sent] = (start, span_id, key)
-                    firsts[key] = firsts.get(key, 0) + 1
+                continue
+            if ordinals is None or (None if ordinal == _NO_ORDINAL else ordinal) not in ordinals:
+                _sent(first_sends, firsts, resent, sent, start, span_id, key)
         self.operations = max(first_sends, default=0)
         attempts: Attempts = {}
         for retry, counted in ((False, plain), (True, retried)):
