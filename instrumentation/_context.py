@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -110,6 +111,9 @@ _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 _SUCCESS: Final[Mapping[str, AttributeValue]] = {_K_OUTCOME: Outcome.SUCCESS.value}
 _SUCCESS_LONGEST: Final = longest_string(_SUCCESS)
 _INT64: Final = 2**63
+_CARRIED: Final[weakref.WeakValueDictionary[str, LogicalRequest]] = weakref.WeakValueDictionary()
+"""Requests carried out of an open scope by ``inject`` in this process, by id, while any
+of their scopes here is open (see :func:`open_scopes`)."""
 _E = TypeVar("_E")
 T = TypeVar("T")
 
@@ -203,6 +207,15 @@ def _scope_context(
 ) -> otel_context.Context:
     """``parent`` with ``span`` as its current span and ``owner`` as its scope."""
     return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
+
+
+def open_scopes(request_id: str) -> int:
+    """How many scopes of the logical request ``request_id`` are open in this process: its
+    own and the continuations extracted here from a carrier it injected (0 when it was never
+    injected). An in-process continuation's attempts belong to the request it continues, so
+    the live metrics record the request when the last of these scopes ends."""
+    holder = _CARRIED.get(request_id) if _CARRIED else None
+    return holder._scopes if holder is not None else 0
 
 
 @contained("current_scope")
@@ -845,6 +858,9 @@ class LogicalRequest:
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
         self._transport_base: _TransportBase | None = None
+        self._shared: LogicalRequest | None = None
+        """The request whose open scopes this one counts in (see :func:`open_scopes`)."""
+        self._scopes = 0
         self._stamps = Stamps(self, stamp, self.stamp_longest, None, transport=True)
         self._scope = Scope(self.stamp, self, None, self.stamp_longest)
 
@@ -871,7 +887,35 @@ class LogicalRequest:
         self._token = otel_context.attach(
             _scope_context(otel_context.get_current() if parent is None else parent, span, self)
         )
+        if self.role is SpanRole.CONTINUATION and _CARRIED:
+            holder = _CARRIED.get(self.id)
+            if holder is not None:
+                with holder._lock:
+                    if holder._scopes > 0:  # (not if it closed since it was looked up)
+                        holder._scopes += 1
+                        self._shared = holder
         return self
+
+    def _carried(self) -> None:
+        """``inject`` carried this open request out: a continuation extracted in this
+        process while it is open counts as one of its scopes (:func:`open_scopes`)."""
+        if self._span is None or self._shared is not None:
+            return
+        with self._lock:
+            self._scopes += 1
+            self._shared = self
+        _CARRIED.setdefault(self.id, self)
+
+    def _scope_ended(self) -> None:
+        """One of the open scopes this request counts in ended (before its span ends, so
+        the live metrics see the count without it)."""
+        holder = self._shared
+        if holder is None:
+            return
+        with holder._lock:
+            holder._scopes -= 1
+            if holder._scopes <= 0 and _CARRIED.get(holder.id) is holder:
+                del _CARRIED[holder.id]
 
     def scope(self) -> Scope:
         """The request's own :class:`Scope` (outside any of its attempts)."""
@@ -908,6 +952,8 @@ class LogicalRequest:
             try:
                 if token is not None:
                     otel_context.detach(token)  # type: ignore[arg-type]
+                if self._shared is not None:
+                    self._scope_ended()
             finally:
                 if span is not None:
                     span.end(end_time=end)

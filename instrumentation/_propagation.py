@@ -82,6 +82,7 @@ def inject(
     }
     _TRACE_CONTEXT.inject(carrier, context=context)
     carrier[CARRIER_FIELD] = json.dumps(body, separators=(",", ":"), sort_keys=True)
+    req._carried()
     return True
 
 

@@ -37,7 +37,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope._fork import reset_in_child
-from retryscope.instrumentation._context import _SCOPE_KEY, Attempt
+from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, open_scopes
 from retryscope.instrumentation._sdk import ended_fields, finished_attributes, raw_attributes
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
@@ -281,19 +281,28 @@ class AttemptMetricsProcessor(SpanProcessor):
                         self._failed("recording an evicted request's metrics")
             elif role in (_REQUEST, _CONTINUATION):
                 with self._lock:
+                    if open_scopes(request_id):  # a continuation of it still open here
+                        if role == _REQUEST:
+                            tally = self._open.get(request_id)
+                            if tally is None:
+                                tally = self._open[request_id] = RequestTally()
+                            tally.request_end = (attrs, span.context)
+                        return
                     tally = self._open.pop(request_id, None)
                 if role == _REQUEST:
-                    figures = (tally or RequestTally()).ended(attrs)
-                    self._record(figures, span.context)
+                    self._record((tally or RequestTally()).ended(attrs), span.context)
                 elif tally is not None:
-                    self._record(tally.ended(None), None)
+                    self._record_evicted(tally)
         except Exception:  # never break the instrumented application
             self._failed("recording a span's metrics")
 
     # -- recording -----------------------------------------------------------------------
     def _record_evicted(self, tally: RequestTally) -> None:
-        """Record the attempts of a request evicted while open (past ``max_open_requests``)."""
-        self._record(tally.ended(None), None)
+        """Record a request's attempts without its span: evicted while open (past
+        ``max_open_requests``), or ended by its last continuation here (with the request's
+        own figures when its span ended here before)."""
+        request, context = tally.request_end or (None, None)
+        self._record(tally.ended(request), context)
 
     def _record(self, figures: Figures, context: SpanContext | None) -> None:
         """Record one request's figures (its request-level ones when ``figures.request``;

@@ -283,6 +283,7 @@ class RequestTally:
         "operation",
         "operations",
         "remaining",
+        "request_end",
         "samples",
         "tenant",
         "violations",
@@ -314,6 +315,9 @@ class RequestTally:
         self._late = False
         self._late_end: int | None = None
         """The last end of a success with no deadline of its own (the request's decides)."""
+        self.request_end: tuple[Mapping[str, Any], SpanContext | None] | None = None
+        """The request span's attributes and context, when it ended while a continuation
+        of it was still open in this process."""
 
     @property
     def attempts(self) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
+import retryscope
 from retryscope import Attempt
 from retryscope import vocabulary as v
 from retryscope.analytics import connect
@@ -207,7 +208,40 @@ def _late_children(rec: Recorder) -> None:
         child.end(end_time=clock())
 
 
+def _in_process_continuations(rec: Recorder, n: int = 10) -> None:
+    """c*: a harness attempt hands the request to a worker in the same process
+    (inject/extract) that runs inside it: the worker's queue attempt fails and is retried,
+    then the harness attempt fails and is retried. w*: the worker's continuation is still
+    open when the request's span ends (the request returned; the worker goes on)."""
+    for i in range(n):
+        clock = Clock(T0 + i * 60_000 * MS)
+        with rec.request(clock, logical_request_id=f"c{i}") as req:
+            with req.attempt("primary") as first:
+                carrier: dict[str, str] = {}
+                retryscope.inject(carrier)
+                with retryscope.extract(carrier, tracer_provider=rec.provider, clock=clock) as w:
+                    rec.attempt(w, "worker", layer="queue", outcome="unavailable", ms=10)
+                    rec.attempt(w, "worker", layer="queue", ms=10)
+                first.set_outcome("unavailable")
+            rec.attempt(req, ms=10)
+    for i in range(n):
+        clock = Clock(T0 + (n + i) * 60_000 * MS)
+        worker = contextvars.copy_context()
+        req = rec.request(clock, logical_request_id=f"w{i}")
+        req.__enter__()
+        with req.attempt("primary"):
+            carrier = {}
+            retryscope.inject(carrier)
+            continued = retryscope.extract(carrier, tracer_provider=rec.provider, clock=clock)
+            worker.run(continued.__enter__)
+            clock.advance_ms(10)
+        req.__exit__(None, None, None)
+        worker.run(rec.attempt, continued, "worker", layer="queue", ms=10)
+        worker.run(continued.__exit__, None, None, None)
+
+
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
+    "in-process continuations": _in_process_continuations,
     "attempts that name no enclosing attempt": _unnamed_parents,
     "a parallel retry that ends first": _overlapping_retries,
     "attempts that end after their enclosing one": _late_children,
@@ -267,6 +301,22 @@ def test_an_attempt_whose_child_ends_after_it_is_no_send(tmp_path: Path) -> None
     _late_children(recorder)
     live = live_figures(metered.points())
     assert live["receiver_by_layer"] == {"transport": 1, "sdk": 1}
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+def test_an_in_process_continuation_counts_in_its_request(tmp_path: Path) -> None:
+    """A worker continuing the request in the same process adds its attempts to the
+    request's, whichever span ended first: 4 sends per c-request (the worker's two queue
+    attempts are the continuation's own, not beneath the harness attempt, so both harness
+    attempts are sends too), 2 per w-request."""
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _in_process_continuations(recorder, 10)
+    live = live_figures(metered.points())
+    assert (live["logical_requests"], live["histogram_requests"]) == (20, 20)
+    assert live["histogram_attempts"] == 10 * 4 + 10 * 2
+    assert metered.processor is not None
+    assert metered.processor.open_requests() == 0
     assert list(differences(live, report_figures(recorder.connect()))) == []
 
 
