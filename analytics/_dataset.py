@@ -77,7 +77,9 @@ class DataSet:
         return "://" in self.root
 
 
-def _is_visible(name: str) -> bool:
+def is_visible(name: str) -> bool:
+    """Whether a file named ``name`` is one an analysis reads (written and closed: the
+    writers' files in progress are hidden)."""
     return not name.startswith((".", "_")) and name.endswith(".parquet")
 
 
@@ -110,7 +112,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # hidden: not read
-            found += (os.path.join(dirpath, name) for name in filenames if _is_visible(name))
+            found += (os.path.join(dirpath, name) for name in filenames if is_visible(name))
         candidates = sorted(found, key=lambda f: f.split(os.sep))  # as paths sort
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
@@ -155,7 +157,7 @@ def _objects(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo] | None:
 
 def _visible_below(relative: str) -> bool:
     *folders, name = relative.split("/")
-    return _is_visible(name) and not any(f.startswith(".") for f in folders)
+    return is_visible(name) and not any(f.startswith(".") for f in folders)
 
 
 def _checked(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,10 +22,13 @@ from retryscope.analytics._audit_model import AuditModel, connect
 from retryscope.analytics._dataset import new_connection
 from retryscope.analytics._filters import Filters, parse_time
 from retryscope.analytics._findings import findings
+from retryscope.analytics._object_store import is_url
 from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
+from retryscope.analytics.model._cache import model_directory
 from retryscope.analytics.model._progress import TerminalProgress
+from retryscope.analytics.model._watch import DEFAULT_INTERVAL_S
 
 CACHE_HINT = (
     f"tip: --model-cache DIR (or ${CACHE_ENV}) keeps the model between runs: the next run "
@@ -234,8 +239,6 @@ def model_command(path: str, engine: Engine) -> int:
     """Bring the data set's model in ``engine.model_cache`` up to date: build the time
     partitions that are new or changed since the last build (run after ingest, e.g. from
     cron, so interactive analyses find it ready)."""
-    from retryscope.analytics.model._cache import model_directory
-
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
     with _opened(path, engine) as model:
@@ -259,5 +262,42 @@ def model_command(path: str, engine: Engine) -> int:
         how += f", the largest in {stats['request_partitions']} request partitions"
     if int(stats["straddlers"]):
         how += f", {stats['straddlers']:,} requests across partitions"
-    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})")
+    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})", flush=True)
+    return 0
+
+
+def watch_command(
+    path: str,
+    engine: Engine,
+    *,
+    interval: float = DEFAULT_INTERVAL_S,
+    stop: threading.Event | None = None,
+) -> int:
+    """Keep the data set's model in ``engine.model_cache`` current until ``stop`` is set
+    (or the process is interrupted): :func:`model_command` now and each time files were
+    closed since (:mod:`retryscope.analytics.model._watch`). One watcher per model: a
+    second says so and waits for the first to stop."""
+    from retryscope.analytics.model._store import Modes
+    from retryscope.analytics.model._watch import sole_watcher, watch
+
+    if not engine.model_cache:
+        raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
+    if not interval > 0:
+        raise ValueError(f"--interval {interval} is not a positive number of seconds")
+    if is_url(path):
+        raise ValueError(f"{path} is in an object store: its model is not cached")
+    root = os.path.abspath(path)  # it may not exist yet: the writer starts after its sidecar
+
+    def say(message: str) -> None:
+        print(f"retryscope model --watch: {for_terminal(message)}", file=sys.stderr, flush=True)
+
+    def failed(exc: Exception) -> None:
+        say(f"not updated ({type(exc).__name__}: {exc}); tried again at the next change")
+
+    def update() -> None:
+        model_command(root, engine)
+
+    directory = model_directory(root, engine.model_cache)
+    with sole_watcher(directory, Modes.of(root), say):
+        watch(root, update, interval=interval, stop=stop, failed=failed)
     return 0
