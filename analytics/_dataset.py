@@ -14,9 +14,9 @@ import atexit
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -75,6 +75,26 @@ class DataSet:
     @property
     def is_remote(self) -> bool:
         return "://" in self.root
+
+
+def subset(dataset: DataSet, files: Collection[str]) -> DataSet:
+    """``dataset`` with only those of its files (and skipped files) named in ``files``:
+    the closed time partitions a watcher builds while others are still being written."""
+    keep = set(files)
+    kept = [i for i, f in enumerate(dataset.files) if f in keep]
+
+    def pick(values: Sequence[int]) -> tuple[int, ...]:
+        return tuple(values[i] for i in kept) if values else ()
+
+    return replace(
+        dataset,
+        files=tuple(dataset.files[i] for i in kept),
+        skipped=tuple(s for s in dataset.skipped if s.path in keep),
+        lookup=tuple(g for g in dataset.lookup if g.path in keep),
+        rows=sum(pick(dataset.file_rows)) if dataset.file_rows else dataset.rows,
+        file_rows=pick(dataset.file_rows),
+        sizes=pick(dataset.sizes),
+    )
 
 
 def is_visible(name: str) -> bool:

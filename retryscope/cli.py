@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from retryscope import __version__
-from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
+from retryscope._environment import (
+    CACHE_ENV,
+    MEMORY_LIMIT_ENV,
+    MODEL_ENV,
+    WATCH_INTERVAL_S,
+    WATCH_SETTLE_S,
+)
 from retryscope._extras import MissingExtraError, extra_needed
 from retryscope._safe_text import for_terminal
 
@@ -219,7 +225,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if args.watch:
         from retryscope.analytics.commands import watch_command
 
-        return watch_command(args.path, _engine(args), interval=args.interval)
+        return watch_command(args.path, _engine(args), interval=args.interval, settle=args.settle)
     from retryscope.analytics.commands import model_command
 
     return model_command(args.path, _engine(args))
@@ -390,15 +396,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--watch",
         action="store_true",
-        help="keep running beside the writer: each time files are closed, build the time "
-        "partitions they belong to (one watcher per model; Ctrl-C stops)",
+        help="keep running beside the writer: build each time partition once its files are "
+        "closed, and again when a late or rewritten file changes it (one watcher per model; "
+        "Ctrl-C stops)",
     )
     p.add_argument(
         "--interval",
         type=float,
-        default=5.0,
+        default=WATCH_INTERVAL_S,
         metavar="S",
         help="with --watch: seconds between looks at the data set (default: %(default)s)",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=WATCH_SETTLE_S,
+        metavar="S",
+        help="with --watch: the newest time partition is built once no file of it is newer "
+        "than S seconds (older ones once a later one has files) (default: %(default)s)",
     )
     p.set_defaults(func=_cmd_model, extra="analytics")
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,19 +22,24 @@ from retryscope.analytics.model import _cache, model_directory
 from retryscope.analytics.model._cache import DirectoryStore
 from retryscope.analytics.model._progress import STAGE_PARTITIONS, Progress
 from retryscope.analytics.model._store import Modes
-from retryscope.analytics.model._watch import snapshot
+from retryscope.analytics.model._watch import closed, snapshot
 from retryscope.cli import main
 from tests.export_support import make_spans, otlp_json_line
 from tests.model_support import hold_model_lock, model_differences
+from tests.recorder import MS, Recorder
+from tests.test_analytics_incremental import FIRST_HOUR, HOUR, _partition_dirs
+from tests.test_analytics_randomized import _generate
 
 REPO = Path(__file__).resolve().parent.parent
 INTERVAL = "0.2"
 _CLI = (sys.executable, "-m", "retryscope.cli")
 
 
-def _watcher(root: Path, cache: Path) -> subprocess.Popen[str]:
+def _watcher(root: Path, cache: Path, settle: str = "0") -> subprocess.Popen[str]:
+    """``retryscope model ROOT --watch`` (every closed file built at once: ``settle`` 0)."""
+    watch = ["--watch", "--interval", INTERVAL, "--settle", settle]
     return subprocess.Popen(
-        [*_CLI, "model", str(root), "--watch", "--model-cache", str(cache), "--interval", INTERVAL],
+        [*_CLI, "model", str(root), *watch, "--model-cache", str(cache)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -116,6 +123,60 @@ def test_a_watcher_keeps_the_model_current_while_a_writer_writes(tmp_path: Path)
     out, err = _stop(second)
     assert f"another watcher (pid {first.pid}) keeps {directory} current" in err
     assert out.startswith("up to date: ")
+
+
+def _grain(directory: Path) -> list[str]:
+    """The time partitions the model in ``directory`` holds."""
+    manifest = directory / "manifest.json"
+    if not manifest.exists():
+        return []
+    return [key for run in json.loads(manifest.read_text())["grain"] for key in run]
+
+
+def _wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_an_hour_is_built_once_it_is_closed(tmp_path: Path) -> None:
+    """The hour being written is not built at every file it gets: only once the writer has
+    moved on to the next hour, or once it got no file for ``--settle`` seconds; an older
+    hour's late file is built at once."""
+    source = tmp_path / "source"
+    rec = Recorder(source)
+    for hour in range(2):
+        _generate(rec, 4, seed=hour, starts=[FIRST_HOUR + hour * HOUR + k * MS for k in range(4)])
+    rec.provider.shutdown()
+    first, second = _partition_dirs(source)
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    directory = model_directory(str(root), cache)
+    watcher = _watcher(root, cache, settle="3")
+    try:
+        shutil.copytree(first, root / first.relative_to(source))  # written now: open
+        time.sleep(10 * float(INTERVAL))
+        assert _grain(directory) == []
+        shutil.copytree(second, root / second.relative_to(source))  # the writer moved on
+        _wait_for(lambda: _grain(directory) == [str(first.relative_to(source))])
+        _wait_for(lambda: len(_grain(directory)) == 2)  # the last hour, quiet for 3 s
+    finally:
+        _stop(watcher)
+
+
+def test_closed_partitions_are_those_followed_or_quiet() -> None:
+    """At the boundary: the newest folder is closed when its newest file is exactly
+    ``settle`` old, and open a nanosecond later; a folder followed by another is closed
+    however new its files."""
+    s = 10**9
+    files = frozenset(
+        {("/d/hour=14/a.parquet", 1, 50 * s), ("/d/hour=15/a.parquet", 1, 90 * s)}
+        | {("/d/hour=15/b.parquet", 1, 80 * s)}
+    )
+    assert closed(files, 10.0, 100.0) == files
+    assert closed(files, 10.0, 100.0 - 1e-9 * 2) == {("/d/hour=14/a.parquet", 1, 50 * s)}
+    assert closed(files, 0.0, 90.0) == files
+    assert closed(frozenset(), 0.0, 0.0) == frozenset()
 
 
 def test_the_watch_looks_at_closed_files_only(tmp_path: Path) -> None:

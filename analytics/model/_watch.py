@@ -3,12 +3,17 @@ PATH --watch``, and the UI's background watcher).
 
 The exporter and ``retryscope ingest`` write each file under a hidden name and rename it
 into place once it is complete (``instrumentation/export/_files.py``): a visible file is a
-closed file. So the watcher looks at the data set's visible files every ``interval``
-seconds (a ``stat`` each, no reads) and, when they changed, brings the model up to date:
-the cache builds only the time partitions whose files changed (a new hour, a late file
-in an older hour, a rewritten file), the requests across partitions and the tables
-across requests (:mod:`._build`). A file that does not read is named by the update and
-the rest of its partition is built.
+closed file. A time partition (a folder: an hour) is closed once the writer has moved on
+to a later one, or once no file of it has been written for ``settle`` seconds (the
+exporter cuts a file at least every ``rotate_age_s``, 60 s, while spans arrive): the
+hour being written is not built again at every file it gets, only once it is done. So the
+watcher looks at the data set's visible files every ``interval`` seconds (a ``stat``
+each, no reads) and, when the files of its closed partitions changed, brings the model of
+those up to date: the cache builds only the time partitions whose files changed (an hour
+just closed, a late file in an older hour, a rewritten file), the requests across
+partitions and the tables across requests (:mod:`._build`). A file that does not read is
+named by the update and the rest of its partition is built. An analysis meanwhile builds
+what the model lacks (the hour still being written) itself.
 
 One watcher per model directory: a second one says which process holds the directory's
 ``watch.lock`` and waits for it to stop. (The model's own ``lock`` still orders every
@@ -20,18 +25,18 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Final
 
+from retryscope._environment import WATCH_INTERVAL_S, WATCH_SETTLE_S
 from retryscope._fs import make_dirs
 from retryscope.analytics._dataset import is_visible
 from retryscope.analytics.model._cache import hold
 from retryscope.analytics.model._store import Modes
 
 WATCH_LOCK: Final = "watch.lock"
-DEFAULT_INTERVAL_S: Final = 5.0
-"""How often a watcher looks for closed files by default."""
 
 Snapshot = frozenset[tuple[str, int, int]]
 
@@ -53,6 +58,23 @@ def snapshot(root: str) -> Snapshot:
             st = os.stat(name)
             seen.add((name, st.st_size, st.st_mtime_ns))
     return frozenset(seen)
+
+
+def closed(files: Snapshot, settle: float, now: float) -> Snapshot:
+    """The ``files`` of the closed time partitions (folders): those a file of a later
+    partition follows in path order, and those none of whose files is newer than
+    ``settle`` seconds before ``now`` (the modification times' clock)."""
+    folders: dict[str, list[tuple[str, int, int]]] = {}
+    for entry in files:
+        folders.setdefault(os.path.dirname(entry[0]), []).append(entry)
+    order = sorted(folders, key=lambda folder: folder.split(os.sep))
+    quiet_since = (now - settle) * 1e9
+    return frozenset(
+        entry
+        for k, folder in enumerate(order)
+        if k < len(order) - 1 or max(m for _, _, m in folders[folder]) <= quiet_since
+        for entry in folders[folder]
+    )
 
 
 @contextlib.contextmanager
@@ -83,25 +105,26 @@ def sole_watcher(directory: Path, modes: Modes, say: Callable[[str], None]) -> I
 
 def watch(
     root: str,
-    update: Callable[[], None],
+    update: Callable[[Collection[str]], None],
     *,
-    interval: float = DEFAULT_INTERVAL_S,
+    interval: float = WATCH_INTERVAL_S,
+    settle: float = WATCH_SETTLE_S,
     stop: threading.Event | None = None,
     failed: Callable[[Exception], None] | None = None,
 ) -> None:
-    """Call ``update`` (bring the model of ``root`` up to date) once the data set has a
-    visible file, then each time its visible files changed, looking every ``interval``
-    seconds, until ``stop`` is set. An update that fails is handed to ``failed`` and
-    tried again at the next change (a failure that does not pass, such as a full disk, is
-    not retried in a loop)."""
+    """Call ``update(files)`` (bring the model of those files of ``root`` up to date) each
+    time the files of the data set's closed partitions (:func:`closed`) changed, looking
+    every ``interval`` seconds, until ``stop`` is set. An update that fails is handed to
+    ``failed`` and tried again at the next change (a failure that does not pass, such as
+    a full disk, is not retried in a loop)."""
     stop = stop or threading.Event()
     last: Snapshot = frozenset()
     while not stop.is_set():
-        now = snapshot(root)
-        if now != last:
+        now = closed(snapshot(root), settle, time.time())
+        if now and now != last:  # (a data set emptied keeps its last model)
             last = now
             try:
-                update()
+                update([name for name, _, _ in now])
             except Exception as exc:
                 if _interrupted(exc):
                     raise KeyboardInterrupt from exc

@@ -152,9 +152,12 @@ def test_the_app_shows_a_build_of_another_process(
 def test_serve_keeps_the_model_current_in_the_background(ui_data: Path, tmp_path: Path) -> None:
     """``retryscope ui --model-cache`` runs a watcher process beside the server: the model
     is built without a page asking, and the watcher stops with the server."""
-    cache = tmp_path / "cache"
-    watcher = serve_module.keep_current(str(ui_data), dict(os.environ, **{CACHE_ENV: str(cache)}))
-    manifest = model_directory(str(ui_data), cache) / "manifest.json"
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    for f in data.rglob("*.parquet"):  # closed an hour ago: past the watcher's settle time
+        os.utime(f, (time.time() - 3600, time.time() - 3600))
+    watcher = serve_module.keep_current(str(data), dict(os.environ, **{CACHE_ENV: str(cache)}))
+    manifest = model_directory(str(data), cache) / "manifest.json"
     for _ in range(600):
         if manifest.exists() or watcher.poll() is not None:
             break
@@ -162,5 +165,5 @@ def test_serve_keeps_the_model_current_in_the_background(ui_data: Path, tmp_path
     serve_module.stop_process(watcher)
     assert watcher.returncode == 130
     assert manifest.exists()
-    con, _ = connect(ui_data, model_cache=cache)
+    con, _ = connect(data, model_cache=cache)
     assert con.build().stats["built"] == 0
