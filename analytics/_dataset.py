@@ -14,9 +14,9 @@ import atexit
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -77,7 +77,29 @@ class DataSet:
         return "://" in self.root
 
 
-def _is_visible(name: str) -> bool:
+def subset(dataset: DataSet, files: Collection[str]) -> DataSet:
+    """``dataset`` with only those of its files (and skipped files) named in ``files``:
+    the closed time partitions a watcher builds while others are still being written."""
+    keep = set(files)
+    kept = [i for i, f in enumerate(dataset.files) if f in keep]
+
+    def pick(values: Sequence[int]) -> tuple[int, ...]:
+        return tuple(values[i] for i in kept) if values else ()
+
+    return replace(
+        dataset,
+        files=tuple(dataset.files[i] for i in kept),
+        skipped=tuple(s for s in dataset.skipped if s.path in keep),
+        lookup=tuple(g for g in dataset.lookup if g.path in keep),
+        rows=sum(pick(dataset.file_rows)) if dataset.file_rows else dataset.rows,
+        file_rows=pick(dataset.file_rows),
+        sizes=pick(dataset.sizes),
+    )
+
+
+def is_visible(name: str) -> bool:
+    """Whether a file named ``name`` is one an analysis reads (written and closed: the
+    writers' files in progress are hidden)."""
     return not name.startswith((".", "_")) and name.endswith(".parquet")
 
 
@@ -110,7 +132,7 @@ def discover(root: str | os.PathLike[str]) -> DataSet:
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]  # hidden: not read
-            found += (os.path.join(dirpath, name) for name in filenames if _is_visible(name))
+            found += (os.path.join(dirpath, name) for name in filenames if is_visible(name))
         candidates = sorted(found, key=lambda f: f.split(os.sep))  # as paths sort
     else:
         raise FileNotFoundError(f"no audit data at {text!r}: not a file or directory")
@@ -155,7 +177,7 @@ def _objects(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo] | None:
 
 def _visible_below(relative: str) -> bool:
     *folders, name = relative.split("/")
-    return _is_visible(name) and not any(f.startswith(".") for f in folders)
+    return is_visible(name) and not any(f.startswith(".") for f in folders)
 
 
 def _checked(

@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow.compute as pc
 
-from retryscope._environment import CACHE_ENV
+from retryscope._environment import CACHE_ENV, WATCH_INTERVAL_S, WATCH_SETTLE_S
 from retryscope._safe_text import for_terminal
 from retryscope.analytics._audit_model import AuditModel, connect
-from retryscope.analytics._dataset import new_connection
+from retryscope.analytics._dataset import discover, new_connection, subset
 from retryscope.analytics._filters import Filters, parse_time
 from retryscope.analytics._findings import findings
+from retryscope.analytics._object_store import is_url
 from retryscope.analytics._render import json_rows, markdown_table, text_table
 from retryscope.analytics._report import build_report, format_json, format_markdown, format_text
 from retryscope.analytics._requests import request_detail
+from retryscope.analytics.model._cache import model_directory
 from retryscope.analytics.model._progress import TerminalProgress
 
 CACHE_HINT = (
@@ -63,16 +67,19 @@ class Engine:
 
 
 @contextmanager
-def _opened(path: str, engine: Engine = Engine()) -> Iterator[AuditModel]:
+def _opened(
+    path: str, engine: Engine = Engine(), files: Collection[str] | None = None
+) -> Iterator[AuditModel]:
     """The data set's audit model, set up as ``engine`` says; afterwards, a warning for
     every file that was skipped (unreadable when listed, or undecodable when the command
     first read it). DuckDB running out of memory is a :class:`MemoryError` that names the
     limit. A model build that runs for more than a second shows its progress on stderr
     when that is a terminal, and a long one that no model cache keeps ends with
-    :data:`CACHE_HINT`."""
+    :data:`CACHE_HINT`. ``files``: only these files of the data set (a watcher's closed
+    partitions)."""
     with _memory_named(engine):
         model, dataset = connect(
-            path,
+            path if files is None else subset(discover(path), files),
             con=new_connection(memory_limit=engine.memory_limit),
             model_cache=engine.model_cache,
         )
@@ -230,15 +237,14 @@ def whatif_command(
     return 0
 
 
-def model_command(path: str, engine: Engine) -> int:
+def model_command(path: str, engine: Engine, files: Collection[str] | None = None) -> int:
     """Bring the data set's model in ``engine.model_cache`` up to date: build the time
     partitions that are new or changed since the last build (run after ingest, e.g. from
-    cron, so interactive analyses find it ready)."""
-    from retryscope.analytics.model._cache import model_directory
-
+    cron, so interactive analyses find it ready); ``files``: the model of only these files
+    of the data set (a watcher's closed partitions)."""
     if not engine.model_cache:
         raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
-    with _opened(path, engine) as model:
+    with _opened(path, engine, files) as model:
         cache = model.cache
         if cache is None:
             raise ValueError(f"{path} is in an object store: its model is not cached")
@@ -259,5 +265,47 @@ def model_command(path: str, engine: Engine) -> int:
         how += f", the largest in {stats['request_partitions']} request partitions"
     if int(stats["straddlers"]):
         how += f", {stats['straddlers']:,} requests across partitions"
-    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})")
+    print(f"{state}: {directory} ({size / 2**20:,.1f} MiB, {how})", flush=True)
+    return 0
+
+
+def watch_command(
+    path: str,
+    engine: Engine,
+    *,
+    interval: float = WATCH_INTERVAL_S,
+    settle: float = WATCH_SETTLE_S,
+    stop: threading.Event | None = None,
+) -> int:
+    """Keep the data set's model in ``engine.model_cache`` current until ``stop`` is set
+    (or the process is interrupted): :func:`model_command` over the closed time
+    partitions each time their files changed, a partition being closed once a later one
+    has files or none of its files is newer than ``settle`` seconds
+    (:mod:`retryscope.analytics.model._watch`). One watcher per model: a second says so
+    and waits for the first to stop."""
+    from retryscope.analytics.model._store import Modes
+    from retryscope.analytics.model._watch import sole_watcher, watch
+
+    if not engine.model_cache:
+        raise ValueError("give --model-cache DIR (or set RETRYSCOPE_MODEL_CACHE)")
+    if not interval > 0:
+        raise ValueError(f"--interval {interval} is not a positive number of seconds")
+    if not settle >= 0:
+        raise ValueError(f"--settle {settle} is not a number of seconds")
+    if is_url(path):
+        raise ValueError(f"{path} is in an object store: its model is not cached")
+    root = os.path.abspath(path)  # it may not exist yet: the writer starts after its sidecar
+
+    def say(message: str) -> None:
+        print(f"retryscope model --watch: {for_terminal(message)}", file=sys.stderr, flush=True)
+
+    def failed(exc: Exception) -> None:
+        say(f"not updated ({type(exc).__name__}: {exc}); tried again at the next change")
+
+    def update(files: Collection[str]) -> None:
+        model_command(root, engine, files)
+
+    directory = model_directory(root, engine.model_cache)
+    with sole_watcher(directory, Modes.of(root), say):
+        watch(root, update, interval=interval, settle=settle, stop=stop, failed=failed)
     return 0

@@ -79,6 +79,9 @@ def serve(
         read_manifest(location)  # no model there is named here, not in the browser
         env[MODEL_ENV] = location.uri
     print(f"retryscope UI on http://{address}:{port}  (data: {path}; Ctrl-C stops)", flush=True)
+    watcher = None
+    if model_cache is not None and model is None:
+        watcher = keep_current(path, env)
     proc = subprocess.Popen(streamlit_command(port, address), env=env)  # noqa: S603
     # SIGTERM (a service manager, a test harness) must stop the server too, not orphan it.
     in_main = threading.current_thread() is threading.main_thread()
@@ -94,8 +97,30 @@ def serve(
             proc.wait()
         return 0
     finally:
+        if watcher is not None:
+            stop_process(watcher)
         if in_main:
             signal.signal(signal.SIGTERM, previous)
+
+
+def keep_current(path: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Keep the data set's cached model current in the background while the UI serves it:
+    ``retryscope model PATH --watch`` in a process of its own, with the server's ``env``
+    (its model cache and memory limit). A page opened while it builds shows that build's
+    progress (the model's lock relays it) and then reads its model."""
+    command = [sys.executable, "-m", "retryscope.cli", "model", path, "--watch"]
+    return subprocess.Popen(command, env=env)  # noqa: S603
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop ``proc`` as Ctrl-C does (SIGINT), killing it if it has not stopped in 10 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

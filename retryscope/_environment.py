@@ -11,3 +11,11 @@ MEMORY_LIMIT_ENV: Final = "RETRYSCOPE_MEMORY_LIMIT"
 
 MODEL_ENV: Final = "RETRYSCOPE_MODEL"
 """Environment variable naming a built model directory to read (CLI and UI default)."""
+
+WATCH_INTERVAL_S: Final = 5.0
+"""How often ``retryscope model --watch`` looks for closed files, by default."""
+
+WATCH_SETTLE_S: Final = 120.0
+"""How long the newest time partition must go without a new file before
+``retryscope model --watch`` builds it, by default: twice the exporter's ``rotate_age_s``
+(it cuts a file at least that often while spans arrive)."""

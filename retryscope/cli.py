@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from retryscope import __version__
-from retryscope._environment import CACHE_ENV, MEMORY_LIMIT_ENV, MODEL_ENV
+from retryscope._environment import (
+    CACHE_ENV,
+    MEMORY_LIMIT_ENV,
+    MODEL_ENV,
+    WATCH_INTERVAL_S,
+    WATCH_SETTLE_S,
+)
 from retryscope._extras import MissingExtraError, extra_needed
 from retryscope._safe_text import for_terminal
 
@@ -66,13 +72,13 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--operation", metavar="OP", help="requests of operation OP")
 
 
-def _add_engine(p: argparse.ArgumentParser) -> None:
+def _add_cache(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--model-cache",
         metavar="DIR",
         default=os.environ.get(CACHE_ENV) or None,
-        help="directory caching the built audit model between runs; an unchanged data set "
-        f"then skips the build (default: ${CACHE_ENV}; none)",
+        help=f"directory caching the built audit model between runs; {what} "
+        f"(default: ${CACHE_ENV}; none)",
     )
     p.add_argument(
         "--memory-limit",
@@ -82,6 +88,10 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
         f"with --model-cache the model is also written to disk as it is built "
         f"(default: ${MEMORY_LIMIT_ENV}; else 80%% of RAM)",
     )
+
+
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    _add_cache(p, "an unchanged data set then skips the build")
     p.add_argument(
         "--model",
         metavar="DIR",
@@ -152,8 +162,15 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     except OSError as exc:  # output not writable, source not readable: sources done so far stay
         print(f"retryscope ingest: error: {for_terminal(str(exc))}", file=sys.stderr)
         return 2
-    print(summary.format())
-    return summary.exit_code
+    print(summary.format(), flush=True)
+    if args.model_cache is None:
+        return summary.exit_code
+    # the model of every time partition this run wrote is brought up to date now
+    with extra_needed("retryscope ingest --model-cache", "analytics"):
+        from retryscope.analytics.commands import Engine, model_command
+
+        engine = Engine(model_cache=args.model_cache, memory_limit=args.memory_limit)
+        return max(summary.exit_code, model_command(args.out, engine))
 
 
 def _size(text: str) -> int:
@@ -197,12 +214,18 @@ def _add_ingest_limits(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
+    if args.watch and args.engine == "spark":
+        raise ValueError("--watch keeps a --model-cache current: not with --engine spark")
     if args.engine == "spark":
         from retryscope.analytics.distributed import spark_model_command
 
         return spark_model_command(
             args.path, model=args.model, master=args.master, partitions=args.partitions
         )
+    if args.watch:
+        from retryscope.analytics.commands import watch_command
+
+        return watch_command(args.path, _engine(args), interval=args.interval, settle=args.settle)
     from retryscope.analytics.commands import model_command
 
     return model_command(args.path, _engine(args))
@@ -327,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rotate-rows", type=int, default=None, help="rows per output file (default: 200000)"
     )
     _add_ingest_limits(p)
+    _add_cache(p, "the model of each time partition the run writes is brought up to date")
     p.set_defaults(func=_cmd_ingest, extra="ingest")
 
     p = sub.add_parser(
@@ -368,6 +392,28 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         metavar="K",
         help="Spark tasks (default: from the span rows and the executors' memory)",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep running beside the writer: build each time partition once its files are "
+        "closed, and again when a late or rewritten file changes it (one watcher per model; "
+        "Ctrl-C stops)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=WATCH_INTERVAL_S,
+        metavar="S",
+        help="with --watch: seconds between looks at the data set (default: %(default)s)",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=WATCH_SETTLE_S,
+        metavar="S",
+        help="with --watch: the newest time partition is built once no file of it is newer "
+        "than S seconds (older ones once a later one has files) (default: %(default)s)",
     )
     p.set_defaults(func=_cmd_model, extra="analytics")
 

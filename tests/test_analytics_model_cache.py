@@ -67,6 +67,7 @@ def test_an_unchanged_data_set_reuses_the_saved_model(data: Path, tmp_path: Path
         "across",
         "lock",
         "manifest.json",
+        "progress.json",
         "units",
     ]
     (unit,) = _units(cache, data)

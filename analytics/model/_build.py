@@ -59,6 +59,8 @@ from retryscope.analytics.model._progress import (
     STAGE_STRADDLING,
     ProgressCallback,
     Tracker,
+    relay_shared,
+    shared,
 )
 from retryscope.analytics.model._store import (
     KEYS,
@@ -145,10 +147,13 @@ def build_model(
     if cache is not None:
         store = DirectoryStore(model_directory(root, cache), Modes.of(root))
         try:
-            with store.locked():
+            # another process building this model (a watcher, a UI): its progress is shown
+            with store.locked(relay_shared(store.progress_file, progress)):
+                tracker = Tracker(shared(progress, store.progress_file, store.modes.file))
                 built = _update_directory(con, store, root, tracker)
         except (OSError, duckdb.IOException, duckdb.PermissionException) as exc:
             _warn(f"{what} {store.directory} not written ({type(exc).__name__}: {exc})")
+            tracker = Tracker(progress)
             drop_views(con)
             temporary.release(con)
         else:

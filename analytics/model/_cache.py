@@ -19,6 +19,9 @@ of a data set lives in ``model-<hash of its root>/``:
   atomically once they are all written. Readers never lock and never see half an
   update; a writer holds ``lock`` while it updates. Folders neither the current nor the
   previous manifest names are removed.
+* ``progress.json``: the latest progress of the build holding ``lock``, which a process
+  waiting for it shows (:func:`._progress.relay_shared`); ``watch.lock``: held by the one
+  process keeping the model current as files arrive (:mod:`._watch`).
 
 Any other state (no manifest, another model fingerprint, a folder missing or a file
 whose footer does not read) rebuilds what it concerns: a cache is never trusted without
@@ -38,7 +41,8 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -66,6 +70,22 @@ _MANIFEST: Final = "manifest.json"
 _SIZES: Final = "sizes.json"
 """In a unit or across folder: the size of each of its files when it was written."""
 _LOCK: Final = "lock"
+PROGRESS: Final = "progress.json"
+WAIT_POLL_S: Final = 0.25
+"""How often a process waiting for another's lock looks again (and relays its progress)."""
+
+
+def hold(fd: int, waiting: Callable[[], None] | None = None) -> None:
+    """Take the exclusive ``flock`` of ``fd``, calling ``waiting`` every
+    :data:`WAIT_POLL_S` while another process holds it."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            time.sleep(WAIT_POLL_S)
 
 
 def model_fingerprint() -> str:
@@ -207,16 +227,22 @@ class DirectoryStore(Store):
 
     # -- writing ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the directory's lock: one writer at a time (readers never wait)."""
+    def locked(self, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold the directory's lock: one writer at a time (readers never wait). While
+        another holds it, ``waiting`` is called every :data:`WAIT_POLL_S`."""
         make_dirs(self.directory, self.modes.directory)
         fd = os.open(self.directory / _LOCK, os.O_RDWR | os.O_CREAT, self.modes.file)
         try:
             os.fchmod(fd, self.modes.file)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            hold(fd, waiting)
             yield
         finally:
             os.close(fd)
+
+    @property
+    def progress_file(self) -> Path:
+        """Where the build holding the lock shares its progress (:func:`._progress.shared`)."""
+        return self.directory / PROGRESS
 
     def stage(self, name: str) -> Path:
         """A new hidden folder to write into, moved into place by :meth:`commit`."""

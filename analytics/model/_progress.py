@@ -5,10 +5,15 @@ building it (the UI shows it; the CLI prints it on a terminal with
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Final, TextIO
 
 import duckdb
@@ -38,6 +43,45 @@ STAGE_PARTITIONS: Final = "building time partitions"
 STAGE_STRADDLING: Final = "rebuilding requests that straddle partitions"
 STAGE_ACROSS: Final = "building the tables across requests"
 STAGE_DONE: Final = "model ready"
+
+
+def shared(callback: ProgressCallback | None, path: Path, mode: int) -> ProgressCallback:
+    """``callback`` (may be None) that also writes each report to ``path`` (replaced
+    atomically, with ``mode``): what a process waiting for this build reads
+    (:func:`relay_shared`). A report that cannot be written is not shared."""
+
+    def report(p: Progress) -> None:
+        with contextlib.suppress(OSError):
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+            tmp.write_text(json.dumps(asdict(p)), encoding="utf-8")
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        if callback is not None:
+            callback(p)
+
+    return report
+
+
+def relay_shared(path: Path, callback: ProgressCallback | None) -> Callable[[], None]:
+    """What a process waiting for another's build calls now and then: hands the latest
+    report that build shared at ``path`` (:func:`shared`) to ``callback``, its detail
+    saying whose it is (a finished build's report is not relayed: the waiter's own build
+    reports the end)."""
+
+    def relay() -> None:
+        if callback is None:
+            return
+        try:
+            p = Progress(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return
+        if p.stage == STAGE_DONE:
+            return
+        detail = f"another process{': ' + p.detail if p.detail else ''}"
+        with contextlib.suppress(Exception):  # a broken display never stops the analysis
+            callback(replace(p, detail=detail))
+
+    return relay
 
 
 def quiet_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -4,6 +4,7 @@ work shows nothing."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -12,11 +13,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from retryscope._environment import CACHE_ENV
 from retryscope.analytics import connect
+from retryscope.analytics.model import model_directory
 from retryscope.analytics.model._progress import STAGE_DONE, STAGE_PARTITIONS, Progress
 from retryscope.dashboards import _data, _progress
+from retryscope.dashboards import serve as serve_module
 from tests.dashboards.conftest import metrics, start_app
 from tests.dashboards.test_overview import WHOLE
+from tests.model_support import hold_model_lock
 
 
 def _reports(*reports: tuple[str, int, int, float, float | None]) -> None:
@@ -117,3 +122,48 @@ def test_a_session_waiting_for_another_build_shows_its_progress(ui_data: Path) -
     assert (seen[0].done, seen[0].total) == (2, 5)
     assert store.figures is None  # not prepared a second time
     assert not con.built
+
+
+def test_the_app_shows_a_build_of_another_process(
+    ui_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process builds the cached model (the UI's background watcher, a
+    ``retryscope model --watch`` beside the writer), the first page shows that build's
+    progress, then the figures of the model it built."""
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    monkeypatch.setattr(_progress, "SHOWN_AFTER_S", 0.0)
+    shown: list[str] = []
+    line = _progress.line
+    monkeypatch.setattr(_progress, "line", lambda p: shown.append(line(p)) or shown[-1])
+    holder = hold_model_lock(model_directory(str(data), cache), seconds=1.5)
+    at = start_app(data, monkeypatch, model_cache=cache)
+    assert holder.wait(10) == 0
+    (status,) = at.status
+    assert status.state == "complete"
+    assert metrics(at) == WHOLE
+    (bar,) = at.progress
+    assert bar.text.startswith(f"{STAGE_DONE}: ")
+    assert "building time partitions (another process: date=2026-09-21/hour=15): 2 of 5" in (
+        " ".join(shown)
+    )
+
+
+def test_serve_keeps_the_model_current_in_the_background(ui_data: Path, tmp_path: Path) -> None:
+    """``retryscope ui --model-cache`` runs a watcher process beside the server: the model
+    is built without a page asking, and the watcher stops with the server."""
+    data, cache = tmp_path / "spans", tmp_path / "cache"
+    shutil.copytree(ui_data, data)
+    for f in data.rglob("*.parquet"):  # closed an hour ago: past the watcher's settle time
+        os.utime(f, (time.time() - 3600, time.time() - 3600))
+    watcher = serve_module.keep_current(str(data), dict(os.environ, **{CACHE_ENV: str(cache)}))
+    manifest = model_directory(str(data), cache) / "manifest.json"
+    for _ in range(600):
+        if manifest.exists() or watcher.poll() is not None:
+            break
+        time.sleep(0.1)
+    serve_module.stop_process(watcher)
+    assert watcher.returncode == 130
+    assert manifest.exists()
+    con, _ = connect(data, model_cache=cache)
+    assert con.build().stats["built"] == 0
