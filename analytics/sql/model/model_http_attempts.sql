@@ -27,7 +27,8 @@ http AS (
 candidates AS (
     SELECT
         h.trace_id AS http_trace_id, h.span_id AS http_span_id,
-        a.layer, a.attempt_ordinal, a.route_release, a.route_priority, a.is_fallback,
+        a.layer, a.attempt_ordinal, a.continuation, a.route_release, a.route_priority,
+        a.is_fallback,
         a.route_capability_digest, a.route_behavior_class, a.route_data_boundary,
         a.retry_owner, a.deadline,
         (a.span_id = h.parent_span_id, rs_layer_rank(a.layer)) AS preference
@@ -39,6 +40,7 @@ candidates AS (
     ) a
       ON a.h = h.h AND a.logical_request_id = h.logical_request_id
      AND a.attempt_ordinal = h.attempt_ordinal
+     AND a.continuation IS NOT DISTINCT FROM h.continuation
      AND a.route_id IS NOT DISTINCT FROM h.route_id
      AND (a.span_id = h.parent_span_id
           OR (a.start_time <= h.start_time AND a.end_time >= h.end_time))
@@ -48,6 +50,7 @@ enclosing AS (
         http_trace_id AS trace_id, http_span_id AS span_id,
         arg_max(layer, preference) AS parent_layer,
         arg_max(attempt_ordinal, preference) AS parent_attempt_ordinal,
+        arg_max(continuation, preference) AS parent_continuation,
         arg_max(route_release, preference) AS route_release,
         arg_max(route_priority, preference) AS route_priority,
         arg_max(is_fallback, preference) AS is_fallback,
@@ -66,7 +69,7 @@ SELECT
     (row_number() OVER (
         PARTITION BY h.h ORDER BY h.start_time, h.span_id))::INTEGER
         AS attempt_ordinal,
-    e.parent_layer, e.parent_attempt_ordinal,
+    e.parent_layer, e.parent_attempt_ordinal, e.parent_continuation,
     h.route_id, e.route_release, e.route_priority, e.is_fallback,
     e.route_capability_digest, e.route_behavior_class, e.route_data_boundary,
     h.backoff_delay_ms, h.retry_after_ms, h.not_before,
