@@ -69,14 +69,19 @@ def _aliased_requests(cur: duckdb.DuckDBPyConnection, ident: str) -> list[str]:
 
 def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
     """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names: the
-    request with that id, else those whose trace id or idempotency digest it is."""
-    if _copy_rows(cur, ident, first=True):
-        return
-    copied = 0
-    for lrid in _aliased_requests(cur, ident):
-        copied += _copy_rows(cur, lrid, first=not copied)
+    request with that id, else those whose trace id or idempotency digest it is; then the
+    rows of no request in their traces."""
+    copied = _copy_rows(cur, ident, first=True)
+    if not copied:
+        for lrid in _aliased_requests(cur, ident):
+            copied += _copy_rows(cur, lrid, first=not copied)
     if not copied:
         cur.execute(load("request_spans_none"))
+        return
+    for (trace,) in cur.execute("SELECT DISTINCT trace_id FROM spans").fetchall():
+        files = _candidate_files(cur, "trace_id", trace)
+        if files:
+            cur.execute(load("request_spans_traced"), {"files": files, "trace": trace})
 
 
 @contextmanager
