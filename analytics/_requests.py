@@ -69,20 +69,24 @@ def _aliased_requests(cur: duckdb.DuckDBPyConnection, ident: str) -> list[str]:
 
 def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
     """Fill the cursor-local ``spans`` with the rows of the requests ``ident`` names: the
-    request with that id, else those whose trace id or idempotency digest it is, and the
-    implicit requests of the trace it names (their trace's spans of no request; the model
-    finds them again there)."""
-    if _copy_rows(cur, ident, first=True):
-        return
-    cur.execute(load("request_spans_none"))
-    ((trace,),) = cur.execute("SELECT rs_implicit_trace(?)", [ident]).fetchall()
-    if trace is None:
+    request with that id, else those whose trace id or idempotency digest it is, or the
+    implicit request's trace an ``implicit:`` id names; then the rows of no request in
+    those traces: a process that carried only the trace context (model_http_attempts.sql
+    joins it through the trace parent) and implicit requests (implicit_requests.sql)."""
+    copied = _copy_rows(cur, ident, first=True)
+    ((implicit_trace,),) = cur.execute("SELECT rs_implicit_trace(?)", [ident]).fetchall()
+    if not copied and implicit_trace is None:
         for lrid in _aliased_requests(cur, ident):
-            _copy_rows(cur, lrid, first=False)
-    trace = str(trace or ident)
-    files = _candidate_files(cur, "trace_id", trace)
-    if files:
-        cur.execute(load("trace_free_spans"), {"files": files, "id": trace})
+            copied += _copy_rows(cur, lrid, first=not copied)
+    if not copied:
+        cur.execute(load("request_spans_none"))
+    traces = {str(trace) for (trace,) in cur.execute("SELECT DISTINCT trace_id FROM spans")}
+    if not copied:
+        traces.add(str(implicit_trace or ident))
+    for trace in sorted(traces):
+        files = _candidate_files(cur, "trace_id", trace)
+        if files:
+            cur.execute(load("trace_free_spans"), {"files": files, "id": trace})
 
 
 @contextmanager

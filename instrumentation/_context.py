@@ -73,6 +73,10 @@ Clock = Callable[[], int]
 ParentKey = tuple[Layer, int] | None
 """Identifies an attempt's parent within its request: (layer, ordinal), None at the top."""
 
+CarriedParent = tuple[str, int, str | None]
+"""The attempt a continuation continues under, in the process that injected the carrier:
+(layer value, ordinal, the continuation it was recorded in or None)."""
+
 _SCOPE_KEY: Final = otel_context.create_key("retryscope-scope")
 _TRACER_NAME: Final = "retryscope"
 _NS_PER_MS: Final = 1_000_000
@@ -90,6 +94,7 @@ _K_FALLBACK: Final = v.FALLBACK.key
 _K_RELEASE: Final = v.ROUTE_RELEASE.key
 _K_PARENT_ORDINAL: Final = v.PARENT_ATTEMPT_ORDINAL.key
 _K_PARENT_LAYER: Final = v.PARENT_LAYER.key
+_K_PARENT_CONTINUATION: Final = v.PARENT_CONTINUATION.key
 _K_RETRY_OWNER: Final = v.RETRY_OWNER.key
 _K_DEADLINE: Final = v.DEADLINE.key
 _K_REMAINING: Final = v.DEADLINE_REMAINING_MS.key
@@ -384,9 +389,8 @@ class Attempt:
         if self.route_release is not None:
             attrs[_K_RELEASE] = self.route_release
         parent_attempt = self.parent
-        if parent_attempt is not None:
-            attrs[_K_PARENT_ORDINAL] = parent_attempt.ordinal
-            attrs[_K_PARENT_LAYER] = parent_attempt._layer_value
+        if parent_attempt is not None or req.carried_parent is not None:
+            attrs.update(req.parent_attributes(parent_attempt))
         if self.sibling_ordinal > 1:
             attrs[_K_SIBLING] = self.sibling_ordinal
             if self.layer is _TRANSPORT and self._resend is None:  # OTel: absent on the first
@@ -779,6 +783,8 @@ class LogicalRequest:
         ordinal_base: Mapping[Layer, int] | None = None,
         digests: tuple[str | None, str | None] | None = None,
         carried_key_id: str | None = None,
+        continuation: str | None = None,
+        carried_parent: CarriedParent | None = None,
     ) -> None:
         # Every argument is checked before anything else happens: an invalid one raises a
         # FieldError naming it, and the contained logical_request() opens the request again
@@ -793,6 +799,10 @@ class LogicalRequest:
             raise FieldError("max_string_bytes", "expected an int >= 1", DEFAULT_MAX_STRING_BYTES)
         self.tracer = tracer
         self.role = role
+        self.continuation = continuation
+        """This process's continuation of the request (its id), None where it began."""
+        self.carried_parent = carried_parent
+        """The attempt elsewhere this continuation's outermost attempts are nested in."""
         self.max_string_bytes = max_string_bytes
         self._parent_context = parent_context
         self.clock = clock
@@ -854,6 +864,8 @@ class LogicalRequest:
             stamp[v.LOGICAL_REQUEST_DIGEST.key] = self.request_digest
         if policy_digest is not None:
             stamp[v.POLICY_DIGEST.key] = policy_digest
+        if continuation is not None:
+            stamp[v.CONTINUATION.key] = continuation
         self._stamp = stamp  # never mutated: copied by attempts, merged by spans
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
@@ -1316,17 +1328,32 @@ class LogicalRequest:
         finally:
             self._lock.release()
 
+    def parent_attributes(self, parent: Attempt | None) -> dict[str, AttributeValue]:
+        """What an attempt of this request records of the attempt it is nested in:
+        ``parent`` here, else (outermost in a continuation) the carried one elsewhere. An
+        attempt is identified by (continuation, layer, ordinal), so the parent's
+        continuation is named when it has one."""
+        if parent is not None:
+            layer: str = parent._layer_value
+            ordinal, continuation = parent.ordinal, self.continuation
+        elif self.carried_parent is not None:
+            layer, ordinal, continuation = self.carried_parent
+        else:
+            return {}
+        attrs: dict[str, AttributeValue] = {_K_PARENT_ORDINAL: ordinal, _K_PARENT_LAYER: layer}
+        if continuation is not None:
+            attrs[_K_PARENT_CONTINUATION] = continuation
+        return attrs
+
     def _transport_attempt_base(self, parent: Attempt | None) -> _TransportBase:
         route = parent.route if parent is not None else "http"
         attrs: dict[str, AttributeValue] = dict(self.stamp)
         attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
         attrs[v.LAYER.key] = Layer.TRANSPORT.value
         attrs[v.ROUTE_ID.key] = route
-        if parent is not None:
-            attrs[v.PARENT_ATTEMPT_ORDINAL.key] = parent.ordinal
-            attrs[v.PARENT_LAYER.key] = parent.layer.value
-            if parent.route_release is not None:
-                attrs[v.ROUTE_RELEASE.key] = parent.route_release
+        attrs.update(self.parent_attributes(parent))
+        if parent is not None and parent.route_release is not None:
+            attrs[v.ROUTE_RELEASE.key] = parent.route_release
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         return (

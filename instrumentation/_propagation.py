@@ -15,16 +15,24 @@ service, the caller puts it into a message carrier explicitly::
 
 The ``retryscope`` field holds the logical request id, operation, tenant, the idempotency
 and request digests (never raw keys or payloads) and their key's id, the policy digest, the
-absolute deadline (never reset), the retry owner and the attempts made so far per layer. A
-delivery's attempts join the same logical request with the next ordinal of their layer (a
-redelivery of the same carrier is numbered by ``delivery_count``). The continuation's own
-span has role ``continuation`` so the logical request is still counted once.
+absolute deadline (never reset), the retry owner, the attempts made so far per layer and
+the attempt it was injected in (layer, ordinal and the continuation that attempt was
+recorded in). Each ``extract`` is a continuation with an id of its own, stamped on every
+span it records: an attempt is identified by (continuation, layer, ordinal), so two
+continuations (a harness's two tries through one gateway) number their attempts
+independently and never collide, and the continuation's outermost attempts name the
+carried attempt as their parent, in the other process. Its attempts are numbered after the
+carrier's count of their layer (a redelivery of the same carrier is numbered by
+``delivery_count``: the queue layer's ordinals run on across deliveries). The
+continuation's own span has role ``continuation`` so the logical request is still counted
+once.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
@@ -34,6 +42,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from retryscope.instrumentation._containment import FieldError, contained, field_value
 from retryscope.instrumentation._context import (
+    CarriedParent,
     Clock,
     LogicalRequest,
     current_scope,
@@ -67,6 +76,12 @@ def inject(
     if scope is None:
         raise LookupError("retryscope.inject: no logical request is active in this context")
     req = scope.request
+    attempt = scope.attempt
+    parent = (
+        (attempt.layer.value, attempt.ordinal, req.continuation)
+        if attempt is not None and attempt.ordinal > 0  # 0: an attempt no ordinal was given
+        else req.carried_parent
+    )
     body: dict[str, Any] = {
         "v": _VERSION,
         "id": req.id,
@@ -80,6 +95,8 @@ def inject(
         "retry_owner": req.retry_owner.value if req.retry_owner is not None else None,
         "ordinals": {layer.value: n for layer, n in sorted(req.ordinals().items()) if n},
     }
+    if parent is not None:
+        body["parent"] = list(parent)
     _TRACE_CONTEXT.inject(carrier, context=context)
     carrier[CARRIER_FIELD] = json.dumps(body, separators=(",", ":"), sort_keys=True)
     req._carried()
@@ -118,6 +135,7 @@ def _decode(carrier: Mapping[str, str]) -> dict[str, Any]:
             raise CarrierError(f"retryscope field: unknown layer {layer!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise CarrierError(f"retryscope field: ordinal of {layer!r} must be an int >= 0")
+    _carried_parent(body)
     for key in (
         "tenant",
         "idempotency_digest",
@@ -128,6 +146,23 @@ def _decode(carrier: Mapping[str, str]) -> dict[str, Any]:
     ):
         _optional_str(body, key)
     return body
+
+
+def _carried_parent(body: Mapping[str, Any]) -> CarriedParent | None:
+    """The carrier's ``parent``: [layer, ordinal >= 1, continuation id or null]."""
+    parent = body.get("parent")
+    if parent is None:
+        return None
+    if not isinstance(parent, list) or len(parent) != 3:
+        raise CarrierError("retryscope field: 'parent' must be [layer, ordinal, continuation]")
+    layer, ordinal, continuation = parent
+    if layer not in Layer.__members__.values():
+        raise CarrierError(f"retryscope field: unknown parent layer {layer!r}")
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 1:
+        raise CarrierError("retryscope field: the parent's ordinal must be an int >= 1")
+    if continuation is not None and not isinstance(continuation, str):
+        raise CarrierError("retryscope field: the parent's continuation must be a string")
+    return (layer, ordinal, continuation)
 
 
 def _unidentified_continuation(
@@ -190,4 +225,6 @@ def extract(
         ordinal_base=base,
         digests=(body.get("idempotency_digest"), body.get("request_digest")),
         carried_key_id=body.get("digest_key_id"),
+        continuation=uuid.uuid4().hex[:16],
+        carried_parent=_carried_parent(body),
     )

@@ -105,8 +105,9 @@ ATTEMPT_ORDINAL = Attr(
     "retryscope.attempt.ordinal",
     "attempt_ordinal",
     I32,
-    "1-based attempt number across the logical request, counted per layer "
-    "(on non-attempt child spans: the enclosing attempt's).",
+    "1-based attempt number across the logical request, counted per layer (in a "
+    "continuation: per layer within it, after the attempts its carrier counted; on "
+    "non-attempt child spans: the enclosing attempt's).",
 )
 PARENT_ATTEMPT_ORDINAL = Attr(
     "retryscope.attempt.parent_ordinal",
@@ -300,6 +301,22 @@ GATEWAY_ATTEMPTS = Attr(
     "response (1: no retry), from its response headers (`GATEWAY_ATTEMPT_HEADERS` in "
     "retryscope.http_rules): remote attempts of layer `gateway`, reported, not observed.",
 )
+CONTINUATION = Attr(
+    "retryscope.continuation",
+    "continuation",
+    S,
+    "On every span recorded inside a continuation of a logical request (retryscope.extract "
+    "in another process or delivery): the continuation's id. An attempt is identified by "
+    "(continuation, layer, ordinal) within its request: absent, the request's own process.",
+)
+PARENT_CONTINUATION = Attr(
+    "retryscope.attempt.parent_continuation",
+    "parent_continuation",
+    S,
+    "The continuation the enclosing attempt was recorded in (with `parent_layer` and "
+    "`parent_attempt_ordinal`: that attempt, maybe in another process); absent when it was "
+    "the request's own process.",
+)
 CALLER_RETRY_LAYER: Final = "caller"
 """The :data:`RETRY_LAYER` of a repeat after a failure that its client calls a first try: a
 retry loop above the client (a framework's ``with_retry``, a decorator, a ``for`` loop) that
@@ -432,6 +449,8 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     RETRY_LAYER,
     OPERATION_TRY,
     GATEWAY_ATTEMPTS,
+    CONTINUATION,
+    PARENT_CONTINUATION,
 )
 """Attributes stored in dedicated typed Parquet columns, in column order."""
 

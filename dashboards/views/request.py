@@ -118,7 +118,8 @@ def timeline_frames(
     ]
     a["decision_text"] = a["decision"].fillna(fmt.DASH)
     a["release_short"] = a["route_release"].str.slice(0, 12)
-    group = ["layer", "parent_layer", "parent_attempt_ordinal"]
+    # a retry group: layer and parent attempt (in its continuation, maybe another process)
+    group = ["layer", "parent_continuation", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
     prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
     gaps = pd.DataFrame(

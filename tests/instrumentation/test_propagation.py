@@ -136,6 +136,10 @@ def test_inject_needs_a_logical_request() -> None:
         ({"retryscope": '{"v":1,"id":"x","operation":"o","deadline":"soon"}'}, "unix ns"),
         ({"retryscope": '{"v":1,"id":"x","operation":"o","ordinals":{"moon":1}}'}, "layer"),
         ({"retryscope": "x" * 5000}, "at most"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","parent":["harness",1]}'}, "'parent'"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","parent":["moon",1,null]}'}, "layer"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","parent":["harness",0,null]}'}, ">= 1"),
+        ({"retryscope": '{"v":1,"id":"x","operation":"o","parent":["harness",1,2]}'}, "string"),
     ],
 )
 def test_extract_rejects_bad_carriers(carrier: dict[str, str], message: str, audit: Audit) -> None:
@@ -209,3 +213,43 @@ def test_inject_extract_round_trip(
         assert a.ordinal == queue + delivery
     with out, out.attempt("h2") as b:
         assert b.ordinal == harness + 1
+
+
+def test_a_continuation_names_the_attempt_it_continues_under(audit: Audit) -> None:
+    """The carrier names the attempt it was injected in; each extract is a continuation of
+    its own, whose outermost attempts are nested in that attempt and whose inner attempts
+    in its own; a carrier injected outside any attempt of a continuation passes on the
+    attempt it continues under."""
+    with retryscope.logical_request(operation="o", tracer_provider=audit.provider) as req:
+        outside: dict[str, str] = {}
+        retryscope.inject(outside)
+        with req.attempt("h"), req.attempt("h2"):
+            inside: dict[str, str] = {}
+            retryscope.inject(inside)
+    assert "parent" not in json.loads(outside["retryscope"])
+    assert json.loads(inside["retryscope"])["parent"] == ["harness", 2, None]
+    ids = []
+    for _ in range(2):
+        with retryscope.extract(inside, tracer_provider=audit.provider) as cont:
+            relayed: dict[str, str] = {}
+            retryscope.inject(relayed)
+            assert json.loads(relayed["retryscope"])["parent"] == ["harness", 2, None]
+            with cont.attempt("a", layer="adapter") as a, cont.attempt("t", layer="transport"):
+                nested: dict[str, str] = {}
+                retryscope.inject(nested)
+            ids.append(cont.continuation)
+            assert json.loads(nested["retryscope"])["parent"] == ["transport", 1, ids[-1]]
+            assert a.ordinal == 1
+    assert len(set(ids)) == 2
+    rows = audit.rows(
+        "SELECT layer, attempt_ordinal, continuation, parent_layer, parent_attempt_ordinal, "
+        "parent_continuation FROM attempts WHERE continuation IS NOT NULL ORDER BY start_time"
+    )
+    assert rows == [
+        (layer, 1, cont, parent, n, parent_cont)
+        for cont in ids
+        for layer, parent, n, parent_cont in (
+            ("adapter", "harness", 2, None),
+            ("transport", "adapter", 1, cont),
+        )
+    ]

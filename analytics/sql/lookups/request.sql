@@ -8,6 +8,7 @@ WITH ids AS (
 SELECT
     a.logical_request_id, a.trace_id, a.span_id,
     a.layer, a.attempt_ordinal, a.parent_layer, a.parent_attempt_ordinal,
+    a.continuation, a.parent_continuation,
     a.operation_ordinal, a.retry_layer,
     a.route_id, a.route_release, a.is_fallback, a.hedge_ordinal,
     a.start_time, a.end_time, a.duration_ms,

@@ -17,7 +17,11 @@ SELECT
     rs_request_key(logical_request_id) AS h,
     logical_request_id, trace_id, span_id, parent_span_id,
     start_time, end_time, duration_ms,
+    -- an attempt is (continuation, layer, ordinal) within its request: a continuation in
+    -- another process numbers its attempts on its own (NULL: the request's own process);
+    -- its parent is (parent_continuation, parent_layer, parent_attempt_ordinal)
     layer, attempt_ordinal, parent_layer, parent_attempt_ordinal,
+    continuation, parent_continuation,
     route_id, route_release, route_priority, is_fallback,
     route_capability_digest, route_behavior_class, route_data_boundary,
     backoff_delay_ms, retry_after_ms, not_before, deadline, deadline_remaining_ms,
@@ -51,10 +55,12 @@ WHERE span_role = 'attempt' AND logical_request_id IS NOT NULL;
 -- attempts beneath another request's attempt are that sub-request's own top level), and
 -- the model can then be built for any set of whole requests;
 UPDATE attempt_rows AS c
-SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal
+SET parent_layer = t.parent_layer, parent_attempt_ordinal = t.parent_attempt_ordinal,
+    parent_continuation = t.parent_continuation
 FROM (
     SELECT c.rowid AS r, any_value(p.layer) AS parent_layer,
-           any_value(p.attempt_ordinal) AS parent_attempt_ordinal
+           any_value(p.attempt_ordinal) AS parent_attempt_ordinal,
+           any_value(p.continuation) AS parent_continuation
     FROM attempt_rows c
     JOIN attempt_rows p
       ON p.h = c.h AND p.span_id = c.parent_span_id AND p.trace_id = c.trace_id

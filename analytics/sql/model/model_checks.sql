@@ -46,8 +46,10 @@ JOIN span_copies c ON c.sk = hash(s.trace_id, s.span_id)
 GROUP BY c.sk;
 
 -- Ordinals are handed out in dispatch order, so a later attempt of a layer with a smaller
--- ordinal means skewed clocks or a writer that numbers attempts wrongly. Only layers with
--- two attempts or more can show it (a third of the attempts sort less).
+-- ordinal means skewed clocks or a writer that numbers attempts wrongly. Each continuation
+-- numbers its own attempts (an attempt is (continuation, layer, ordinal)), so the order is
+-- checked within each. Only layers with two attempts or more can show it (a third of the
+-- attempts sort less).
 CREATE OR REPLACE TEMP TABLE ordinal_anomalies AS
 SELECT h, logical_request_id, trace_id, span_id, start_time, layer, attempt_ordinal,
        previous_ordinal
@@ -55,7 +57,7 @@ FROM (
     SELECT a.h, a.logical_request_id, a.trace_id, a.span_id, a.start_time, a.layer,
            a.attempt_ordinal,
            lag(a.attempt_ordinal) OVER (
-               PARTITION BY hash(a.h, a.layer)
+               PARTITION BY hash(a.h, a.continuation, a.layer)
                ORDER BY a.start_time, a.attempt_ordinal, a.span_id) AS previous_ordinal
     FROM all_attempt_facts a
     SEMI JOIN (SELECT h, layer FROM all_request_layers WHERE attempts >= 2) m
@@ -65,17 +67,19 @@ WHERE previous_ordinal > attempt_ordinal;
 
 -- Layers of a request whose recorded ordinals do not run 1, 2, ... without a gap (an
 -- attempt whose span was never exported); classified HTTP sends are numbered here, not by
--- their writer, and are left out. The candidates come from all_request_layers: a layer
+-- their writer, and are left out. A continuation numbers its attempts after those its
+-- carrier counted, so its own run need not start at 1 but has no gap either. The
+-- candidates come from all_request_layers: a layer with attempts in a continuation, or
 -- whose smallest ordinal is not 1 or whose largest is not the number of distinct ordinals
 -- among 1..64 (an ordinal outside 1..64 makes the smallest < 1 or the largest > 64, so it
--- is a candidate too); only their attempts are grouped again, for the exact check and the
--- list of ordinals.
+-- is a candidate too); only their attempts are grouped again, per continuation, for the
+-- exact check and the list of ordinals.
 CREATE OR REPLACE TEMP TABLE ordinal_gaps AS
 WITH candidates AS (
     SELECT h, layer
     FROM all_request_layers
     WHERE min_ordinal IS NOT NULL
-      AND (min_ordinal <> 1 OR max_ordinal <> ordinals_1_to_64)
+      AND (continued OR min_ordinal <> 1 OR max_ordinal <> ordinals_1_to_64)
 )
 SELECT
     a.h,
@@ -87,6 +91,7 @@ SELECT
 FROM all_attempt_facts a
 SEMI JOIN candidates c ON c.h = a.h AND c.layer = a.layer
 WHERE NOT a.classified_from_http
-GROUP BY a.h, a.layer
-HAVING min(a.attempt_ordinal) <> 1
-    OR max(a.attempt_ordinal) <> count(DISTINCT a.attempt_ordinal);
+GROUP BY a.h, a.continuation, a.layer
+HAVING (a.continuation IS NULL AND min(a.attempt_ordinal) <> 1)
+    OR max(a.attempt_ordinal)::BIGINT - min(a.attempt_ordinal) + 1
+        <> count(DISTINCT a.attempt_ordinal);

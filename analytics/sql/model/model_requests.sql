@@ -150,7 +150,8 @@ GROUP BY 1, 2;
 CREATE OR REPLACE TEMP TABLE attempt_groups AS
 WITH groups AS (
     SELECT
-        hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
+        hash(h, layer, parent_continuation, parent_layer, parent_attempt_ordinal,
+         operation_ordinal) AS k,
         min(attempt_ordinal) AS first_ordinal,
         count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS group_size,
         count(attempt_ordinal) = count(*)
@@ -163,7 +164,8 @@ WITH groups AS (
     GROUP BY 1
 ),
 tries AS (
-    SELECT hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k,
+    SELECT hash(h, layer, parent_continuation, parent_layer, parent_attempt_ordinal,
+         operation_ordinal) AS k,
            operation_try,
            count(*) FILTER (WHERE coalesce(hedge_ordinal, 0) = 0) AS n
     FROM attempt_rows
@@ -193,10 +195,12 @@ SELECT
     lag(end_time) OVER g AS prev_end,
     lag(route_id) OVER g AS prev_route_id
 FROM attempt_rows
-WHERE hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) IN (
+WHERE hash(h, layer, parent_continuation, parent_layer, parent_attempt_ordinal,
+         operation_ordinal) IN (
     SELECT k FROM attempt_groups WHERE NOT consecutive)
 WINDOW g AS (
-    PARTITION BY hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal)
+    PARTITION BY hash(h, layer, parent_continuation, parent_layer, parent_attempt_ordinal,
+         operation_ordinal)
     ORDER BY attempt_ordinal, start_time, span_id
 );
 
@@ -205,11 +209,12 @@ WINDOW g AS (
 CREATE OR REPLACE TEMP TABLE all_attempt_facts AS
 WITH w AS NOT MATERIALIZED (
     SELECT *, rowid AS aid,
-           hash(h, layer, parent_layer, parent_attempt_ordinal, operation_ordinal) AS k
+           hash(h, layer, parent_continuation, parent_layer, parent_attempt_ordinal,
+         operation_ordinal) AS k
     FROM attempt_rows
 ),
 children AS (
-    SELECT DISTINCT hash(h, parent_layer, parent_attempt_ordinal) AS k
+    SELECT DISTINCT hash(h, parent_continuation, parent_layer, parent_attempt_ordinal) AS k
     FROM attempt_rows WHERE parent_layer IS NOT NULL
 ),
 -- the first leaf attempt of each of the request's operations (by start time, then span
@@ -219,7 +224,7 @@ firsts AS (
     SELECT hash(a.h, coalesce(a.operation_ordinal, 1)) AS k,
            min({t: a.start_time, s: a.span_id, r: a.trace_id}) AS first
     FROM attempt_rows a
-    ANTI JOIN children c ON c.k = hash(a.h, a.layer, a.attempt_ordinal)
+    ANTI JOIN children c ON c.k = hash(a.h, a.continuation, a.layer, a.attempt_ordinal)
     GROUP BY 1
 )
 SELECT
@@ -270,7 +275,7 @@ LEFT JOIN (
 ) p ON g.consecutive AND p.k = w.k AND p.attempt_ordinal = w.attempt_ordinal::BIGINT - 1
 LEFT JOIN attempt_places x ON x.aid = w.aid
 JOIN request_base r ON r.h = w.h
-LEFT JOIN children c ON c.k = hash(w.h, w.layer, w.attempt_ordinal)
+LEFT JOIN children c ON c.k = hash(w.h, w.continuation, w.layer, w.attempt_ordinal)
 LEFT JOIN firsts f ON f.k = hash(w.h, coalesce(w.operation_ordinal, 1));
 
 DROP TABLE attempt_places;
@@ -302,7 +307,9 @@ SELECT
     max(attempt_ordinal) FILTER (WHERE NOT classified_from_http) AS max_ordinal,
     bit_count(bit_or(CASE WHEN attempt_ordinal BETWEEN 1 AND 64
                           THEN 1::UBIGINT << (attempt_ordinal - 1) END)
-              FILTER (WHERE NOT classified_from_http)) AS ordinals_1_to_64
+              FILTER (WHERE NOT classified_from_http)) AS ordinals_1_to_64,
+    -- some attempts were numbered by a continuation (model_checks.sql checks those apart)
+    bool_or(continuation IS NOT NULL) AS continued
 FROM all_attempt_facts
 GROUP BY h, layer;
 
