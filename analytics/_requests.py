@@ -80,7 +80,9 @@ def _copy_request_rows(cur: duckdb.DuckDBPyConnection, ident: str) -> None:
             copied += _copy_rows(cur, lrid, first=not copied)
     if not copied:
         cur.execute(load("request_spans_none"))
-    traces = {str(trace) for (trace,) in cur.execute("SELECT DISTINCT trace_id FROM spans")}
+    traces = {
+        str(trace) for (trace,) in cur.execute("SELECT DISTINCT trace_id FROM spans").fetchall()
+    }
     if not copied:
         traces.add(str(implicit_trace or ident))
     for trace in sorted(traces):

@@ -5,8 +5,9 @@
 -- built, one copy of each) when some client span belongs to no logical request
 -- (free_client_spans.sql); otherwise `spans` is `recorded_spans` as it is.
 --
--- Only spans of no logical request and no retryscope role take part ("free" spans): a
--- send in an explicit logical request belongs to it alone, so a trace with both counts
+-- Only spans of no logical request and no retryscope role take part ("free" spans), in
+-- trees that hang from no recorded span: a send in an explicit logical request, or beneath
+-- one of its spans in another process, belongs to it alone, so a trace with both counts
 -- each send once.
 -- * A send is a client span with an HTTP method or of gRPC, or a client call span
 --   (rs_call_span: a GenAI operation, a known SDK's call), with no such span beneath it:
@@ -66,7 +67,10 @@ walk(trace_id, span_id, root, anchor, call, wrapper, nearest,
         CASE WHEN f.is_send OR f.is_call THEN f.span_id END,
         NULL::VARCHAR, NULL::VARCHAR, NULL::VARCHAR, NULL::VARCHAR, 0
     FROM free f
-    ANTI JOIN free p ON p.trace_id = f.trace_id AND p.span_id = f.parent_span_id
+    -- a tree of free spans hangs from no span at all: free spans beneath a span of an
+    -- explicit request are a process that carried its trace context only, which
+    -- model_http_attempts.sql joins to that request through the trace parent
+    ANTI JOIN recorded_spans p ON p.trace_id = f.trace_id AND p.span_id = f.parent_span_id
     UNION ALL
     SELECT
         c.trace_id, c.span_id, w.root,
