@@ -201,13 +201,41 @@ def _scope_context(
     return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
 
 
+def live_owner(owner: object) -> Attempt | LogicalRequest | None:
+    """What the scope ``owner`` (a context's value under the scope key) stands for now:
+    itself while open; once ended, its nearest enclosing attempt still open, else its
+    request while open; None once the request has ended.
+
+    A context can outlive the scope it holds: Python runs a generator in its consumer's
+    context, so an async generator abandoned inside ``logical_request``/``attempt`` leaves
+    that scope attached to the consuming task, and closing it later (asyncio closes it in
+    another task) cannot detach it there. An ended scope stamps nothing and parents
+    nothing."""
+    if type(owner) is Attempt:
+        request = owner.request
+        if request._ended:
+            return None
+        attempt: Attempt | None = owner
+        while attempt is not None and attempt._ended:
+            attempt = attempt.parent
+        return attempt if attempt is not None else request
+    if type(owner) is LogicalRequest:
+        return None if owner._ended else owner
+    return None
+
+
+def _parent_in(request: LogicalRequest) -> Attempt | None:
+    """The open attempt of ``request`` in the current scope: the parent of one opened now."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    return owner if type(owner) is Attempt and owner.request is request else None
+
+
 @contained("current_scope")
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
-    """The scope active in ``ctx`` (default: the current context), or None."""
-    owner = otel_context.get_value(_SCOPE_KEY, ctx)
-    if type(owner) is Attempt or type(owner) is LogicalRequest:
-        return owner.scope()
-    return None
+    """The scope active in ``ctx`` (default: the current context), or None (also when the
+    scope ``ctx`` holds has ended: see :func:`live_owner`)."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY, ctx))
+    return owner.scope() if owner is not None else None
 
 
 def _to_unix_ns(value: int | datetime | None, field: str) -> int | None:
@@ -344,6 +372,8 @@ class Attempt:
         self._may_be_call: _MayBeCall | None = None
         """A send that turns into a call when a send starts beneath it (set by
         :meth:`LogicalRequest.send`): what registers it with the send ledger."""
+        self._ended = False
+        """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
 
     # -- span lifecycle ----------------------------------------------------------------------
     @contained("Attempt.__enter__", fallback=_itself)
@@ -448,6 +478,7 @@ class Attempt:
         """The end of an attempt that always happens: its end time, its request's
         bookkeeping, the context restored and the span ended (each even if one before
         failed)."""
+        self._ended = True
         try:
             clock = self.request.clock
             self.ended_at = clock() if clock is time.time_ns else _now(clock)
@@ -822,6 +853,8 @@ class LogicalRequest:
         self._sends = SendLedger()
         self._span: Span | None = None
         self._token: object | None = None
+        self._ended = False
+        """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
         stamp: dict[str, AttributeValue] = {
             v.LOGICAL_REQUEST_ID.key: self.id,
             v.OPERATION.key: operation,
@@ -898,6 +931,7 @@ class LogicalRequest:
             if terminal is not Terminal.COMPLETE:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
+            self._ended = True
             try:
                 if token is not None:
                     otel_context.detach(token)  # type: ignore[arg-type]
@@ -958,8 +992,7 @@ class LogicalRequest:
         )
         if lower is not None:
             given = {**(given or {}), **field_value("lower", lower.attributes)}  # type: ignore[dict-item]
-        owner = otel_context.get_value(_SCOPE_KEY)
-        parent = owner if type(owner) is Attempt and owner.request is self else None
+        parent = _parent_in(self)
         sibling_key = _sibling_key(parent, layer)
         self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
         try:
@@ -1037,8 +1070,7 @@ class LogicalRequest:
         own (a retrying transport): once entered and registered with :meth:`send_opened`,
         a send starting beneath it turns it into a call whose sends are resends by that
         layer. Until then it is the send."""
-        owner = otel_context.get_value(_SCOPE_KEY)
-        parent = owner if type(owner) is Attempt and owner.request is self else None
+        parent = _parent_in(self)
         if parent is not None and parent._may_be_call is not None:
             parent = parent.parent  # beneath such a send: a send of the same parent
         parent_key = parent.key if parent is not None else None
@@ -1151,8 +1183,7 @@ class LogicalRequest:
         same parent records it as its backoff (``delay_ms``) and the server hint the previous
         one received (``retry_after_ms``). Later announcements in the same scope add to it.
         """
-        owner = otel_context.get_value(_SCOPE_KEY)
-        parent = owner if type(owner) is Attempt and owner.request is self else None
+        parent = _parent_in(self)
         attrs: dict[str, AttributeValue] = (
             field_value(
                 "attributes", lambda: bound_attributes(attributes or {}, self.max_string_bytes)

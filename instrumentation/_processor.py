@@ -46,7 +46,12 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
-from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, LogicalRequest
+from retryscope.instrumentation._context import (
+    _SCOPE_KEY,
+    Attempt,
+    LogicalRequest,
+    live_owner,
+)
 from retryscope.instrumentation._privacy import (
     DEFAULT_MAX_STRING_BYTES,
     AttributeHook,
@@ -103,10 +108,14 @@ class AttemptStampingProcessor(SpanProcessor):
         try:
             ctx = parent_context if parent_context is not None else _get_current()
             owner = ctx.get(_SCOPE_KEY)
-            if type(owner) is Attempt or type(owner) is LogicalRequest:
-                stamps = owner._stamps
-            else:
+            if type(owner) is Attempt:
+                if owner._ended or owner.request._ended:  # see live_owner
+                    owner = live_owner(owner)
+                    if owner is None:
+                        return
+            elif type(owner) is not LogicalRequest or owner._ended:
                 return
+            stamps = owner._stamps
             attributes = raw_attributes(span)
             if attributes is None or _ROLE_KEY not in attributes:
                 if stamps is None:
