@@ -30,6 +30,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope._fork import at_fork
 from retryscope.instrumentation._classify import (
     Answer,
     answer_of,
@@ -51,6 +52,7 @@ from retryscope.instrumentation._sends import (
     SendLedger,
     SendPlace,
 )
+from retryscope.instrumentation._shared_numbering import Key, SharedNumbering
 from retryscope.vocabulary import (
     BreakerState,
     Decision,
@@ -851,6 +853,8 @@ class LogicalRequest:
         self._open: dict[_SiblingKey, int] = {}
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._sends = SendLedger()
+        self._shared: SharedNumbering | None = None
+        """Counters shared with forked children, once this request has forked."""
         self._span: Span | None = None
         self._token: object | None = None
         self._ended = False
@@ -1151,6 +1155,11 @@ class LogicalRequest:
         """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` (a layer's value);
         hold ``_lock``. ``route_key`` is ``(layer, route)``, ``sibling_key``
         :func:`_sibling_key`."""
+        if self._shared is not None:
+            ordinal, route_ordinal, sibling = self._shared.next(
+                (("o", layer), ("r", *route_key), ("s", *sibling_key))
+            )
+            return ordinal, route_ordinal, sibling
         ordinals, routes, siblings = self._ordinals, self._route_ordinals, self._siblings
         ordinal = ordinals[layer] = ordinals.get(layer, 0) + 1
         route_ordinal = routes[route_key] = routes.get(route_key, 0) + 1
@@ -1318,6 +1327,9 @@ class LogicalRequest:
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
         with self._lock:
+            if self._shared is not None:
+                counts = self._shared.counts().items()
+                return {Layer(str(key[1])): n for key, n in counts if key[0] == "o"}
             return {Layer(layer): n for layer, n in self._ordinals.items()}
 
     @contained("LogicalRequest.set_terminal")
@@ -1367,8 +1379,59 @@ class LogicalRequest:
         value = Layer(layer)._value_
         hash(route)  # an unhashable route fails here, before anything is counted
         with self._lock:
+            if self._shared is not None:
+                self._shared.next((("o", value), ("r", value, route)))
+                return
             self._ordinals[value] = self._ordinals.get(value, 0) + 1
             self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
+
+    def _share_numbering(self) -> None:
+        """From now on, number from counters shared with the children this process forks
+        (see :mod:`._shared_numbering`)."""
+        with self._lock:
+            if self._shared is not None:
+                return
+            counts: dict[Key, int] = {("o", k): n for k, n in self._ordinals.items()}
+            counts.update({("r", *k): n for k, n in self._route_ordinals.items()})
+            counts.update({("s", *k): n for k, n in self._siblings.items()})
+            for parent_key, n in self._sends.operation_counts().items():
+                counts[_operation_key(parent_key)] = n
+            shared = self._shared = SharedNumbering(counts)
+            self._sends.numbering = lambda key: shared.next((_operation_key(key),))[0]
+
+    def _forked(self) -> None:
+        """In a child forked inside this request: its own lock (another thread may have
+        held the parent's), and nothing of the parent's sends or announced backoff."""
+        self._lock = threading.Lock()
+        self._sends.forked()
+        self._pending.clear()
+
+
+def _operation_key(parent_key: ParentKey) -> Key:
+    """The shared counter of operations under ``parent_key``."""
+    return ("p",) if parent_key is None else ("p", parent_key[0]._value_, parent_key[1])
+
+
+_forking: list[LogicalRequest] = []
+"""The request a fork in progress shares its numbering with the child of."""
+
+
+def _share_with_child() -> None:
+    """Before a fork: the request of the forking thread's scope numbers across processes."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    if owner is not None:
+        request = owner.request if isinstance(owner, Attempt) else owner
+        request._share_numbering()
+        _forking.append(request)
+
+
+def _in_child() -> None:
+    for request in _forking:
+        request._forked()
+    _forking.clear()
+
+
+at_fork(before=_share_with_child, after_in_parent=_forking.clear, after_in_child=_in_child)
 
 
 def _tracer(provider: trace.TracerProvider | None) -> Tracer:

@@ -29,6 +29,7 @@ the request's lock held.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -89,9 +90,10 @@ class _Operations:
         self.by_digest: dict[str, _Operation] = {}
         self.by_call_key: dict[str, _Operation] = {}
 
-    def add(self, digest: str | None, call_key: str | None) -> _Operation:
-        """A new operation, numbered after the earlier ones."""
-        self.count += 1
+    def add(self, digest: str | None, call_key: str | None, ordinal: int | None) -> _Operation:
+        """A new operation, numbered after the earlier ones (or ``ordinal``, when the
+        numbering is shared with other processes)."""
+        self.count = self.count + 1 if ordinal is None else ordinal
         op = self.last = _Operation(self.count)
         if digest is not None:
             self.by_digest[digest] = op
@@ -154,11 +156,14 @@ class SendLedger:
     """Operations, open sends and calls, and the earliest next start of one logical request.
     Every method is called with the request's lock held."""
 
-    __slots__ = ("_open", "_operations", "not_before")
+    __slots__ = ("_open", "_operations", "not_before", "numbering")
 
     def __init__(self) -> None:
         self._operations: dict[ParentKey, _Operations] = {}
         self._open: dict[int, _Open] = {}
+        self.numbering: Callable[[ParentKey], int] | None = None
+        """The next operation ordinal under a parent, when operations are numbered across
+        processes (None: numbered here)."""
         self.not_before: int | None = None
         """Earliest start (unix ns) a Retry-After received on a send asks of the next
         attempt at any layer; taken by that attempt."""
@@ -175,7 +180,7 @@ class SendLedger:
             ops = self._operations[parent_key] = _Operations()
         op = ops.match(evidence)
         if op is None:
-            op = ops.add(evidence.digest, evidence.call_key)
+            op = ops.add(evidence.digest, evidence.call_key, self._number(parent_key))
             resend = evidence.retry_count or 0  # a retry whose first try was not seen
         else:
             resend = op.sends
@@ -194,12 +199,28 @@ class SendLedger:
             if op.sends > 0 and evidence.retry_count == 0:
                 # taken for a resend by its URL, but its client calls it a first try
                 ops = self._operations.setdefault(call.parent_key, _Operations())
-                op = call.operation = ops.add(None, evidence.call_key)
+                op = call.operation = ops.add(
+                    None, evidence.call_key, self._number(call.parent_key)
+                )
         handover, call.handover = call.handover, None
         resend = op.sends
         op.sends += 1
         layer = (evidence.retry_layer or call.layer) if resend else None
         return SendPlace(op.ordinal, resend, layer, handover, op)
+
+    def _number(self, parent_key: ParentKey) -> int | None:
+        return self.numbering(parent_key) if self.numbering is not None else None
+
+    def operation_counts(self) -> dict[ParentKey, int]:
+        """Operations numbered so far per parent attempt."""
+        return {key: ops.count for key, ops in self._operations.items()}
+
+    def forked(self) -> None:
+        """In a forked child: forget the sends of the process it was forked from (a call
+        of the child is never taken for a resend of another process's call)."""
+        self._operations.clear()
+        self._open.clear()
+        self.not_before = None
 
     def opened(
         self,
