@@ -104,6 +104,24 @@ _K_OVERLAPPING: Final = v.OVERLAPPING_KEY
 _K_NOT_BEFORE: Final = v.NOT_BEFORE.key
 _K_OPERATION: Final = v.OPERATION_ORDINAL.key
 _K_RETRY_LAYER: Final = v.RETRY_LAYER.key
+_K_ID: Final = v.LOGICAL_REQUEST_ID.key
+_CLASSIFIED_BY: Final = ("http.request.method", "http.method", "rpc.system")
+"""A send's own attributes the analytics read its outcome by: written again with its
+stamps, before their join keys, so a limit evicts them after the instrumentation's other
+start attributes."""
+_JOIN_KEYS: Final = (
+    *_CLASSIFIED_BY,
+    _K_OPERATION,
+    _K_PARENT_LAYER,
+    _K_PARENT_ORDINAL,
+    _K_ROUTE,
+    _K_ORDINAL,
+    _K_LAYER,
+    _K_ROLE,
+    _K_ID,
+)
+"""What joins a span to its request and attempt, least to most needed. Written last (a span
+attribute count limit evicts the oldest attribute first), so a limit takes them last."""
 _TRANSPORT: Final = Layer.TRANSPORT
 _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
@@ -187,6 +205,27 @@ def _add_place_attributes(attrs: dict[str, AttributeValue], place: SendPlace) ->
     attrs[_K_OPERATION] = place.operation
     if place.retry_layer is not None:
         attrs[_K_RETRY_LAYER] = place.retry_layer.value
+
+
+def _join_keys_last(attrs: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """``attrs`` with the join keys it holds moved to its end (see :data:`_JOIN_KEYS`)."""
+    for key in _JOIN_KEYS:
+        if key in attrs:
+            attrs[key] = attrs.pop(key)
+    return attrs
+
+
+def _keep_join_keys(span: Span, written: Mapping[str, AttributeValue]) -> None:
+    """Before ``span`` ends: when its attribute count limit
+    (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) evicted any attribute, write ``written`` (what
+    retryscope wrote on it) again, join keys last: the limit then evicts the application's
+    oldest attributes instead, and the span still joins its request and attempt."""
+    if not getattr(span, "dropped_attributes", 0):
+        return
+    kept = span.attributes or {}  # type: ignore[attr-defined]
+    # moved to the end first (no eviction), then the evicted ones, each evicting the oldest
+    span.set_attributes(_join_keys_last({k: val for k, val in written.items() if k in kept}))
+    span.set_attributes(_join_keys_last({k: val for k, val in written.items() if k not in kept}))
 
 
 def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
@@ -371,6 +410,8 @@ class Attempt:
         self._scope: Scope | None = None
         self._contained: list[str] | None = None  # entry points that failed on it
         self._outcome_unknown = False  # set_outcome failed: no implicit success at exit
+        self._written: Mapping[str, AttributeValue] = _SUCCESS
+        """The attributes its span started with (kept against attribute limits)."""
         self._may_be_call: _MayBeCall | None = None
         """A send that turns into a call when a send starts beneath it (set by
         :meth:`LogicalRequest.send`): what registers it with the send ledger."""
@@ -435,6 +476,7 @@ class Attempt:
             attributes=attrs,
             start_time=now,
         )
+        self._written = attrs
         self._token = otel_context.attach(_scope_context(parent, span, self))
         return self
 
@@ -492,7 +534,21 @@ class Attempt:
                     otel_context.detach(token)  # type: ignore[arg-type]
             finally:
                 if span is not None:
-                    span.end(end_time=self.ended_at)
+                    try:
+                        _keep_join_keys(span, self._written_now())
+                    finally:
+                        span.end(end_time=self.ended_at)
+
+    def _written_now(self) -> dict[str, AttributeValue]:
+        """What retryscope wrote on the attempt's span: its start attributes but the
+        caller's, and its outcome."""
+        extra = self._extra
+        written = {k: val for k, val in self._written.items() if k not in extra}
+        if self.outcome is not None:
+            written[_K_OUTCOME] = self.outcome.value
+        if self.kind is not None:
+            written[_K_OUTCOME_KIND] = self.kind.value
+        return written
 
     def _record_answer(self, answer: Answer) -> None:
         """The status and Retry-After of the response the attempt's exception carried:
@@ -527,6 +583,7 @@ class Attempt:
             stamp = req._stamp.copy()
             stamp[_K_ORDINAL] = self.ordinal
             stamp[_K_ROUTE] = self.route
+            _join_keys_last(stamp)
             longest = req.stamp_longest
             if longest is not None:  # the ordinal is ours (an int); the route is the caller's
                 longest = max(longest, len(self.route)) if type(self.route) is str else None
@@ -857,12 +914,11 @@ class LogicalRequest:
         """Counters shared with forked children, once this request has forked."""
         self._span: Span | None = None
         self._token: object | None = None
+        self._written: dict[str, AttributeValue] = {}
+        """The attributes retryscope wrote on its span (kept against attribute limits)."""
         self._ended = False
         """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
-        stamp: dict[str, AttributeValue] = {
-            v.LOGICAL_REQUEST_ID.key: self.id,
-            v.OPERATION.key: operation,
-        }
+        stamp: dict[str, AttributeValue] = {v.OPERATION.key: operation}
         if self.idempotency_digest is not None:
             stamp[v.IDEMPOTENCY_DIGEST.key] = self.idempotency_digest
         if tenant is not None:
@@ -871,6 +927,7 @@ class LogicalRequest:
             stamp[v.LOGICAL_REQUEST_DIGEST.key] = self.request_digest
         if policy_digest is not None:
             stamp[v.POLICY_DIGEST.key] = policy_digest
+        stamp[_K_ID] = self.id  # last: see _JOIN_KEYS
         self._stamp = stamp  # never mutated: copied by attempts, merged by spans
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
@@ -897,6 +954,7 @@ class LogicalRequest:
             attributes=attrs,
             start_time=_now(self.clock),
         )
+        self._written = {k: val for k, val in attrs.items() if k not in self._extra}
         parent = self._parent_context
         self._token = otel_context.attach(
             _scope_context(otel_context.get_current() if parent is None else parent, span, self)
@@ -932,6 +990,7 @@ class LogicalRequest:
             # compute over every process's spans (a consumer elsewhere adds attempts to it).
             terminal = self.terminal or self._derived_terminal(end)
             span.set_attribute(v.TERMINAL.key, terminal.value)
+            self._written[v.TERMINAL.key] = terminal.value
             if terminal is not Terminal.COMPLETE:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
@@ -941,7 +1000,10 @@ class LogicalRequest:
                     otel_context.detach(token)  # type: ignore[arg-type]
             finally:
                 if span is not None:
-                    span.end(end_time=end)
+                    try:
+                        _keep_join_keys(span, self._written)
+                    finally:
+                        span.end(end_time=end)
 
     @property
     def span(self) -> Span:
@@ -1244,6 +1306,7 @@ class LogicalRequest:
         span_id: int = 0,
         parent_context: otel_context.Context | None = None,
         call_layer: Layer | None = None,
+        span_attributes: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, AttributeValue], int | None]:
         """Attributes that make a foreign span a send (a transport attempt) of this request,
         and the :func:`longest_string` of their values.
@@ -1254,7 +1317,9 @@ class LogicalRequest:
         repeats an earlier send of that operation, ``http.request.resend_count``
         (:class:`~._sends.SendLedger`). With ``span`` (and its ``span_id``) it is registered
         as open, so a send starting beneath it turns it into a call (``call_layer``: whose
-        retries those sends are); ``parent_context`` is the context it started in. The part
+        retries those sends are); ``parent_context`` is the context it started in;
+        ``span_attributes`` its start attributes (those it is classified by are written
+        again, see :data:`_CLASSIFIED_BY`). The part
         that is the same for every send under ``parent`` is built once per parent; each
         send adds only its ordinals.
         """
@@ -1290,7 +1355,14 @@ class LogicalRequest:
             attrs[_K_RESEND] = place.resend_count
         if not_before is not None:
             attrs[_K_NOT_BEFORE] = not_before
-        return attrs, longest
+        if span_attributes:
+            for key in _CLASSIFIED_BY:
+                value = span_attributes.get(key)
+                if type(value) is str:
+                    attrs[key] = value
+                    if longest is not None and len(value) > longest:
+                        longest = len(value)
+        return _join_keys_last(attrs), longest
 
     @contained("LogicalRequest.send_ended")
     def send_ended(self, span_id: int) -> None:

@@ -125,7 +125,7 @@ class AttemptStampingProcessor(SpanProcessor):
                     if stamps.transport and attributes and span.kind is _CLIENT
                     else None
                 )
-                if send is not None:
+                if send is not None and attributes is not None:
                     evidence, call_layer, extra = send
                     span_id = span.get_span_context().span_id
                     values, longest = stamps.request.transport_attempt_values(
@@ -135,6 +135,7 @@ class AttemptStampingProcessor(SpanProcessor):
                         span_id=span_id,
                         parent_context=ctx,
                         call_layer=call_layer,
+                        span_attributes=attributes,
                     )
                     if extra:
                         values.update(extra)
