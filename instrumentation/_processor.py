@@ -52,6 +52,7 @@ from retryscope.instrumentation._context import (
     LogicalRequest,
     live_owner,
 )
+from retryscope.instrumentation._open_sends import OpenSends
 from retryscope.instrumentation._privacy import (
     DEFAULT_MAX_STRING_BYTES,
     AttributeHook,
@@ -93,8 +94,9 @@ class AttemptStampingProcessor(SpanProcessor):
         """Spans whose stamping failed (contained, logged once)."""
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
-        self._open: dict[int, LogicalRequest] = {}
+        self._sends = OpenSends()
         """Spans classified as sends, still open (one may yet turn into a call)."""
+        self._open = self._sends.entries
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
         self._record_end: Callable[[ReadableSpan], None] | None = (
@@ -139,7 +141,7 @@ class AttemptStampingProcessor(SpanProcessor):
                     )
                     if extra:
                         values.update(extra)
-                    self._open[span_id] = stamps.request
+                    self._sends.add(span_id, stamps.request)
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -156,13 +158,21 @@ class AttemptStampingProcessor(SpanProcessor):
         if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
             if ctx is not None:
-                span_id = ctx.span_id
-                request = self._open.pop(span_id, None)
-                if request is not None:
-                    request.send_ended(span_id)
+                self._sends.ended(ctx.span_id)
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span)
+
+    @property
+    def aged(self) -> int:
+        """Open sends forgotten because their request was collected first (the send never
+        ended: an abandoned stream, a span never ended); see :mod:`._open_sends`."""
+        return self._sends.aged
+
+    @property
+    def dropped(self) -> int:
+        """Open sends of live requests forgotten to keep the table bounded."""
+        return self._sends.dropped
 
     def shutdown(self) -> None:
         if self.metrics is not None:
