@@ -112,10 +112,10 @@ start attributes."""
 _JOIN_KEYS: Final = (
     *_CLASSIFIED_BY,
     _K_OPERATION,
+    _K_ORDINAL,
     _K_PARENT_LAYER,
     _K_PARENT_ORDINAL,
     _K_ROUTE,
-    _K_ORDINAL,
     _K_LAYER,
     _K_ROLE,
     _K_ID,
@@ -156,10 +156,16 @@ _MayBeCall = tuple[ParentKey, SendPlace, Ordinals, Layer]
 """(parent key, place, ordinals, call layer) of a send that may turn into a call."""
 
 _TransportBase = tuple[
-    dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey, ParentKey
+    dict[str, AttributeValue],
+    dict[str, AttributeValue],
+    int | None,
+    tuple[str, str],
+    _SiblingKey,
+    ParentKey,
 ]
-"""What every transport send under one parent shares: attributes, their longest string,
-route key, sibling key and parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+"""What every transport send under one parent shares: attributes, the join keys among them
+(written last, see :data:`_JOIN_KEYS`), their longest string, route key, sibling key and
+parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
 
 
 def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
@@ -215,13 +221,17 @@ def _join_keys_last(attrs: dict[str, AttributeValue]) -> dict[str, AttributeValu
     return attrs
 
 
+def _dropped_any(span: Span) -> bool:
+    """Whether ``span``'s attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``)
+    evicted any of its attributes."""
+    return bool(getattr(span, "dropped_attributes", 0))
+
+
 def _keep_join_keys(span: Span, written: Mapping[str, AttributeValue]) -> None:
-    """Before ``span`` ends: when its attribute count limit
-    (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) evicted any attribute, write ``written`` (what
-    retryscope wrote on it) again, join keys last: the limit then evicts the application's
-    oldest attributes instead, and the span still joins its request and attempt."""
-    if not getattr(span, "dropped_attributes", 0):
-        return
+    """Before ``span``, which lost attributes to its count limit (:func:`_dropped_any`),
+    ends: write ``written`` (what retryscope wrote on it) again, join keys last: the limit
+    then evicts the application's oldest attributes instead, and the span still joins its
+    request and attempt."""
     kept = span.attributes or {}  # type: ignore[attr-defined]
     # moved to the end first (no eviction), then the evicted ones, each evicting the oldest
     span.set_attributes(_join_keys_last({k: val for k, val in written.items() if k in kept}))
@@ -535,7 +545,8 @@ class Attempt:
             finally:
                 if span is not None:
                     try:
-                        _keep_join_keys(span, self._written_now())
+                        if _dropped_any(span):
+                            _keep_join_keys(span, self._written_now())
                     finally:
                         span.end(end_time=self.ended_at)
 
@@ -915,7 +926,8 @@ class LogicalRequest:
         self._span: Span | None = None
         self._token: object | None = None
         self._written: dict[str, AttributeValue] = {}
-        """The attributes retryscope wrote on its span (kept against attribute limits)."""
+        """The attributes its span started with, and its terminal (kept against attribute
+        limits)."""
         self._ended = False
         """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
         stamp: dict[str, AttributeValue] = {v.OPERATION.key: operation}
@@ -954,7 +966,7 @@ class LogicalRequest:
             attributes=attrs,
             start_time=_now(self.clock),
         )
-        self._written = {k: val for k, val in attrs.items() if k not in self._extra}
+        self._written = attrs
         parent = self._parent_context
         self._token = otel_context.attach(
             _scope_context(otel_context.get_current() if parent is None else parent, span, self)
@@ -1001,7 +1013,12 @@ class LogicalRequest:
             finally:
                 if span is not None:
                     try:
-                        _keep_join_keys(span, self._written)
+                        if _dropped_any(span):
+                            extra = self._extra
+                            written = self._written
+                            _keep_join_keys(
+                                span, {k: written[k] for k in written if k not in extra}
+                            )
                     finally:
                         span.end(end_time=end)
 
@@ -1327,7 +1344,7 @@ class LogicalRequest:
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
-        base, longest, route_key, sibling_key, parent_key = cached
+        base, tail, longest, route_key, sibling_key, parent_key = cached
         sends = self._sends
         # Only an open send can make this one part of a call: with none open, its parent
         # span is not looked up. (A parent span registered as open was registered before
@@ -1346,23 +1363,26 @@ class LogicalRequest:
             self._lock.release()
         ordinal, route_ordinal, sibling = ordinals
         attrs = base.copy()
-        attrs[_K_ORDINAL] = ordinal
         attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
             attrs[_K_SIBLING] = sibling
-        _add_place_attributes(attrs, place)
+        if place.retry_layer is not None:
+            attrs[_K_RETRY_LAYER] = place.retry_layer.value
         if place.resend_count:
             attrs[_K_RESEND] = place.resend_count
         if not_before is not None:
             attrs[_K_NOT_BEFORE] = not_before
+        # last, in _JOIN_KEYS order: what the send is classified by (already on the span,
+        # within its limits: ``longest`` need not cover it), then the join keys
         if span_attributes:
             for key in _CLASSIFIED_BY:
-                value = span_attributes.get(key)
-                if type(value) is str:
-                    attrs[key] = value
-                    if longest is not None and len(value) > longest:
-                        longest = len(value)
-        return _join_keys_last(attrs), longest
+                if key in span_attributes:
+                    attrs[key] = span_attributes[key]
+                    break
+        attrs[_K_OPERATION] = place.operation
+        attrs[_K_ORDINAL] = ordinal
+        attrs.update(tail)
+        return attrs, longest
 
     @contained("LogicalRequest.send_ended")
     def send_ended(self, span_id: int) -> None:
@@ -1387,9 +1407,12 @@ class LogicalRequest:
                 attrs[v.ROUTE_RELEASE.key] = parent.route_release
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
+        longest = longest_string(attrs)
+        tail = {key: attrs.pop(key) for key in _JOIN_KEYS if key in attrs}
         return (
             attrs,
-            longest_string(attrs),
+            tail,
+            longest,
             (Layer.TRANSPORT.value, route),
             _sibling_key(parent, Layer.TRANSPORT),
             parent.key if parent is not None else None,
