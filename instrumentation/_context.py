@@ -545,7 +545,7 @@ class Attempt:
             finally:
                 if span is not None:
                     try:
-                        if _dropped_any(span):
+                        if getattr(span, "dropped_attributes", 0):  # (_dropped_any, inline)
                             _keep_join_keys(span, self._written_now())
                     finally:
                         span.end(end_time=self.ended_at)
@@ -1075,7 +1075,10 @@ class LogicalRequest:
         )
         if lower is not None:
             given = {**(given or {}), **field_value("lower", lower.attributes)}  # type: ignore[dict-item]
-        parent = _parent_in(self)
+        owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        if parent is not None and parent._ended:
+            parent = _parent_in(self)
         sibling_key = _sibling_key(parent, layer)
         self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
         try:
@@ -1153,7 +1156,10 @@ class LogicalRequest:
         own (a retrying transport): once entered and registered with :meth:`send_opened`,
         a send starting beneath it turns it into a call whose sends are resends by that
         layer. Until then it is the send."""
-        parent = _parent_in(self)
+        owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
+        parent = owner if type(owner) is Attempt and owner.request is self else None
+        if parent is not None and parent._ended:
+            parent = _parent_in(self)
         if parent is not None and parent._may_be_call is not None:
             parent = parent.parent  # beneath such a send: a send of the same parent
         parent_key = parent.key if parent is not None else None

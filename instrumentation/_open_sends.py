@@ -34,26 +34,23 @@ class OpenSends:
             raise ValueError(f"limit must be >= 2, got {limit!r}")
         self.limit = limit
         self.entries: dict[int, weakref.ref[LogicalRequest]] = {}
-        """Read and popped directly by the processor (one dict operation per span end)."""
+        """Added to and popped by the processor inline (one dict operation each)."""
         self.aged = 0
         """Entries forgotten because their request was collected before the send ended."""
         self.dropped = 0
         """Entries of live requests forgotten, oldest first, to keep the bound."""
 
     def add(self, span_id: int, request: LogicalRequest) -> None:
+        """What the processor does inline: hold ``request`` weakly (CPython reuses the
+        request's one reference), and sweep past the limit."""
         entries = self.entries
-        entries[span_id] = weakref.ref(request)  # (CPython reuses the request's one ref)
+        entries[span_id] = weakref.ref(request)
         if len(entries) > self.limit:
-            self._sweep()
+            self.sweep()
 
-    def ended(self, span_id: int) -> None:
-        """The span ``span_id`` ended: tell its request, if it is still alive."""
-        ref = self.entries.pop(span_id, None)
-        request = ref() if ref is not None else None
-        if request is not None:
-            request.send_ended(span_id)
-
-    def _sweep(self) -> None:
+    def sweep(self) -> None:
+        """Forget the entries of collected requests, then the oldest down to half the
+        limit (each counted)."""
         # A snapshot: other threads add and pop meanwhile (each one dict operation).
         entries = self.entries
         for span_id, ref in list(entries.items()):

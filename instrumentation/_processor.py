@@ -39,7 +39,8 @@ instead of two (about 1 % of a span's cost on the hot path, ``bench/RESULTS.md``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
@@ -58,7 +59,11 @@ from retryscope.instrumentation._privacy import (
     AttributeHook,
     apply_hook,
 )
-from retryscope.instrumentation._sdk import add_clean_attributes, raw_attributes
+from retryscope.instrumentation._sdk import (
+    add_clean_attributes,
+    attribute_count_limit,
+    raw_attributes,
+)
 from retryscope.instrumentation._send_spans import classify_send
 from retryscope.vocabulary import SPAN_ROLE
 
@@ -69,6 +74,18 @@ _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
 _get_current: Final = otel_context.get_current
+_weak: Final = weakref.ref
+_ROOM: Final = 48
+"""Attributes a send may still take after it started: its stamps (about 16) and 32 more its
+instrumentation may add (response status, headers, GenAI usage)."""
+
+
+def _tight(span: Span, attributes: Mapping[str, object]) -> bool:
+    """Whether ``span``'s attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) may
+    evict what the analytics classify it by: then that is written again with its stamps (a
+    re-set key costs the write a reordering, paid only then)."""
+    limit = attribute_count_limit(span)
+    return limit is not None and len(attributes) + _ROOM > limit
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -97,6 +114,7 @@ class AttemptStampingProcessor(SpanProcessor):
         self._sends = OpenSends()
         """Spans classified as sends, still open (one may yet turn into a call)."""
         self._open = self._sends.entries
+        self._open_limit = self._sends.limit
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
         self._record_end: Callable[[ReadableSpan], None] | None = (
@@ -137,11 +155,14 @@ class AttemptStampingProcessor(SpanProcessor):
                         span_id=span_id,
                         parent_context=ctx,
                         call_layer=call_layer,
-                        span_attributes=attributes,
+                        span_attributes=attributes if _tight(span, attributes) else None,
                     )
                     if extra:
                         values.update(extra)
-                    self._sends.add(span_id, stamps.request)
+                    open_sends = self._open
+                    open_sends[span_id] = _weak(stamps.request)
+                    if len(open_sends) > self._open_limit:
+                        self._sends.sweep()
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -158,7 +179,11 @@ class AttemptStampingProcessor(SpanProcessor):
         if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
             if ctx is not None:
-                self._sends.ended(ctx.span_id)
+                span_id = ctx.span_id
+                ref = self._open.pop(span_id, None)
+                request = ref() if ref is not None else None
+                if request is not None:
+                    request.send_ended(span_id)
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span)

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -72,6 +72,7 @@ __all__ = [
     "PUBLIC_ONLY_ENV",
     "SdkConfigurator",
     "add_clean_attributes",
+    "attribute_count_limit",
     "ended_fields",
     "fast_paths",
     "finished_attributes",
@@ -246,6 +247,18 @@ def raw_attributes(span: Span) -> Mapping[str, Any] | None:
         if type(attrs) is BoundedAttributes:
             return attrs._dict
     return getattr(span, "attributes", None)
+
+
+def attribute_count_limit(span: Span) -> int | None:
+    """How many attributes ``span`` keeps (None: no limit): its ``BoundedAttributes``'
+    ``maxlen`` on the SDK's span; otherwise the limit the environment gives a provider
+    without its own (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, read now)."""
+    if type(span) is _paths.span_type:
+        attrs = span._attributes
+        if type(attrs) is BoundedAttributes:
+            return attrs.maxlen
+    limit = SpanLimits().max_span_attributes
+    return limit if isinstance(limit, int) else None
 
 
 # -- finished spans -------------------------------------------------------------------------

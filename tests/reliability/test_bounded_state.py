@@ -143,5 +143,3 @@ def test_open_send_table_ages_out_collected_requests_then_drops_the_oldest() -> 
     table.add(5, live[0])  # past it: the collected one ages out, the oldest live go
     assert (table.aged, table.dropped) == (1, 2)
     assert list(table.entries) == [3, 5]
-    table.ended(3)
-    assert list(table.entries) == [5]
