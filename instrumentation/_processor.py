@@ -65,13 +65,14 @@ from retryscope.instrumentation._sdk import (
     raw_attributes,
 )
 from retryscope.instrumentation._send_spans import classify_send
-from retryscope.vocabulary import SPAN_ROLE
+from retryscope.vocabulary import LOGICAL_REQUEST_ID, SPAN_ROLE
 
 if TYPE_CHECKING:
     from retryscope.instrumentation.metrics import AttemptMetricsProcessor
 
 _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
+_ID_KEY: Final = LOGICAL_REQUEST_ID.key
 _CLIENT: Final = SpanKind.CLIENT
 _get_current: Final = otel_context.get_current
 _weak: Final = weakref.ref
@@ -109,6 +110,9 @@ class AttemptStampingProcessor(SpanProcessor):
             raise ValueError(f"max_string_bytes must be >= 1, got {max_string_bytes!r}")
         self.errors = 0
         """Spans whose stamping failed (contained, logged once)."""
+        self.unjoined = 0
+        """Sends that ended without their logical request id, evicted by their attribute
+        count limit after they started (logged once): rows the report cannot join."""
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
         self._sends = OpenSends()
@@ -181,12 +185,24 @@ class AttemptStampingProcessor(SpanProcessor):
             if ctx is not None:
                 span_id = ctx.span_id
                 ref = self._open.pop(span_id, None)
-                request = ref() if ref is not None else None
-                if request is not None:
-                    request.send_ended(span_id)
+                if ref is not None:
+                    request = ref()
+                    if request is not None:
+                        request.send_ended(span_id)
+                    if span.dropped_attributes and _ID_KEY not in (span.attributes or ()):
+                        self._unjoined()
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span)
+
+    def _unjoined(self) -> None:
+        self.unjoined += 1
+        if self.unjoined == 1:
+            _log.warning(
+                "retryscope: a send ended without its logical request id: its span attribute "
+                "count limit (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT) evicted it, so it cannot join "
+                "its request (further ones counted in processor.unjoined)"
+            )
 
     @property
     def aged(self) -> int:

@@ -34,7 +34,7 @@ class _ManyHeaders(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
         self.send_response(200)
-        for i in range(HEADERS):
+        for i in range(self.server.headers):  # type: ignore[attr-defined]
             self.send_header(f"x-trace-{i}", str(i))
         self.send_header("content-length", "2")
         self.end_headers()
@@ -44,17 +44,19 @@ class _ManyHeaders(BaseHTTPRequestHandler):
         pass
 
 
-def _record(directory: Path, app_attributes: int) -> None:
-    """Ten requests of two harness attempts, each with one httpx send, into ``directory``."""
+def _record(directory: Path, app_attributes: int, headers: int = HEADERS) -> int:
+    """Ten requests of two harness attempts, each with one httpx send, into ``directory``;
+    the sends the processor counted as unjoined."""
     exporter = ParquetSpanExporter(directory)
     provider = TracerProvider()
-    provider.add_span_processor(AttemptStampingProcessor())
+    processor = AttemptStampingProcessor()
+    provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     client = httpx.Client()
     instrumentor = HTTPXClientInstrumentor()
     instrumentor.instrument_client(client, tracer_provider=provider)
     try:
-        with loopback_http_server(_ManyHeaders) as server:
+        with loopback_http_server(_ManyHeaders, headers=headers) as server:
             url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat"
             for i in range(REQUESTS):
                 with logical_request(
@@ -87,6 +89,7 @@ def _record(directory: Path, app_attributes: int) -> None:
     assert provider.force_flush()
     assert exporter.force_flush()
     provider.shutdown()
+    return processor.unjoined
 
 
 def _read(directory: Path) -> tuple[dict[str, int], list[tuple[object, ...]], object]:
@@ -112,7 +115,7 @@ def test_join_keys_survive_the_span_attribute_count_limit(
     monkeypatch.setenv("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE", "x-trace-.*")
     _record(tmp_path / "unlimited", app_attributes)
     monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "32")
-    _record(tmp_path / "limited", app_attributes)
+    assert _record(tmp_path / "limited", app_attributes) == 0
     dropped, outcomes, figures = _read(tmp_path / "limited")
     assert dropped["transport"] > 0  # the limit evicted attributes of every send
     if app_attributes:
@@ -127,3 +130,16 @@ def test_join_keys_survive_the_span_attribute_count_limit(
     unlimited_dropped, unlimited_outcomes, unlimited_figures = _read(tmp_path / "unlimited")
     assert set(unlimited_dropped.values()) == {0}
     assert (outcomes, figures) == (unlimited_outcomes, unlimited_figures)
+
+
+def test_sends_that_lose_their_request_to_the_limit_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instrumentation that adds more attributes after the send started than the limit
+    holds evicts every stamp: those sends cannot join their request, and are counted."""
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE", "x-trace-.*")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "32")
+    assert _record(tmp_path / "spans", 0, headers=40) == 2 * REQUESTS
+    con, _ = connect(tmp_path / "spans")
+    unjoined = con.sql("SELECT count(*) FROM spans WHERE logical_request_id IS NULL")
+    assert unjoined.fetchall() == [(2 * REQUESTS,)]
