@@ -264,14 +264,14 @@ def live_owner(owner: object) -> Attempt | LogicalRequest | None:
     nothing."""
     if type(owner) is Attempt:
         request = owner.request
-        if request._ended:
+        if request._over():
             return None
         attempt: Attempt | None = owner
         while attempt is not None and attempt._ended:
             attempt = attempt.parent
         return attempt if attempt is not None else request
     if type(owner) is LogicalRequest:
-        return None if owner._ended else owner
+        return None if owner._over() else owner
     return None
 
 
@@ -1007,6 +1007,8 @@ class LogicalRequest:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
             self._ended = True
+            if self._shared is not None:
+                self._shared.end()
             try:
                 if token is not None:
                     otel_context.detach(token)  # type: ignore[arg-type]
@@ -1499,6 +1501,16 @@ class LogicalRequest:
                 counts[_operation_key(parent_key)] = n
             shared = self._shared = SharedNumbering(counts)
             self._sends.numbering = lambda key: shared.next((_operation_key(key),))[0]
+
+    def _over(self) -> bool:
+        """Ended, here or, when this process was forked inside it, where it was opened."""
+        if self._ended:
+            return True
+        shared = self._shared
+        if shared is not None and shared.ended():
+            self._ended = True
+            return True
+        return False
 
     def _forked(self) -> None:
         """In a child forked inside this request: its own lock (another thread may have

@@ -133,11 +133,15 @@ class AttemptStampingProcessor(SpanProcessor):
             ctx = parent_context if parent_context is not None else _get_current()
             owner = ctx.get(_SCOPE_KEY)
             if type(owner) is Attempt:
-                if owner._ended or owner.request._ended:  # see live_owner
+                request = owner.request
+                # ended, or shared with forked processes (it may have ended in another)
+                if owner._ended or request._ended or request._shared is not None:
                     owner = live_owner(owner)
                     if owner is None:
                         return
-            elif type(owner) is not LogicalRequest or owner._ended:
+            elif type(owner) is not LogicalRequest or (
+                owner._ended or (owner._shared is not None and owner._over())
+            ):
                 return
             stamps = owner._stamps
             attributes = raw_attributes(span)

@@ -8,7 +8,9 @@ another. So when a process forks inside a request, that request's counters (atte
 route and sibling ordinals per layer, and operations per parent attempt) move to memory
 the parent and every child it forks share (an anonymous shared ``mmap`` guarded by a
 process-shared semaphore), and every process numbers from them: ordinals stay unique and
-dense across processes. A request that never forks never pays for it.
+dense across processes. The same memory says when the request has ended, so a child that
+outlives it (a pool's worker, reused by later requests) stops stamping with it. A request
+that never forks never pays for it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import Final
 _SIZE: Final = 1 << 20
 """Bytes reserved for one request's counters (only the pages written are resident)."""
 _LENGTH: Final = struct.Struct("<I")
+_ENDED: Final = 0
+"""Offset of the byte set once the request has ended (in the process that opened it)."""
+_COUNTS: Final = 1
+"""Offset of the counters' length, then the marshalled counters."""
 _WAIT_S: Final = 5.0
 """How long a process waits for another one's allocation (one that died holding it never
 releases it: allocations then fail, contained, rather than hang the application)."""
@@ -60,6 +66,13 @@ class SharedNumbering:
         finally:
             self._lock.release()
 
+    def end(self) -> None:
+        """The request ended: every process sharing it stops stamping with it."""
+        self._memory[_ENDED] = 1
+
+    def ended(self) -> bool:
+        return self._memory[_ENDED] == 1
+
     def counts(self) -> dict[Key, int]:
         """A snapshot of every counter."""
         if not self._lock.acquire(timeout=_WAIT_S):
@@ -70,15 +83,16 @@ class SharedNumbering:
             self._lock.release()
 
     def _load(self) -> dict[Key, int]:
-        (length,) = _LENGTH.unpack_from(self._memory, 0)
-        start = _LENGTH.size
+        (length,) = _LENGTH.unpack_from(self._memory, _COUNTS)
+        start = _COUNTS + _LENGTH.size
         # only this request's processes write this anonymous memory
         counts: dict[Key, int] = marshal.loads(self._memory[start : start + length])  # noqa: S302
         return counts
 
     def _store(self, counts: dict[Key, int]) -> None:
         data = marshal.dumps(counts)
-        if _LENGTH.size + len(data) > _SIZE:
+        start = _COUNTS + _LENGTH.size
+        if start + len(data) > _SIZE:
             raise NumberingUnavailable(f"more counters than {_SIZE} bytes hold")
-        self._memory[_LENGTH.size : _LENGTH.size + len(data)] = data
-        _LENGTH.pack_into(self._memory, 0, len(data))
+        self._memory[start : start + len(data)] = data
+        _LENGTH.pack_into(self._memory, _COUNTS, len(data))

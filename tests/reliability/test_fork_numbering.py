@@ -93,3 +93,48 @@ def test_fork_pool_children_number_distinct_calls_as_distinct_operations(
     assert (figures["operations"], figures["receiver_attempts"]) == (10, 11)
     assert figures["amplification_ratio"] == 1.1
     assert "retry_budget_exceeded" not in result["findings"]
+
+
+REUSED = r"""
+import json, multiprocessing, sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+import retryscope
+from retryscope.analytics import connect
+from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
+
+out = sys.argv[1]
+exporter = ParquetSpanExporter(out, partitioning="none")
+provider = TracerProvider()
+provider.add_span_processor(AttemptStampingProcessor())
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+tracer = provider.get_tracer("worker")
+
+def task(name):
+    tracer.start_span(name).end()
+    exporter.force_flush()
+
+with retryscope.logical_request(operation="first", tracer_provider=provider,
+                                logical_request_id="first") as req:
+    with req.attempt("primary"):
+        pool = multiprocessing.get_context("fork").Pool(2)  # kept for later requests
+        pool.map(task, ["during first"] * 2)
+with retryscope.logical_request(operation="second", tracer_provider=provider,
+                                logical_request_id="second"):
+    pool.map(task, ["after first"] * 2)  # a worker still runs in the first's context
+pool.close()
+pool.join()
+exporter.force_flush()
+provider.shutdown()
+con, _ = connect(out)
+rows = con.sql("SELECT name, logical_request_id FROM spans "
+               "WHERE name IN ('during first', 'after first')")
+print(json.dumps(sorted(rows.fetchall())))
+"""
+
+
+def test_a_pool_worker_forked_inside_a_request_stamps_nothing_of_it_once_it_ended(
+    tmp_path: Path,
+) -> None:
+    spans = run_parent(REUSED, tmp_path, str(tmp_path / "spans"), timeout=120)
+    assert spans == [["after first", None]] * 2 + [["during first", "first"]] * 2
