@@ -31,6 +31,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
+from retryscope._fork import at_fork
 from retryscope.instrumentation._classify import (
     Answer,
     answer_of,
@@ -53,6 +54,7 @@ from retryscope.instrumentation._sends import (
     SendPlace,
     _Operation,
 )
+from retryscope.instrumentation._shared_numbering import Key, SharedNumbering
 from retryscope.vocabulary import (
     BreakerState,
     Decision,
@@ -110,6 +112,24 @@ _K_NOT_BEFORE: Final = v.NOT_BEFORE.key
 _K_OPERATION: Final = v.OPERATION_ORDINAL.key
 _K_RETRY_LAYER: Final = v.RETRY_LAYER.key
 _K_OPERATION_TRY: Final = v.OPERATION_TRY.key
+_K_ID: Final = v.LOGICAL_REQUEST_ID.key
+_CLASSIFIED_BY: Final = ("http.request.method", "http.method", "rpc.system")
+"""A send's own attributes the analytics read its outcome by: written again with its
+stamps, before their join keys, so a limit evicts them after the instrumentation's other
+start attributes."""
+_JOIN_KEYS: Final = (
+    *_CLASSIFIED_BY,
+    _K_OPERATION,
+    _K_ORDINAL,
+    _K_PARENT_LAYER,
+    _K_PARENT_ORDINAL,
+    _K_ROUTE,
+    _K_LAYER,
+    _K_ROLE,
+    _K_ID,
+)
+"""What joins a span to its request and attempt, least to most needed. Written last (a span
+attribute count limit evicts the oldest attribute first), so a limit takes them last."""
 _TRANSPORT: Final = Layer.TRANSPORT
 _TRANSPORT_VALUE: Final = Layer.TRANSPORT.value
 # A plain dict (never mutated): the SDK merges a dict faster than a read-only proxy.
@@ -147,10 +167,16 @@ _MayBeCall = tuple[ParentKey, SendPlace, Ordinals, Layer]
 """(parent key, place, ordinals, call layer) of a send that may turn into a call."""
 
 _TransportBase = tuple[
-    dict[str, AttributeValue], int | None, tuple[str, str], _SiblingKey, ParentKey
+    dict[str, AttributeValue],
+    dict[str, AttributeValue],
+    int | None,
+    tuple[str, str],
+    _SiblingKey,
+    ParentKey,
 ]
-"""What every transport send under one parent shares: attributes, their longest string,
-route key, sibling key and parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+"""What every transport send under one parent shares: attributes, the join keys among them
+(written last, see :data:`_JOIN_KEYS`), their longest string, route key, sibling key and
+parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
 
 
 def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
@@ -200,6 +226,31 @@ def _add_place_attributes(attrs: dict[str, AttributeValue], place: SendPlace) ->
         attrs[_K_OPERATION_TRY] = place.tries
 
 
+def _join_keys_last(attrs: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """``attrs`` with the join keys it holds moved to its end (see :data:`_JOIN_KEYS`)."""
+    for key in _JOIN_KEYS:
+        if key in attrs:
+            attrs[key] = attrs.pop(key)
+    return attrs
+
+
+def _dropped_any(span: Span) -> bool:
+    """Whether ``span``'s attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``)
+    evicted any of its attributes."""
+    return bool(getattr(span, "dropped_attributes", 0))
+
+
+def _keep_join_keys(span: Span, written: Mapping[str, AttributeValue]) -> None:
+    """Before ``span``, which lost attributes to its count limit (:func:`_dropped_any`),
+    ends: write ``written`` (what retryscope wrote on it) again, join keys last: the limit
+    then evicts the application's oldest attributes instead, and the span still joins its
+    request and attempt."""
+    kept = span.attributes or {}  # type: ignore[attr-defined]
+    # moved to the end first (no eviction), then the evicted ones, each evicting the oldest
+    span.set_attributes(_join_keys_last({k: val for k, val in written.items() if k in kept}))
+    span.set_attributes(_join_keys_last({k: val for k, val in written.items() if k not in kept}))
+
+
 def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
     """Span id of the current span of ``ctx`` (default: the current context), None when
     there is none: the direct parent of a span started in ``ctx``."""
@@ -223,13 +274,41 @@ def open_scopes(request_id: str) -> int:
     return holder._scopes if holder is not None else 0
 
 
+def live_owner(owner: object) -> Attempt | LogicalRequest | None:
+    """What the scope ``owner`` (a context's value under the scope key) stands for now:
+    itself while open; once ended, its nearest enclosing attempt still open, else its
+    request while open; None once the request has ended.
+
+    A context can outlive the scope it holds: Python runs a generator in its consumer's
+    context, so an async generator abandoned inside ``logical_request``/``attempt`` leaves
+    that scope attached to the consuming task, and closing it later (asyncio closes it in
+    another task) cannot detach it there. An ended scope stamps nothing and parents
+    nothing."""
+    if type(owner) is Attempt:
+        request = owner.request
+        if request._over():
+            return None
+        attempt: Attempt | None = owner
+        while attempt is not None and attempt._ended:
+            attempt = attempt.parent
+        return attempt if attempt is not None else request
+    if type(owner) is LogicalRequest:
+        return None if owner._over() else owner
+    return None
+
+
+def _parent_in(request: LogicalRequest) -> Attempt | None:
+    """The open attempt of ``request`` in the current scope: the parent of one opened now."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    return owner if type(owner) is Attempt and owner.request is request else None
+
+
 @contained("current_scope")
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
-    """The scope active in ``ctx`` (default: the current context), or None."""
-    owner = otel_context.get_value(_SCOPE_KEY, ctx)
-    if type(owner) is Attempt or type(owner) is LogicalRequest:
-        return owner.scope()
-    return None
+    """The scope active in ``ctx`` (default: the current context), or None (also when the
+    scope ``ctx`` holds has ended: see :func:`live_owner`)."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY, ctx))
+    return owner.scope() if owner is not None else None
 
 
 def _to_unix_ns(value: int | datetime | None, field: str) -> int | None:
@@ -363,12 +442,16 @@ class Attempt:
         self._scope: Scope | None = None
         self._contained: list[str] | None = None  # entry points that failed on it
         self._outcome_unknown = False  # set_outcome failed: no implicit success at exit
+        self._written: Mapping[str, AttributeValue] = _SUCCESS
+        """The attributes its span started with (kept against attribute limits)."""
         self._may_be_call: _MayBeCall | None = None
         """A send that turns into a call when a send starts beneath it (set by
         :meth:`LogicalRequest.send`): what registers it with the send ledger."""
         self._operation: _Operation | None = None
         """A send's operation in the send ledger (set by :meth:`LogicalRequest.send`): told
         at close whether the send failed."""
+        self._ended = False
+        """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
 
     # -- span lifecycle ----------------------------------------------------------------------
     @contained("Attempt.__enter__", fallback=_itself)
@@ -427,6 +510,7 @@ class Attempt:
             attributes=attrs,
             start_time=now,
         )
+        self._written = attrs
         self._token = otel_context.attach(_scope_context(parent, span, self))
         return self
 
@@ -472,6 +556,7 @@ class Attempt:
         """The end of an attempt that always happens: its end time, its request's
         bookkeeping, the context restored and the span ended (each even if one before
         failed)."""
+        self._ended = True
         try:
             clock = self.request.clock
             self.ended_at = clock() if clock is time.time_ns else _now(clock)
@@ -483,7 +568,22 @@ class Attempt:
                     otel_context.detach(token)  # type: ignore[arg-type]
             finally:
                 if span is not None:
-                    span.end(end_time=self.ended_at)
+                    try:
+                        if getattr(span, "dropped_attributes", 0):  # (_dropped_any, inline)
+                            _keep_join_keys(span, self._written_now())
+                    finally:
+                        span.end(end_time=self.ended_at)
+
+    def _written_now(self) -> dict[str, AttributeValue]:
+        """What retryscope wrote on the attempt's span: its start attributes but the
+        caller's, and its outcome."""
+        extra = self._extra
+        written = {k: val for k, val in self._written.items() if k not in extra}
+        if self.outcome is not None:
+            written[_K_OUTCOME] = self.outcome.value
+        if self.kind is not None:
+            written[_K_OUTCOME_KIND] = self.kind.value
+        return written
 
     def _record_answer(self, answer: Answer) -> None:
         """The status and Retry-After of the response the attempt's exception carried:
@@ -518,6 +618,7 @@ class Attempt:
             stamp = req._stamp.copy()
             stamp[_K_ORDINAL] = self.ordinal
             stamp[_K_ROUTE] = self.route
+            _join_keys_last(stamp)
             longest = req.stamp_longest
             if longest is not None:  # the ordinal is ours (an int); the route is the caller's
                 longest = max(longest, len(self.route)) if type(self.route) is str else None
@@ -850,12 +951,16 @@ class LogicalRequest:
         self._open: dict[_SiblingKey, int] = {}
         self._pending: dict[ParentKey, dict[str, AttributeValue]] = {}
         self._sends = SendLedger()
+        self._shared: SharedNumbering | None = None
+        """Counters shared with forked children, once this request has forked."""
         self._span: Span | None = None
         self._token: object | None = None
-        stamp: dict[str, AttributeValue] = {
-            v.LOGICAL_REQUEST_ID.key: self.id,
-            v.OPERATION.key: operation,
-        }
+        self._written: dict[str, AttributeValue] = {}
+        """The attributes its span started with, and its terminal (kept against attribute
+        limits)."""
+        self._ended = False
+        """Closed: its scope no longer stamps nor parents (see :func:`live_owner`)."""
+        stamp: dict[str, AttributeValue] = {v.OPERATION.key: operation}
         if self.idempotency_digest is not None:
             stamp[v.IDEMPOTENCY_DIGEST.key] = self.idempotency_digest
         if tenant is not None:
@@ -866,11 +971,12 @@ class LogicalRequest:
             stamp[v.POLICY_DIGEST.key] = policy_digest
         if continuation is not None:
             stamp[v.CONTINUATION.key] = continuation
+        stamp[_K_ID] = self.id  # last: see _JOIN_KEYS
         self._stamp = stamp  # never mutated: copied by attempts, merged by spans
         self.stamp: Mapping[str, AttributeValue] = MappingProxyType(stamp)
         self.stamp_longest = longest_string(stamp)
         self._transport_base: _TransportBase | None = None
-        self._shared: LogicalRequest | None = None
+        self._scope_holder: LogicalRequest | None = None
         """The request whose open scopes this one counts in (see :func:`open_scopes`)."""
         self._scopes = 0
         self._stamps = Stamps(self, stamp, self.stamp_longest, None, transport=True)
@@ -895,6 +1001,7 @@ class LogicalRequest:
             attributes=attrs,
             start_time=_now(self.clock),
         )
+        self._written = attrs
         parent = self._parent_context
         self._token = otel_context.attach(
             _scope_context(otel_context.get_current() if parent is None else parent, span, self)
@@ -905,23 +1012,23 @@ class LogicalRequest:
                 with holder._lock:
                     if holder._scopes > 0:  # (not if it closed since it was looked up)
                         holder._scopes += 1
-                        self._shared = holder
+                        self._scope_holder = holder
         return self
 
     def _carried(self) -> None:
         """``inject`` carried this open request out: a continuation extracted in this
         process while it is open counts as one of its scopes (:func:`open_scopes`)."""
-        if self._span is None or self._shared is not None:
+        if self._span is None or self._scope_holder is not None:
             return
         with self._lock:
             self._scopes += 1
-            self._shared = self
+            self._scope_holder = self
         _CARRIED.setdefault(self.id, self)
 
     def _scope_ended(self) -> None:
         """One of the open scopes this request counts in ended (before its span ends, so
         the live metrics see the count without it)."""
-        holder = self._shared
+        holder = self._scope_holder
         if holder is None:
             return
         with holder._lock:
@@ -958,17 +1065,29 @@ class LogicalRequest:
             # compute over every process's spans (a consumer elsewhere adds attempts to it).
             terminal = self.terminal or self._derived_terminal(end)
             span.set_attribute(v.TERMINAL.key, terminal.value)
+            self._written[v.TERMINAL.key] = terminal.value
             if terminal is not Terminal.COMPLETE:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
+            self._ended = True
+            if self._shared is not None:
+                self._shared.end()
             try:
                 if token is not None:
                     otel_context.detach(token)  # type: ignore[arg-type]
-                if self._shared is not None:
+                if self._scope_holder is not None:
                     self._scope_ended()
             finally:
                 if span is not None:
-                    span.end(end_time=end)
+                    try:
+                        if _dropped_any(span):
+                            extra = self._extra
+                            written = self._written
+                            _keep_join_keys(
+                                span, {k: written[k] for k in written if k not in extra}
+                            )
+                    finally:
+                        span.end(end_time=end)
 
     @property
     def span(self) -> Span:
@@ -1023,8 +1142,10 @@ class LogicalRequest:
         )
         if lower is not None:
             given = {**(given or {}), **field_value("lower", lower.attributes)}  # type: ignore[dict-item]
-        owner = otel_context.get_value(_SCOPE_KEY)
+        owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
         parent = owner if type(owner) is Attempt and owner.request is self else None
+        if parent is not None and parent._ended:
+            parent = _parent_in(self)
         sibling_key = _sibling_key(parent, layer)
         self._lock.acquire()  # (acquire/release: cheaper than ``with`` on the hot path)
         try:
@@ -1102,8 +1223,10 @@ class LogicalRequest:
         own (a retrying transport): once entered and registered with :meth:`send_opened`,
         a send starting beneath it turns it into a call whose sends are resends by that
         layer. Until then it is the send."""
-        owner = otel_context.get_value(_SCOPE_KEY)
+        owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
         parent = owner if type(owner) is Attempt and owner.request is self else None
+        if parent is not None and parent._ended:
+            parent = _parent_in(self)
         if parent is not None and parent._may_be_call is not None:
             parent = parent.parent  # beneath such a send: a send of the same parent
         parent_key = parent.key if parent is not None else None
@@ -1185,6 +1308,11 @@ class LogicalRequest:
         """Next (ordinal, route ordinal, sibling ordinal) of ``layer`` (a layer's value);
         hold ``_lock``. ``route_key`` is ``(layer, route)``, ``sibling_key``
         :func:`_sibling_key`."""
+        if self._shared is not None:
+            ordinal, route_ordinal, sibling = self._shared.next(
+                (("o", layer), ("r", *route_key), ("s", *sibling_key))
+            )
+            return ordinal, route_ordinal, sibling
         ordinals, routes, siblings = self._ordinals, self._route_ordinals, self._siblings
         ordinal = ordinals[layer] = ordinals.get(layer, 0) + 1
         route_ordinal = routes[route_key] = routes.get(route_key, 0) + 1
@@ -1217,8 +1345,7 @@ class LogicalRequest:
         same parent records it as its backoff (``delay_ms``) and the server hint the previous
         one received (``retry_after_ms``). Later announcements in the same scope add to it.
         """
-        owner = otel_context.get_value(_SCOPE_KEY)
-        parent = owner if type(owner) is Attempt and owner.request is self else None
+        parent = _parent_in(self)
         attrs: dict[str, AttributeValue] = (
             field_value(
                 "attributes", lambda: bound_attributes(attributes or {}, self.max_string_bytes)
@@ -1270,6 +1397,7 @@ class LogicalRequest:
         span_id: int = 0,
         parent_context: otel_context.Context | None = None,
         call_layer: Layer | None = None,
+        span_attributes: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, AttributeValue], int | None]:
         """Attributes that make a foreign span a send (a transport attempt) of this request,
         and the :func:`longest_string` of their values.
@@ -1280,7 +1408,9 @@ class LogicalRequest:
         repeats an earlier send of that operation, ``http.request.resend_count``
         (:class:`~._sends.SendLedger`). With ``span`` (and its ``span_id``) it is registered
         as open, so a send starting beneath it turns it into a call (``call_layer``: whose
-        retries those sends are); ``parent_context`` is the context it started in. The part
+        retries those sends are); ``parent_context`` is the context it started in;
+        ``span_attributes`` its start attributes (those it is classified by are written
+        again, see :data:`_CLASSIFIED_BY`). The part
         that is the same for every send under ``parent`` is built once per parent; each
         send adds only its ordinals.
         """
@@ -1288,7 +1418,7 @@ class LogicalRequest:
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
-        base, longest, route_key, sibling_key, parent_key = cached
+        base, tail, longest, route_key, sibling_key, parent_key = cached
         sends = self._sends
         # Only an open send can make this one part of a call: with none open, its parent
         # span is not looked up. (A parent span registered as open was registered before
@@ -1307,15 +1437,27 @@ class LogicalRequest:
             self._lock.release()
         ordinal, route_ordinal, sibling = ordinals
         attrs = base.copy()
-        attrs[_K_ORDINAL] = ordinal
         attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
             attrs[_K_SIBLING] = sibling
-        _add_place_attributes(attrs, place)
+        if place.retry_layer is not None:
+            attrs[_K_RETRY_LAYER] = str(place.retry_layer)
+        if place.tries > 1:
+            attrs[_K_OPERATION_TRY] = place.tries
         if place.resend_count:
             attrs[_K_RESEND] = place.resend_count
         if not_before is not None:
             attrs[_K_NOT_BEFORE] = not_before
+        # last, in _JOIN_KEYS order: what the send is classified by (already on the span,
+        # within its limits: ``longest`` need not cover it), then the join keys
+        if span_attributes:
+            for key in _CLASSIFIED_BY:
+                if key in span_attributes:
+                    attrs[key] = span_attributes[key]
+                    break
+        attrs[_K_OPERATION] = place.operation
+        attrs[_K_ORDINAL] = ordinal
+        attrs.update(tail)
         return attrs, longest
 
     @contained("LogicalRequest.send_ended")
@@ -1356,9 +1498,12 @@ class LogicalRequest:
             attrs[v.ROUTE_RELEASE.key] = parent.route_release
         if self.retry_owner is not None:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
+        longest = longest_string(attrs)
+        tail = {key: attrs.pop(key) for key in _JOIN_KEYS if key in attrs}
         return (
             attrs,
-            longest_string(attrs),
+            tail,
+            longest,
             (Layer.TRANSPORT.value, route),
             _sibling_key(parent, Layer.TRANSPORT),
             parent.key if parent is not None else None,
@@ -1368,6 +1513,9 @@ class LogicalRequest:
     def ordinals(self) -> dict[Layer, int]:
         """Attempts allocated so far per layer (including those before a continuation)."""
         with self._lock:
+            if self._shared is not None:
+                counts = self._shared.counts().items()
+                return {Layer(str(key[1])): n for key, n in counts if key[0] == "o"}
             return {Layer(layer): n for layer, n in self._ordinals.items()}
 
     @contained("LogicalRequest.set_terminal")
@@ -1420,8 +1568,69 @@ class LogicalRequest:
         value = Layer(layer)._value_
         hash(route)  # an unhashable route fails here, before anything is counted
         with self._lock:
+            if self._shared is not None:
+                self._shared.next((("o", value), ("r", value, route)))
+                return
             self._ordinals[value] = self._ordinals.get(value, 0) + 1
             self._route_ordinals[value, route] = self._route_ordinals.get((value, route), 0) + 1
+
+    def _share_numbering(self) -> None:
+        """From now on, number from counters shared with the children this process forks
+        (see :mod:`._shared_numbering`)."""
+        with self._lock:
+            if self._shared is not None:
+                return
+            counts: dict[Key, int] = {("o", k): n for k, n in self._ordinals.items()}
+            counts.update({("r", *k): n for k, n in self._route_ordinals.items()})
+            counts.update({("s", *k): n for k, n in self._siblings.items()})
+            for parent_key, n in self._sends.operation_counts().items():
+                counts[_operation_key(parent_key)] = n
+            shared = self._shared = SharedNumbering(counts)
+            self._sends.numbering = lambda key: shared.next((_operation_key(key),))[0]
+
+    def _over(self) -> bool:
+        """Ended, here or, when this process was forked inside it, where it was opened."""
+        if self._ended:
+            return True
+        shared = self._shared
+        if shared is not None and shared.ended():
+            self._ended = True
+            return True
+        return False
+
+    def _forked(self) -> None:
+        """In a child forked inside this request: its own lock (another thread may have
+        held the parent's), and nothing of the parent's sends or announced backoff."""
+        self._lock = threading.Lock()
+        self._sends.forked()
+        self._pending.clear()
+
+
+def _operation_key(parent_key: ParentKey) -> Key:
+    """The shared counter of operations under ``parent_key``."""
+    return ("p",) if parent_key is None else ("p", parent_key[0]._value_, parent_key[1])
+
+
+_forking: list[LogicalRequest] = []
+"""The request a fork in progress shares its numbering with the child of."""
+
+
+def _share_with_child() -> None:
+    """Before a fork: the request of the forking thread's scope numbers across processes."""
+    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    if owner is not None:
+        request = owner.request if isinstance(owner, Attempt) else owner
+        request._share_numbering()
+        _forking.append(request)
+
+
+def _in_child() -> None:
+    for request in _forking:
+        request._forked()
+    _forking.clear()
+
+
+at_fork(before=_share_with_child, after_in_parent=_forking.clear, after_in_child=_in_child)
 
 
 def _tracer(provider: trace.TracerProvider | None) -> Tracer:

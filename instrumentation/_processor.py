@@ -39,30 +39,54 @@ instead of two (about 1 % of a span's cost on the hot path, ``bench/RESULTS.md``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanKind
 
-from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, LogicalRequest
+from retryscope.instrumentation._context import (
+    _SCOPE_KEY,
+    Attempt,
+    LogicalRequest,
+    live_owner,
+)
+from retryscope.instrumentation._open_sends import OpenSends
 from retryscope.instrumentation._privacy import (
     DEFAULT_MAX_STRING_BYTES,
     AttributeHook,
     apply_hook,
 )
-from retryscope.instrumentation._sdk import add_clean_attributes, raw_attributes
+from retryscope.instrumentation._sdk import (
+    add_clean_attributes,
+    attribute_count_limit,
+    raw_attributes,
+)
 from retryscope.instrumentation._send_spans import classify_send, send_failed
-from retryscope.vocabulary import SPAN_ROLE
+from retryscope.vocabulary import LOGICAL_REQUEST_ID, SPAN_ROLE
 
 if TYPE_CHECKING:
     from retryscope.instrumentation.metrics import AttemptMetricsProcessor
 
 _log = logging.getLogger(__name__)
 _ROLE_KEY: Final = SPAN_ROLE.key
+_ID_KEY: Final = LOGICAL_REQUEST_ID.key
 _CLIENT: Final = SpanKind.CLIENT
 _get_current: Final = otel_context.get_current
+_weak: Final = weakref.ref
+_ROOM: Final = 48
+"""Attributes a send may still take after it started: its stamps (about 16) and 32 more its
+instrumentation may add (response status, headers, GenAI usage)."""
+
+
+def _tight(span: Span, attributes: Mapping[str, object]) -> bool:
+    """Whether ``span``'s attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) may
+    evict what the analytics classify it by: then that is written again with its stamps (a
+    re-set key costs the write a reordering, paid only then)."""
+    limit = attribute_count_limit(span)
+    return limit is not None and len(attributes) + _ROOM > limit
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -86,10 +110,15 @@ class AttemptStampingProcessor(SpanProcessor):
             raise ValueError(f"max_string_bytes must be >= 1, got {max_string_bytes!r}")
         self.errors = 0
         """Spans whose stamping failed (contained, logged once)."""
+        self.unjoined = 0
+        """Sends that ended without their logical request id, evicted by their attribute
+        count limit after they started (logged once): rows the report cannot join."""
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
-        self._open: dict[int, LogicalRequest] = {}
+        self._sends = OpenSends()
         """Spans classified as sends, still open (one may yet turn into a call)."""
+        self._open = self._sends.entries
+        self._open_limit = self._sends.limit
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
         self._record_end: Callable[[ReadableSpan], None] | None = (
@@ -103,10 +132,18 @@ class AttemptStampingProcessor(SpanProcessor):
         try:
             ctx = parent_context if parent_context is not None else _get_current()
             owner = ctx.get(_SCOPE_KEY)
-            if type(owner) is Attempt or type(owner) is LogicalRequest:
-                stamps = owner._stamps
-            else:
+            if type(owner) is Attempt:
+                request = owner.request
+                # ended, or shared with forked processes (it may have ended in another)
+                if owner._ended or request._ended or request._shared is not None:
+                    owner = live_owner(owner)
+                    if owner is None:
+                        return
+            elif type(owner) is not LogicalRequest or (
+                owner._ended or (owner._shared is not None and owner._over())
+            ):
                 return
+            stamps = owner._stamps
             attributes = raw_attributes(span)
             if attributes is None or _ROLE_KEY not in attributes:
                 if stamps is None:
@@ -116,7 +153,7 @@ class AttemptStampingProcessor(SpanProcessor):
                     if stamps.transport and attributes and span.kind is _CLIENT
                     else None
                 )
-                if send is not None:
+                if send is not None and attributes is not None:
                     evidence, call_layer, extra = send
                     span_id = span.get_span_context().span_id
                     values, longest = stamps.request.transport_attempt_values(
@@ -126,10 +163,14 @@ class AttemptStampingProcessor(SpanProcessor):
                         span_id=span_id,
                         parent_context=ctx,
                         call_layer=call_layer,
+                        span_attributes=attributes if _tight(span, attributes) else None,
                     )
                     if extra:
                         values.update(extra)
-                    self._open[span_id] = stamps.request
+                    open_sends = self._open
+                    open_sends[span_id] = _weak(stamps.request)
+                    if len(open_sends) > self._open_limit:
+                        self._sends.sweep()
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -147,12 +188,36 @@ class AttemptStampingProcessor(SpanProcessor):
             ctx = span.get_span_context()
             if ctx is not None:
                 span_id = ctx.span_id
-                request = self._open.pop(span_id, None)
-                if request is not None:
-                    request.send_ended(span_id, send_failed(span))
+                ref = self._open.pop(span_id, None)
+                if ref is not None:
+                    request = ref()
+                    if request is not None:
+                        request.send_ended(span_id, send_failed(span))
+                    if span.dropped_attributes and _ID_KEY not in (span.attributes or ()):
+                        self._unjoined()
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span)
+
+    def _unjoined(self) -> None:
+        self.unjoined += 1
+        if self.unjoined == 1:
+            _log.warning(
+                "retryscope: a send ended without its logical request id: its span attribute "
+                "count limit (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT) evicted it, so it cannot join "
+                "its request (further ones counted in processor.unjoined)"
+            )
+
+    @property
+    def aged(self) -> int:
+        """Open sends forgotten because their request was collected first (the send never
+        ended: an abandoned stream, a span never ended); see :mod:`._open_sends`."""
+        return self._sends.aged
+
+    @property
+    def dropped(self) -> int:
+        """Open sends of live requests forgotten to keep the table bounded."""
+        return self._sends.dropped
 
     def shutdown(self) -> None:
         if self.metrics is not None:

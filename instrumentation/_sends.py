@@ -39,6 +39,7 @@ the request's lock held.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -111,9 +112,10 @@ class _Operations:
         self.by_digest: dict[str, _Operation] = {}
         self.by_call_key: dict[str, _Operation] = {}
 
-    def add(self, digest: str | None, call_key: str | None) -> _Operation:
-        """A new operation, numbered after the earlier ones."""
-        self.count += 1
+    def add(self, digest: str | None, call_key: str | None, ordinal: int | None) -> _Operation:
+        """A new operation, numbered after the earlier ones (or ``ordinal``, when the
+        numbering is shared with other processes)."""
+        self.count = self.count + 1 if ordinal is None else ordinal
         op = self.last = _Operation(self.count, digest, call_key)
         if digest is not None:
             self.by_digest[digest] = op
@@ -197,11 +199,14 @@ class SendLedger:
     """Operations, open sends and calls, and the earliest next start of one logical request.
     Every method is called with the request's lock held."""
 
-    __slots__ = ("_open", "_operations", "not_before")
+    __slots__ = ("_open", "_operations", "not_before", "numbering")
 
     def __init__(self) -> None:
         self._operations: dict[ParentKey, _Operations] = {}
         self._open: dict[int, _Open] = {}
+        self.numbering: Callable[[ParentKey], int] | None = None
+        """The next operation ordinal under a parent, when operations are numbered across
+        processes (None: numbered here)."""
         self.not_before: int | None = None
         """Earliest start (unix ns) a Retry-After received on a send asks of the next
         attempt at any layer; taken by that attempt."""
@@ -216,7 +221,7 @@ class SendLedger:
         ops = self._operations.get(parent_key)
         if ops is None:
             ops = self._operations[parent_key] = _Operations()
-        op, resend, layer = _placed(ops, evidence, ops.match(evidence))
+        op, resend, layer = self._placed(ops, parent_key, evidence, ops.match(evidence))
         return SendPlace(op.ordinal, resend, layer, None, op, op.tries)
 
     def _place_in_call(
@@ -236,7 +241,7 @@ class SendLedger:
                 ops = self._operations.setdefault(call.parent_key, _Operations())
                 repeated = ops.failed(evidence.digest)
                 if op.sends > 0 or (repeated is not None and ops.retract(op, repeated)):
-                    op, resend, layer = _placed(ops, evidence, repeated)
+                    op, resend, layer = self._placed(ops, call.parent_key, evidence, repeated)
                     call.operation = op
                     return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
                 if evidence.digest is not None:
@@ -251,6 +256,47 @@ class SendLedger:
     def ended(op: _Operation, failed: bool) -> None:
         """A send of ``op`` (or the call it became) ended; ``failed``: without success."""
         op.failed = failed
+
+    def _placed(
+        self,
+        ops: _Operations,
+        parent_key: ParentKey,
+        evidence: SendEvidence,
+        op: _Operation | None,
+    ) -> tuple[_Operation, int, RetryLayer | None]:
+        """Place a send among ``ops`` (under ``parent_key``) in ``op``, the operation it
+        repeats (None: a new one): its operation, resends before it and the layer that
+        retried (resends only)."""
+        if op is None:
+            op = ops.add(evidence.digest, evidence.call_key, self._number(parent_key))
+            resend = evidence.retry_count or 0  # a retry whose first try was not seen
+            layer: RetryLayer | None = evidence.retry_layer if resend else None
+        else:
+            resend = op.sends
+            if evidence.retry_count == 0:  # its client's first try: a loop above it retried
+                op.tries += 1
+                layer = CALLER_RETRY_LAYER
+                if evidence.call_key is not None:
+                    ops.by_call_key[evidence.call_key] = op
+            else:
+                layer = evidence.retry_layer if resend else None
+        op.sends += 1
+        op.failed = False
+        return op, resend, layer
+
+    def _number(self, parent_key: ParentKey) -> int | None:
+        return self.numbering(parent_key) if self.numbering is not None else None
+
+    def operation_counts(self) -> dict[ParentKey, int]:
+        """Operations numbered so far per parent attempt."""
+        return {key: ops.count for key, ops in self._operations.items()}
+
+    def forked(self) -> None:
+        """In a forked child: forget the sends of the process it was forked from (a call
+        of the child is never taken for a resend of another process's call)."""
+        self._operations.clear()
+        self._open.clear()
+        self.not_before = None
 
     def opened(
         self,
@@ -290,26 +336,3 @@ class SendLedger:
         """The pending earliest start, for the attempt starting now (then cleared)."""
         value, self.not_before = self.not_before, None
         return value
-
-
-def _placed(
-    ops: _Operations, evidence: SendEvidence, op: _Operation | None
-) -> tuple[_Operation, int, RetryLayer | None]:
-    """Place a send among ``ops`` in ``op``, the operation it repeats (None: a new one):
-    its operation, resends before it and the layer that retried (resends only)."""
-    if op is None:
-        op = ops.add(evidence.digest, evidence.call_key)
-        resend = evidence.retry_count or 0  # a retry whose first try was not seen
-        layer: RetryLayer | None = evidence.retry_layer if resend else None
-    else:
-        resend = op.sends
-        if evidence.retry_count == 0:  # its client's first try: a loop above it retried
-            op.tries += 1
-            layer = CALLER_RETRY_LAYER
-            if evidence.call_key is not None:
-                ops.by_call_key[evidence.call_key] = op
-        else:
-            layer = evidence.retry_layer if resend else None
-    op.sends += 1
-    op.failed = False
-    return op, resend, layer

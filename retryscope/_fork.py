@@ -6,7 +6,7 @@ celery prefork workers fork a process that already records spans). Every lock an
 the processors, the batch queue, the exporter and the process-wide registries is therefore
 re-created in the child by a handler registered here; the handler holds its object weakly,
 so registering never keeps an object alive (``os.register_at_fork`` handlers cannot be
-removed).
+removed). :func:`at_fork` registers the hooks, each contained.
 """
 
 from __future__ import annotations
@@ -22,17 +22,44 @@ _log = logging.getLogger(__name__)
 
 def reset_in_child(method: Callable[[], Any]) -> None:
     """Call the bound ``method`` in every forked child while its object is alive."""
-    if not hasattr(os, "register_at_fork"):
-        return
     ref = weakref.WeakMethod(method)
 
     def after_in_child() -> None:
         bound = ref()
-        if bound is None:
-            return
-        try:
+        if bound is not None:
             bound()
-        except Exception:  # a failed reset must not fail the fork
-            _log.exception("retryscope: resetting %r in a forked child failed", bound)
 
-    os.register_at_fork(after_in_child=after_in_child)
+    at_fork(after_in_child=after_in_child)
+
+
+def at_fork(
+    *,
+    before: Callable[[], Any] | None = None,
+    after_in_parent: Callable[[], Any] | None = None,
+    after_in_child: Callable[[], Any] | None = None,
+) -> None:
+    """``os.register_at_fork`` with each call contained: a failing one is logged and never
+    fails the fork."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    os.register_at_fork(
+        **{
+            name: _contained(name, hook)
+            for name, hook in (
+                ("before", before),
+                ("after_in_parent", after_in_parent),
+                ("after_in_child", after_in_child),
+            )
+            if hook is not None
+        }
+    )
+
+
+def _contained(when: str, hook: Callable[[], Any]) -> Callable[[], None]:
+    def call() -> None:
+        try:
+            hook()
+        except Exception:  # a failed hook must not fail the fork
+            _log.exception("retryscope: %s %r at a fork failed", when, hook)
+
+    return call

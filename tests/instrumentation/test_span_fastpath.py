@@ -202,7 +202,8 @@ def _stamped_http_span(limits: SpanLimits) -> dict[str, Any]:
     ("limits", "layer"),
     [
         (SpanLimits(), "transport"),
-        (SpanLimits(max_span_attributes=5), None),  # the SDK evicted it
+        # the SDK evicts the oldest: the join keys, written last, are kept
+        (SpanLimits(max_span_attributes=5), "transport"),
         (SpanLimits(max_span_attribute_length=4), "tran"),  # the SDK truncated it
     ],
 )
