@@ -473,7 +473,7 @@ class Attempt:
             attrs[_K_RELEASE] = self.route_release
         parent_attempt = self.parent
         if parent_attempt is not None or req.carried_parent is not None:
-            attrs.update(req.parent_attributes(parent_attempt))
+            attrs.update(req._parent_attributes(parent_attempt))
         if self.sibling_ordinal > 1:
             attrs[_K_SIBLING] = self.sibling_ordinal
             if self.layer is _TRANSPORT and self._resend is None:  # OTel: absent on the first
@@ -1470,7 +1470,7 @@ class LogicalRequest:
         finally:
             self._lock.release()
 
-    def parent_attributes(self, parent: Attempt | None) -> dict[str, AttributeValue]:
+    def _parent_attributes(self, parent: Attempt | None) -> dict[str, AttributeValue]:
         """What an attempt of this request records of the attempt it is nested in:
         ``parent`` here, else (outermost in a continuation) the carried one elsewhere. An
         attempt is identified by (continuation, layer, ordinal), so the parent's
@@ -1493,7 +1493,7 @@ class LogicalRequest:
         attrs[v.SPAN_ROLE.key] = SpanRole.ATTEMPT.value
         attrs[v.LAYER.key] = Layer.TRANSPORT.value
         attrs[v.ROUTE_ID.key] = route
-        attrs.update(self.parent_attributes(parent))
+        attrs.update(self._parent_attributes(parent))
         if parent is not None and parent.route_release is not None:
             attrs[v.ROUTE_RELEASE.key] = parent.route_release
         if self.retry_owner is not None:

@@ -306,15 +306,15 @@ def test_an_attempt_whose_child_ends_after_it_is_no_send(tmp_path: Path) -> None
 
 def test_an_in_process_continuation_counts_in_its_request(tmp_path: Path) -> None:
     """A worker continuing the request in the same process adds its attempts to the
-    request's, whichever span ended first: 4 sends per c-request (the worker's two queue
-    attempts are the continuation's own, not beneath the harness attempt, so both harness
-    attempts are sends too), 2 per w-request."""
+    request's, whichever span ended first: 3 sends per c-request (the worker's two queue
+    attempts sit beneath the harness attempt the carrier was injected in, and the second
+    harness attempt), 1 per w-request (its queue attempt, beneath its harness attempt)."""
     recorder = Recorder(tmp_path / "data")
     metered = Metered.on(recorder.provider)
     _in_process_continuations(recorder, 10)
     live = live_figures(metered.points())
     assert (live["logical_requests"], live["histogram_requests"]) == (20, 20)
-    assert live["histogram_attempts"] == 10 * 4 + 10 * 2
+    assert live["histogram_attempts"] == 10 * 3 + 10 * 1
     assert metered.processor is not None
     assert metered.processor.open_requests() == 0
     assert list(differences(live, report_figures(recorder.connect()))) == []

@@ -26,9 +26,14 @@ import retryscope
 from retryscope.analytics import amplification, connect, findings
 from retryscope.instrumentation import AttemptStampingProcessor, ParquetSpanExporter
 
+hits = {}
+
 class Ok(BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200)
+        hits[self.path] = hits.get(self.path, 0) + 1
+        # the first "/item/3" fails: its repeat is a resend (a repeat after a success is a
+        # deliberate second call)
+        self.send_response(503 if self.path == "/item/3" and hits[self.path] == 1 else 200)
         self.send_header("content-length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
@@ -48,7 +53,7 @@ HTTPXClientInstrumentor().instrument(tracer_provider=provider)
 def call(path):
     httpx.get(base + path)
     if path == "/item/3":
-        httpx.get(base + path)  # the same request again in the same child: a resend
+        httpx.get(base + path)  # after its 503, the same request again in the same child
     exporter.force_flush()
     return multiprocessing.current_process().pid
 
