@@ -4,15 +4,18 @@ above their sends, through a real TracerProvider, the Parquet exporter and the r
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 import retryscope
 from retryscope.analytics import build_report, findings, request_detail
+from retryscope.analytics.model import _build
 from retryscope.instrumentation import AttemptStampingProcessor
 from tests.instrumentation.conftest import Audit, make_audit
 
@@ -176,3 +179,58 @@ def test_spans_without_a_send_make_no_request(audit: Audit) -> None:
     assert report["logical_requests"] == 0
     assert report["implicit_requests"] == 0
     assert report["empty_reason"]
+
+
+def _straddling_call(tracer: Tracer, hour_ns: int) -> None:
+    """A SERVER span handling one GenAI call whose SDK tried three times, running across
+    the hour that starts at ``hour_ns``: the handler, the call and its first send start
+    before it (one time partition), the two later sends after it (the next)."""
+    ms = 1_000_000
+    server = tracer.start_span("POST /chat", kind=SpanKind.SERVER, start_time=hour_ns - 300 * ms)
+    with trace.use_span(server, end_on_exit=False):
+        call = tracer.start_span(
+            "chat m", kind=SpanKind.CLIENT, attributes=CHAT, start_time=hour_ns - 250 * ms
+        )
+        with trace.use_span(call, end_on_exit=False):
+            for start, status in ((-200, 503), (100, 503), (400, 200)):
+                send = tracer.start_span(
+                    "POST",
+                    kind=SpanKind.CLIENT,
+                    attributes={"http.request.method": "POST", "http.response.status_code": status},
+                    start_time=hour_ns + start * ms,
+                )
+                send.end(end_time=hour_ns + (start + 50) * ms)
+        call.end(end_time=hour_ns + 500 * ms)
+    server.end(end_time=hour_ns + 600 * ms)
+
+
+def test_an_implicit_request_across_an_hour_counts_once_in_a_model_cache(
+    audit: Audit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spans of one implicit request land in two time partitions, each built apart in
+    a model cache (each hour a unit of its own, however few its rows): the trace's spans
+    of no logical request are built together again, so it is one request with all its
+    sends, as in the model built in one pass."""
+    monkeypatch.setattr(_build, "CACHE_SPAN_ROWS", 0)
+    hour = 1_790_002_800 * 10**9  # 2026-09-21T15:00Z
+    _straddling_call(_tracer(audit), hour)
+    whole = _report(audit)
+    assert len({p.parent for p in audit.directory.rglob("*.parquet")}) == 2
+    assert _figures(whole) == (1, 1, 3, 1, 3.0, 2)
+    for run in range(2):  # built, then read from the cache
+        con, _ = retryscope.analytics.connect(audit.directory, model_cache=tmp_path / "cache")
+        assert build_report(con) == whole
+        # the request as each partition saw it (the handler's; each later send its own)
+        assert (run, con.stats["straddlers"]) == (run, 3)
+    # the hours arriving one at a time: the later one's update joins them
+    first, second = sorted({p.parent for p in audit.directory.rglob("*.parquet")})
+    for hour in (first, second):
+        shutil.copytree(hour, tmp_path / "growing" / hour.relative_to(audit.directory))
+        con, _ = retryscope.analytics.connect(tmp_path / "growing", model_cache=tmp_path / "c2")
+        report = build_report(con)
+    assert report == whole
+    # a model in memory built in one pass per hour
+    monkeypatch.setattr(_build, "BUILD_SPAN_ROWS", 1)
+    con, _ = retryscope.analytics.connect(audit.directory)
+    assert build_report(con) == whole
+    assert con.stats["straddlers"] == 3

@@ -490,10 +490,15 @@ def _spans_of(files: Sequence[str]) -> str:
 
 _Replace = Callable[[duckdb.DuckDBPyConnection, str, int, int], None]
 """Puts the straddlers' rows in place: ``(cursor, straddlers, n, rebuilt)``, where
-``straddlers`` names the ``n`` straddlers' keys and the per-request tables the cursor
-holds (when ``rebuilt`` > 0) are those of the :data:`REBUILT` ones."""
+``straddlers`` names the ``n`` straddlers' keys (``h``, with their unit ``u``) and the
+per-request tables the cursor holds (when ``rebuilt`` > 0) are those of the
+:data:`REBUILT` units (their rows of requests only: the rows of no request their spans
+gave are their partitions')."""
+UNITS: Final = "rs_straddling_units"
+"""Temp table of the reconciling cursor: the units (``u``, ``request_keys.sql``) found in
+more than one partition."""
 REBUILT: Final = "rs_rebuilt_straddlers"
-"""Temp table of the reconciling cursor: the straddlers built again from their spans."""
+"""Temp table of the reconciling cursor: the units built again from their spans."""
 
 
 def _reconcile(
@@ -506,35 +511,42 @@ def _reconcile(
     changes: Changes | None = None,
 ) -> int:
     """Find the requests with spans in more than one of ``parts`` (``keys``: the
-    partitions' request keys) and build their per-request tables again from all their
-    spans (as temp tables, or where ``place`` puts them); ``replace`` puts them in place
-    of the partitions' rows of those requests. With ``changes`` (an update of a model
-    directory) only the requests those changes name can straddle, and a straddler none of
-    whose partitions changed is not built again (``replace`` keeps its previous rows).
-    Returns the number of straddlers."""
+    partitions' request keys; the implicit requests of a trace straddle together, as its
+    unit) and build their per-request tables again from all their spans (as temp tables,
+    or where ``place`` puts them); ``replace`` puts them in place of the partitions' rows
+    of those requests. With ``changes`` (an update of a model directory) only the units
+    those changes name can straddle, and a unit none of whose partitions changed is not
+    built again (``replace`` keeps its previous rows). Returns the number of straddlers."""
     if keys is None:
         return 0
     cur = con.cursor()
     try:
-        narrowed, rebuilt = "", f"SELECT h FROM {STRADDLERS}"
+        narrowed, rebuilt = "", f"SELECT u FROM {UNITS}"
         if changes is not None:
             candidates, changed = changes.mark(cur)
-            narrowed = f" SEMI JOIN {candidates} c ON c.h = k.h"
-            rebuilt += f" SEMI JOIN {changed} USING (h)"
+            narrowed = f" SEMI JOIN {candidates} c ON c.u = k.u"
+            rebuilt += f" SEMI JOIN {changed} USING (u)"
         cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE {STRADDLERS} AS "
-            f"SELECT k.h FROM {keys} k{narrowed} GROUP BY k.h HAVING count(*) > 1"
+            f"CREATE OR REPLACE TEMP TABLE {UNITS} AS SELECT k.u FROM {keys} k{narrowed} "
+            "GROUP BY k.u HAVING min(k.part) <> max(k.part)"
         )
         cur.execute(f"CREATE OR REPLACE TEMP TABLE {REBUILT} AS {rebuilt}")
-        ((n, m),) = cur.execute(
-            f"SELECT (SELECT count(*) FROM {STRADDLERS}), (SELECT count(*) FROM {REBUILT})"
-        ).fetchall()
+        kept = ""
+        if changes is not None:
+            kept = f" UNION SELECT * FROM {changes.kept_straddlers(UNITS, REBUILT)}"
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE {STRADDLERS} AS "
+            f"SELECT DISTINCT k.h, k.u FROM {keys} k SEMI JOIN {UNITS} USING (u) "
+            f"WHERE k.h IS NOT NULL"
+            f"{kept}"
+        )
+        ((m,),) = cur.execute(f"SELECT count(*) FROM {REBUILT}").fetchall()
         if m:
             tracker.report(STAGE_STRADDLING, 0, 1, detail=f"{m} requests")
             involved = {
                 str(p)
                 for (p,) in cur.execute(
-                    f"SELECT DISTINCT part FROM {keys} SEMI JOIN {REBUILT} USING (h)"
+                    f"SELECT DISTINCT part FROM {keys} SEMI JOIN {REBUILT} USING (u)"
                 ).fetchall()
             }
             files = [f for p in parts if p.key in involved for f in p.files]
@@ -542,10 +554,21 @@ def _reconcile(
             cur.execute(
                 f"CREATE OR REPLACE TEMP VIEW {SOURCE} AS "
                 f"{_spans_of([f for f in files if f not in skipped])} "
-                f"WHERE rs_request_key(logical_request_id) IN (SELECT h FROM {REBUILT})"
+                f"WHERE rs_request_key(logical_request_id) IN (SELECT u FROM {REBUILT}) "
+                "OR (logical_request_id IS NULL AND span_role IS NULL "
+                f"AND rs_implicit_trace_key(trace_id) IN (SELECT u FROM {REBUILT}))"
             )
             build_tables(cur, place)
+            # the requests the spans of a trace gave together (an implicit request's
+            # whole tree), beside those the partitions found
+            cur.execute(
+                f"INSERT INTO {STRADDLERS} SELECT DISTINCT f.h, "
+                "rs_implicit_trace_key(f.trace_id) FROM all_request_facts f "
+                f"WHERE rs_implicit(f.logical_request_id) "
+                f"AND f.h NOT IN (SELECT h FROM {STRADDLERS})"
+            )
             _log.info("%d requests straddle time partitions: built again from all their spans", m)
+        ((n,),) = cur.execute(f"SELECT count(*) FROM {STRADDLERS}").fetchall()
         replace(cur, f"temp.main.{STRADDLERS}", int(n), int(m))
         return int(n)
     finally:
@@ -653,7 +676,7 @@ class _InDirectory:
         for table in tables:
             relation = f"temp.main.{table}"
             if table == KEYS:
-                relation = f"(SELECT h, {sql_string(self._part.key)} AS part FROM {relation})"
+                relation = f"(SELECT h, u, {sql_string(self._part.key)} AS part FROM {relation})"
             self._store.copy(cur, relation, unit_file(self._staged, table, index))
 
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
@@ -719,7 +742,7 @@ def _write_across(
         store.copy(cur, straddlers, staged / f"{STRADDLERS}.parquet")
         if n:
             for table in PER_REQUEST_TABLES:
-                rows = [f"SELECT * FROM temp.main.{table}"] if m else []
+                rows = [f"SELECT * FROM temp.main.{table} WHERE h IS NOT NULL"] if m else []
                 kept = changes.kept_rows(table, straddlers, REBUILT) if changes else None
                 if kept is not None:
                     rows.append(f"SELECT * FROM {kept}")
@@ -728,7 +751,11 @@ def _write_across(
 
     straddlers = _reconcile(con, store.keys(), parts, tracker, keep_reconciled, None, changes)
     if store.keys() is None:  # no partition: an empty set of requests across them
-        store.copy(con, "(SELECT NULL::UBIGINT AS h WHERE false)", staged / f"{STRADDLERS}.parquet")
+        store.copy(
+            con,
+            "(SELECT NULL::UBIGINT AS h, NULL::UBIGINT AS u WHERE false)",
+            staged / f"{STRADDLERS}.parquet",
+        )
     store.straddlers = straddlers
 
     def keep_across(cur: duckdb.DuckDBPyConnection) -> None:

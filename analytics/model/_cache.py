@@ -58,7 +58,7 @@ from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model._partition import ACROSS_REQUESTS_TABLES, PER_REQUEST_TABLES
 from retryscope.analytics.model._store import KEYS, Modes, Store
 
-FORMAT: Final = 4
+FORMAT: Final = 5
 """The layout of a model directory (bump when it changes)."""
 STRADDLERS: Final = "straddlers"
 RECONCILED: Final = "reconciled_"

@@ -8,10 +8,11 @@ two models are few: those with spans in an added or removed partition, and those
 straddle partitions in either model (their rows are rebuilt from all their spans). Every
 other request has the same rows in both, which gives exact shortcuts:
 
-* **Straddlers.** A request straddles when its key is in two partitions. Only a previous
-  straddler or a request of an added or removed partition can straddle now, so the
-  request keys are counted for those only. A straddler none of whose partitions changed
-  keeps its previous rows; only the others are built again from their spans.
+* **Straddlers.** A request straddles when its unit (itself; for an implicit request, its
+  trace) is in two partitions. Only a previous straddler's unit or one of an added or
+  removed partition can straddle now, so the units are counted for those only. A
+  straddler none of whose partitions changed keeps its previous rows; only the others
+  are built again from their spans.
 * **Idempotency conflicts** (``model_global.sql``) are grouped on the idempotency digest's
   hash. A hash that no changed request carries, in either model, has the same requests in
   both, so its conflicts are the previous ones; the rule runs again over the requests of
@@ -34,10 +35,10 @@ from retryscope.analytics.model._cache import RECONCILED, STRADDLERS, parquet
 from retryscope.analytics.model._partition import PER_REQUEST_TABLES
 
 CHANGED: Final = "rs_changed_requests"
-"""Temp table: the keys ``h`` of the requests of the partitions added or removed."""
+"""Temp table: the units ``u`` of the requests of the partitions added or removed."""
 CANDIDATES: Final = "rs_straddler_candidates"
-"""Temp table: the requests that may straddle now (the changed ones, the previous
-straddlers)."""
+"""Temp table: the units that may straddle now (the changed ones, the previous
+straddlers')."""
 TOUCHED: Final = "rs_touched_idempotency"
 """Temp table: the idempotency digest hashes a request whose rows may differ carries."""
 _DIGESTS: Final = "request_digest_hashes"
@@ -89,33 +90,46 @@ class Changes:
 
     # -- straddlers -------------------------------------------------------------------
     def _changed(self) -> str:
-        """The keys of the requests of the partitions added or removed (a relation)."""
+        """The request keys of the partitions added or removed (a relation of
+        ``request_keys``: ``h``, ``u``)."""
         if not self.changed_keys:
-            return "(SELECT NULL::UBIGINT AS h WHERE false)"
+            return "(SELECT NULL::UBIGINT AS h, NULL::UBIGINT AS u WHERE false)"
         return parquet(self.changed_keys)
 
     def mark(self, cur: duckdb.DuckDBPyConnection) -> tuple[str, str]:
         """Create :data:`CANDIDATES` and :data:`CHANGED` on ``cur`` and return their
-        names: the requests that may straddle now, and those whose straddling rows must
-        be built again (the other straddlers keep the previous model's rows)."""
+        names: the units (``u``, ``request_keys.sql``) that may straddle now, and those
+        whose straddling rows must be built again (the other straddlers keep the previous
+        model's rows)."""
         cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE {CHANGED} AS SELECT DISTINCT h FROM {self._changed()}"
+            f"CREATE OR REPLACE TEMP TABLE {CHANGED} AS SELECT DISTINCT u FROM {self._changed()}"
         )
         cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE {CANDIDATES} AS SELECT h FROM {CHANGED} "
-            f"UNION SELECT h FROM {parquet([self.previous_straddlers])}"
+            f"CREATE OR REPLACE TEMP TABLE {CANDIDATES} AS SELECT u FROM {CHANGED} "
+            f"UNION SELECT u FROM {parquet([self.previous_straddlers])}"
         )
         return CANDIDATES, CHANGED
 
+    def kept_straddlers(self, units: str, rebuilt: str) -> str:
+        """The previous model's straddlers (``h``, ``u``) of the units in ``units`` not
+        ``rebuilt``: with those the partitions name, the requests whose previous rows
+        are kept (an implicit request only the whole trace gave is in no partition)."""
+        return (
+            f"(SELECT p.h, p.u FROM {parquet([self.previous_straddlers])} p "
+            f"SEMI JOIN (SELECT u FROM {units} EXCEPT SELECT u FROM {rebuilt}) k "
+            "ON k.u = p.u)"
+        )
+
     def kept_rows(self, table: str, straddlers: str, rebuilt: str) -> str | None:
         """The previous model's rows of ``table`` for the straddlers in ``straddlers``
-        not ``rebuilt`` (their partitions are unchanged), or None when it had none."""
+        whose unit is not ``rebuilt`` (their partitions are unchanged), or None when it
+        had none."""
         previous = self.previous_reconciled.get(table)
         if previous is None:
             return None
         return (
             f"(SELECT p.* FROM {parquet([previous])} p "
-            f"SEMI JOIN (SELECT h FROM {straddlers} EXCEPT SELECT h FROM {rebuilt}) k "
+            f"SEMI JOIN (SELECT s.h FROM {straddlers} s ANTI JOIN {rebuilt} r ON r.u = s.u) k "
             "ON k.h = p.h)"
         )
 

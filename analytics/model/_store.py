@@ -56,7 +56,8 @@ their compressed size."""
 UNCOMPRESSED_SHARE: Final = 0.25
 """The share of the memory limit a model in memory may take uncompressed."""
 KEYS: Final = "request_keys"
-"""Per time partition: the requests it holds spans of (``h``) and the partition (``part``)."""
+"""Per time partition: the requests it holds spans of (``h``), the unit each is built in
+(``u``, ``request_keys.sql``) and the partition (``part``)."""
 ALIAS: Final = "rs_model"
 """The attached database of a :class:`MemoryStore`."""
 
@@ -227,7 +228,7 @@ class MemoryStore(Store):
         for table in tables:
             source = f"temp.main.{table}"
             if table == KEYS:
-                source = f"(SELECT h, {sql_string(part)} AS part FROM temp.main.{table})"
+                source = f"(SELECT h, u, {sql_string(part)} AS part FROM temp.main.{table})"
             if table in self._created:
                 cur.execute(f"INSERT INTO {ALIAS}.main.{table} BY NAME SELECT * FROM {source}")
             else:
@@ -269,6 +270,9 @@ class MemoryStore(Store):
             for table in PER_REQUEST_TABLES:
                 for stored in self._stored.get(table, ()):
                     cur.execute(f"DELETE FROM {stored} WHERE h IN (SELECT h FROM {straddlers})")
+                # rows of no request are their partitions' (spans of no request a
+                # trace's implicit requests were built again from)
+                cur.execute(f"DELETE FROM {placement(table)} WHERE h IS NULL")
         self.adopt(placement)
         self._kept(cur, 0)
 

@@ -117,3 +117,7 @@ CREATE OR REPLACE MACRO rs_implicit_request_id(trace_id, span_id) AS
 CREATE OR REPLACE MACRO rs_implicit(id) AS starts_with(id, 'implicit:');
 CREATE OR REPLACE MACRO rs_implicit_trace(id) AS
     CASE WHEN rs_implicit(id) THEN split_part(id, ':', 2) END;
+-- The key of a trace's implicit requests taken together (a request key no implicit
+-- request has): the spans of no logical request of one trace are built together.
+CREATE OR REPLACE MACRO rs_implicit_trace_key(trace_id) AS
+    rs_request_key(rs_implicit_request_id(trace_id, ''));
