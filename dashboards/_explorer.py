@@ -17,6 +17,7 @@ import streamlit as st
 
 from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
 from retryscope.dashboards import _url
+from retryscope.vocabulary import Layer, Terminal
 
 PAGE = "views/requests.py"
 """The explorer's page script, relative to ``app.py``."""
@@ -66,6 +67,15 @@ def _rule(text: str) -> str:
     return text
 
 
+def _member(kind: type[Terminal] | type[Layer]) -> Any:
+    def parse(text: str) -> str:
+        if text not in kind.__members__.values():
+            raise ValueError(f"no such {kind.__name__.lower()}")
+        return text
+
+    return parse
+
+
 def _min_attempts(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 1_000_000:
@@ -91,9 +101,9 @@ ANY = "(any)"
 """The choice that selects no value (a terminal, rule or layer)."""
 
 PARAMS: tuple[_url.Param, ...] = (
-    _url.Param("terminal", TERMINAL, ANY),
+    _url.Param("terminal", TERMINAL, ANY, _member(Terminal)),
     _url.Param("rule", RULE, ANY, _rule),
-    _url.Param("layer", LAYER, ANY),
+    _url.Param("layer", LAYER, ANY, _member(Layer)),
     _url.Param("min_attempts", MIN_ATTEMPTS, None, _min_attempts),
     _url.Param("has", HAS, [], _flags, ",".join),
     _url.Param(

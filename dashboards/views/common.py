@@ -36,9 +36,9 @@ def nothing_in_scope(ctx: Context, report: dict[str, Any]) -> bool:
     if reason is None:
         return False
     if ctx.first is None:  # the data set holds none, whatever the filters
-        st.warning(f"Nothing to audit: {reason}.")
+        st.warning(f"Nothing to audit: {fmt.plain(reason)}.")
     else:
-        st.info(f"{reason[:1].upper()}{reason[1:]}. Widen them in the sidebar.")
+        st.info(f"{fmt.plain(reason[:1].upper() + reason[1:])}. Widen them in the sidebar.")
     return True
 
 

@@ -161,11 +161,12 @@ def describe(query: RequestQuery) -> str:
     """What the list holds, in words (the caption above it)."""
     parts = []
     if query.terminal:
-        parts.append(f"terminal `{query.terminal}`")
+        parts.append(f"terminal {fmt.literal(query.terminal)}")
     if query.rule:
-        parts.append(f"a `{query.rule}` finding ({RULES_BY_ID[query.rule].severity.value})")
+        rule = RULES_BY_ID[query.rule].severity.value
+        parts.append(f"a {fmt.literal(query.rule)} finding ({rule})")
     if query.layer:
-        parts.append(f"retries at layer `{query.layer}`")
+        parts.append(f"retries at layer {fmt.literal(query.layer)}")
     if query.min_receiver_attempts:
         parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
     parts += [
@@ -185,13 +186,13 @@ def describe(query: RequestQuery) -> str:
 def render() -> None:
     ctx = current()
     st.header("Requests")
+    problems = _url.seed(explorer.PARAMS, entered=ctx.entered)
+    for problem in problems:
+        st.warning(problem)
     report = scope_report(ctx)
     if report is None:
         return
-    problems = _url.seed(explorer.PARAMS, entered=ctx.entered)
     st.session_state.setdefault(LIMIT_KEY, LIMITS[1])
-    for problem in problems:
-        st.warning(problem)
     _widgets(ctx, report)
     _url.publish(explorer.PARAMS)
     query = explorer.query_from_state(int(st.session_state[LIMIT_KEY]))

@@ -120,7 +120,7 @@ def _policy() -> WhatIf | None:
             window_ms=int(window_s) * 1000,
         )
     except (TypeError, ValueError) as exc:
-        st.error(f"The policy cannot be replayed: {exc}.")
+        st.error(f"The policy cannot be replayed: {fmt.plain(exc)}.")
         return None
 
 

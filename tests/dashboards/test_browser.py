@@ -307,3 +307,24 @@ def test_navigation_keeps_the_filters_in_the_tab(served: str, page: Any) -> None
     assert len(page.context.pages) == pages_before  # the same tab
     expect(page.get_by_test_id("stMetric").filter(has_text="Incompatible")).to_contain_text("1")
     expect(page.get_by_test_id("stMetric").filter(has_text="Degraded")).to_contain_text("0")
+
+
+def test_hostile_url_values_render_as_text(served: str, page: Any) -> None:
+    """A backtick link in a filter, a huge time and a 60 k tenant: named in the sidebar as
+    text, no live link, no traceback, the sidebar of ordinary width and height."""
+    from urllib.parse import quote
+
+    evil = "x` [Re-authenticate here](https://evil.example/login) `"
+    query = f"tenant={quote(evil)}&route={'t' * 60_000}&since=%401e300&until=%40inf"
+    page.goto(f"{served}/requests?{query}&rule={quote(evil)}", wait_until="domcontentloaded")
+    _settled(page, {"stDataFrame": 1})
+    assert page.locator("a[href*='evil.example']").count() == 0
+    assert not page.get_by_test_id("stException").count()
+    sidebar = page.get_by_test_id("stSidebar")
+    expect_text = sidebar.inner_text()
+    assert "Re-authenticate here](https://evil.example/login)" in expect_text  # as text
+    assert "(60,006 characters)" in expect_text
+    assert "invalid time '@1e300'" in expect_text
+    box = sidebar.bounding_box()
+    assert box is not None
+    assert box["height"] < 5_000
