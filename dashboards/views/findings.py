@@ -26,6 +26,20 @@ COLUMNS = (
 )
 
 
+def _by_severity(counts: dict[str, int]) -> str:
+    """How many findings of each severity, and which of them the Overview's Violations
+    counts (the error and warning ones)."""
+    per = {s: 0 for s in Severity}
+    for rule, n in counts.items():
+        per[RULES_BY_ID[rule].severity] += n
+    shown = ", ".join(f"{per[s]:,} {s.value}" for s in Severity)
+    violations = sum(n for s, n in per.items() if s is not Severity.INFO)
+    return (
+        f"{sum(per.values()):,} findings in scope: {shown}. The Overview's Violations counts "
+        f"the {violations:,} error and warning ones."
+    )
+
+
 def render() -> None:
     ctx = current()
     st.header("Findings")
@@ -37,6 +51,7 @@ def render() -> None:
     if not counts:
         st.success("No findings for these requests.")
         return
+    st.caption(_by_severity(counts))
     left, right = st.columns(2)
     rules = left.multiselect("Rules", sorted(counts), key="findings_rules", placeholder="all rules")
     severities = right.multiselect(

@@ -117,3 +117,9 @@ CREATE OR REPLACE MACRO rs_implicit_request_id(trace_id, span_id) AS
 CREATE OR REPLACE MACRO rs_implicit(id) AS starts_with(id, 'implicit:');
 CREATE OR REPLACE MACRO rs_implicit_trace(id) AS
     CASE WHEN rs_implicit(id) THEN split_part(id, ':', 2) END;
+
+-- Resends per route: a route's sends that repeat an operation the request already sent,
+-- on this route or another (is_repeat: a fallback's send repeats the primary's). Summed
+-- over the routes they are the request's resends (rs_resends), as the layers' are.
+CREATE OR REPLACE MACRO rs_repeat_sends(span_id, is_repeat) AS
+    count(span_id) FILTER (WHERE is_repeat);
