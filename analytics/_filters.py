@@ -48,11 +48,11 @@ class Filters:
     operation: str | None = None
 
     def __post_init__(self) -> None:
-        if self.since and self.until and _utc(self.since) >= _utc(self.until):
+        if self.since and self.until and naive_utc(self.since) >= naive_utc(self.until):
             raise ValueError(f"since ({self.since.isoformat()}) must be before until")
 
 
-def _utc(value: datetime) -> datetime:
+def naive_utc(value: datetime) -> datetime:
     """Naive datetimes are taken as UTC; aware ones converted to UTC (and made naive, as
     the data set's timestamps are)."""
     if value.tzinfo is not None:
@@ -120,8 +120,8 @@ def apply(
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
     values = {
-        "rs_since": _utc(f.since) if f.since else None,
-        "rs_until": _utc(f.until) if f.until else None,
+        "rs_since": naive_utc(f.since) if f.since else None,
+        "rs_until": naive_utc(f.until) if f.until else None,
         "rs_route": f.route,
         "rs_tenant": f.tenant,
         "rs_operation": f.operation,

@@ -16,11 +16,16 @@ from typing import Any
 import streamlit as st
 
 from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.vocabulary import Layer, Terminal
 
 PAGE = "views/requests.py"
 """The explorer's page script, relative to ``app.py``."""
+COMPARE_PAGE = "views/compare.py"
+"""The page comparing the requests an explorer query selects with the scope's others."""
+SLICE_FREE = {"sort", "order"}
+"""Parameters of an explorer query that select no requests (a query of only these: all)."""
 
 FLAGS: dict[str, str] = {
     "retried": "retries or resends",
@@ -160,6 +165,22 @@ def params(
     return {k: v for k, v in out.items() if v is not None}
 
 
+def selects(query: RequestQuery) -> str:
+    """The requests ``query`` selects, in words: ``Requests with a fallback``."""
+    parts = []
+    if query.terminal:
+        parts.append(f"terminal {fmt.literal(query.terminal)}")
+    if query.rule:
+        rule = RULES_BY_ID[query.rule].severity.value
+        parts.append(f"a {fmt.literal(query.rule)} finding ({rule})")
+    if query.layer:
+        parts.append(f"retries at layer {fmt.literal(query.layer)}")
+    if query.min_receiver_attempts:
+        parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
+    parts += [FLAGS[flag] for flag, field in FLAG_FIELDS.items() if getattr(query, field)]
+    return "Requests with " + ", ".join(parts) if parts else "All requests"
+
+
 def link(
     label: str,
     global_params: Mapping[str, str],
@@ -167,10 +188,12 @@ def link(
     *,
     help: str | None = None,
     icon: str | None = ":material/list:",
+    page: str = PAGE,
 ) -> None:
-    """A link into the explorer (same tab) with the global filters and ``query``."""
+    """A link into the explorer (or another ``page`` reading its query: Compare) in the
+    same tab, with the global filters and ``query``."""
     st.page_link(
-        PAGE,
+        page,
         label=label,
         icon=icon,
         help=help,

@@ -29,6 +29,7 @@ from retryscope.dashboards.serve import DATA_ENV
 PAGES = (
     ("views/overview.py", "Overview", "overview"),
     ("views/requests.py", "Requests", "requests"),
+    ("views/compare.py", "Compare", "compare"),
     ("views/amplification.py", "Amplification", "amplification"),
     ("views/fallbacks.py", "Fallbacks", "fallbacks"),
     ("views/deadlines.py", "Deadlines & latency", "deadlines"),

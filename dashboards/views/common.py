@@ -111,6 +111,15 @@ def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:
             )
             if k.opens is not None:
                 explorer.link(k.link, ctx.params, k.opens, help=f"Requests behind {k.label}")
+                if set(k.opens) - explorer.SLICE_FREE:
+                    explorer.link(
+                        "Compare",
+                        ctx.params,
+                        {n: v for n, v in k.opens.items() if n not in explorer.SLICE_FREE},
+                        help=f"What sets the requests behind {k.label} apart from the others",
+                        icon=":material/compare_arrows:",
+                        page=explorer.COMPARE_PAGE,
+                    )
 
 
 def open_request(ctx: Context, ident: str) -> None:

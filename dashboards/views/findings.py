@@ -16,6 +16,8 @@ from retryscope.dashboards._context import current
 from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
+# Rules offered a Compare link (those chosen, in order).
+COMPARED_LISTED = 12
 
 COLUMNS = (
     fmt.Column("time", "Time (UTC)", fmt.Unit.TIME),
@@ -86,6 +88,16 @@ def render() -> None:
         + ". Click a bar to list a rule's requests; select a row to open its request "
         "(retry storms are windows, not requests)."
     )
+    with st.container(horizontal=True, gap="small"):
+        for rule in chosen[:COMPARED_LISTED]:
+            explorer.link(
+                f"Compare {rule}",
+                ctx.params,
+                explorer.params(rule=rule),
+                help="What sets the requests with this finding apart from the others",
+                icon=":material/compare_arrows:",
+                page=explorer.COMPARE_PAGE,
+            )
     shown = frame(ctx.source.query("findings", ctx.filters, ROW_LIMIT, tuple(chosen)))
     if shown.empty:
         st.info("No findings of the chosen rules and severities.")

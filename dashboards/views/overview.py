@@ -23,8 +23,8 @@ _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 _INFO_RULES = tuple(r.id for r in RULES if r.severity is Severity.INFO)
 _ERROR_RULES = tuple(r for r in RULES if r.severity is Severity.ERROR)
 OFFENDERS_LISTED = 5
+# The thresholds the report and the findings the Overview shows were computed with.
 THRESHOLDS = Thresholds()
-"""The thresholds the report and the findings the Overview shows were computed with."""
 _BRUSHES = "overview_brushes_applied"
 # load windows up to this many are drawn one by one, empty ones as gaps in the line
 WINDOWS_FILLED = 20_000

@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
+from retryscope.analytics import RequestQuery, RequestSort
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
@@ -159,22 +159,7 @@ def _widgets(ctx: Context, report: dict[str, Any]) -> None:
 
 def describe(query: RequestQuery) -> str:
     """What the list holds, in words (the caption above it)."""
-    parts = []
-    if query.terminal:
-        parts.append(f"terminal {fmt.literal(query.terminal)}")
-    if query.rule:
-        rule = RULES_BY_ID[query.rule].severity.value
-        parts.append(f"a {fmt.literal(query.rule)} finding ({rule})")
-    if query.layer:
-        parts.append(f"retries at layer {fmt.literal(query.layer)}")
-    if query.min_receiver_attempts:
-        parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
-    parts += [
-        explorer.FLAGS[flag]
-        for flag, field in explorer.FLAG_FIELDS.items()
-        if getattr(query, field)
-    ]
-    which = ("Requests with " + ", ".join(parts) if parts else "All requests") + " in scope"
+    which = explorer.selects(query) + " in scope"
     sort = explorer.SORT_LABELS[RequestSort(query.sort)]
     if query.sort in TEXT_SORTS:
         return f"{which}, by {sort} ({'Z–A' if query.descending else 'A–Z'})."

@@ -64,6 +64,7 @@ def _metrics(currency: str | None) -> tuple[tuple[str, str, Any, bool], ...]:
     )
 
 
+# What a compared figure counts, where another page counts it otherwise.
 MEANING = {
     "attempts": "Attempts of each request's retry owner (its outermost layer), the ones a "
     "policy decides: not every layer's attempts (the Requests page's Attempts) nor the "
@@ -73,7 +74,6 @@ MEANING = {
     "`stop_deadline`, not `complete`).",
     "success_rate": "Successes incl. late ÷ requests replayed.",
 }
-"""What a compared figure counts, where another page counts it otherwise."""
 
 
 def _policy() -> WhatIf | None:
