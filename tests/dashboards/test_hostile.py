@@ -59,6 +59,17 @@ GLOBAL = ("since", "until", "tenant", "route", "operation")
 PAGES: dict[str, tuple[str, ...]] = {
     "overview": GLOBAL,
     "requests": (*GLOBAL, "terminal", "rule", "layer", "min_attempts", "has", "sort", "order"),
+    "compare": (
+        *GLOBAL,
+        "terminal",
+        "rule",
+        "layer",
+        "has",
+        "from",
+        "to",
+        "dim",
+        "value",
+    ),
     "amplification": GLOBAL,
     "fallbacks": GLOBAL,
     "deadlines": GLOBAL,
@@ -151,7 +162,7 @@ def test_each_hostile_value_at_each_parameter(
 ) -> None:
     """Every listed hostile value at every parameter of the Requests and request pages
     (whose parameters include the global ones), not only the ones hypothesis draws."""
-    for page in ("requests", "request"):
+    for page in ("requests", "request", "compare"):
         for name in PAGES[page]:
             for value in (*HOSTILE[:16], "t" * 60_000):
                 at = _run(ui_data, monkeypatch, page, {name: value})
