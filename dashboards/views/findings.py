@@ -12,7 +12,7 @@ from retryscope.analytics import RULES, RULES_BY_ID, Severity
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
-from retryscope.dashboards._context import current
+from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
@@ -25,7 +25,22 @@ COLUMNS = (
     fmt.Column("rule_id", "Rule", width="medium"),
     fmt.Column("logical_request_id", "Request"),
     fmt.Column("evidence_text", "Evidence", width="large"),
+    fmt.Column("action", "What to change", width="large"),
 )
+
+
+def _most_severe_first(ctx: Context, chosen: list[str]) -> pd.DataFrame:
+    """The first :data:`ROW_LIMIT` findings of the ``chosen`` rules, error ones first, then
+    warning, then info, each by time (one query per severity)."""
+    parts = []
+    left = ROW_LIMIT
+    for severity in Severity:
+        rules = tuple(r for r in chosen if RULES_BY_ID[r].severity is severity)
+        if rules and left > 0:
+            part = ctx.source.query("findings", ctx.filters, left, rules)
+            parts.append(frame(part))
+            left -= part.num_rows
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def _by_severity(counts: dict[str, int]) -> str:
@@ -85,7 +100,8 @@ def render() -> None:
     st.caption(
         f"{total:,} finding(s)"
         + (f"; the first {ROW_LIMIT:,} are listed" if total > ROW_LIMIT else "")
-        + ". Click a bar to list a rule's requests; select a row to open its request "
+        + ". Most severe first, then by time. Click a bar to list a rule's requests; select "
+        "a row to open its request "
         "(retry storms are windows, not requests)."
     )
     with st.container(horizontal=True, gap="small"):
@@ -98,11 +114,12 @@ def render() -> None:
                 icon=":material/compare_arrows:",
                 page=explorer.COMPARE_PAGE,
             )
-    shown = frame(ctx.source.query("findings", ctx.filters, ROW_LIMIT, tuple(chosen)))
+    shown = _most_severe_first(ctx, chosen)
     if shown.empty:
         st.info("No findings of the chosen rules and severities.")
         return
     shown["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in shown["evidence"]]
+    shown["action"] = [RULES_BY_ID[r].action for r in shown["rule_id"]]
     request_table(ctx, shown, COLUMNS, "findings_table", as_text=True)
     with st.expander("What the rules mean"):
         st.table(

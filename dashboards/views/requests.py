@@ -1,7 +1,7 @@
 """Requests: the explorer every other page links into — a sortable, filterable list of the
-logical requests in scope (receiver attempts, retry amplification, excess attempts,
-operations, attempts, retry product, duration, terminal, route path, tenant, operation,
-cost, findings); selecting one opens its drill-down.
+logical requests in scope (start, tenant, terminal, route path, receiver and excess
+attempts, retry amplification, duration, cost, findings first; operation, attempts, retry
+product, distinct operations, trace after them); selecting one opens its drill-down.
 
 Its query lives in the URL (``retryscope.dashboards._explorer``), so a KPI, a chart mark
 or a table row elsewhere opens exactly the requests it counts, and a list can be shared.
@@ -33,12 +33,27 @@ TEXT_SORTS = (
 LIMIT_KEY = "req_limit"
 
 COLUMNS = (
-    fmt.Column("logical_request_id", "Request", help="Logical request id"),
+    fmt.Column("logical_request_id", "Request", help="Logical request id", pinned=True),
+    fmt.Column("started_at", "Started (UTC)", fmt.Unit.TIME),
+    fmt.Column("tenant", "Tenant"),
+    fmt.Column("terminal", "Terminal"),
+    fmt.Column(
+        "route_path",
+        "Route path",
+        width="large",
+        help="Routes of the outermost attempts, in the order first tried",
+    ),
     fmt.Column(
         "receiver_attempts",
         "Receiver attempts",
         fmt.Unit.COUNT,
         help="Attempts with nothing beneath them: what the providers saw",
+    ),
+    fmt.Column(
+        "excess_attempts",
+        "Excess attempts",
+        fmt.Unit.COUNT,
+        help="Receiver attempts beyond one per distinct operation: retries and resends",
     ),
     fmt.Column(
         "amplification_ratio",
@@ -47,35 +62,7 @@ COLUMNS = (
         help="Receiver attempts ÷ distinct operations (1.00×: no retry at any layer, however "
         "many distinct calls)",
     ),
-    fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
-    fmt.Column(
-        "retry_product",
-        "Retry product",
-        fmt.Unit.COUNT,
-        help="Product of each retried layer's largest retry group (3 × 3 = 9)",
-    ),
     fmt.Column("duration_ms", "Duration", fmt.Unit.MS),
-    fmt.Column("terminal", "Terminal"),
-    fmt.Column(
-        "excess_attempts",
-        "Excess attempts",
-        fmt.Unit.COUNT,
-        help="Receiver attempts beyond one per distinct operation: retries and resends",
-    ),
-    fmt.Column(
-        "operations",
-        "Distinct operations",
-        fmt.Unit.COUNT,
-        help="Distinct operations: the most distinct calls any one attempt made",
-    ),
-    fmt.Column(
-        "route_path",
-        "Route path",
-        width="medium",
-        help="Routes of the outermost attempts, in the order first tried",
-    ),
-    fmt.Column("tenant", "Tenant"),
-    fmt.Column("operation", "Operation"),
     fmt.Column("cost_micros", "Cost", fmt.Unit.MONEY),
     fmt.Column(
         "wasted_micros",
@@ -85,7 +72,20 @@ COLUMNS = (
     ),
     fmt.Column("findings", "Findings", fmt.Unit.COUNT),
     fmt.Column("rules", "Finding rules", fmt.Unit.LIST, width="large"),
-    fmt.Column("started_at", "Started (UTC)", fmt.Unit.TIME),
+    fmt.Column("operation", "Operation"),
+    fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
+    fmt.Column(
+        "retry_product",
+        "Retry product",
+        fmt.Unit.COUNT,
+        help="Product of each retried layer's largest retry group (3 × 3 = 9)",
+    ),
+    fmt.Column(
+        "operations",
+        "Distinct operations",
+        fmt.Unit.COUNT,
+        help="Distinct operations: the most distinct calls any one attempt made",
+    ),
     fmt.Column("trace_id", "Trace"),
 )
 

@@ -9,6 +9,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics import RULES_BY_ID, Severity
 from tests.dashboards.conftest import (
     charts,
     kpi_links,
@@ -231,3 +232,13 @@ def test_a_rule_bar_opens_its_requests(app: AppTest) -> None:
     assert app.header[0].value == "Requests"
     assert dict(app.query_params) == {"rule": "doomed_dispatch"}
     assert list(table(app)["logical_request_id"]) == ["deadline"]
+
+
+def test_findings_come_most_severe_first_with_what_to_change(app: AppTest) -> None:
+    open_page(app, "findings")
+    shown = table(app)
+    order = [s.value for s in Severity]
+    ranks = [order.index(s) for s in shown["severity"]]
+    assert ranks == sorted(ranks)
+    assert ranks[0] == 0  # an error finding (the boundary widening) is the first row
+    assert list(shown["action"]) == [RULES_BY_ID[r].action for r in shown["rule_id"]]

@@ -156,14 +156,19 @@ def test_the_page_reads_its_query_from_the_url(app: AppTest) -> None:
 def test_the_columns_investigators_read_come_first(app: AppTest) -> None:
     follow(app, "requests", {})
     columns = list(table(app).columns)
-    assert columns[:7] == [
+    assert columns[:12] == [
         "logical_request_id",
-        "receiver_attempts",
-        "amplification_ratio",
-        "attempts",
-        "retry_product",
-        "duration_ms",
+        "started_at",
+        "tenant",
         "terminal",
+        "route_path",
+        "receiver_attempts",
+        "excess_attempts",
+        "amplification_ratio",
+        "duration_ms",
+        "cost_micros",
+        "wasted_micros",
+        "findings",
     ]
     config = app.dataframe[0].proto.columns
     assert '"label": "Receiver attempts"' in config
