@@ -4,6 +4,7 @@ requests of that rule in the explorer, a row opens the drill-down of its request
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 
 import pandas as pd
 import streamlit as st
@@ -12,10 +13,12 @@ from retryscope.analytics import RULES, RULES_BY_ID, Severity
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
+from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
+RULES_KEY, SEVERITY_KEY = "findings_rules", "findings_severity"
 # Rules offered a Compare link (those chosen, in order).
 COMPARED_LISTED = 12
 
@@ -57,9 +60,30 @@ def _by_severity(counts: dict[str, int]) -> str:
     )
 
 
+def _names(known: Collection[str], what: str) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"no such {what} {unknown[0]!r}")
+        return names
+
+    return parse
+
+
+PARAMS = (
+    _url.Param("rules", RULES_KEY, [], _names(RULES_BY_ID, "rule"), ",".join),
+    _url.Param(
+        "severity", SEVERITY_KEY, [], _names([s.value for s in Severity], "severity"), ",".join
+    ),
+)
+
+
 def render() -> None:
     ctx = current()
     st.header("Findings")
+    for problem in _url.seed(PARAMS, entered=ctx.entered):
+        st.warning(problem)
     report = scope_report(ctx)
     if report is None:
         return
@@ -70,10 +94,13 @@ def render() -> None:
         return
     st.caption(_by_severity(counts))
     left, right = st.columns(2)
-    rules = left.multiselect("Rules", sorted(counts), key="findings_rules", placeholder="all rules")
+    # a rule from the URL stays offered when the scope has none of it
+    offered = sorted({*counts, *st.session_state.get(RULES_KEY, [])})
+    rules = left.multiselect("Rules", offered, key=RULES_KEY, placeholder="all rules")
     severities = right.multiselect(
-        "Severity", [s.value for s in Severity], key="findings_severity", placeholder="all"
+        "Severity", [s.value for s in Severity], key=SEVERITY_KEY, placeholder="all"
     )
+    _url.publish(PARAMS)
     chosen = [
         rule
         for rule in sorted(counts)

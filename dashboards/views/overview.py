@@ -16,6 +16,7 @@ from retryscope.analytics import RULES, RequestSort, Rule, Severity, Thresholds,
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
+from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current, iso
 from retryscope.dashboards.views.common import Kpi, frame, kpi_row, scope_report
 
@@ -372,6 +373,23 @@ def _trends(ctx: Context) -> None:
             explorer.open_explorer(ctx.with_time(start, end), opens)
 
 
+def _compare_period(ctx: Context) -> None:
+    """With a time range set (typed, a preset, or brushed on a trend): a link comparing its
+    requests with the others of the same tenant, route and operation."""
+    since, until = ctx.params.get("since"), ctx.params.get("until")
+    if since is None and until is None:
+        return
+    scope = {k: v for k, v in ctx.params.items() if k not in ("since", "until")}
+    period = {k: v for k, v in (("from", since), ("to", until)) if v is not None}
+    st.page_link(
+        explorer.COMPARE_PAGE,
+        label="Compare this time range with the rest",
+        icon=":material/compare_arrows:",
+        help="What sets the requests of this time range apart from the others",
+        query_params=_url.merged(scope, period),
+    )
+
+
 def _width_text(width: timedelta) -> str:
     seconds = int(width.total_seconds())
     for unit, size in (("day", 86_400), ("hour", 3600), ("min", 60)):
@@ -404,6 +422,7 @@ def render() -> None:
             "rates change in percentage points (pp)."
         )
     _info_left_out(report)
+    _compare_period(ctx)
     _offenders(ctx)
     _trends(ctx)
 

@@ -132,3 +132,12 @@ def test_a_slice_of_everything_or_nothing_says_so(app: AppTest) -> None:
     assert "7 of 9 requests in scope, against the other 2" in app.caption[0].value
     follow(app, "compare", {"from": until, "to": since})
     assert "time range is ignored" in app.error[0].value
+
+
+def test_a_time_range_on_the_overview_compares_with_the_rest(app: AppTest) -> None:
+    since, until = (t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in PERIOD)
+    follow(app, "", {"since": since, "until": until, "tenant": "acme"})
+    page, query = links(app)["Compare this time range with the rest"]
+    assert (page, query) == ("compare", {"from": since, "to": until, "tenant": "acme"})
+    follow(app, "compare", query)
+    assert app.caption[0].value.startswith(f"Slice: All requests, started `{since}` – `{until}`")

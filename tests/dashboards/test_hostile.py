@@ -73,7 +73,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "amplification": GLOBAL,
     "fallbacks": GLOBAL,
     "deadlines": GLOBAL,
-    "findings": GLOBAL,
+    "findings": (*GLOBAL, "rules", "severity"),
     "request": (*GLOBAL, "id", "span"),
     "whatif": GLOBAL,
 }

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from retryscope.analytics import RULES_BY_ID, Severity
 from tests.dashboards.conftest import (
     charts,
+    follow,
     kpi_links,
     metrics,
     open_page,
@@ -242,3 +243,16 @@ def test_findings_come_most_severe_first_with_what_to_change(app: AppTest) -> No
     assert ranks == sorted(ranks)
     assert ranks[0] == 0  # an error finding (the boundary widening) is the first row
     assert list(shown["action"]) == [RULES_BY_ID[r].action for r in shown["rule_id"]]
+
+
+def test_findings_rules_and_severity_live_in_the_url(app: AppTest) -> None:
+    follow(app, "findings", {"rules": "fallback_boundary_widening,late_success"})
+    assert set(table(app)["rule_id"]) == {"fallback_boundary_widening", "late_success"}
+    app.multiselect(key="findings_severity").select("error").run()
+    assert app.query_params["severity"] == "error"
+    assert set(table(app)["rule_id"]) == {"fallback_boundary_widening"}
+    follow(app, "findings", {"rules": "bogus", "severity": "fatal"})
+    warnings = [w.value for w in app.warning]
+    assert any(w.startswith("`rules=bogus` in the URL") for w in warnings)
+    assert any(w.startswith("`severity=fatal` in the URL") for w in warnings)
+    assert len(table(app)) == 8  # every finding: the bad values are ignored
