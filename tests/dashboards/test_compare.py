@@ -141,3 +141,20 @@ def test_a_time_range_on_the_overview_compares_with_the_rest(app: AppTest) -> No
     assert (page, query) == ("compare", {"from": since, "to": until, "tenant": "acme"})
     follow(app, "compare", query)
     assert app.caption[0].value.startswith(f"Slice: All requests, started `{since}` – `{until}`")
+
+
+def test_the_fallbacks_page_says_why_fallbacks_fired(app: AppTest) -> None:
+    follow(app, "fallbacks", {})
+    assert "Why fallbacks fired" in [s.value for s in app.subheader]
+    triggers = table(app, 1)
+    assert list(zip(triggers["value"], triggers["selected_requests"], strict=True)) == [
+        ("unavailable", 3)
+    ]
+    select_row(app, "fallback_triggers", 0)
+    assert app.header[0].value == "Compare"
+    assert dict(app.query_params) == {
+        "has": "fallback",
+        "dim": "fallback_trigger",
+        "value": "unavailable",
+    }
+    assert list(table(app, 1)["logical_request_id"]) == ["mismatch", "degraded", "widening"]

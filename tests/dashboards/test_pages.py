@@ -113,8 +113,12 @@ def test_fallbacks_page_agrees_with_itself(app: AppTest) -> None:
         "Degraded": "1",  # the fallback metric's count, the same the degraded case lists
         "Boundary widened": "1",
     }
-    assert subheaders(app) == ["By entry route", "Cases to review: 3 request(s)"]
-    by_route, cases = (d.value for d in app.dataframe)
+    assert subheaders(app) == [
+        "By entry route",
+        "Why fallbacks fired",
+        "Cases to review: 3 request(s)",
+    ]
+    by_route, _, cases = (d.value for d in app.dataframe)
     # rates in percent, with a header: not 0.3333 under `fallback_rate`
     assert round(by_route["fallback_rate"].iloc[0], 1) == 33.3
     assert _config(app, 0)["fallback_rate"]["label"] == "Fallback rate"
