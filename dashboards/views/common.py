@@ -127,6 +127,31 @@ def open_request(ctx: Context, ident: str) -> None:
     st.switch_page(REQUEST_PAGE, query_params=ctx.link(id=ident))
 
 
+def picked_row(
+    table: pd.DataFrame,
+    columns: Sequence[fmt.Column],
+    key: str,
+    *,
+    height: int | Literal["auto"] = "auto",
+    as_text: bool = False,
+    currency: str | None = None,
+) -> int | None:
+    """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown`) with one row
+    selectable; the row selected, if any."""
+    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
+    event = st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=height,
+        column_config=config,
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+    )
+    return selected_row(event)
+
+
 def request_table(
     ctx: Context,
     table: pd.DataFrame,
@@ -141,20 +166,9 @@ def request_table(
     """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown` for
     ``as_text`` and ``currency``); selecting a row that names a request opens its
     drill-down in this tab."""
-    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
-    event = st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        height=height,
-        column_config=config,
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-    )
-    selected = event.selection.rows if event is not None else []
-    if selected:
-        ident = table.iloc[selected[0]][id_column]
+    row = picked_row(table, columns, key, height=height, as_text=as_text, currency=currency)
+    if row is not None:
+        ident = table.iloc[row][id_column]
         if isinstance(ident, str):
             open_request(ctx, ident)
 

@@ -19,7 +19,7 @@ from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
-from retryscope.dashboards.views.common import frame, request_table, scope_report, selected_row
+from retryscope.dashboards.views.common import frame, picked_row, request_table, scope_report
 
 PAGE = explorer.COMPARE_PAGE
 # Values shown per dimension: those that differ most.
@@ -156,18 +156,7 @@ def render() -> None:
         )
         return
     ranked = _ranked(table)
-    shown, config = fmt.shown(ranked, COLUMNS)
-    event = st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        height=min(38 + 35 * len(shown), 740),
-        column_config=config,
-        on_select="rerun",
-        selection_mode="single-row",
-        key="compare_table",
-    )
-    row = selected_row(event)
+    row = picked_row(ranked, COLUMNS, "compare_table", height=min(38 + 35 * len(ranked), 740))
     if row is not None and row < len(ranked):
         st.session_state[DIM] = str(ranked["dimension"].iloc[row])
         st.session_state[VALUE] = str(ranked["value"].iloc[row])

@@ -24,9 +24,9 @@ from retryscope.dashboards.views.common import (
     frame,
     kpi_row,
     overall,
+    picked_row,
     request_table,
     rule_kpi,
-    selected_row,
     table,
 )
 
@@ -114,17 +114,7 @@ def _triggers(ctx: Context) -> None:
         "The outcome of the attempt each fallback followed (a request counts once per "
         "outcome). Select a row to list its requests and compare them with the others."
     )
-    shown, config = fmt.shown(rows, TRIGGER_COLUMNS)
-    event = st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        column_config=config,
-        on_select="rerun",
-        selection_mode="single-row",
-        key="fallback_triggers",
-    )
-    picked = selected_row(event)
+    picked = picked_row(rows, TRIGGER_COLUMNS, "fallback_triggers")
     if picked is not None:
         value = str(rows["value"].iloc[picked])
         st.switch_page(

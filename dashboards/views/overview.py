@@ -18,7 +18,7 @@ from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current, iso
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, scope_report
+from retryscope.dashboards.views.common import Kpi, frame, kpi_row, picked_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
 _INFO_RULES = tuple(r.id for r in RULES if r.severity is Severity.INFO)
@@ -225,19 +225,9 @@ def _offenders(ctx: Context) -> None:
                 ),
                 fmt.Column("wasted_micros", "Wasted cost", fmt.Unit.MONEY),
             ]
-            shown, config = fmt.shown(rows, columns)
-            event = st.dataframe(
-                shown,
-                hide_index=True,
-                width="stretch",
-                column_config=config,
-                on_select="rerun",
-                selection_mode="single-row",
-                key=f"offenders_{dim}",
-            )
-            picked = event.selection.rows if event is not None else []
-            if picked:
-                value = str(rows.iloc[picked[0]]["value"])
+            picked = picked_row(rows, columns, f"offenders_{dim}")
+            if picked is not None:
+                value = str(rows.iloc[picked]["value"])
                 query = {"layer": value} if opens == "layer" else {}
                 base = ctx.link(**({} if opens == "layer" else {opens: value}))
                 retried = explorer.params(has=("retried",), sort=RequestSort.EXCESS)
