@@ -29,6 +29,7 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
         scope_time_range,
         time_range,
     )
+    from retryscope.analytics._compare import COMPARE_DIMENSIONS, compare, compare_requests
     from retryscope.analytics._dataset import DataSet, SkippedFile, discover, new_connection
     from retryscope.analytics._figures import FigureStore, Fingerprint, fingerprint, trend_bucket
     from retryscope.analytics._filters import Dimension, Filters, parse_time
@@ -59,6 +60,7 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
     from retryscope.analytics._requests import request_attempts, request_detail, request_summary
 
 __all__ = [
+    "COMPARE_DIMENSIONS",
     "DYNAMIC_REPORT_KEYS",
     "REPORT_KEYS",
     "RULES",
@@ -78,6 +80,8 @@ __all__ = [
     "Thresholds",
     "amplification",
     "build_report",
+    "compare",
+    "compare_requests",
     "connect",
     "cost",
     "deadline",

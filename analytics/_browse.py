@@ -122,7 +122,7 @@ class RequestQuery:
         }
 
 
-def _ensure_request_rows(model: AuditModel, thresholds: Thresholds) -> None:
+def ensure_request_rows(model: AuditModel, thresholds: Thresholds) -> None:
     """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
     there (one pass over the scope's requests, attempts and findings; every explorer page
     of that scope then reads it)."""
@@ -147,7 +147,7 @@ def request_list(
     retry product, retried layers, nested, fallback, deadline missed, late
     success, cost and wasted cost (micros, currency), findings, violations, rule ids."""
     con = model.scoped(filters)
-    _ensure_request_rows(model, thresholds)
+    ensure_request_rows(model, thresholds)
     params = query.params()
     ((total,),) = con.execute(load("request_list_count"), params).fetchall()
     page = arrow(

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pyarrow as pa
 
+from retryscope._safe_text import echoed
 from retryscope.analytics import _scope_facts as scope_facts
 from retryscope.analytics._queries import load
 
@@ -47,11 +48,11 @@ class Filters:
     operation: str | None = None
 
     def __post_init__(self) -> None:
-        if self.since and self.until and _utc(self.since) >= _utc(self.until):
+        if self.since and self.until and naive_utc(self.since) >= naive_utc(self.until):
             raise ValueError(f"since ({self.since.isoformat()}) must be before until")
 
 
-def _utc(value: datetime) -> datetime:
+def naive_utc(value: datetime) -> datetime:
     """Naive datetimes are taken as UTC; aware ones converted to UTC (and made naive, as
     the data set's timestamps are)."""
     if value.tzinfo is not None:
@@ -59,17 +60,35 @@ def _utc(value: datetime) -> datetime:
     return value
 
 
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+"""The times a filter may name: the Unix epoch up to the year 9999 (a request time, with
+room to compute periods around it)."""
+
+
 def parse_time(text: str) -> datetime:
-    """An ISO-8601 time (``2026-11-29T10:00``, ``...Z``, with offset) or ``@<unix seconds>``."""
+    """An ISO-8601 time (``2026-11-29T10:00``, ``...Z``, with offset; UTC when it has none)
+    or ``@<unix seconds>``, in UTC within [:data:`EARLIEST`, :data:`LATEST`). Anything
+    else (``@1e300``, ``@inf``, ``@nan``, year 1 at +05:00) is a ``ValueError`` naming the
+    text, cut to a bounded length."""
     raw = text.strip()
     try:
         if raw.startswith("@"):
-            return datetime.fromtimestamp(float(raw[1:]), UTC)
-        return datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+            value = datetime.fromtimestamp(float(raw[1:]), UTC)
+        else:
+            value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+            value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
         raise ValueError(
-            f"invalid time {text!r}: use ISO-8601 (e.g. 2026-11-29T10:00:00Z) or @unix-seconds"
+            f"invalid time {echoed(text)!r}: use ISO-8601 (e.g. 2026-11-29T10:00:00Z) "
+            "or @unix-seconds"
         ) from None
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(
+            f"time {echoed(text)!r} is out of range: from {EARLIEST:%Y-%m-%d} "
+            f"to before {LATEST:%Y-%m-%d}"
+        )
+    return value
 
 
 @dataclass(slots=True)
@@ -101,8 +120,8 @@ def apply(
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
     values = {
-        "rs_since": _utc(f.since) if f.since else None,
-        "rs_until": _utc(f.until) if f.until else None,
+        "rs_since": naive_utc(f.since) if f.since else None,
+        "rs_until": naive_utc(f.until) if f.until else None,
         "rs_route": f.route,
         "rs_tenant": f.tenant,
         "rs_operation": f.operation,

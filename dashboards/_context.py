@@ -19,6 +19,7 @@ import pyarrow as pa
 import streamlit as st
 
 from retryscope.analytics import Filters, parse_time
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.dashboards._data import Source
 
@@ -61,7 +62,11 @@ class Context:
         end = f.until or (self.last + timedelta(microseconds=1) if self.last else None)
         if start is None or end is None or end <= start:
             return None
-        return Filters(start - (end - start), start, f.route, f.tenant, f.operation)
+        try:
+            before = start - (end - start)
+        except OverflowError:  # a period longer than the calendar left before it
+            return None
+        return Filters(before, start, f.route, f.tenant, f.operation)
 
     def link(self, **extra: str) -> dict[str, str]:
         """Query parameters of a link keeping the global filters, plus ``extra``."""
@@ -92,7 +97,7 @@ def _bound(label: str, text: str) -> datetime | None:
     try:
         return _naive_utc(parse_time(text))
     except ValueError as exc:
-        st.sidebar.error(f"{label}: {exc}. This bound is ignored.")
+        st.sidebar.error(f"{label}: {fmt.plain(exc)}. This bound is ignored.")
         return None
 
 
@@ -104,7 +109,7 @@ def _checked_time(text: str) -> str:
 def _choice_parser(label: str, values: list[str]) -> Any:
     def parse(text: str) -> str:
         if text not in values:
-            raise ValueError(f"no {label.lower()} {text!r} in the data")
+            raise ValueError(f"no such {label.lower()} in the data")
         return text
 
     return parse

@@ -33,6 +33,8 @@ from retryscope.analytics import (
     SkippedFile,
     amplification,
     build_report,
+    compare,
+    compare_requests,
     connect,
     cost,
     deadline,
@@ -225,6 +227,12 @@ QUERIES: dict[str, Callable[[AuditModel, Filters | None, tuple[Any, ...]], Any]]
         whatif_requests(m, WhatIf(*a[1:]), filters=f), a[0]
     ),
     "policy_drift": lambda m, f, a: policy_drift(m, filters=f),
+    # compare arguments: (since, until, *the fields of a RequestQuery): a slice
+    "compare": lambda m, f, a: compare(m, RequestQuery(*a[2:]), filters=f, since=a[0], until=a[1]),
+    # compare_requests arguments: (dimension, value, limit, since, until, *RequestQuery)
+    "compare_requests": lambda m, f, a: compare_requests(
+        m, RequestQuery(*a[5:]), a[0], a[1], filters=f, since=a[3], until=a[4], limit=a[2]
+    ),
 }
 
 

@@ -16,10 +16,16 @@ from typing import Any
 import streamlit as st
 
 from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
+from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
+from retryscope.vocabulary import Layer, Terminal
 
 PAGE = "views/requests.py"
 """The explorer's page script, relative to ``app.py``."""
+COMPARE_PAGE = "views/compare.py"
+"""The page comparing the requests an explorer query selects with the scope's others."""
+SLICE_FREE = {"sort", "order"}
+"""Parameters of an explorer query that select no requests (a query of only these: all)."""
 
 FLAGS: dict[str, str] = {
     "retried": "retries or resends",
@@ -66,6 +72,15 @@ def _rule(text: str) -> str:
     return text
 
 
+def _member(kind: type[Terminal] | type[Layer]) -> Any:
+    def parse(text: str) -> str:
+        if text not in kind.__members__.values():
+            raise ValueError(f"no such {kind.__name__.lower()}")
+        return text
+
+    return parse
+
+
 def _min_attempts(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 1_000_000:
@@ -91,9 +106,9 @@ ANY = "(any)"
 """The choice that selects no value (a terminal, rule or layer)."""
 
 PARAMS: tuple[_url.Param, ...] = (
-    _url.Param("terminal", TERMINAL, ANY),
+    _url.Param("terminal", TERMINAL, ANY, _member(Terminal)),
     _url.Param("rule", RULE, ANY, _rule),
-    _url.Param("layer", LAYER, ANY),
+    _url.Param("layer", LAYER, ANY, _member(Layer)),
     _url.Param("min_attempts", MIN_ATTEMPTS, None, _min_attempts),
     _url.Param("has", HAS, [], _flags, ",".join),
     _url.Param(
@@ -150,6 +165,22 @@ def params(
     return {k: v for k, v in out.items() if v is not None}
 
 
+def selects(query: RequestQuery) -> str:
+    """The requests ``query`` selects, in words: ``Requests with a fallback``."""
+    parts = []
+    if query.terminal:
+        parts.append(f"terminal {fmt.literal(query.terminal)}")
+    if query.rule:
+        rule = RULES_BY_ID[query.rule].severity.value
+        parts.append(f"a {fmt.literal(query.rule)} finding ({rule})")
+    if query.layer:
+        parts.append(f"retries at layer {fmt.literal(query.layer)}")
+    if query.min_receiver_attempts:
+        parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
+    parts += [FLAGS[flag] for flag, field in FLAG_FIELDS.items() if getattr(query, field)]
+    return "Requests with " + ", ".join(parts) if parts else "All requests"
+
+
 def link(
     label: str,
     global_params: Mapping[str, str],
@@ -157,10 +188,12 @@ def link(
     *,
     help: str | None = None,
     icon: str | None = ":material/list:",
+    page: str = PAGE,
 ) -> None:
-    """A link into the explorer (same tab) with the global filters and ``query``."""
+    """A link into the explorer (or another ``page`` reading its query: Compare) in the
+    same tab, with the global filters and ``query``."""
     st.page_link(
-        PAGE,
+        page,
         label=label,
         icon=icon,
         help=help,

@@ -17,6 +17,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from retryscope._safe_text import ECHO_MAX_CHARS, echoed
+
 DASH = "–"
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 
@@ -247,3 +249,24 @@ def redacted(text: Any) -> str:
     for pattern, replacement in _SECRETS:
         out = pattern.sub(replacement, out)
     return out if len(out) <= ERROR_MAX_CHARS else out[:ERROR_MAX_CHARS] + " …"
+
+
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def literal(value: Any, limit: int = ECHO_MAX_CHARS) -> str:
+    """A value from the URL or the data inside a sentence the page renders as markdown:
+    a code span no backtick in the value can close (so nothing in it is a link, HTML,
+    emphasis or a Streamlit directive), cut to ``limit`` characters."""
+    text = echoed(str(value), limit)  # no newline, control or bidi character
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def plain(value: Any, limit: int = ERROR_MAX_CHARS) -> str:
+    """Text that may hold values from the URL or the data (an error message) as markdown
+    shows it verbatim: every ASCII punctuation character backslash-escaped (no link,
+    autolink, code, emphasis, HTML, math or directive can start), cut to ``limit``."""
+    return _PUNCTUATION.sub(r"\\\1", echoed(str(value), limit))

@@ -8,6 +8,11 @@ opened) its absent parameters mean their defaults. After the widgets are drawn,
 :func:`publish` writes their values back (defaults left out). The navigation menu drops
 the query string when it switches pages: the filters drawn on every page are then not
 entered again but kept from the session and written back.
+
+What cannot be used is named, never silently dropped or guessed: a value a widget cannot
+take, one longer than :data:`MAX_VALUE_CHARS`, a parameter given twice (the last is used),
+and (:func:`unread`) a parameter no widget of the page read. Values are echoed cut and as
+code, so nothing in them renders as a link or markup.
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from typing import Any
 
 import streamlit as st
 
+from retryscope.dashboards import _format as fmt
+
 _SEEN = "retryscope_url_seen"
+_READ = "retryscope_url_read"
+MAX_VALUE_CHARS = 1_000
+"""The longest URL value a widget takes: longer ones are ignored (and named)."""
 
 
 def _text(value: Any) -> str:
@@ -48,25 +58,53 @@ def _seen() -> dict[str, str | None]:
     return seen
 
 
+def begin_run() -> None:
+    """Start recording which parameters this script run reads (see :func:`unread`)."""
+    st.session_state[_READ] = set()
+
+
+def unread() -> list[str]:
+    """The URL's parameters no widget of this run read (:func:`seed`): ignored."""
+    read: set[str] = st.session_state.get(_READ, set())
+    return sorted(name for name in st.query_params if name not in read)
+
+
+def _problem(name: str, raw: str, why: str) -> str:
+    return f"{fmt.literal(f'{name}={raw}')} in the URL: {fmt.plain(why, 300)}; ignored."
+
+
 def seed(params: Iterable[Param], *, entered: bool) -> list[str]:
     """Copy URL values into the state of ``params``' widgets (before they are drawn);
-    returns a message per value that could not be used (it is then ignored)."""
+    returns a message per value that could not be used (it is then ignored) or was
+    ambiguous (given twice: the last is used)."""
     seen = _seen()
+    read: set[str] = st.session_state.setdefault(_READ, set())
     problems = []
     for p in params:
-        raw = st.query_params.get(p.name)
-        if raw is None:
+        read.add(p.name)
+        given = st.query_params.get_all(p.name)
+        if not given:
             if entered:
                 st.session_state[p.key] = p.default
                 seen[p.name] = None
             continue
+        raw = given[-1]
         if raw == seen.get(p.name) and p.key in st.session_state and not entered:
             continue
         seen[p.name] = raw
+        if len(given) > 1:
+            problems.append(
+                f"{fmt.literal(p.name)} is given {len(given)} times in the URL: the last, "
+                f"{fmt.literal(raw)}, is used."
+            )
+        if len(raw) > MAX_VALUE_CHARS:
+            problems.append(_problem(p.name, raw, f"longer than {MAX_VALUE_CHARS:,} characters"))
+            st.session_state[p.key] = p.default
+            continue
         try:
             st.session_state[p.key] = p.parse(raw)
         except ValueError as exc:
-            problems.append(f"`{p.name}={raw}` in the URL: {exc}; ignored.")
+            problems.append(_problem(p.name, raw, str(exc)))
             st.session_state[p.key] = p.default
     return problems
 
@@ -92,7 +130,7 @@ def publish(params: Iterable[Param]) -> None:
         if text is None:
             if p.name in st.query_params:
                 del st.query_params[p.name]
-        elif st.query_params.get(p.name) != text:
+        elif st.query_params.get_all(p.name) != [text]:
             st.query_params[p.name] = text
         seen[p.name] = text
 

@@ -20,7 +20,8 @@ TRACE_URL_ENV = "RETRYSCOPE_TRACE_URL"
 
 
 def streamlit_command(port: int, address: str) -> list[str]:
-    """The command line that serves the app (headless, no usage statistics)."""
+    """The command line that serves the app (headless, no usage statistics, no error
+    details in the browser)."""
     return [
         sys.executable,
         "-m",
@@ -39,6 +40,10 @@ def streamlit_command(port: int, address: str) -> list[str]:
         "false",
         "--client.toolbarMode",
         "minimal",
+        # an error the app's boundary did not catch (a widget callback's) shows no
+        # message or traceback: they may hold server paths
+        "--client.showErrorDetails",
+        "none",
     ]
 
 

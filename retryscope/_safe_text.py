@@ -22,6 +22,20 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+ECHO_MAX_CHARS: Final = 80
+"""How much of a value given by a user (a URL parameter, a command-line filter) an error
+message or a page repeats."""
+
+
+def echoed(text: str, limit: int = ECHO_MAX_CHARS) -> str:
+    """``text`` as a message repeats it: controls escaped (:func:`for_terminal`) and cut to
+    ``limit`` characters, the cut said with the whole length."""
+    shown = for_terminal(text)
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}… ({len(shown):,} characters)"
+
+
 def for_terminal(text: str) -> str:
     """``text`` with every control, separator and bidi character escaped."""
     return _UNSAFE.sub(_escape, text)

@@ -221,6 +221,7 @@ SELECT
     count(a.span_id) FILTER (WHERE a.is_leaf) AS receiver,
     coalesce(max(coalesce(a.operation_ordinal, 1)) FILTER (WHERE a.is_leaf), 0) AS operations,
     count(a.span_id) FILTER (WHERE a.group_position > 1) AS repeats,
+    count(a.span_id) FILTER (WHERE a.is_repeat) AS repeat_sends,
     any_value(coalesce(n.retried_layer_count, 0)) AS retried_layers,
     any_value(coalesce(n.multiplication, 1)) AS multiplication
 FROM requests r
@@ -230,9 +231,11 @@ GROUP BY 1, r.logical_request_id
 """
 
 
-def _expected(rows: list[dict[str, Any]], *, layered: bool = False) -> list[dict[str, Any]]:
+def _expected(
+    rows: list[dict[str, Any]], *, layered: bool = False, routed: bool = False
+) -> list[dict[str, Any]]:
     """amplification's columns per slice, from one row per request and slice (``layered``:
-    the slices are layers)."""
+    the slices are layers; ``routed``: routes or releases)."""
     slices: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
         slices.setdefault(row["value"], []).append(row)
@@ -253,10 +256,15 @@ def _expected(rows: list[dict[str, Any]], *, layered: bool = False) -> list[dict
                 "sends_per_request": sum(receivers) / len(group),
                 "amplification_ratio": sum(receivers) / operations if operations else 0.0,
                 "attempts_per_request": sum(r["attempts"] for r in group) / len(group),
-                # per layer its attempts beyond the first of their retry group, elsewhere
-                # the receiver attempts beyond one per operation
+                # per layer its attempts beyond the first of their retry group, per route
+                # the sends there that repeat an operation, elsewhere the receiver
+                # attempts beyond one per operation
                 "excess_attempts": sum(
-                    r["repeats"] if layered else max(0, r["receiver"] - r["operations"])
+                    r["repeats"]
+                    if layered
+                    else r["repeat_sends"]
+                    if routed
+                    else max(0, r["receiver"] - r["operations"])
                     for r in group
                 ),
                 "hidden_attempts": sum(
@@ -292,12 +300,21 @@ def test_every_slice_equals_the_attempts_joined_to_their_requests(tmp_path: Path
         for dim in Dimension:
             fast = amplification(con, by=dim, filters=scope, bucket=timedelta(seconds=5))
             per_request = con.sql(PER_REQUEST, params={"dim": dim.value}).to_arrow_table()
-            expected = _expected(per_request.to_pylist(), layered=dim is Dimension.LAYER)
+            expected = _expected(
+                per_request.to_pylist(),
+                layered=dim is Dimension.LAYER,
+                routed=dim in (Dimension.ROUTE, Dimension.ROUTE_RELEASE),
+            )
             assert fast.num_rows >= 1, (scope, dim)
             got = fast.to_pylist()
             assert [r["value"] for r in got] == [r["value"] for r in expected], (scope, dim)
             for row, want in zip(got, expected, strict=True):
                 assert row == pytest.approx(want), (scope, dim, row["value"])
+        # the slices' excess attempts add up to the scope's, whichever the dimension
+        total = amplification(con, filters=scope).to_pylist()[0]["excess_attempts"]
+        for dim in (Dimension.ROUTE, Dimension.ROUTE_RELEASE, Dimension.LAYER, Dimension.TENANT):
+            sliced = amplification(con, by=dim, filters=scope).to_pylist()
+            assert sum(r["excess_attempts"] for r in sliced) == total, (scope, dim)
     for dim in (Dimension.ROUTE, Dimension.LAYER):
         rows = {r["value"]: r for r in amplification(con, by=dim).to_pylist()}
         assert (rows[None]["logical_requests"], rows[None]["physical_attempts"]) == (3, 0)

@@ -57,6 +57,12 @@ def test_resends_and_amplification_at_one_send_per_operation(
     assert _values(con, "rs_amplification(s, o)", rows, "s, o") == [0.5, 1.0, 1.5, 0.0]
 
 
+def test_a_routes_resends_are_its_sends_that_repeat(con: duckdb.DuckDBPyConnection) -> None:
+    rows = "('a', FALSE), ('b', TRUE), ('c', NULL), ('d', TRUE)"
+    assert _aggregate(con, "rs_repeat_sends(s, r)", rows, "s, r") == 2
+    assert _aggregate(con, "rs_repeat_sends(s, r)", "('a', FALSE)", "s, r") == 0
+
+
 def test_nesting_needs_a_retry_at_two_layers(con: duckdb.DuckDBPyConnection) -> None:
     assert _values(con, "rs_retried(n)", "(1), (2)", "n") == [False, True]
     assert _aggregate(con, "rs_multiplication(n)", "(3), (3), (1)", "n") == 9

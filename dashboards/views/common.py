@@ -36,9 +36,9 @@ def nothing_in_scope(ctx: Context, report: dict[str, Any]) -> bool:
     if reason is None:
         return False
     if ctx.first is None:  # the data set holds none, whatever the filters
-        st.warning(f"Nothing to audit: {reason}.")
+        st.warning(f"Nothing to audit: {fmt.plain(reason)}.")
     else:
-        st.info(f"{reason[:1].upper()}{reason[1:]}. Widen them in the sidebar.")
+        st.info(f"{fmt.plain(reason[:1].upper() + reason[1:])}. Widen them in the sidebar.")
     return True
 
 
@@ -111,11 +111,45 @@ def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:
             )
             if k.opens is not None:
                 explorer.link(k.link, ctx.params, k.opens, help=f"Requests behind {k.label}")
+                if set(k.opens) - explorer.SLICE_FREE:
+                    explorer.link(
+                        "Compare",
+                        ctx.params,
+                        {n: v for n, v in k.opens.items() if n not in explorer.SLICE_FREE},
+                        help=f"What sets the requests behind {k.label} apart from the others",
+                        icon=":material/compare_arrows:",
+                        page=explorer.COMPARE_PAGE,
+                    )
 
 
 def open_request(ctx: Context, ident: str) -> None:
     """Switch to the drill-down of request ``ident`` (same tab, filters kept)."""
     st.switch_page(REQUEST_PAGE, query_params=ctx.link(id=ident))
+
+
+def picked_row(
+    table: pd.DataFrame,
+    columns: Sequence[fmt.Column],
+    key: str,
+    *,
+    height: int | Literal["auto"] = "auto",
+    as_text: bool = False,
+    currency: str | None = None,
+) -> int | None:
+    """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown`) with one row
+    selectable; the row selected, if any."""
+    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
+    event = st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height=height,
+        column_config=config,
+        on_select="rerun",
+        selection_mode="single-row",
+        key=key,
+    )
+    return selected_row(event)
 
 
 def request_table(
@@ -132,20 +166,9 @@ def request_table(
     """Show ``table`` (``columns`` of it, formatted; see :func:`fmt.shown` for
     ``as_text`` and ``currency``); selecting a row that names a request opens its
     drill-down in this tab."""
-    shown, config = fmt.shown(table, columns, as_text=as_text, currency=currency)
-    event = st.dataframe(
-        shown,
-        hide_index=True,
-        width="stretch",
-        height=height,
-        column_config=config,
-        on_select="rerun",
-        selection_mode="single-row",
-        key=key,
-    )
-    selected = event.selection.rows if event is not None else []
-    if selected:
-        ident = table.iloc[selected[0]][id_column]
+    row = picked_row(table, columns, key, height=height, as_text=as_text, currency=currency)
+    if row is not None:
+        ident = table.iloc[row][id_column]
         if isinstance(ident, str):
             open_request(ctx, ident)
 

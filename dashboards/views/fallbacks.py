@@ -10,11 +10,12 @@ breaks the capability), so a KPI and the cases below it agree.
 from __future__ import annotations
 
 import json
+from dataclasses import astuple
 
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics import RULES_BY_ID
+from retryscope.analytics import RULES_BY_ID, RequestQuery
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards._context import Context, current
@@ -23,6 +24,7 @@ from retryscope.dashboards.views.common import (
     frame,
     kpi_row,
     overall,
+    picked_row,
     request_table,
     rule_kpi,
     table,
@@ -89,6 +91,38 @@ def _cases(ctx: Context) -> pd.DataFrame:
     return out.reset_index().sort_values(["time", "logical_request_id"])
 
 
+TRIGGER_COLUMNS = (
+    fmt.Column("value", "Outcome before the fallback", width="medium"),
+    fmt.Column("selected_requests", "Requests", fmt.Unit.COUNT),
+    fmt.Column("selected_share", "Of the fallbacks", fmt.Unit.PCT),
+)
+
+
+def _triggers(ctx: Context) -> None:
+    """Why fallbacks fired: the outcome kind of the attempt each fallback followed, from
+    the comparison of the requests that fell back with the others (the Compare page's
+    figures); a row opens the Compare page listing those requests."""
+    query = RequestQuery(fallback=True, limit=1)  # as the Compare page asks it
+    rows = frame(ctx.source.query("compare", ctx.filters, None, None, *astuple(query)))
+    rows = rows[rows["dimension"] == "fallback_trigger"].sort_values(
+        ["selected_requests", "value"], ascending=[False, True]
+    )
+    if rows.empty:
+        return
+    st.subheader("Why fallbacks fired")
+    st.caption(
+        "The outcome of the attempt each fallback followed (a request counts once per "
+        "outcome). Select a row to list its requests and compare them with the others."
+    )
+    picked = picked_row(rows, TRIGGER_COLUMNS, "fallback_triggers")
+    if picked is not None:
+        value = str(rows["value"].iloc[picked])
+        st.switch_page(
+            explorer.COMPARE_PAGE,
+            query_params=ctx.link(has="fallback", dim="fallback_trigger", value=value),
+        )
+
+
 def render() -> None:
     ctx = current()
     st.header("Fallbacks")
@@ -137,6 +171,7 @@ def render() -> None:
     st.subheader("By entry route")
     by_route = frame(ctx.source.query("fallback", ctx.filters, "route"))
     table(by_route, ROUTE_COLUMNS)
+    _triggers(ctx)
 
     cases = _cases(ctx)
     st.subheader(f"Cases to review: {len(cases):,} request(s)")

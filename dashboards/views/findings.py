@@ -4,6 +4,7 @@ requests of that rule in the explorer, a row opens the drill-down of its request
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Collection
 
 import pandas as pd
 import streamlit as st
@@ -12,10 +13,14 @@ from retryscope.analytics import RULES, RULES_BY_ID, Severity
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
-from retryscope.dashboards._context import current
+from retryscope.dashboards import _url
+from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import frame, request_table, scope_report
 
 ROW_LIMIT = 1000
+RULES_KEY, SEVERITY_KEY = "findings_rules", "findings_severity"
+# Rules offered a Compare link (those chosen, in order).
+COMPARED_LISTED = 12
 
 COLUMNS = (
     fmt.Column("time", "Time (UTC)", fmt.Unit.TIME),
@@ -23,12 +28,62 @@ COLUMNS = (
     fmt.Column("rule_id", "Rule", width="medium"),
     fmt.Column("logical_request_id", "Request"),
     fmt.Column("evidence_text", "Evidence", width="large"),
+    fmt.Column("action", "What to change", width="large"),
+)
+
+
+def _most_severe_first(ctx: Context, chosen: list[str]) -> pd.DataFrame:
+    """The first :data:`ROW_LIMIT` findings of the ``chosen`` rules, error ones first, then
+    warning, then info, each by time (one query per severity)."""
+    parts = []
+    left = ROW_LIMIT
+    for severity in Severity:
+        rules = tuple(r for r in chosen if RULES_BY_ID[r].severity is severity)
+        if rules and left > 0:
+            part = ctx.source.query("findings", ctx.filters, left, rules)
+            parts.append(frame(part))
+            left -= part.num_rows
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _by_severity(counts: dict[str, int]) -> str:
+    """How many findings of each severity, and which of them the Overview's Violations
+    counts (the error and warning ones)."""
+    per = {s: 0 for s in Severity}
+    for rule, n in counts.items():
+        per[RULES_BY_ID[rule].severity] += n
+    shown = ", ".join(f"{per[s]:,} {s.value}" for s in Severity)
+    violations = sum(n for s, n in per.items() if s is not Severity.INFO)
+    return (
+        f"{sum(per.values()):,} findings in scope: {shown}. The Overview's Violations counts "
+        f"the {violations:,} error and warning ones."
+    )
+
+
+def _names(known: Collection[str], what: str) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"no such {what} {unknown[0]!r}")
+        return names
+
+    return parse
+
+
+PARAMS = (
+    _url.Param("rules", RULES_KEY, [], _names(RULES_BY_ID, "rule"), ",".join),
+    _url.Param(
+        "severity", SEVERITY_KEY, [], _names([s.value for s in Severity], "severity"), ",".join
+    ),
 )
 
 
 def render() -> None:
     ctx = current()
     st.header("Findings")
+    for problem in _url.seed(PARAMS, entered=ctx.entered):
+        st.warning(problem)
     report = scope_report(ctx)
     if report is None:
         return
@@ -37,11 +92,15 @@ def render() -> None:
     if not counts:
         st.success("No findings for these requests.")
         return
+    st.caption(_by_severity(counts))
     left, right = st.columns(2)
-    rules = left.multiselect("Rules", sorted(counts), key="findings_rules", placeholder="all rules")
+    # a rule from the URL stays offered when the scope has none of it
+    offered = sorted({*counts, *st.session_state.get(RULES_KEY, [])})
+    rules = left.multiselect("Rules", offered, key=RULES_KEY, placeholder="all rules")
     severities = right.multiselect(
-        "Severity", [s.value for s in Severity], key="findings_severity", placeholder="all"
+        "Severity", [s.value for s in Severity], key=SEVERITY_KEY, placeholder="all"
     )
+    _url.publish(PARAMS)
     chosen = [
         rule
         for rule in sorted(counts)
@@ -68,14 +127,26 @@ def render() -> None:
     st.caption(
         f"{total:,} finding(s)"
         + (f"; the first {ROW_LIMIT:,} are listed" if total > ROW_LIMIT else "")
-        + ". Click a bar to list a rule's requests; select a row to open its request "
+        + ". Most severe first, then by time. Click a bar to list a rule's requests; select "
+        "a row to open its request "
         "(retry storms are windows, not requests)."
     )
-    shown = frame(ctx.source.query("findings", ctx.filters, ROW_LIMIT, tuple(chosen)))
+    with st.container(horizontal=True, gap="small"):
+        for rule in chosen[:COMPARED_LISTED]:
+            explorer.link(
+                f"Compare {rule}",
+                ctx.params,
+                explorer.params(rule=rule),
+                help="What sets the requests with this finding apart from the others",
+                icon=":material/compare_arrows:",
+                page=explorer.COMPARE_PAGE,
+            )
+    shown = _most_severe_first(ctx, chosen)
     if shown.empty:
         st.info("No findings of the chosen rules and severities.")
         return
     shown["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in shown["evidence"]]
+    shown["action"] = [RULES_BY_ID[r].action for r in shown["rule_id"]]
     request_table(ctx, shown, COLUMNS, "findings_table", as_text=True)
     with st.expander("What the rules mean"):
         st.table(

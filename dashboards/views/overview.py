@@ -12,17 +12,20 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from retryscope.analytics import RULES, RequestSort, Severity, Thresholds, trend_bucket
+from retryscope.analytics import RULES, RequestSort, Rule, Severity, Thresholds, trend_bucket
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
+from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current, iso
-from retryscope.dashboards.views.common import Kpi, frame, kpi_row, scope_report
+from retryscope.dashboards.views.common import Kpi, frame, kpi_row, picked_row, scope_report
 
 _VIOLATION_RULES = tuple(r.id for r in RULES if r.severity is not Severity.INFO)
+_INFO_RULES = tuple(r.id for r in RULES if r.severity is Severity.INFO)
+_ERROR_RULES = tuple(r for r in RULES if r.severity is Severity.ERROR)
 OFFENDERS_LISTED = 5
+# The thresholds the report and the findings the Overview shows were computed with.
 THRESHOLDS = Thresholds()
-"""The thresholds the report and the findings the Overview shows were computed with."""
 _BRUSHES = "overview_brushes_applied"
 # load windows up to this many are drawn one by one, empty ones as gaps in the line
 WINDOWS_FILLED = 20_000
@@ -116,10 +119,34 @@ KPIS: tuple[_KpiSpec, ...] = (
         fmt.count,
         fmt.delta_count,
         True,
-        "Error and warning findings (per request, and per window for retry storms).",
+        "Error and warning findings (per request, and per window for retry storms); the "
+        "Findings page also lists the info-level ones, which this leaves out.",
         explorer.params(has=("violation",), sort=RequestSort.FINDINGS),
     ),
 )
+
+
+def _errors(ctx: Context, report: dict[str, Any]) -> None:
+    """The error-severity findings (a fallback that widened the data boundary …), each rule
+    with its count and a link to its requests, above everything else: they are not
+    folded into the Violations count alone."""
+    found: list[tuple[Rule, int]] = [
+        (r, int(report["violations"][r.id])) for r in _ERROR_RULES if report["violations"][r.id]
+    ]
+    if not found:
+        return
+    total = sum(n for _, n in found)
+    with st.container(border=True):
+        st.error(
+            f"**{total:,} error-severity finding{'s' if total != 1 else ''}**, not only "
+            "counted among the Violations below:\n"
+            + "\n".join(f"- **{n:,}** `{r.id}`: {r.meaning}" for r, n in found)
+        )
+        with st.container(horizontal=True, gap="small"):
+            for r, n in found:
+                explorer.link(
+                    f"{n:,} {r.id}", ctx.params, explorer.params(rule=r.id), help=r.action
+                )
 
 
 def _kpis(ctx: Context, report: dict[str, Any], before: dict[str, Any] | None) -> None:
@@ -139,6 +166,15 @@ def _kpis(ctx: Context, report: dict[str, Any], before: dict[str, Any] | None) -
     kpi_row(ctx, kpis)
 
 
+def _info_left_out(report: dict[str, Any]) -> None:
+    info = sum(int(report["violations"][r]) for r in _INFO_RULES)
+    if info:
+        st.caption(
+            f"Violations leave out {info:,} info-level finding(s) (deadline exhaustion, "
+            f"doomed dispatch …): the Findings page counts {_violations(report) + info:,} in all."
+        )
+
+
 _DIMENSIONS = (
     # (tab, Dimension, what a row opens: a global filter or an explorer parameter)
     ("Routes", "route", "route"),
@@ -154,8 +190,10 @@ def _offenders(ctx: Context) -> None:
     st.subheader("Top offenders")
     st.caption(
         "Ranked by excess attempts (receiver attempts beyond one per distinct operation; per "
-        "layer, that layer's attempts beyond the first of their retry group), then wasted "
-        "cost. Select a row to list its requests."
+        "route, its sends that repeat an operation, a fallback's counted on the fallback "
+        "route; per layer, that layer's attempts beyond the first of their retry group: "
+        "every tab adds up to the same total), then wasted cost. Select a row to list its "
+        "requests."
     )
     for tab, (_, dim, opens) in zip(
         st.tabs([t for t, _, _ in _DIMENSIONS]), _DIMENSIONS, strict=True
@@ -187,19 +225,9 @@ def _offenders(ctx: Context) -> None:
                 ),
                 fmt.Column("wasted_micros", "Wasted cost", fmt.Unit.MONEY),
             ]
-            shown, config = fmt.shown(rows, columns)
-            event = st.dataframe(
-                shown,
-                hide_index=True,
-                width="stretch",
-                column_config=config,
-                on_select="rerun",
-                selection_mode="single-row",
-                key=f"offenders_{dim}",
-            )
-            picked = event.selection.rows if event is not None else []
-            if picked:
-                value = str(rows.iloc[picked[0]]["value"])
+            picked = picked_row(rows, columns, f"offenders_{dim}")
+            if picked is not None:
+                value = str(rows.iloc[picked]["value"])
                 query = {"layer": value} if opens == "layer" else {}
                 base = ctx.link(**({} if opens == "layer" else {opens: value}))
                 retried = explorer.params(has=("retried",), sort=RequestSort.EXCESS)
@@ -335,6 +363,23 @@ def _trends(ctx: Context) -> None:
             explorer.open_explorer(ctx.with_time(start, end), opens)
 
 
+def _compare_period(ctx: Context) -> None:
+    """With a time range set (typed, a preset, or brushed on a trend): a link comparing its
+    requests with the others of the same tenant, route and operation."""
+    since, until = ctx.params.get("since"), ctx.params.get("until")
+    if since is None and until is None:
+        return
+    scope = {k: v for k, v in ctx.params.items() if k not in ("since", "until")}
+    period = {k: v for k, v in (("from", since), ("to", until)) if v is not None}
+    st.page_link(
+        explorer.COMPARE_PAGE,
+        label="Compare this time range with the rest",
+        icon=":material/compare_arrows:",
+        help="What sets the requests of this time range apart from the others",
+        query_params=_url.merged(scope, period),
+    )
+
+
 def _width_text(width: timedelta) -> str:
     seconds = int(width.total_seconds())
     for unit, size in (("day", 86_400), ("hour", 3600), ("min", 60)):
@@ -354,6 +399,7 @@ def render() -> None:
     before = ctx.source.query("report", prev) if prev is not None else None
     if before is not None and before["logical_requests"] == 0:
         before = None
+    _errors(ctx, report)
     _kpis(ctx, report, before)
     if prev is None:
         st.caption("Set a time range in the sidebar to compare with the previous period.")
@@ -365,6 +411,8 @@ def render() -> None:
             f"{prev.until:%Y-%m-%d %H:%M:%S} UTC ({before['logical_requests']:,} requests); "
             "rates change in percentage points (pp)."
         )
+    _info_left_out(report)
+    _compare_period(ctx)
     _offenders(ctx)
     _trends(ctx)
 

@@ -147,7 +147,7 @@ def _trace_link(trace_id: str) -> None:
         st.link_button("Open trace", template.replace("{trace_id}", quote(trace_id, safe="")))
     else:
         st.caption(
-            f"Trace id `{trace_id}`. Set {TRACE_URL_ENV} (e.g. "
+            f"Trace id {fmt.literal(trace_id)}. Set {TRACE_URL_ENV} (e.g. "
             "`http://localhost:16686/trace/{trace_id}`) to link it to your tracing backend."
         )
 
@@ -171,7 +171,7 @@ def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
         ("deadline", after),
         ("started", f"{started:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"),
     ]
-    return " · ".join(f"{k}: **{fmt.DASH if v is None else v}**" for k, v in parts)
+    return " · ".join(f"{k}: **{fmt.DASH if v is None else fmt.plain(v)}**" for k, v in parts)
 
 
 def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
@@ -184,7 +184,8 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
     operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
-        st.metric("Terminal", summary["terminal"] or "unknown", width="content", border=True)
+        terminal = fmt.plain(summary["terminal"] or "unknown")
+        st.metric("Terminal", terminal, width="content", border=True)
         st.metric("Attempts", fmt.count(len(attempts)), width="content", border=True)
         st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
         st.metric(
@@ -201,7 +202,7 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
         st.metric(
             "Retry product",
             f"{int(summary['multiplication'])}×",
-            " × ".join(layers) or None,
+            fmt.plain(" × ".join(layers)) or None,
             delta_color="off",
             delta_arrow="off",
             width="content",
@@ -290,7 +291,8 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
 
 
 def _detail(span: pd.Series) -> list[tuple[str, str]]:
-    """The detail panel of one span: (field, shown value), recorded fields only."""
+    """The detail panel of one span: (field, shown value as markdown), recorded fields
+    only."""
 
     def value(name: str, show: Any = str) -> str | None:
         v = span.get(name)
@@ -356,7 +358,8 @@ def _detail(span: pd.Series) -> list[tuple[str, str]]:
         ("Service", value("service_name")),
         ("Instrumentation", value("scope_name")),
     ]
-    return [(k, v) for k, v in fields if v is not None]
+    # st.table renders its cells as markdown: the recorded values are escaped
+    return [(k, fmt.plain(v)) for k, v in fields if v is not None]
 
 
 def _events(span: pd.Series) -> pd.DataFrame:
@@ -423,7 +426,7 @@ def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
         match = spans[spans["span_id"] == chosen]
         span = match.iloc[0] if len(match) else spans.iloc[0]
         with st.container(border=True):
-            st.markdown(f"**{span['name']}**")
+            st.markdown(f"**{fmt.plain(span['name'], 300)}**")
             if span["children"] > 0:
                 hidden = span["span_id"] in collapsed
                 verb = "Expand" if hidden else "Collapse"
@@ -473,7 +476,7 @@ def render() -> None:
         return
     summaries = ctx.source.query("request_summary", None, ident).to_pylist()
     if not summaries:
-        st.warning(f"No logical request, trace or idempotency digest matches {ident!r}.")
+        st.warning(f"No logical request, trace or idempotency digest matches {fmt.literal(ident)}.")
         return
     summary = summaries[0]
     if len(summaries) > 1:
@@ -487,7 +490,7 @@ def render() -> None:
     started = pd.Timestamp(summary["started_at"])
 
     _figures(summary, attempts, len(findings))
-    st.markdown(f"Logical request `{rid}` — " + _contract(summary, started))
+    st.markdown(f"Logical request {fmt.literal(rid)} — " + _contract(summary, started))
     _trace_link(str(summary["trace_id"]))
     if attempts.empty:
         st.info("This request recorded no attempts.")

@@ -1,7 +1,7 @@
 """Requests: the explorer every other page links into — a sortable, filterable list of the
-logical requests in scope (receiver attempts, retry amplification, excess attempts,
-operations, attempts, retry product, duration, terminal, route path, tenant, operation,
-cost, findings); selecting one opens its drill-down.
+logical requests in scope (start, tenant, terminal, route path, receiver and excess
+attempts, retry amplification, duration, cost, findings first; operation, attempts, retry
+product, distinct operations, trace after them); selecting one opens its drill-down.
 
 Its query lives in the URL (``retryscope.dashboards._explorer``), so a KPI, a chart mark
 or a table row elsewhere opens exactly the requests it counts, and a list can be shared.
@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
+from retryscope.analytics import RequestQuery, RequestSort
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
@@ -33,12 +33,27 @@ TEXT_SORTS = (
 LIMIT_KEY = "req_limit"
 
 COLUMNS = (
-    fmt.Column("logical_request_id", "Request", help="Logical request id"),
+    fmt.Column("logical_request_id", "Request", help="Logical request id", pinned=True),
+    fmt.Column("started_at", "Started (UTC)", fmt.Unit.TIME),
+    fmt.Column("tenant", "Tenant"),
+    fmt.Column("terminal", "Terminal"),
+    fmt.Column(
+        "route_path",
+        "Route path",
+        width="large",
+        help="Routes of the outermost attempts, in the order first tried",
+    ),
     fmt.Column(
         "receiver_attempts",
         "Receiver attempts",
         fmt.Unit.COUNT,
         help="Attempts with nothing beneath them: what the providers saw",
+    ),
+    fmt.Column(
+        "excess_attempts",
+        "Excess attempts",
+        fmt.Unit.COUNT,
+        help="Receiver attempts beyond one per distinct operation: retries and resends",
     ),
     fmt.Column(
         "amplification_ratio",
@@ -47,35 +62,7 @@ COLUMNS = (
         help="Receiver attempts ÷ distinct operations (1.00×: no retry at any layer, however "
         "many distinct calls)",
     ),
-    fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
-    fmt.Column(
-        "retry_product",
-        "Retry product",
-        fmt.Unit.COUNT,
-        help="Product of each retried layer's largest retry group (3 × 3 = 9)",
-    ),
     fmt.Column("duration_ms", "Duration", fmt.Unit.MS),
-    fmt.Column("terminal", "Terminal"),
-    fmt.Column(
-        "excess_attempts",
-        "Excess attempts",
-        fmt.Unit.COUNT,
-        help="Receiver attempts beyond one per distinct operation: retries and resends",
-    ),
-    fmt.Column(
-        "operations",
-        "Distinct operations",
-        fmt.Unit.COUNT,
-        help="Distinct operations: the most distinct calls any one attempt made",
-    ),
-    fmt.Column(
-        "route_path",
-        "Route path",
-        width="medium",
-        help="Routes of the outermost attempts, in the order first tried",
-    ),
-    fmt.Column("tenant", "Tenant"),
-    fmt.Column("operation", "Operation"),
     fmt.Column("cost_micros", "Cost", fmt.Unit.MONEY),
     fmt.Column(
         "wasted_micros",
@@ -85,7 +72,20 @@ COLUMNS = (
     ),
     fmt.Column("findings", "Findings", fmt.Unit.COUNT),
     fmt.Column("rules", "Finding rules", fmt.Unit.LIST, width="large"),
-    fmt.Column("started_at", "Started (UTC)", fmt.Unit.TIME),
+    fmt.Column("operation", "Operation"),
+    fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
+    fmt.Column(
+        "retry_product",
+        "Retry product",
+        fmt.Unit.COUNT,
+        help="Product of each retried layer's largest retry group (3 × 3 = 9)",
+    ),
+    fmt.Column(
+        "operations",
+        "Distinct operations",
+        fmt.Unit.COUNT,
+        help="Distinct operations: the most distinct calls any one attempt made",
+    ),
     fmt.Column("trace_id", "Trace"),
 )
 
@@ -159,21 +159,7 @@ def _widgets(ctx: Context, report: dict[str, Any]) -> None:
 
 def describe(query: RequestQuery) -> str:
     """What the list holds, in words (the caption above it)."""
-    parts = []
-    if query.terminal:
-        parts.append(f"terminal `{query.terminal}`")
-    if query.rule:
-        parts.append(f"a `{query.rule}` finding ({RULES_BY_ID[query.rule].severity.value})")
-    if query.layer:
-        parts.append(f"retries at layer `{query.layer}`")
-    if query.min_receiver_attempts:
-        parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
-    parts += [
-        explorer.FLAGS[flag]
-        for flag, field in explorer.FLAG_FIELDS.items()
-        if getattr(query, field)
-    ]
-    which = ("Requests with " + ", ".join(parts) if parts else "All requests") + " in scope"
+    which = explorer.selects(query) + " in scope"
     sort = explorer.SORT_LABELS[RequestSort(query.sort)]
     if query.sort in TEXT_SORTS:
         return f"{which}, by {sort} ({'Z–A' if query.descending else 'A–Z'})."
@@ -185,13 +171,13 @@ def describe(query: RequestQuery) -> str:
 def render() -> None:
     ctx = current()
     st.header("Requests")
+    problems = _url.seed(explorer.PARAMS, entered=ctx.entered)
+    for problem in problems:
+        st.warning(problem)
     report = scope_report(ctx)
     if report is None:
         return
-    problems = _url.seed(explorer.PARAMS, entered=ctx.entered)
     st.session_state.setdefault(LIMIT_KEY, LIMITS[1])
-    for problem in problems:
-        st.warning(problem)
     _widgets(ctx, report)
     _url.publish(explorer.PARAMS)
     query = explorer.query_from_state(int(st.session_state[LIMIT_KEY]))

@@ -56,12 +56,24 @@ def _metrics(currency: str | None) -> tuple[tuple[str, str, Any, bool], ...]:
     """(summary metric, label, format, a rise is bad) of the figures compared; cost in the
     data set's ``currency``."""
     return (
-        ("attempts", "Attempts", fmt.count, True),
+        ("attempts", "Retry-owner attempts", fmt.count, True),
         ("cost_micros", "Cost", lambda v: fmt.money(v, currency), True),
-        ("successes", "Successes", fmt.count, False),
-        ("success_rate", "Success rate", fmt.pct, False),
+        ("successes", "Successes incl. late", fmt.count, False),
+        ("success_rate", "Success rate incl. late", fmt.pct, False),
         ("deadline_misses", "Deadline misses", fmt.count, True),
     )
+
+
+# What a compared figure counts, where another page counts it otherwise.
+MEANING = {
+    "attempts": "Attempts of each request's retry owner (its outermost layer), the ones a "
+    "policy decides: not every layer's attempts (the Requests page's Attempts) nor the "
+    "sends the providers saw (receiver attempts).",
+    "successes": "Requests whose retry owner got a successful attempt, late successes "
+    "included (a success ending at or after the deadline: the report counts that request "
+    "`stop_deadline`, not `complete`).",
+    "success_rate": "Successes incl. late ÷ requests replayed.",
+}
 
 
 def _policy() -> WhatIf | None:
@@ -120,7 +132,7 @@ def _policy() -> WhatIf | None:
             window_ms=int(window_s) * 1000,
         )
     except (TypeError, ValueError) as exc:
-        st.error(f"The policy cannot be replayed: {exc}.")
+        st.error(f"The policy cannot be replayed: {fmt.plain(exc)}.")
         return None
 
 
@@ -152,11 +164,17 @@ def _change(metric: str, low: Any, recorded: Any, show: Any) -> str | None:
     return fmt.delta_count(low, recorded)
 
 
-def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | None) -> None:
+def _summary(
+    rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | None, complete: int
+) -> None:
     counts = rows["requests"]
+    late = int(rows["successes"]["recorded"]) - complete
     st.caption(
         f"Replaying {fmt.count(counts['recorded'])} request(s) under "
-        f"**{policy.describe()}**. Estimates from the recorded outcomes, not measurements."
+        f"**{policy.describe()}**. Estimates from the recorded outcomes, not measurements. "
+        f"Attempts are the retry owner's; successes include late ones: recorded "
+        f"{fmt.count(rows['successes']['recorded'])} against the report's "
+        f"{fmt.count(complete)} `complete`" + (f" ({fmt.count(late)} other)." if late else ".")
     )
     metrics = _metrics(currency)
     cards = st.container(horizontal=True, gap="small")  # as wide as their text: none cut
@@ -171,7 +189,9 @@ def _summary(rows: dict[str, dict[str, Any]], policy: WhatIf, currency: str | No
                 f"{change} vs {show(row['recorded'])} recorded",
                 delta_color="off" if flat else ("inverse" if bad_up else "normal"),
                 delta_arrow="off" if flat else "auto",
-                help="Change of the low bound against the recording"
+                help=(
+                    MEANING.get(metric, "") + " Change of the low bound against the recording"
+                ).strip()
                 + (" (percentage points)." if metric == "success_rate" else "."),
             )
     unknown = int(counts["unknown_requests"])
@@ -284,7 +304,7 @@ def render() -> None:
         rows = {r["metric"]: r for r in summary.to_pylist()}
         costs = report["cost"]["by_currency"]
         currency = max(costs, key=lambda r: r["total_micros"])["currency"] if costs else None
-        _summary(rows, policy, currency)
+        _summary(rows, policy, currency, int(report["terminals"].get("complete", 0)))
         _chart(rows, currency)
         _table(rows, currency)
         _affected(ctx, policy, currency)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -49,8 +50,19 @@ def open_page(at: AppTest, page: str) -> AppTest:
     return at
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+_CODE = re.compile(r"(?<!\\)(`+) ?(.*?) ?\1")
+
+
+def rendered(markdown: str) -> str:
+    """The text a message's markdown shows (its escapes and code spans undone): what a
+    reader sees of the values the page echoes."""
+    return _ESCAPED.sub(r"\1", _CODE.sub(r"\2", markdown))
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """The KPI cards: label → the value they show."""
+    return {m.label: rendered(m.value) for m in at.metric}
 
 
 def deltas(at: AppTest) -> dict[str, str | None]:

@@ -36,6 +36,7 @@ PAGES = (
     # (screenshot, path, what the page shows once it ran: test id → how many)
     ("overview", "", {"stVegaLiteChart": 3, "stDataFrame": 4}),
     ("requests", "requests", {"stDataFrame": 1}),
+    ("compare", "compare?has=fallback&dim=fallback_trigger&value=unavailable", {"stDataFrame": 2}),
     ("amplification", "amplification", {"stVegaLiteChart": 3, "stDataFrame": 3}),
     ("fallbacks", "fallbacks", {"stDataFrame": 2}),
     ("deadlines", "deadlines", {"stVegaLiteChart": 1, "stDataFrame": 2}),
@@ -307,3 +308,62 @@ def test_navigation_keeps_the_filters_in_the_tab(served: str, page: Any) -> None
     assert len(page.context.pages) == pages_before  # the same tab
     expect(page.get_by_test_id("stMetric").filter(has_text="Incompatible")).to_contain_text("1")
     expect(page.get_by_test_id("stMetric").filter(has_text="Degraded")).to_contain_text("0")
+
+
+def test_hostile_url_values_render_as_text(served: str, page: Any) -> None:
+    """A backtick link in a filter, a huge time and a 60 k tenant: named in the sidebar as
+    text, no live link, no traceback, the sidebar of ordinary width and height."""
+    from urllib.parse import quote
+
+    evil = "x` [Re-authenticate here](https://evil.example/login) `"
+    query = f"tenant={quote(evil)}&route={'t' * 60_000}&since=%401e300&until=%40inf"
+    page.goto(f"{served}/requests?{query}&rule={quote(evil)}", wait_until="domcontentloaded")
+    _settled(page, {"stDataFrame": 1})
+    assert page.locator("a[href*='evil.example']").count() == 0
+    assert not page.get_by_test_id("stException").count()
+    sidebar = page.get_by_test_id("stSidebar")
+    expect_text = sidebar.inner_text()
+    assert "Re-authenticate here](https://evil.example/login)" in expect_text  # as text
+    assert "(60,006 characters)" in expect_text
+    assert "invalid time '@1e300'" in expect_text
+    box = sidebar.bounding_box()
+    assert box is not None
+    assert box["height"] < 5_000
+
+
+def test_from_a_kpi_to_why_and_one_request_in_three_clicks(
+    served: str, page: Any, tmp_path: Path
+) -> None:
+    """Overview → the Fallback rate's comparison (what sets those requests apart) → the
+    requests of its top value → one request's drill-down."""
+    from playwright.sync_api import expect
+
+    page.goto(served, wait_until="domcontentloaded")
+    _settled(page, {"stMetric": 7})
+    card = (
+        page.get_by_test_id("stVerticalBlock")
+        .filter(
+            has=page.get_by_test_id("stMetricLabel").filter(has_text=re.compile("^Fallback rate$"))
+        )
+        .last
+    )
+    card.get_by_role("link", name="Compare").click()
+    page.wait_for_url(re.compile(r"/compare\?has=fallback$"), timeout=TIMEOUT_MS)
+    _settled(page, {"stDataFrame": 1})
+    expect(page.get_by_text("3 of 9 requests in scope, against the other 6")).to_have_count(1)
+    grid = page.get_by_test_id("stDataFrame").first
+    box = grid.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # the top value's row
+    page.wait_for_url(re.compile(r"dim=fallback_trigger&value=unavailable"), timeout=TIMEOUT_MS)
+    _settled(page, {"stDataFrame": 2})
+    heading = "Slice requests with what a fallback followed = unavailable: 3"
+    expect(page.get_by_test_id("stHeading").filter(has_text=heading)).to_have_count(1)
+    _shoot(page, "compare-walk", tmp_path)
+    listed = page.get_by_test_id("stDataFrame").nth(1)
+    box = listed.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # its first request
+    page.wait_for_url(re.compile(r"/request\?.*id=mismatch"), timeout=TIMEOUT_MS)
+    _settled(page, {"stVegaLiteChart": 2})
+    assert not page.get_by_test_id("stException").count()

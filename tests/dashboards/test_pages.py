@@ -9,8 +9,10 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from retryscope.analytics import RULES_BY_ID, Severity
 from tests.dashboards.conftest import (
     charts,
+    follow,
     kpi_links,
     metrics,
     open_page,
@@ -111,8 +113,12 @@ def test_fallbacks_page_agrees_with_itself(app: AppTest) -> None:
         "Degraded": "1",  # the fallback metric's count, the same the degraded case lists
         "Boundary widened": "1",
     }
-    assert subheaders(app) == ["By entry route", "Cases to review: 3 request(s)"]
-    by_route, cases = (d.value for d in app.dataframe)
+    assert subheaders(app) == [
+        "By entry route",
+        "Why fallbacks fired",
+        "Cases to review: 3 request(s)",
+    ]
+    by_route, _, cases = (d.value for d in app.dataframe)
     # rates in percent, with a header: not 0.3333 under `fallback_rate`
     assert round(by_route["fallback_rate"].iloc[0], 1) == 33.3
     assert _config(app, 0)["fallback_rate"]["label"] == "Fallback rate"
@@ -231,3 +237,26 @@ def test_a_rule_bar_opens_its_requests(app: AppTest) -> None:
     assert app.header[0].value == "Requests"
     assert dict(app.query_params) == {"rule": "doomed_dispatch"}
     assert list(table(app)["logical_request_id"]) == ["deadline"]
+
+
+def test_findings_come_most_severe_first_with_what_to_change(app: AppTest) -> None:
+    open_page(app, "findings")
+    shown = table(app)
+    order = [s.value for s in Severity]
+    ranks = [order.index(s) for s in shown["severity"]]
+    assert ranks == sorted(ranks)
+    assert ranks[0] == 0  # an error finding (the boundary widening) is the first row
+    assert list(shown["action"]) == [RULES_BY_ID[r].action for r in shown["rule_id"]]
+
+
+def test_findings_rules_and_severity_live_in_the_url(app: AppTest) -> None:
+    follow(app, "findings", {"rules": "fallback_boundary_widening,late_success"})
+    assert set(table(app)["rule_id"]) == {"fallback_boundary_widening", "late_success"}
+    app.multiselect(key="findings_severity").select("error").run()
+    assert app.query_params["severity"] == "error"
+    assert set(table(app)["rule_id"]) == {"fallback_boundary_widening"}
+    follow(app, "findings", {"rules": "bogus", "severity": "fatal"})
+    warnings = [w.value for w in app.warning]
+    assert any(w.startswith("`rules=bogus` in the URL") for w in warnings)
+    assert any(w.startswith("`severity=fatal` in the URL") for w in warnings)
+    assert len(table(app)) == 8  # every finding: the bad values are ignored

@@ -21,6 +21,7 @@ from tests.dashboards.conftest import (
     follow,
     metrics,
     open_page,
+    rendered,
     select_chart,
     table,
     type_text,
@@ -187,11 +188,11 @@ def test_span_tree_shows_every_span_beneath_the_request(app: AppTest) -> None:
     ]
     genai = _tree(app)[-1]
     assert (genai["depth"], genai["kind"]) == (3, "span unset")
-    details = dict(app.table[0].value["Value"])
+    details = {k: rendered(v) for k, v in app.table[0].value["Value"].items()}
     assert details["Role"] == "logical_request"  # the root's, until a span is clicked
     assert details["Status"] == "ERROR — stop_deadline"
     select_chart(app, "tree:deadline", {"pick": [{"span_id": genai["span_id"]}]})
-    details = dict(app.table[0].value["Value"])
+    details = {k: rendered(v) for k, v in app.table[0].value["Value"].items()}
     assert details["GenAI model"] == "gpt-test → gpt-test-2026-09"
     assert details["Tokens in / out"] == "120 / 48"
     assert details["GenAI provider"] == "openai"
@@ -202,7 +203,7 @@ def test_a_span_link_opens_its_details_with_the_error_redacted(app: AppTest) -> 
     follow(app, "request", {"id": "deadline"})
     send = next(r for r in _tree(app) if r["row"].endswith("transport #1 · attempt primary"))
     follow(app, "request", {"id": "deadline", "span": send["span_id"]})
-    details = dict(app.table[0].value["Value"])
+    details = {k: rendered(v) for k, v in app.table[0].value["Value"].items()}
     assert details["HTTP"] == "429"
     assert details["Outcome"] == "retryable / rate_limited"
     assert details["Route"] == "primary"

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from retryscope.analytics import Filters, build_report, connect, findings
 from retryscope.analytics._browse import RequestQuery, RequestSort, request_findings, request_list
 from tests import ui_fixture
-from tests.dashboards.conftest import follow, select, select_row, table
+from tests.dashboards.conftest import follow, rendered, select, select_row, table
 from tests.ui_fixture import HOSTILE_TENANT
 
 ALL = ["nested", "widening", "degraded", "mismatch", "deadline", "prev1", "prev2", "ok1", "ok2"]
@@ -156,14 +156,19 @@ def test_the_page_reads_its_query_from_the_url(app: AppTest) -> None:
 def test_the_columns_investigators_read_come_first(app: AppTest) -> None:
     follow(app, "requests", {})
     columns = list(table(app).columns)
-    assert columns[:7] == [
+    assert columns[:12] == [
         "logical_request_id",
-        "receiver_attempts",
-        "amplification_ratio",
-        "attempts",
-        "retry_product",
-        "duration_ms",
+        "started_at",
+        "tenant",
         "terminal",
+        "route_path",
+        "receiver_attempts",
+        "excess_attempts",
+        "amplification_ratio",
+        "duration_ms",
+        "cost_micros",
+        "wasted_micros",
+        "findings",
     ]
     config = app.dataframe[0].proto.columns
     assert '"label": "Receiver attempts"' in config
@@ -174,7 +179,7 @@ def test_a_bad_url_value_is_named_and_ignored(app: AppTest) -> None:
     follow(app, "requests", {"rule": "bogus", "has": "fallback,wings", "min_attempts": "-3"})
     warnings = [w.value for w in app.warning]
     assert any("`rule=bogus`" in w for w in warnings)
-    assert any("unknown flag 'wings'" in w for w in warnings)
+    assert any("unknown flag 'wings'" in rendered(w) for w in warnings)
     assert any("`min_attempts=-3`" in w for w in warnings)
     assert app.subheader[0].value == "9 of 9 requests"
 
@@ -186,7 +191,7 @@ def test_a_row_opens_its_drill_down_keeping_the_filters(app: AppTest) -> None:
     select_row(app, "requests_table", 1)
     assert app.header[0].value == "Request drill-down"
     assert dict(app.query_params) == {"tenant": "globex", "id": "deadline"}
-    assert app.metric[0].value == "stop_deadline"
+    assert rendered(app.metric[0].value) == "stop_deadline"
 
 
 def test_an_empty_list_says_so(app: AppTest) -> None:

@@ -51,10 +51,10 @@ def whatif(app: AppTest) -> AppTest:
 
 def test_as_recorded_the_replay_changes_nothing(whatif: AppTest) -> None:
     assert _figures(whatif) == {
-        "Attempts (est.)": "15",  # retry-owner attempts: nested counts its 3 harness attempts
+        "Retry-owner attempts (est.)": "15",  # nested: its 3 harness attempts
         "Cost (est.)": "$0.002",  # ok1's (deadline's cost is its sends', below the owner)
-        "Successes (est.)": "9",
-        "Success rate (est.)": "100.0%",
+        "Successes incl. late (est.)": "9",
+        "Success rate incl. late (est.)": "100.0%",
         "Deadline misses (est.)": "1",
     }
     assert "as recorded" in whatif.caption[0].value
@@ -65,33 +65,35 @@ def test_as_recorded_the_replay_changes_nothing(whatif: AppTest) -> None:
 def test_fewer_attempts_cuts_every_retry_and_lists_the_requests(whatif: AppTest) -> None:
     _set(whatif, "number_input", "whatif_max_attempts", 1)
     assert _figures(whatif) == {
-        "Attempts (est.)": "9",
+        "Retry-owner attempts (est.)": "9",
         "Cost (est.)": "$0.002",
-        "Successes (est.)": "4",
-        "Success rate (est.)": "44.4%",
+        "Successes incl. late (est.)": "4",
+        "Success rate incl. late (est.)": "44.4%",
         "Deadline misses (est.)": "0",  # `deadline` now stops before its deadline
     }
     deltas = {m.label: m.delta for m in whatif.metric}
-    assert deltas["Attempts (est.)"] == "-6 vs 15 recorded"
-    assert deltas["Success rate (est.)"] == "-55.6 pp vs 100.0% recorded"  # points, not %
+    assert deltas["Retry-owner attempts (est.)"] == "-6 vs 15 recorded"
+    assert (
+        deltas["Success rate incl. late (est.)"] == "-55.6 pp vs 100.0% recorded"
+    )  # points, not %
     assert _comparison(whatif) == {
-        ("Attempts", "recorded"): 15,
-        ("Attempts", "replayed (low)"): 9,
-        ("Attempts", "replayed (high)"): 9,
+        ("Retry-owner attempts", "recorded"): 15,
+        ("Retry-owner attempts", "replayed (low)"): 9,
+        ("Retry-owner attempts", "replayed (high)"): 9,
         ("Cost (USD)", "recorded"): 0.002,  # in dollars, not micro-units
         ("Cost (USD)", "replayed (low)"): 0.002,
         ("Cost (USD)", "replayed (high)"): 0.002,
-        ("Successes", "recorded"): 9,
-        ("Successes", "replayed (low)"): 4,
-        ("Successes", "replayed (high)"): 4,
+        ("Successes incl. late", "recorded"): 9,
+        ("Successes incl. late", "replayed (low)"): 4,
+        ("Successes incl. late", "replayed (high)"): 4,
         ("Deadline misses", "recorded"): 1,
         ("Deadline misses", "replayed (low)"): 0,
         ("Deadline misses", "replayed (high)"): 0,
     }
     summary, affected = _tables(whatif)
     figures = {r["Figure"]: r for r in summary.to_dict("records")}
-    assert figures["Attempts"]["Replayed (low)"] == "9"
-    assert figures["Success rate"]["Recorded"] == "100.0%"  # a rate in %, not 1.0
+    assert figures["Retry-owner attempts"]["Replayed (low)"] == "9"
+    assert figures["Success rate incl. late"]["Recorded"] == "100.0%"  # a rate in %, not 1.0
     assert figures["Cost"]["Recorded"] == "$0.002"
     assert whatif.subheader[1].value == "Most affected requests: 5"
     assert affected[["logical_request_id", "attempts_saved", "cut_by"]].to_dict("records")[:2] == [
@@ -106,7 +108,10 @@ def test_no_fallback_and_retry_budget(whatif: AppTest) -> None:
     _set(whatif, "toggle", "whatif_fallback", False)
     assert "max_attempts=2, no_fallback" in whatif.caption[0].value
     shown = _figures(whatif)
-    assert (shown["Attempts (est.)"], shown["Successes (est.)"]) == ("11", "5")
+    assert (shown["Retry-owner attempts (est.)"], shown["Successes incl. late (est.)"]) == (
+        "11",
+        "5",
+    )
     _, affected = _tables(whatif)
     assert dict(zip(affected["logical_request_id"], affected["cut_by"], strict=True)) == {
         "degraded": "fallback",
@@ -121,7 +126,10 @@ def test_no_fallback_and_retry_budget(whatif: AppTest) -> None:
     # one 60 s window per request here: floor(0.2 × 1 first attempt) = 0 retries admitted
     assert "retry_budget=0.2/60000ms" in whatif.caption[0].value
     shown = _figures(whatif)
-    assert (shown["Attempts (est.)"], shown["Successes (est.)"]) == ("9", "4")
+    assert (shown["Retry-owner attempts (est.)"], shown["Successes incl. late (est.)"]) == (
+        "9",
+        "4",
+    )
     _, affected = _tables(whatif)
     assert set(affected["cut_by"]) == {"budget"}
 
@@ -140,7 +148,10 @@ def test_hostile_tenant_filter_applies_to_the_replay(app: AppTest) -> None:
     open_page(app, "whatif")
     _set(app, "number_input", "whatif_max_attempts", 1)
     shown = _figures(app)
-    assert (shown["Attempts (est.)"], shown["Successes (est.)"]) == ("1", "0")
+    assert (shown["Retry-owner attempts (est.)"], shown["Successes incl. late (est.)"]) == (
+        "1",
+        "0",
+    )
     _, affected = _tables(app)
     assert list(affected["logical_request_id"]) == ["widening"]
 
@@ -188,24 +199,29 @@ def test_more_attempts_than_recorded_shows_the_unknown_range(policy_app: AppTest
     a, _, e, _ = POLICY_REQUESTS
     _set(policy_app, "number_input", "whatif_max_attempts", 4)
     assert _figures(policy_app) == {
-        "Attempts (est.)": "10 – 11",  # e: one more attempt at least, two at most
+        "Retry-owner attempts (est.)": "10 – 11",  # e: one more attempt at least, two at most
         "Cost (est.)": "$0.75",
-        "Successes (est.)": "3 – 4",
-        "Success rate (est.)": "75% – 100%",
+        "Successes incl. late (est.)": "3 – 4",
+        "Success rate incl. late (est.)": "75% – 100%",
         "Deadline misses (est.)": "0 – 1",
     }
     assert "1 request(s) would be retried beyond what was recorded" in policy_app.warning[0].value
     summary, affected, _ = _tables(policy_app)
-    attempts = summary[summary["Figure"] == "Attempts"].to_dict("records")
+    attempts = summary[summary["Figure"] == "Retry-owner attempts"].to_dict("records")
     assert attempts == [
-        {"Figure": "Attempts", "Recorded": "9", "Replayed (low)": "10", "Replayed (high)": "11"}
+        {
+            "Figure": "Retry-owner attempts",
+            "Recorded": "9",
+            "Replayed (low)": "10",
+            "Replayed (high)": "11",
+        }
     ]
     assert affected[["logical_request_id", "replayed_status"]].to_dict("records") == [
         {"logical_request_id": e, "replayed_status": "unknown"}
     ]
     _set(policy_app, "toggle", "whatif_fallback", False)
     shown = _figures(policy_app)
-    assert (shown["Cost (est.)"], shown["Attempts (est.)"]) == ("$0.50", "9 – 10")
+    assert (shown["Cost (est.)"], shown["Retry-owner attempts (est.)"]) == ("$0.50", "9 – 10")
     _, affected, _ = _tables(policy_app)
     assert list(affected["logical_request_id"]) == [a, e]
     assert list(affected["cost_saved_micros"]) == ["$0.25", "$0.00"]

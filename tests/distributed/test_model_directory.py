@@ -270,7 +270,7 @@ def test_the_ui_reads_an_attached_model_and_names_one_it_refuses(
     model and show the figures of the single-node build; a directory that holds no model of
     the data set is named on the page, never replaced by a build of its own."""
     from retryscope._environment import MODEL_ENV
-    from tests.dashboards.conftest import metrics, start_app
+    from tests.dashboards.conftest import metrics, rendered, start_app
 
     model, results = _copy(tasks, tmp_path)
     _commit(data, model, results)
@@ -288,7 +288,7 @@ def test_the_ui_reads_an_attached_model_and_names_one_it_refuses(
     assert metrics(shown) == single
     monkeypatch.setenv(MODEL_ENV, str(tmp_path / "nowhere"))
     page = start_app(refused, monkeypatch)
-    errors = [str(e.value) for e in page.error]
+    errors = [rendered(str(e.value)) for e in page.error]
     assert len(errors) == 1, errors
     assert errors[0].startswith(f"Cannot open {refused}: no model at {tmp_path / 'nowhere'} ")
     assert not metrics(page)

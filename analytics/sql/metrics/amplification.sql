@@ -10,7 +10,9 @@
 -- every slice its attempts fall in). Requests that made no attempt fall in the slice of
 -- NULL of the attempt-level slices. Per layer, the excess attempts are that layer's
 -- retries (its attempts beyond the first of their retry group) and the attempts per
--- request that layer's attempts per request reaching it.
+-- request that layer's attempts per request reaching it; per route and release, the
+-- sends there that repeat an operation (rs_repeat_sends: a fallback's sends count where
+-- they were made). Either way the slices' excess attempts add up to the requests'.
 --
 -- Every figure adds up over the requests of a slice that share a receiver count, so the
 -- requests are grouped on (slice, receiver count) first and the slices summed from those
@@ -31,7 +33,7 @@ WITH per AS (
         top_level_attempts AS top_level,
         receiver_attempts AS receiver,
         operations,
-        NULL::BIGINT AS layer_repeats,
+        NULL::BIGINT AS repeats,
         retried_layer_count,
         multiplication
     FROM request_facts
@@ -48,7 +50,7 @@ WITH per AS (
         FROM request_layers
         WHERE $dim = 'layer'
         UNION ALL
-        SELECT route_id, h, attempts, harness, top_level, receiver, operations, NULL
+        SELECT route_id, h, attempts, harness, top_level, receiver, operations, repeats
         FROM request_routes
         WHERE $dim = 'route'
         UNION ALL
@@ -62,7 +64,7 @@ WITH per AS (
             count(span_id) FILTER (WHERE parent_layer IS NULL),
             rs_sends(span_id, is_leaf),
             rs_operations(operation_ordinal, is_leaf),
-            NULL
+            rs_repeat_sends(span_id, is_repeat)
         FROM attempt_facts
         WHERE $dim = 'route_release'
         GROUP BY 1, 2
@@ -85,7 +87,7 @@ by_receiver AS (
         sum(attempts) AS attempts,
         sum(harness) AS harness,
         sum(operations) AS operations,
-        sum(CASE WHEN $dim = 'layer' THEN layer_repeats
+        sum(CASE WHEN $dim IN ('layer', 'route', 'route_release') THEN repeats
                  ELSE rs_resends(receiver, operations) END) AS excess,
         sum(greatest(0, receiver - operations
                         * CASE WHEN harness > 0 THEN harness ELSE top_level END)) AS hidden,

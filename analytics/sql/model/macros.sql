@@ -121,3 +121,9 @@ CREATE OR REPLACE MACRO rs_implicit_trace(id) AS
 -- request has): the spans of no logical request of one trace are built together.
 CREATE OR REPLACE MACRO rs_implicit_trace_key(trace_id) AS
     rs_request_key(rs_implicit_request_id(trace_id, ''));
+
+-- Resends per route: a route's sends that repeat an operation the request already sent,
+-- on this route or another (is_repeat: a fallback's send repeats the primary's). Summed
+-- over the routes they are the request's resends (rs_resends), as the layers' are.
+CREATE OR REPLACE MACRO rs_repeat_sends(span_id, is_repeat) AS
+    count(span_id) FILTER (WHERE is_repeat);

@@ -313,9 +313,10 @@ SELECT
 FROM all_attempt_facts
 GROUP BY h, layer;
 
--- Per request and route: its attempts on the route (all, harness, outermost, sends) and
--- the distinct operations of its sends there; amplification by route reads these
--- instead of every attempt.
+-- Per request and route: its attempts on the route (all, harness, outermost, sends), the
+-- distinct operations of its sends there and those sends that repeat an operation (its
+-- share of the request's resends); amplification by route reads these instead of every
+-- attempt.
 CREATE OR REPLACE TEMP TABLE all_request_routes AS
 SELECT
     h,
@@ -324,7 +325,8 @@ SELECT
     count(span_id) FILTER (WHERE layer = 'harness') AS harness,
     count(span_id) FILTER (WHERE parent_layer IS NULL) AS top_level,
     rs_sends(span_id, is_leaf) AS receiver,
-    rs_operations(operation_ordinal, is_leaf) AS operations
+    rs_operations(operation_ordinal, is_leaf) AS operations,
+    rs_repeat_sends(span_id, is_repeat) AS repeats
 FROM all_attempt_facts
 GROUP BY h, route_id;
 

@@ -1,0 +1,42 @@
+-- A slice of the scope against the rest of it (its baseline), every dimension's values
+-- (memo_compare_values, compare_values_memo.sql) ranked by how much more often the
+-- slice's requests take them: selected_share (of the slice's requests) minus
+-- baseline_share (of the others'). Dimensions come in the order of their largest
+-- difference, values by theirs. The slice: the Requests explorer query $terminal …
+-- $violations (request_rows_matching.sql) over requests started in [$since, $until)
+-- (NULL: unbounded).
+-- (compare_requests.sql lists the slice's requests taking one value.)
+WITH picked AS (
+    SELECT hash(logical_request_id) AS h
+    FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
+                               $fallback, $deadline_missed, $nested, $wasted, $violations)
+    WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
+),
+sizes AS (
+    SELECT count(p.h) AS selected, count(*) - count(p.h) AS baseline
+    FROM request_facts r
+    LEFT JOIN picked p ON p.h = r.h
+),
+counts AS (
+    SELECT v.dimension, v.value,
+           count(p.h) AS selected_requests,
+           count(*) - count(p.h) AS baseline_requests
+    FROM memo_compare_values v
+    LEFT JOIN picked p ON p.h = v.h
+    GROUP BY v.dimension, v.value
+),
+ranked AS (
+    SELECT c.dimension, c.value,
+           c.selected_requests::BIGINT AS selected_requests,
+           c.baseline_requests::BIGINT AS baseline_requests,
+           s.selected::BIGINT AS selected, s.baseline::BIGINT AS baseline,
+           rs_ratio(c.selected_requests, s.selected) AS selected_share,
+           rs_ratio(c.baseline_requests, s.baseline) AS baseline_share
+    FROM counts c, sizes s
+)
+SELECT *, selected_share - baseline_share AS difference
+FROM ranked
+ORDER BY max(abs(selected_share - baseline_share)) OVER (PARTITION BY dimension) DESC,
+         dimension,
+         abs(selected_share - baseline_share) DESC,
+         value;

@@ -1,0 +1,51 @@
+-- The value each in-scope logical request takes in every dimension a comparison ranks
+-- (compare.sql): one row per request, dimension and value, computed once per scope into
+-- memo_compare_values by retryscope.analytics._compare. Request-level dimensions hold one
+-- value per request; attempt-level ones every distinct value among its attempts (a request
+-- is "in" each), so every value names a set of requests and shares compare across values.
+--   route, release, layer, outcome_kind, http_status, attempt_ordinal (layer #ordinal):
+--     its attempts'; fallback_trigger: the outcome kind of the attempt a fallback
+--     attempt followed on another route (why the fallback fired);
+--   tenant, operation, terminal, retry_owner, entry_route: the request's own;
+--   deadline_left: the least deadline left at any of its dispatches, bucketed.
+CREATE OR REPLACE TEMP TABLE memo_compare_values AS
+WITH own AS (
+    SELECT h, tenant, operation, coalesce(terminal, 'unknown') AS terminal,
+           retry_owner, entry_route
+    FROM request_facts
+),
+attempts AS (
+    SELECT DISTINCT h, dimension, value
+    FROM (
+        SELECT
+            h,
+            route_id AS route,
+            route_release AS release,
+            layer,
+            coalesce(outcome_kind, outcome, 'unknown') AS outcome_kind,
+            CAST(http_status_code AS VARCHAR) AS http_status,
+            layer || ' #' || attempt_ordinal AS attempt_ordinal,
+            CASE WHEN is_fallback AND prev_route_id IS DISTINCT FROM route_id
+                 THEN coalesce(prev_kind, prev_outcome, 'no attempt before') END
+                AS fallback_trigger
+        FROM attempt_facts
+    ) UNPIVOT (value FOR dimension IN (
+        route, release, layer, outcome_kind, http_status, attempt_ordinal, fallback_trigger
+    ))
+),
+deadline_left AS (
+    SELECT h,
+           CASE WHEN least_left IS NULL THEN 'no deadline'
+                WHEN least_left <= 0 THEN 'none left'
+                WHEN least_left < 100 THEN '< 100 ms'
+                WHEN least_left < 1000 THEN '100 ms – 1 s'
+                WHEN least_left < 10000 THEN '1 – 10 s'
+                ELSE '≥ 10 s' END AS value
+    FROM (SELECT h, min(deadline_remaining_ms) AS least_left FROM attempt_facts GROUP BY h)
+)
+SELECT h, dimension, value
+FROM own UNPIVOT (value FOR dimension IN (tenant, operation, terminal, retry_owner, entry_route))
+UNION ALL
+SELECT h, dimension, value FROM attempts
+UNION ALL
+SELECT h, 'deadline_left', value FROM deadline_left;
