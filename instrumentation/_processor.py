@@ -29,7 +29,8 @@ attributes; strings bounded) runs only when configured. It never raises into the
 application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 
 Given an :class:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor`
-(``metrics=``), its ``on_end`` also hands every ended span to the live metrics, its
+(``metrics=``), its ``on_end`` also hands every ended span to the live metrics (a send it
+classified with the place it stamped: :data:`Sent`), its
 ``on_start`` tells them of an attempt span started in an attempt's own span without naming
 it (see :meth:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor.attempt_started`),
 and its ``force_flush``/``shutdown`` reach them: the SDK calls one processor per span
@@ -39,8 +40,8 @@ instead of two (about 1 % of a span's cost on the hot path, ``bench/RESULTS.md``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -60,6 +61,10 @@ if TYPE_CHECKING:
     from retryscope.instrumentation.metrics import AttemptMetricsProcessor
 
 _log = logging.getLogger(__name__)
+Sent = tuple[LogicalRequest, Attempt | None, Mapping[str, Any]]
+"""A span this processor made a send: its request, its enclosing attempt (None: the
+request's top) and what it stamped on it (its ordinal, its operation). The live metrics
+count the send in that place, whatever user code writes on the span afterwards."""
 _ROLE_KEY: Final = SPAN_ROLE.key
 _CLIENT: Final = SpanKind.CLIENT
 _get_current: Final = otel_context.get_current
@@ -88,11 +93,12 @@ class AttemptStampingProcessor(SpanProcessor):
         """Spans whose stamping failed (contained, logged once)."""
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
-        self._open: dict[int, LogicalRequest] = {}
-        """Spans classified as sends, still open (one may yet turn into a call)."""
+        self._open: dict[int, Sent] = {}
+        """Spans classified as sends, still open (one may yet turn into a call): their
+        request, enclosing attempt and the place stamped on them."""
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
-        self._record_end: Callable[[ReadableSpan], None] | None = (
+        self._record_end: Callable[[ReadableSpan, Sent | None], None] | None = (
             metrics.take_span_ends() if metrics is not None else None
         )
         self._metrics_start = (
@@ -129,7 +135,7 @@ class AttemptStampingProcessor(SpanProcessor):
                     )
                     if extra:
                         values.update(extra)
-                    self._open[span_id] = stamps.request
+                    self._open[span_id] = (stamps.request, stamps.parent, values)
                     add_clean_attributes(span, values, longest)
                 else:
                     add_clean_attributes(span, stamps.stamp, stamps.longest)
@@ -143,16 +149,17 @@ class AttemptStampingProcessor(SpanProcessor):
                 _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def on_end(self, span: ReadableSpan) -> None:
+        sent = None
         if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
             if ctx is not None:
                 span_id = ctx.span_id
-                request = self._open.pop(span_id, None)
-                if request is not None:
-                    request.send_ended(span_id, send_failed(span))
+                sent = self._open.pop(span_id, None)
+                if sent is not None:
+                    sent[0].send_ended(span_id, send_failed(span))
         record = self._record_end
         if record is not None:  # (contains its own failures)
-            record(span)
+            record(span, sent)
 
     def shutdown(self) -> None:
         if self.metrics is not None:
