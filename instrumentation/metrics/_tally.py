@@ -102,6 +102,8 @@ _RARE: Final = frozenset(
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
 _PARENT: Final = itemgetter(0, 1)
+_NO_GROUP: Final[Any] = object()
+"""The enclosing layer of no group: before the first row."""
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
 _CAPABILITY: Final = v.ROUTE_CAPABILITY_DIGEST.key
 _BEHAVIOR: Final = v.ROUTE_BEHAVIOR_CLASS.key
@@ -373,8 +375,10 @@ class RequestTally:
             top = parent_layer == ""
         # the values most attempts lack, read only when one of them is there
         rare = not attrs.keys().isdisjoint(_RARE)
-        hedge = get(_HEDGE) if rare else None
-        hedged = type(hedge) is int and hedge != 0
+        hedged = False
+        if rare:
+            hedge = get(_HEDGE)
+            hedged = type(hedge) is int and hedge != 0
         rows.append(
             (
                 parent_layer,
@@ -484,9 +488,9 @@ class RequestTally:
         resent: dict[Key, int] = {}
         first_sends: dict[int, Row] = {}
         largest: dict[Any, int] = {}
-        group: GroupKey = ("", -1, -1, None)
-        failed = False
-        size = members = sent = 0
+        group: GroupKey = (_NO_GROUP, -1, -1, None)
+        failed = multiple = False
+        size = sent = 0
         ordinals: set[int] | None = None
         for row in rows:
             (
@@ -504,19 +508,21 @@ class RequestTally:
                 hedged,
             ) = row
             if (
-                members == 0
-                or operation != group[2]
+                operation != group[2]
                 or layer != group[3]
                 or parent_ordinal != group[1]
                 or parent != group[0]
             ):
-                if members > 1:  # the group before: its largest
+                if multiple:  # the group before: its largest
                     self._largest(largest, group, size)
-                group, failed, size, members = row[:4], False, 0, 0
+                group = row[:4]
+                failed = multiple = False
+                size = 0
                 ordinals = named.get(layer) if named else None
                 sent = 1 if operation < 0 else operation
+            else:
+                multiple = True
             key = (layer, route, outcome, kind, owner)
-            members += 1
             if hedged:
                 counted = plain
             else:
@@ -538,7 +544,7 @@ class RequestTally:
                 resent[was] = resent.get(was, 0) + 1
                 first_sends[sent] = row
                 firsts[key] = firsts.get(key, 0) + 1
-        if members > 1:
+        if multiple:
             self._largest(largest, group, size)
         self.operations = max(first_sends, default=0)
         attempts: Attempts = {}
