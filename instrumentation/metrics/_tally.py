@@ -3,13 +3,15 @@
 An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
-enclosing attempt, operation). An HTTP send that recorded no outcome is classified by its
+enclosing attempt, operation: a :data:`Place` handed over for a send the stamping processor
+made, else its attributes). An HTTP send that recorded no outcome is classified by its
 status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept in its retry
-group (its order, hedge and key: a few values, no span); durations, time left, costs and
-samples are summed as they come. When the request span ends, :meth:`RequestTally.ended`
-counts the groups, adds what only that span says (terminal, deadline, allowed data
-boundary, required route) and returns the frozen :class:`Figures` the processor records.
+analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept as one
+:data:`Row` (its group, order, key and hedge: plain values, no span); durations, time left,
+costs and samples are summed as they come. When the request span ends,
+:meth:`RequestTally.ended` sorts the rows into their groups, counts them, adds what only
+that span says (terminal, deadline, allowed data boundary, required route) and returns the
+frozen :class:`Figures` the processor records.
 
 The counts follow the audit model (``analytics/sql``), whatever order the attempts ended
 in:
