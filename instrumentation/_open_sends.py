@@ -14,18 +14,27 @@ has ended). Each sweep is paid for by the ``limit / 2`` sends added since the la
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from retryscope.instrumentation._context import LogicalRequest
+
+Sent = tuple[str, str, int, Mapping[str, Any]]
+"""A span the stamping processor made a send, in the place the recorder gave it: its request
+id, its enclosing attempt's layer and ordinal ("" and -1: the request's top) and what was
+stamped on it (its ordinal, its operation). The live metrics count the send in that place,
+whatever user code writes on the span afterwards; plain values, so the entry keeps no
+request alive."""
 
 DEFAULT_LIMIT: Final = 16_384
 """Open sends remembered at most (about 100 bytes each once their request is collected)."""
 
 
 class OpenSends:
-    """Span id → the request of a send still open, held weakly; see the module."""
+    """Span id → the request of a send still open, held weakly, and its place; see the
+    module."""
 
     __slots__ = ("aged", "dropped", "entries", "limit")
 
@@ -33,18 +42,18 @@ class OpenSends:
         if limit < 2:
             raise ValueError(f"limit must be >= 2, got {limit!r}")
         self.limit = limit
-        self.entries: dict[int, weakref.ref[LogicalRequest]] = {}
+        self.entries: dict[int, tuple[weakref.ref[LogicalRequest], Sent | None]] = {}
         """Added to and popped by the processor inline (one dict operation each)."""
         self.aged = 0
         """Entries forgotten because their request was collected before the send ended."""
         self.dropped = 0
         """Entries of live requests forgotten, oldest first, to keep the bound."""
 
-    def add(self, span_id: int, request: LogicalRequest) -> None:
+    def add(self, span_id: int, request: LogicalRequest, sent: Sent | None = None) -> None:
         """What the processor does inline: hold ``request`` weakly (CPython reuses the
-        request's one reference), and sweep past the limit."""
+        request's one reference) beside ``sent``, and sweep past the limit."""
         entries = self.entries
-        entries[span_id] = weakref.ref(request)
+        entries[span_id] = (weakref.ref(request), sent)
         if len(entries) > self.limit:
             self.sweep()
 
@@ -53,7 +62,7 @@ class OpenSends:
         limit (each counted)."""
         # A snapshot: other threads add and pop meanwhile (each one dict operation).
         entries = self.entries
-        for span_id, ref in list(entries.items()):
+        for span_id, (ref, _) in list(entries.items()):
             if ref() is None and entries.pop(span_id, None) is not None:
                 self.aged += 1
         excess = len(entries) - self.limit // 2

@@ -29,7 +29,8 @@ attributes; strings bounded) runs only when configured. It never raises into the
 application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 
 Given an :class:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor`
-(``metrics=``), its ``on_end`` also hands every ended span to the live metrics, its
+(``metrics=``), its ``on_end`` also hands every ended span to the live metrics (a send it
+classified with the place it stamped: :data:`Sent`), its
 ``on_start`` tells them of an attempt span started in an attempt's own span without naming
 it (see :meth:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor.attempt_started`),
 and its ``force_flush``/``shutdown`` reach them: the SDK calls one processor per span
@@ -53,7 +54,7 @@ from retryscope.instrumentation._context import (
     LogicalRequest,
     live_owner,
 )
-from retryscope.instrumentation._open_sends import OpenSends
+from retryscope.instrumentation._open_sends import OpenSends, Sent
 from retryscope.instrumentation._privacy import (
     DEFAULT_MAX_STRING_BYTES,
     AttributeHook,
@@ -116,12 +117,13 @@ class AttemptStampingProcessor(SpanProcessor):
         self._hook = attribute_hook
         self._max_bytes = max_string_bytes
         self._sends = OpenSends()
-        """Spans classified as sends, still open (one may yet turn into a call)."""
+        """Spans classified as sends, still open (one may yet turn into a call): their
+        request (weakly) and the place stamped on them."""
         self._open = self._sends.entries
         self._open_limit = self._sends.limit
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
-        self._record_end: Callable[[ReadableSpan], None] | None = (
+        self._record_end: Callable[[ReadableSpan, Sent | None], None] | None = (
             metrics.take_span_ends() if metrics is not None else None
         )
         self._metrics_start = (
@@ -167,8 +169,15 @@ class AttemptStampingProcessor(SpanProcessor):
                     )
                     if extra:
                         values.update(extra)
+                    request = stamps.request
+                    parent = stamps.parent
                     open_sends = self._open
-                    open_sends[span_id] = _weak(stamps.request)
+                    open_sends[span_id] = (
+                        _weak(request),
+                        (request.id, parent._layer_value, parent.ordinal, values)
+                        if parent is not None
+                        else (request.id, "", -1, values),
+                    )
                     if len(open_sends) > self._open_limit:
                         self._sends.sweep()
                     add_clean_attributes(span, values, longest)
@@ -184,20 +193,22 @@ class AttemptStampingProcessor(SpanProcessor):
                 _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def on_end(self, span: ReadableSpan) -> None:
+        sent = None
         if self._open:  # only while a span taken for a send is open
             ctx = span.get_span_context()
             if ctx is not None:
                 span_id = ctx.span_id
-                ref = self._open.pop(span_id, None)
-                if ref is not None:
-                    request = ref()
+                entry = self._open.pop(span_id, None)
+                if entry is not None:
+                    request = entry[0]()
+                    sent = entry[1]
                     if request is not None:
                         request.send_ended(span_id, send_failed(span))
                     if span.dropped_attributes and _ID_KEY not in (span.attributes or ()):
                         self._unjoined()
         record = self._record_end
         if record is not None:  # (contains its own failures)
-            record(span)
+            record(span, sent)
 
     def _unjoined(self) -> None:
         self.unjoined += 1

@@ -38,13 +38,14 @@ from opentelemetry.util.types import AttributeValue
 from retryscope import vocabulary as v
 from retryscope._fork import reset_in_child
 from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, open_scopes
+from retryscope.instrumentation._open_sends import Sent
 from retryscope.instrumentation._sdk import ended_fields, finished_attributes, raw_attributes
 from retryscope.instrumentation.metrics import _instruments as i
 from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import Capped, Enumerated
-from retryscope.instrumentation.metrics._tally import Figures, RequestTally
+from retryscope.instrumentation.metrics._tally import Figures, Place, RequestTally
 
 _log = logging.getLogger(__name__)
 METER_NAME: Final = "retryscope"
@@ -99,6 +100,8 @@ class _Dimensions:
 _ROLE: Final = v.SPAN_ROLE.key
 _ID: Final = v.LOGICAL_REQUEST_ID.key
 _PARENT_LAYER: Final = v.PARENT_LAYER.key
+_ORDINAL: Final = v.ATTEMPT_ORDINAL.key
+_OPERATION: Final = v.OPERATION_ORDINAL.key
 _ATTEMPT: Final = v.SpanRole.ATTEMPT.value
 _REQUEST: Final = v.SpanRole.LOGICAL_REQUEST.value
 _CONTINUATION: Final = v.SpanRole.CONTINUATION.value
@@ -166,7 +169,7 @@ class AttemptMetricsProcessor(SpanProcessor):
                     explicit_bucket_boundaries_advisory=list(inst.buckets),
                 )
 
-    def take_span_ends(self) -> Callable[[ReadableSpan], None] | None:
+    def take_span_ends(self) -> Callable[[ReadableSpan, Sent | None], None] | None:
         """Hand the recording of ended spans to a processor that sees every span end (the
         stamping processor calls the returned function from its ``on_end``, and
         :meth:`attempt_started` from its ``on_start``, so the SDK has one processor less to
@@ -245,8 +248,10 @@ class AttemptMetricsProcessor(SpanProcessor):
             return len(self._open)
 
     # -- counting ------------------------------------------------------------------------
-    def _ended(self, span: ReadableSpan) -> None:
-        """Count an ended attempt span into its request's tally; record an ended request."""
+    def _ended(self, span: ReadableSpan, sent: Sent | None = None) -> None:
+        """Count an ended attempt span into its request's tally; record an ended request.
+        ``sent``: the request id, enclosing attempt and stamped place of a send the stamping
+        processor made of it (then its place is the recorder's, not read again)."""
         try:
             found = finished_attributes(span)
             if not found:
@@ -255,12 +260,22 @@ class AttemptMetricsProcessor(SpanProcessor):
             if role is None:
                 return
             attrs = found if type(found) is dict else dict(found)
-            request_id = attrs.get(_ID)
-            if type(request_id) is not str:
-                return
+            place: Place | None = None
+            if sent is not None and sent[3]:
+                request_id: Any
+                request_id, layer, ordinal, stamped = sent
+                place = (layer, ordinal, stamped[_ORDINAL], stamped[_OPERATION])
+            else:
+                request_id = attrs.get(_ID)
+                if type(request_id) is not str:
+                    return
             if role == _ATTEMPT:
                 ended = ended_fields(span)
-                enclosing = self._enclosing.pop(ended[0].span_id, None) if self._enclosing else None
+                enclosing = (
+                    self._enclosing.pop(ended[0].span_id, None)
+                    if self._enclosing and place is None
+                    else None
+                )
                 evicted = None
                 lock = self._lock
                 lock.acquire()
@@ -270,7 +285,7 @@ class AttemptMetricsProcessor(SpanProcessor):
                         if len(self._open) >= self._max_open:
                             evicted = self._open.pop(next(iter(self._open)))
                         tally = self._open[request_id] = RequestTally()
-                    tally.add(attrs, ended, enclosing)
+                    tally.add(attrs, ended, enclosing, place)
                 finally:
                     lock.release()
                 if evicted is not None:

@@ -3,13 +3,15 @@
 An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
-enclosing attempt, operation). An HTTP send that recorded no outcome is classified by its
+enclosing attempt, operation: a :data:`Place` handed over for a send the stamping processor
+made, else its attributes). An HTTP send that recorded no outcome is classified by its
 status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept in its retry
-group (its order, hedge and key: a few values, no span); durations, time left, costs and
-samples are summed as they come. When the request span ends, :meth:`RequestTally.ended`
-counts the groups, adds what only that span says (terminal, deadline, allowed data
-boundary, required route) and returns the frozen :class:`Figures` the processor records.
+analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept as one
+:data:`Row` (its group, order, key and hedge: plain values, no span); durations, time left,
+costs and samples are summed as they come. When the request span ends,
+:meth:`RequestTally.ended` sorts the rows into their groups, counts them, adds what only
+that span says (terminal, deadline, allowed data boundary, required route) and returns the
+frozen :class:`Figures` the processor records.
 
 The counts follow the audit model (``analytics/sql``), whatever order the attempts ended
 in:
@@ -101,8 +103,9 @@ _RARE: Final = frozenset(
 """Values most attempts lack: read only when one of them is there."""
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
-_ORDER: Final = itemgetter(0, 1, 2)
-"""The model's order in a retry group: ordinal, start, span id."""
+_PARENT: Final = itemgetter(0, 1)
+_NO_GROUP: Final[Any] = object()
+"""The enclosing layer of no group: before the first row."""
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
 _CAPABILITY: Final = v.ROUTE_CAPABILITY_DIGEST.key
 _BEHAVIOR: Final = v.ROUTE_BEHAVIOR_CLASS.key
@@ -111,18 +114,25 @@ _CURRENCY: Final = v.COST_CURRENCY.key
 _TENANT: Final = v.TENANT.key
 _OPERATION: Final = v.OPERATION.key
 
-Place = tuple[Any, Any]
+Route = tuple[Any, Any]
 """A layer and route as the spans hold them."""
+Place = tuple[Any, int, int, int]
+"""Where the recorder put a send: its enclosing attempt's layer ("": none) and ordinal
+(-1: none), its ordinal and its operation."""
 Key = tuple[Any, Any, Any, Any, Any]
 """An attempt's layer, route, outcome, kind and retry owner."""
-Entry = tuple[int, int, int, bool, Key]
-"""An attempt in its retry group: ordinal (:data:`_NO_ORDINAL`: none), start, span id,
-hedge, key."""
-GroupKey = tuple[Any, Any, int | None, int | None]
-"""A retry group: layer, enclosing attempt's layer and ordinal, operation."""
+GroupKey = tuple[Any, int, int, Any]
+"""A retry group: enclosing attempt's layer ("": none) and ordinal (-1: none), operation (-1:
+no send) and layer."""
+Row = tuple[Any, int, int, Any, int, int, int, Any, Any, Any, Any, bool]
+"""An attempt as counted at the request's end: its :data:`GroupKey`, ordinal
+(:data:`_NO_ORDINAL`: none), start and span id (the model's order in its group), route,
+outcome, kind, retry owner and hedge. One tuple of plain values per attempt is all a request
+keeps until it ends (the garbage collector stops tracking such a tuple the first time it
+sees it), and sorting the rows puts each group's attempts together, in order."""
 Attempts = dict[tuple[Any, Any, Any, Any, Any, bool], int]
 Sends = dict[tuple[Any, Any, Any, bool], int]
-Sample = tuple[str, int, Place, SpanContext | None]
+Sample = tuple[str, int, Route, SpanContext | None]
 """A backoff (``"backoff"``) or Retry-After (``"retry_after"``) value, its place and span."""
 Cost = tuple[Any, Any, bool, bool, int]
 """Currency, route, accepted (before the request's terminal), estimated, micro-units."""
@@ -214,11 +224,11 @@ class Figures:
     """Attempts by layer, route, outcome, kind, retry owner and retry."""
     sends: Sends
     """Sends by layer, route, retry owner and resend."""
-    durations: dict[Place, list[float]]
+    durations: dict[Route, list[float]]
     """Each attempt's duration (ms) by place, in the order they ended."""
-    remaining: dict[Place, list[int]]
+    remaining: dict[Route, list[int]]
     """The time left at dispatch (ms) of the attempts that had a deadline."""
-    violations: dict[Place, int]
+    violations: dict[Route, int]
     """Attempts started before their ``not_before``."""
     samples: list[Sample]
     costs: list[Cost]
@@ -241,29 +251,14 @@ class Figures:
     """The route and boundary of the accepted attempt beyond the allowed boundary."""
 
 
-def _sent(
-    first_sends: dict[int, tuple[int, int, Key]],
-    firsts: dict[Key, int],
-    resent: dict[Key, int],
-    operation: int,
-    start: int,
-    span_id: int,
-    key: Key,
-) -> None:
-    """Count a send of ``operation``: its first to start (then span id) is the original,
-    every other a resend."""
-    first = first_sends.get(operation)
-    if first is None:
-        first_sends[operation] = (start, span_id, key)
-        firsts[key] = firsts.get(key, 0) + 1
-    elif start > first[0] or (start == first[0] and span_id > first[1]):
-        resent[key] = resent.get(key, 0) + 1
-    else:  # the first so far started after this one: a resend
-        was = first[2]
-        firsts[was] -= 1
-        resent[was] = resent.get(was, 0) + 1
-        first_sends[operation] = (start, span_id, key)
-        firsts[key] = firsts.get(key, 0) + 1
+def _key(row: Row) -> Key:
+    return (row[3], row[7], row[8], row[9], row[10])
+
+
+def _sortable(row: Row) -> tuple[str, int, int, str, int, int, int]:
+    """A row's place in its request when its group's values do not compare (a layer
+    attribute of another type than ``str``): the same groups, the same order in each."""
+    return (repr(row[0]), row[1], row[2], repr(row[3]), row[4], row[5], row[6])
 
 
 class RequestTally:
@@ -274,7 +269,6 @@ class RequestTally:
         "_accepted",
         "_entry",
         "_fallbacks",
-        "_groups",
         "_late",
         "_late_end",
         "_tries",
@@ -284,21 +278,21 @@ class RequestTally:
         "operations",
         "remaining",
         "request_end",
+        "rows",
         "samples",
         "tenant",
         "violations",
     )
 
     def __init__(self) -> None:
-        self._groups: dict[GroupKey, Entry | list[Entry]] = {}
-        """Each retry group's attempts (one: its entry), by layer, enclosing attempt (its
-        layer and ordinal) and operation (None: no send)."""
+        self.rows: list[Row] = []
+        """The attempts counted so far, in the order they ended."""
         self._tries: dict[GroupKey, dict[int, int]] = {}
         """Per group of sends a caller above the client repeated: its tries 2, 3, … and
         their non-hedge sends (the model's ``operation_try``)."""
-        self.durations: dict[Place, list[float]] = {}
-        self.remaining: dict[Place, list[int]] = {}
-        self.violations: dict[Place, int] = {}
+        self.durations: dict[Route, list[float]] = {}
+        self.remaining: dict[Route, list[int]] = {}
+        self.violations: dict[Route, int] = {}
         self.samples: list[Sample] = []
         self.costs: list[Cost] = []
         self.operations = 0
@@ -322,13 +316,14 @@ class RequestTally:
     @property
     def attempts(self) -> int:
         """The attempts counted so far."""
-        return sum(len(g) if isinstance(g, list) else 1 for g in self._groups.values())
+        return len(self.rows)
 
     def add(
         self,
         attrs: Mapping[str, Any],
         ended: Ended,
         enclosing: tuple[Any, Any] | None = None,
+        place: Place | None = None,
     ) -> None:
         """Count one ended attempt span: its attributes; its context, start, end and status
         (``_sdk.ended_fields``, read before the processor's lock is taken: reading a span
@@ -340,10 +335,6 @@ class RequestTally:
         outcome = get(_OUTCOME)
         kind = get(_KIND)
         owner = get(_OWNER)
-        ordinal = get(_ORDINAL)
-        parent_layer = get(_PARENT_LAYER)
-        parent_ordinal = get(_PARENT_ORDINAL)
-        operation = get(_OPERATION_ORDINAL)
         remaining = get(_REMAINING)
         fallback = get(_FALLBACK)
         context, start, end, status = ended
@@ -361,52 +352,67 @@ class RequestTally:
                 outcome, http_kind = http_outcome(attrs, status)
             if kind is None:
                 kind = http_kind
-        groups = self._groups
-        if not groups:
+        rows = self.rows
+        if not rows:
             self.tenant, self.operation = get(_TENANT), get(_OPERATION)
-        top = parent_layer is None
-        if top and enclosing is not None:
-            parent_layer, parent_ordinal = enclosing
-        elif type(parent_ordinal) is not int:
-            parent_ordinal = None
+        if place is None:  # not placed by the recorder: where its attributes say
+            ordinal = get(_ORDINAL)
+            parent_layer = get(_PARENT_LAYER)
+            parent_ordinal = get(_PARENT_ORDINAL)
+            operation = get(_OPERATION_ORDINAL)
+            top = parent_layer is None
+            if top:
+                if enclosing is None:
+                    parent_layer = ""
+                else:
+                    parent_layer, parent_ordinal = enclosing
+            if type(parent_ordinal) is not int:
+                parent_ordinal = -1
+            if type(ordinal) is not int:
+                ordinal = _NO_ORDINAL
+            if type(operation) is not int:
+                operation = -1
+        else:
+            parent_layer, parent_ordinal, ordinal, operation = place
+            top = parent_layer == ""
         # the values most attempts lack, read only when one of them is there
         rare = not attrs.keys().isdisjoint(_RARE)
-        hedge = get(_HEDGE) if rare else None
-        entry = (
-            ordinal if type(ordinal) is int else _NO_ORDINAL,
-            start,
-            span_id,
-            type(hedge) is int and hedge != 0,
-            (layer, route, outcome, kind, owner),
+        hedged = False
+        if rare:
+            hedge = get(_HEDGE)
+            hedged = type(hedge) is int and hedge != 0
+        rows.append(
+            (
+                parent_layer,
+                parent_ordinal,
+                operation,
+                layer,
+                ordinal,
+                start,
+                span_id,
+                route,
+                outcome,
+                kind,
+                owner,
+                hedged,
+            )
         )
-        group_key = (
-            layer,
-            parent_layer,
-            parent_ordinal,
-            operation if type(operation) is int else None,
-        )
-        group = groups.get(group_key)
-        if group is None:  # (a group of one is its entry: most are)
-            groups[group_key] = entry
-        elif isinstance(group, list):
-            group.append(entry)
-        else:
-            groups[group_key] = [group, entry]
         if rare:
             caller_try = get(_TRY)
-            if type(caller_try) is int and not entry[3]:
-                tries = self._tries.setdefault(group_key, {})
+            if type(caller_try) is int and not hedged:
+                group = (parent_layer, parent_ordinal, operation, layer)
+                tries = self._tries.setdefault(group, {})
                 tries[caller_try] = tries.get(caller_try, 0) + 1
 
-        place = (layer, route)
-        durations = self.durations.get(place)
+        route_key = (layer, route)
+        durations = self.durations.get(route_key)
         if durations is None:
-            durations = self.durations[place] = []
+            durations = self.durations[route_key] = []
         durations.append((end - start) / 1e6)
         if type(remaining) is int:
-            left = self.remaining.get(place)
+            left = self.remaining.get(route_key)
             if left is None:
-                self.remaining[place] = [remaining]
+                self.remaining[route_key] = [remaining]
             else:
                 left.append(remaining)
 
@@ -434,12 +440,12 @@ class RequestTally:
                 (_layer_rank(layer), start, route, accepted, capability, behavior, boundary)
             )
         if rare:
-            self._rare(attrs, place, start, context, accepted)
+            self._rare(attrs, route_key, start, context, accepted)
 
     def _rare(
         self,
         attrs: Mapping[str, Any],
-        place: Place,
+        place: Route,
         start: int,
         context: SpanContext | None,
         accepted: bool,
@@ -469,60 +475,79 @@ class RequestTally:
     def _count(self) -> tuple[Attempts, Sends, dict[Any, int]]:
         """The attempts by retry and the sends by resend, in the model's order, and the
         largest retry group's non-hedge attempts per layer. Sets :attr:`operations`."""
-        named: dict[Any, set[int | None]] = {}
-        for _, parent_layer, parent_ordinal, _ in self._groups:
-            if parent_layer is not None:
-                ordinals = named.get(parent_layer)
-                if ordinals is None:
-                    named[parent_layer] = {parent_ordinal}
-                else:
-                    ordinals.add(parent_ordinal)
+        rows = self.rows
+        try:
+            rows.sort()
+        except TypeError:
+            rows.sort(key=_sortable)
+        named: dict[Any, set[int]] = {}
+        for parent_layer, parent_ordinal in set(map(_PARENT, rows)):
+            if parent_layer != "":
+                named.setdefault(parent_layer, set()).add(parent_ordinal)
         plain: dict[Key, int] = {}
         retried: dict[Key, int] = {}
         firsts: dict[Key, int] = {}
         resent: dict[Key, int] = {}
-        first_sends: dict[int, tuple[int, int, Key]] = {}
+        first_sends: dict[int, Row] = {}
         largest: dict[Any, int] = {}
-        for group_key, entries in self._groups.items():
-            layer, _, _, operation = group_key
-            ordinals = named.get(layer) if named else None
-            sent = 1 if operation is None else operation
-            if not isinstance(entries, list):  # (most groups: no retry, no sort)
-                ordinal, start, span_id, _, key = entries
-                plain[key] = plain.get(key, 0) + 1
-            else:
-                entries.sort(key=_ORDER)
-                failed = False
+        group: GroupKey = (_NO_GROUP, -1, -1, None)
+        failed = multiple = False
+        size = sent = 0
+        ordinals: set[int] | None = None
+        for row in rows:
+            (
+                parent,
+                parent_ordinal,
+                operation,
+                layer,
+                ordinal,
+                start,
+                span_id,
+                route,
+                outcome,
+                kind,
+                owner,
+                hedged,
+            ) = row
+            if (
+                operation != group[2]
+                or layer != group[3]
+                or parent_ordinal != group[1]
+                or parent != group[0]
+            ):
+                if multiple:  # the group before: its largest
+                    self._largest(largest, group, size)
+                group = row[:4]
+                failed = multiple = False
                 size = 0
-                for ordinal, start, span_id, hedged, key in entries:
-                    if hedged:
-                        counted = plain
-                    else:
-                        counted = retried if failed else plain
-                        size += 1
-                    counted[key] = counted.get(key, 0) + 1
-                    failed = key[2] != _SUCCESS
-                    if ordinals is not None and (
-                        (None if ordinal == _NO_ORDINAL else ordinal) in ordinals
-                    ):
-                        continue  # an enclosing attempt: no send
-                    first = first_sends.get(sent)
-                    if first is not None and (
-                        start > first[0] or (start == first[0] and span_id > first[1])
-                    ):
-                        resent[key] = resent.get(key, 0) + 1
-                    else:
-                        _sent(first_sends, firsts, resent, sent, start, span_id, key)
-                tries = self._tries.get(group_key) if self._tries else None
-                if tries:  # two loops: the caller's tries, the client's sends in each
-                    size = max(size - sum(tries.values()), *tries.values())
-                    if max(tries) > largest.get(_CALLER, 0):
-                        largest[_CALLER] = max(tries)
-                if size > largest.get(layer, 0):
-                    largest[layer] = size
-                continue
-            if ordinals is None or (None if ordinal == _NO_ORDINAL else ordinal) not in ordinals:
-                _sent(first_sends, firsts, resent, sent, start, span_id, key)
+                ordinals = named.get(layer) if named else None
+                sent = 1 if operation < 0 else operation
+            else:
+                multiple = True
+            key = (layer, route, outcome, kind, owner)
+            if hedged:
+                counted = plain
+            else:
+                counted = retried if failed else plain
+                size += 1
+            counted[key] = counted.get(key, 0) + 1
+            failed = outcome != _SUCCESS
+            if ordinals is not None and (-1 if ordinal == _NO_ORDINAL else ordinal) in ordinals:
+                continue  # an enclosing attempt: no send
+            first = first_sends.get(sent)
+            if first is None:
+                first_sends[sent] = row
+                firsts[key] = firsts.get(key, 0) + 1
+            elif start > first[5] or (start == first[5] and span_id > first[6]):
+                resent[key] = resent.get(key, 0) + 1
+            else:  # the first so far started after this one: a resend
+                was = _key(first)
+                firsts[was] -= 1
+                resent[was] = resent.get(was, 0) + 1
+                first_sends[sent] = row
+                firsts[key] = firsts.get(key, 0) + 1
+        if multiple:
+            self._largest(largest, group, size)
         self.operations = max(first_sends, default=0)
         attempts: Attempts = {}
         for retry, counted in ((False, plain), (True, retried)):
@@ -535,6 +560,20 @@ class RequestTally:
                     key4 = (layer, route, owner, resend)
                     sends[key4] = sends.get(key4, 0) + n
         return attempts, sends, largest
+
+    def _largest(self, largest: dict[Any, int], group: GroupKey, size: int) -> None:
+        """A retry group of more than one attempt (``size``: its non-hedge attempts) in
+        ``largest``: the largest group per layer, and the caller's
+        tries when a caller above the client repeated its sends (two loops: the caller's
+        tries, the client's sends within the largest try)."""
+        layer = group[3]
+        tries = self._tries.get(group) if self._tries else None
+        if tries:
+            size = max(size - sum(tries.values()), *tries.values())
+            if max(tries) > largest.get(_CALLER, 0):
+                largest[_CALLER] = max(tries)
+        if size > largest.get(layer, 0):
+            largest[layer] = size
 
     def ended(self, request: Mapping[str, Any] | None) -> Figures:
         """The figures, with the request's own when its span ended here (``request``: that

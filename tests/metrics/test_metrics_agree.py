@@ -99,6 +99,16 @@ def _rewritten(rec: Recorder) -> None:
             third.span.set_attributes({v.OUTCOME.key: "success", v.COST_ACTUAL.key: 70})
 
 
+def _top_level_sends(rec: Recorder) -> None:
+    """t1: HTTP sends made in the request's own scope, outside any attempt: a call fails, a
+    distinct call is made, then the first is resent."""
+    clock = Clock(T0)
+    with rec.request(clock, logical_request_id="t1"):
+        for url, status in ((CALL_A, 503), (CALL_B, 200), (CALL_A, 200)):
+            with rec.http_span(clock, status, url=url):
+                pass
+
+
 def _unnamed_parents(rec: Recorder) -> None:
     """Attempt spans another writer made under a harness attempt without naming it as their
     enclosing attempt (no parent layer or ordinal): they nest under their parent span's
@@ -243,6 +253,7 @@ def _in_process_continuations(rec: Recorder, n: int = 10) -> None:
 SCENARIOS: dict[str, Callable[[Recorder], object]] = {
     "in-process continuations": _in_process_continuations,
     "attempts that name no enclosing attempt": _unnamed_parents,
+    "sends outside any attempt": _top_level_sends,
     "a parallel retry that ends first": _overlapping_retries,
     "attempts that end after their enclosing one": _late_children,
     "attributes written after stamping": _rewritten,
@@ -274,6 +285,15 @@ def test_distinct_calls_are_operations_not_retries(tmp_path: Path) -> None:
     # retries: d1's resends of the embed and rank calls and d2's second harness attempt (its
     # sends start a group of their own under it); d3's chat call follows a failure, no retry
     assert live["retries"] == 3
+    assert list(differences(live, report_figures(recorder.connect()))) == []
+
+
+def test_sends_outside_any_attempt_count_in_their_operations(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "data")
+    metered = Metered.on(recorder.provider)
+    _top_level_sends(recorder)
+    live = live_figures(metered.points())
+    assert (live["receiver_attempts"], live["operations"], live["resends"]) == (3, 2, 1)
     assert list(differences(live, report_figures(recorder.connect()))) == []
 
 
