@@ -1008,12 +1008,25 @@ class LogicalRequest:
         )
         if self.role is SpanRole.CONTINUATION and _CARRIED:
             holder = _CARRIED.get(self.id)
-            if holder is not None:
-                with holder._lock:
-                    if holder._scopes > 0:  # (not if it closed since it was looked up)
-                        holder._scopes += 1
-                        self._scope_holder = holder
+            if holder is not None and holder._join():
+                self._scope_holder = holder
         return self
+
+    def _join(self) -> bool:
+        """One more open scope counts in this carried request, unless it closed since it
+        was looked up."""
+        with self._lock:
+            if self._scopes <= 0:
+                return False
+            self._scopes += 1
+            return True
+
+    def _leave(self) -> None:
+        """One of the open scopes counting in this request ended."""
+        with self._lock:
+            self._scopes -= 1
+            if self._scopes <= 0 and _CARRIED.get(self.id) is self:
+                del _CARRIED[self.id]
 
     def _carried(self) -> None:
         """``inject`` carried this open request out: a continuation extracted in this
@@ -1029,12 +1042,8 @@ class LogicalRequest:
         """One of the open scopes this request counts in ended (before its span ends, so
         the live metrics see the count without it)."""
         holder = self._scope_holder
-        if holder is None:
-            return
-        with holder._lock:
-            holder._scopes -= 1
-            if holder._scopes <= 0 and _CARRIED.get(holder.id) is holder:
-                del _CARRIED[holder.id]
+        if holder is not None:
+            holder._leave()
 
     def scope(self) -> Scope:
         """The request's own :class:`Scope` (outside any of its attempts)."""
