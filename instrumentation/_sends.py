@@ -133,7 +133,9 @@ class _Operations:
         elif retry_count:  # the client's own retry of a call
             same = self.by_digest.get(evidence.digest) if evidence.digest is not None else None
             return same if same is not None else self.last
-        return self.failed(evidence.digest)
+        # (:meth:`failed`, inline: every send that is no client retry comes here)
+        same = self.by_digest.get(evidence.digest) if evidence.digest is not None else None
+        return same if same is not None and same.failed else None
 
     def failed(self, digest: str | None) -> _Operation | None:
         """The latest operation with ``digest`` when its latest send failed: the same
@@ -268,7 +270,12 @@ class SendLedger:
         repeats (None: a new one): its operation, resends before it and the layer that
         retried (resends only)."""
         if op is None:
-            op = ops.add(evidence.digest, evidence.call_key, self._number(parent_key))
+            numbering = self.numbering
+            op = ops.add(
+                evidence.digest,
+                evidence.call_key,
+                numbering(parent_key) if numbering is not None else None,
+            )
             resend = evidence.retry_count or 0  # a retry whose first try was not seen
             layer: RetryLayer | None = evidence.retry_layer if resend else None
         else:
@@ -283,9 +290,6 @@ class SendLedger:
         op.sends += 1
         op.failed = False
         return op, resend, layer
-
-    def _number(self, parent_key: ParentKey) -> int | None:
-        return self.numbering(parent_key) if self.numbering is not None else None
 
     def operation_counts(self) -> dict[ParentKey, int]:
         """Operations numbered so far per parent attempt."""
