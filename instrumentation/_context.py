@@ -1416,6 +1416,22 @@ class LogicalRequest:
         that is the same for every send under ``parent`` is built once per parent; each
         send adds only its ordinals.
         """
+        return self._send_values(
+            parent, evidence, span, span_id, parent_context, call_layer, span_attributes
+        )
+
+    def _send_values(
+        self,
+        parent: Attempt | None,
+        evidence: SendEvidence,
+        span: Span | None,
+        span_id: int,
+        parent_context: otel_context.Context | None,
+        call_layer: Layer | None,
+        span_attributes: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """:meth:`transport_attempt_values` for a caller that contains its own failures
+        (the stamping processor's ``on_start``, once per send; arguments by position)."""
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base
         if cached is None:

@@ -152,16 +152,16 @@ class AttemptStampingProcessor(SpanProcessor):
                 )
                 if send is not None and attributes is not None:
                     evidence, call_layer, extra = send
-                    span_id = span.get_span_context().span_id
+                    span_id = span.context.span_id  # (the property: no typing.cast call)
                     room = attribute_room(span)
-                    values, longest = stamps.request.transport_attempt_values(
+                    values, longest = stamps.request._send_values(
                         stamps.parent,
                         evidence,
-                        span=span,
-                        span_id=span_id,
-                        parent_context=ctx,
-                        call_layer=call_layer,
-                        span_attributes=attributes if room is not None and room < _ROOM else None,
+                        span,
+                        span_id,
+                        ctx,
+                        call_layer,
+                        attributes if room is not None and room < _ROOM else None,
                     )
                     if extra:
                         values.update(extra)

@@ -223,8 +223,7 @@ class SendLedger:
         ops = self._operations.get(parent_key)
         if ops is None:
             ops = self._operations[parent_key] = _Operations()
-        op, resend, layer = self._placed(ops, parent_key, evidence, ops.match(evidence))
-        return SendPlace(op.ordinal, resend, layer, None, op, op.tries)
+        return self._placed(ops, parent_key, evidence, ops.match(evidence), None)
 
     def _place_in_call(
         self, call: _Open, parent_key: ParentKey, evidence: SendEvidence
@@ -243,9 +242,9 @@ class SendLedger:
                 ops = self._operations.setdefault(call.parent_key, _Operations())
                 repeated = ops.failed(evidence.digest)
                 if op.sends > 0 or (repeated is not None and ops.retract(op, repeated)):
-                    op, resend, layer = self._placed(ops, call.parent_key, evidence, repeated)
-                    call.operation = op
-                    return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+                    place = self._placed(ops, call.parent_key, evidence, repeated, handover)
+                    call.operation = place.entry
+                    return place
                 if evidence.digest is not None:
                     ops.by_digest[evidence.digest] = op
         resend = op.sends
@@ -265,10 +264,11 @@ class SendLedger:
         parent_key: ParentKey,
         evidence: SendEvidence,
         op: _Operation | None,
-    ) -> tuple[_Operation, int, RetryLayer | None]:
+        handover: Ordinals | None,
+    ) -> SendPlace:
         """Place a send among ``ops`` (under ``parent_key``) in ``op``, the operation it
-        repeats (None: a new one): its operation, resends before it and the layer that
-        retried (resends only)."""
+        repeats (None: a new one), taking over ``handover``: its operation, resends before
+        it and the layer that retried (resends only)."""
         if op is None:
             numbering = self.numbering
             op = ops.add(
@@ -289,7 +289,7 @@ class SendLedger:
                 layer = evidence.retry_layer if resend else None
         op.sends += 1
         op.failed = False
-        return op, resend, layer
+        return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
 
     def operation_counts(self) -> dict[ParentKey, int]:
         """Operations numbered so far per parent attempt."""
