@@ -1441,7 +1441,7 @@ class LogicalRequest:
         # Only an open send can make this one part of a call: with none open, its parent
         # span is not looked up. (A parent span registered as open was registered before
         # this span started, so an unlocked read sees it.)
-        parent_span_id = _span_id_in(parent_context) if sends.has_open() else None
+        parent_span_id = _span_id_in(parent_context) if sends.open else None
         self._lock.acquire()
         try:
             place = sends.place(parent_key, parent_span_id, evidence)

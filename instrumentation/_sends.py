@@ -197,15 +197,22 @@ class SendPlace(NamedTuple):
     """The caller's try of the operation this send belongs to (1: no caller repeated it)."""
 
 
+_new_place: Final = tuple.__new__
+"""Builds a :class:`SendPlace` from its fields in order without the Python-level
+``__new__`` a NamedTuple's constructor runs (once per send)."""
+
+
 class SendLedger:
     """Operations, open sends and calls, and the earliest next start of one logical request.
     Every method is called with the request's lock held."""
 
-    __slots__ = ("_open", "_operations", "not_before", "numbering")
+    __slots__ = ("_operations", "not_before", "numbering", "open")
 
     def __init__(self) -> None:
         self._operations: dict[ParentKey, _Operations] = {}
-        self._open: dict[int, _Open] = {}
+        self.open: dict[int, _Open] = {}
+        """Span id -> the send still open (read without the lock: only then can a new send
+        be part of a call)."""
         self.numbering: Callable[[ParentKey], int] | None = None
         """The next operation ordinal under a parent, when operations are numbered across
         processes (None: numbered here)."""
@@ -217,7 +224,7 @@ class SendLedger:
         self, parent_key: ParentKey, parent_span_id: int | None, evidence: SendEvidence
     ) -> SendPlace:
         """Place a new send whose direct parent span is ``parent_span_id``."""
-        enclosing = self._open.get(parent_span_id) if parent_span_id is not None else None
+        enclosing = self.open.get(parent_span_id) if parent_span_id is not None else None
         if enclosing is not None:
             return self._place_in_call(enclosing, parent_key, evidence)
         ops = self._operations.get(parent_key)
@@ -251,7 +258,7 @@ class SendLedger:
         op.sends += 1
         op.failed = False
         layer = (evidence.retry_layer or call.layer) if resend else None
-        return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+        return _new_place(SendPlace, (op.ordinal, resend, layer, handover, op, op.tries))
 
     @staticmethod
     def ended(op: _Operation, failed: bool) -> None:
@@ -289,7 +296,7 @@ class SendLedger:
                 layer = evidence.retry_layer if resend else None
         op.sends += 1
         op.failed = False
-        return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+        return _new_place(SendPlace, (op.ordinal, resend, layer, handover, op, op.tries))
 
     def operation_counts(self) -> dict[ParentKey, int]:
         """Operations numbered so far per parent attempt."""
@@ -299,7 +306,7 @@ class SendLedger:
         """In a forked child: forget the sends of the process it was forked from (a call
         of the child is never taken for a resend of another process's call)."""
         self._operations.clear()
-        self._open.clear()
+        self.open.clear()
         self.not_before = None
 
     def opened(
@@ -314,21 +321,17 @@ class SendLedger:
         """Register an open send that may still turn out to be a call when a send starts
         beneath it (``ordinals``: what its first send then takes over; ``call_layer``: the
         layer whose retries its sends would be)."""
-        self._open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
+        self.open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
 
     def closed(self, span_id: int, failed: bool | None = None) -> _Operation | None:
         """The open send ``span_id`` ended (``failed``: without success; None: not known);
         its operation, if it was open."""
-        entry = self._open.pop(span_id, None)
+        entry = self.open.pop(span_id, None)
         if entry is None:
             return None
         if failed is not None:
             entry.operation.failed = failed
         return entry.operation
-
-    def has_open(self) -> bool:
-        """Whether any send is open (only then can a new send be part of a call)."""
-        return bool(self._open)
 
     def note_retry_after(self, at_ns: int, delay_ms: int) -> None:
         """A send received a Retry-After at ``at_ns``: no attempt should start before."""
