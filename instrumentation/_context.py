@@ -169,14 +169,16 @@ _MayBeCall = tuple[ParentKey, SendPlace, Ordinals, Layer]
 _TransportBase = tuple[
     dict[str, AttributeValue],
     dict[str, AttributeValue],
+    tuple[dict[str, AttributeValue], dict[str, AttributeValue]],
     int | None,
     tuple[str, str],
     _SiblingKey,
     ParentKey,
 ]
 """What every transport send under one parent shares: attributes, the join keys among them
-(written last, see :data:`_JOIN_KEYS`), their longest string, route key, sibling key and
-parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
+(written last, see :data:`_JOIN_KEYS`), all of a plain send's attributes in their order
+(ordinals zero; without and with a sibling ordinal), their longest string, route key,
+sibling key and parent key (see :meth:`LogicalRequest.transport_attempt_values`)."""
 
 
 def _sibling_key(parent: Attempt | None, layer: Layer) -> _SiblingKey:
@@ -1423,16 +1425,32 @@ class LogicalRequest:
         that is the same for every send under ``parent`` is built once per parent; each
         send adds only its ordinals.
         """
+        return self._send_values(
+            parent, evidence, span, span_id, parent_context, call_layer, span_attributes
+        )
+
+    def _send_values(
+        self,
+        parent: Attempt | None,
+        evidence: SendEvidence,
+        span: Span | None,
+        span_id: int,
+        parent_context: otel_context.Context | None,
+        call_layer: Layer | None,
+        span_attributes: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, AttributeValue], int | None]:
+        """:meth:`transport_attempt_values` for a caller that contains its own failures
+        (the stamping processor's ``on_start``, once per send; arguments by position)."""
         owner: Attempt | LogicalRequest = parent if parent is not None else self
         cached = owner._transport_base
         if cached is None:
             cached = owner._transport_base = self._transport_attempt_base(parent)
-        base, tail, longest, route_key, sibling_key, parent_key = cached
+        base, tail, plain, longest, route_key, sibling_key, parent_key = cached
         sends = self._sends
         # Only an open send can make this one part of a call: with none open, its parent
         # span is not looked up. (A parent span registered as open was registered before
         # this span started, so an unlocked read sees it.)
-        parent_span_id = _span_id_in(parent_context) if sends.has_open() else None
+        parent_span_id = _span_id_in(parent_context) if sends.open else None
         self._lock.acquire()
         try:
             place = sends.place(parent_key, parent_span_id, evidence)
@@ -1445,6 +1463,20 @@ class LogicalRequest:
         finally:
             self._lock.release()
         ordinal, route_ordinal, sibling = ordinals
+        if (
+            place.retry_layer is None
+            and place.tries < 2
+            and not place.resend_count
+            and not_before is None
+            and not span_attributes
+        ):  # a plain send (the common case): its attributes in one copy, ordinals set
+            attrs = plain[sibling > 1].copy()
+            attrs[_K_ROUTE_ORDINAL] = route_ordinal
+            if sibling > 1:
+                attrs[_K_SIBLING] = sibling
+            attrs[_K_OPERATION] = place.operation
+            attrs[_K_ORDINAL] = ordinal
+            return attrs, longest
         attrs = base.copy()
         attrs[_K_ROUTE_ORDINAL] = route_ordinal
         if sibling > 1:
@@ -1473,6 +1505,11 @@ class LogicalRequest:
     def send_ended(self, span_id: int, failed: bool | None = None) -> None:
         """A span registered by :meth:`transport_attempt_values` ended (no longer a parent
         that can turn into a call); ``failed``: it ended without success (None: unknown)."""
+        self._send_closed(span_id, failed)
+
+    def _send_closed(self, span_id: int, failed: bool | None) -> None:
+        """:meth:`send_ended` for a caller that contains its own failures (the stamping
+        processor's ``on_end``, once per send)."""
         self._lock.acquire()
         try:
             self._sends.closed(span_id, failed)
@@ -1509,9 +1546,15 @@ class LogicalRequest:
             attrs[v.RETRY_OWNER.key] = self.retry_owner.value
         longest = longest_string(attrs)
         tail = {key: attrs.pop(key) for key in _JOIN_KEYS if key in attrs}
+        ordinals = {_K_OPERATION: 0, _K_ORDINAL: 0}
+        plain = (
+            {**attrs, _K_ROUTE_ORDINAL: 0, **ordinals, **tail},
+            {**attrs, _K_ROUTE_ORDINAL: 0, _K_SIBLING: 0, **ordinals, **tail},
+        )
         return (
             attrs,
             tail,
+            plain,
             longest,
             (Layer.TRANSPORT.value, route),
             _sibling_key(parent, Layer.TRANSPORT),

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
@@ -62,7 +62,8 @@ from retryscope.instrumentation._privacy import (
 )
 from retryscope.instrumentation._sdk import (
     add_clean_attributes,
-    attribute_count_limit,
+    attribute_room,
+    finished_attributes,
     raw_attributes,
 )
 from retryscope.instrumentation._send_spans import classify_send, send_failed
@@ -79,15 +80,10 @@ _get_current: Final = otel_context.get_current
 _weak: Final = weakref.ref
 _ROOM: Final = 48
 """Attributes a send may still take after it started: its stamps (about 16) and 32 more its
-instrumentation may add (response status, headers, GenAI usage)."""
-
-
-def _tight(span: Span, attributes: Mapping[str, object]) -> bool:
-    """Whether ``span``'s attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) may
-    evict what the analytics classify it by: then that is written again with its stamps (a
-    re-set key costs the write a reordering, paid only then)."""
-    limit = attribute_count_limit(span)
-    return limit is not None and len(attributes) + _ROOM > limit
+instrumentation may add (response status, headers, GenAI usage). With less room than that
+under its attribute count limit (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``), what the analytics
+classify it by is written again with its stamps, so the limit evicts it last (a re-set key
+costs the write a reordering, paid only then)."""
 
 
 class AttemptStampingProcessor(SpanProcessor):
@@ -110,7 +106,8 @@ class AttemptStampingProcessor(SpanProcessor):
         if max_string_bytes < 1:
             raise ValueError(f"max_string_bytes must be >= 1, got {max_string_bytes!r}")
         self.errors = 0
-        """Spans whose stamping failed (contained, logged once)."""
+        """Spans whose stamping (or, for a send, whose end's bookkeeping) failed (contained,
+        logged once)."""
         self.unjoined = 0
         """Sends that ended without their logical request id, evicted by their attribute
         count limit after they started (logged once): rows the report cannot join."""
@@ -157,15 +154,16 @@ class AttemptStampingProcessor(SpanProcessor):
                 )
                 if send is not None and attributes is not None:
                     evidence, call_layer, extra = send
-                    span_id = span.get_span_context().span_id
-                    values, longest = stamps.request.transport_attempt_values(
+                    span_id = span.context.span_id  # (the property: no typing.cast call)
+                    room = attribute_room(span)
+                    values, longest = stamps.request._send_values(
                         stamps.parent,
                         evidence,
-                        span=span,
-                        span_id=span_id,
-                        parent_context=ctx,
-                        call_layer=call_layer,
-                        span_attributes=attributes if _tight(span, attributes) else None,
+                        span,
+                        span_id,
+                        ctx,
+                        call_layer,
+                        attributes if room is not None and room < _ROOM else None,
                     )
                     if extra:
                         values.update(extra)
@@ -188,27 +186,34 @@ class AttemptStampingProcessor(SpanProcessor):
             if self._hook is not None:
                 span.set_attributes(apply_hook(self._hook, span.attributes or {}, self._max_bytes))
         except Exception:  # never break the instrumented application
-            self.errors += 1
-            if self.errors == 1:
-                _log.exception("retryscope: stamping a span failed (further failures counted)")
+            self._failed()
 
     def on_end(self, span: ReadableSpan) -> None:
         sent = None
         if self._open:  # only while a span taken for a send is open
-            ctx = span.get_span_context()
-            if ctx is not None:
-                span_id = ctx.span_id
-                entry = self._open.pop(span_id, None)
-                if entry is not None:
-                    request = entry[0]()
-                    sent = entry[1]
-                    if request is not None:
-                        request.send_ended(span_id, send_failed(span))
-                    if span.dropped_attributes and _ID_KEY not in (span.attributes or ()):
-                        self._unjoined()
+            try:
+                ctx = span.get_span_context()
+                if ctx is not None:
+                    span_id = ctx.span_id
+                    entry = self._open.pop(span_id, None)
+                    if entry is not None:
+                        request = entry[0]()
+                        sent = entry[1]
+                        attributes = finished_attributes(span) or {}
+                        if request is not None:
+                            request._send_closed(span_id, send_failed(span, attributes))
+                        if _ID_KEY not in attributes and span.dropped_attributes:
+                            self._unjoined()
+            except Exception:  # never break the instrumented application
+                self._failed()
         record = self._record_end
         if record is not None:  # (contains its own failures)
             record(span, sent)
+
+    def _failed(self) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            _log.exception("retryscope: stamping a span failed (further failures counted)")
 
     def _unjoined(self) -> None:
         self.unjoined += 1

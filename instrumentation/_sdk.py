@@ -20,7 +20,7 @@ user sees: building an attempt's context in one copy (1.04× per attempt) and re
 ``BoundedList``, ``Status`` and ``SpanContext`` internals in the exporter (1.03× of the
 conversion) did not.
 
-Stamping (:func:`add_clean_attributes`, :func:`raw_attributes`, :func:`attribute_count_limit`)
+Stamping (:func:`add_clean_attributes`, :func:`raw_attributes`, :func:`attribute_room`)
     Private: ``Span._lock``, ``Span._end_time``, ``Span._attributes`` — a
     ``BoundedAttributes`` with ``_dict``, ``_immutable``, ``maxlen``, ``max_value_len``.
     Buys: ``set_attributes`` re-validates every value; the stamps are built from plain
@@ -73,7 +73,7 @@ __all__ = [
     "PUBLIC_ONLY_ENV",
     "SdkConfigurator",
     "add_clean_attributes",
-    "attribute_count_limit",
+    "attribute_room",
     "ended_fields",
     "fast_paths",
     "finished_attributes",
@@ -250,16 +250,20 @@ def raw_attributes(span: Span) -> Mapping[str, Any] | None:
     return getattr(span, "attributes", None)
 
 
-def attribute_count_limit(span: Span) -> int | None:
-    """How many attributes ``span`` keeps (None: no limit): its ``BoundedAttributes``'
-    ``maxlen`` on the SDK's span; otherwise the limit the environment gives a provider
-    without its own (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``, read now)."""
+def attribute_room(span: Span) -> int | None:
+    """How many more attributes ``span`` takes before its attribute count limit
+    (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``) evicts its oldest (None: no limit): from its
+    ``BoundedAttributes``' ``maxlen`` on the SDK's span; otherwise from the limit the
+    environment gives a provider without its own (read now)."""
     if type(span) is _paths.span_type:
         attrs = span._attributes
         if type(attrs) is BoundedAttributes:
-            return attrs.maxlen
+            maxlen = attrs.maxlen
+            return None if maxlen is None else maxlen - len(attrs._dict)
     limit = SpanLimits().max_span_attributes
-    return limit if isinstance(limit, int) else None
+    if not isinstance(limit, int):
+        return None
+    return limit - len(getattr(span, "attributes", None) or ())
 
 
 # -- finished spans -------------------------------------------------------------------------

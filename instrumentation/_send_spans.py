@@ -44,6 +44,7 @@ _OLD_HTTP_METHOD: Final = "http.method"
 _HTTP_STATUS: Final = v.HTTP_STATUS_CODE.key
 _OLD_HTTP_STATUS: Final = "http.status_code"
 _GEN_AI_OPERATION: Final = v.GEN_AI_OPERATION.key
+_ERROR: Final = StatusCode.ERROR
 _RPC_SYSTEM: Final = v.RPC_SYSTEM_KEY
 _RPC_SERVICE: Final = v.RPC_SERVICE_KEY
 _RPC_METHOD: Final = v.RPC_METHOD_KEY
@@ -100,14 +101,14 @@ def _grpc_send(span: Span, get: Callable[[str], object]) -> SendClass | None:
     return SendEvidence(digest=send_digest("POST", path, None)), None, None
 
 
-def send_failed(span: ReadableSpan) -> bool:
+def send_failed(span: ReadableSpan, attributes: Mapping[str, object]) -> bool:
     """Whether a foreign span taken for a send (or the call it became) ended without
-    success: its span status is ``ERROR``, or its HTTP status is a failure by
-    :data:`retryscope.http_rules.STATUS_RULES` (a repeat of it is then a retry)."""
-    if span.status.status_code is StatusCode.ERROR:
-        return True
-    attributes = span.attributes or {}
+    success: its span status is ``ERROR``, or its HTTP status (in ``attributes``, the ended
+    span's) is a failure by :data:`retryscope.http_rules.STATUS_RULES` (a repeat of it is
+    then a retry)."""
     code = attributes.get(_HTTP_STATUS)
     if code is None:
         code = attributes.get(_OLD_HTTP_STATUS)
-    return type(code) is int and classify_status(code, idempotent=False) is not None
+    if type(code) is int and classify_status(code, idempotent=False) is not None:
+        return True
+    return span.status.status_code is _ERROR

@@ -133,7 +133,9 @@ class _Operations:
         elif retry_count:  # the client's own retry of a call
             same = self.by_digest.get(evidence.digest) if evidence.digest is not None else None
             return same if same is not None else self.last
-        return self.failed(evidence.digest)
+        # (:meth:`failed`, inline: every send that is no client retry comes here)
+        same = self.by_digest.get(evidence.digest) if evidence.digest is not None else None
+        return same if same is not None and same.failed else None
 
     def failed(self, digest: str | None) -> _Operation | None:
         """The latest operation with ``digest`` when its latest send failed: the same
@@ -195,15 +197,22 @@ class SendPlace(NamedTuple):
     """The caller's try of the operation this send belongs to (1: no caller repeated it)."""
 
 
+_new_place: Final = tuple.__new__
+"""Builds a :class:`SendPlace` from its fields in order without the Python-level
+``__new__`` a NamedTuple's constructor runs (once per send)."""
+
+
 class SendLedger:
     """Operations, open sends and calls, and the earliest next start of one logical request.
     Every method is called with the request's lock held."""
 
-    __slots__ = ("_open", "_operations", "not_before", "numbering")
+    __slots__ = ("_operations", "not_before", "numbering", "open")
 
     def __init__(self) -> None:
         self._operations: dict[ParentKey, _Operations] = {}
-        self._open: dict[int, _Open] = {}
+        self.open: dict[int, _Open] = {}
+        """Span id -> the send still open (read without the lock: only then can a new send
+        be part of a call)."""
         self.numbering: Callable[[ParentKey], int] | None = None
         """The next operation ordinal under a parent, when operations are numbered across
         processes (None: numbered here)."""
@@ -215,14 +224,13 @@ class SendLedger:
         self, parent_key: ParentKey, parent_span_id: int | None, evidence: SendEvidence
     ) -> SendPlace:
         """Place a new send whose direct parent span is ``parent_span_id``."""
-        enclosing = self._open.get(parent_span_id) if parent_span_id is not None else None
+        enclosing = self.open.get(parent_span_id) if parent_span_id is not None else None
         if enclosing is not None:
             return self._place_in_call(enclosing, parent_key, evidence)
         ops = self._operations.get(parent_key)
         if ops is None:
             ops = self._operations[parent_key] = _Operations()
-        op, resend, layer = self._placed(ops, parent_key, evidence, ops.match(evidence))
-        return SendPlace(op.ordinal, resend, layer, None, op, op.tries)
+        return self._placed(ops, parent_key, evidence, ops.match(evidence), None)
 
     def _place_in_call(
         self, call: _Open, parent_key: ParentKey, evidence: SendEvidence
@@ -241,16 +249,16 @@ class SendLedger:
                 ops = self._operations.setdefault(call.parent_key, _Operations())
                 repeated = ops.failed(evidence.digest)
                 if op.sends > 0 or (repeated is not None and ops.retract(op, repeated)):
-                    op, resend, layer = self._placed(ops, call.parent_key, evidence, repeated)
-                    call.operation = op
-                    return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+                    place = self._placed(ops, call.parent_key, evidence, repeated, handover)
+                    call.operation = place.entry
+                    return place
                 if evidence.digest is not None:
                     ops.by_digest[evidence.digest] = op
         resend = op.sends
         op.sends += 1
         op.failed = False
         layer = (evidence.retry_layer or call.layer) if resend else None
-        return SendPlace(op.ordinal, resend, layer, handover, op, op.tries)
+        return _new_place(SendPlace, (op.ordinal, resend, layer, handover, op, op.tries))
 
     @staticmethod
     def ended(op: _Operation, failed: bool) -> None:
@@ -263,12 +271,18 @@ class SendLedger:
         parent_key: ParentKey,
         evidence: SendEvidence,
         op: _Operation | None,
-    ) -> tuple[_Operation, int, RetryLayer | None]:
+        handover: Ordinals | None,
+    ) -> SendPlace:
         """Place a send among ``ops`` (under ``parent_key``) in ``op``, the operation it
-        repeats (None: a new one): its operation, resends before it and the layer that
-        retried (resends only)."""
+        repeats (None: a new one), taking over ``handover``: its operation, resends before
+        it and the layer that retried (resends only)."""
         if op is None:
-            op = ops.add(evidence.digest, evidence.call_key, self._number(parent_key))
+            numbering = self.numbering
+            op = ops.add(
+                evidence.digest,
+                evidence.call_key,
+                numbering(parent_key) if numbering is not None else None,
+            )
             resend = evidence.retry_count or 0  # a retry whose first try was not seen
             layer: RetryLayer | None = evidence.retry_layer if resend else None
         else:
@@ -282,10 +296,7 @@ class SendLedger:
                 layer = evidence.retry_layer if resend else None
         op.sends += 1
         op.failed = False
-        return op, resend, layer
-
-    def _number(self, parent_key: ParentKey) -> int | None:
-        return self.numbering(parent_key) if self.numbering is not None else None
+        return _new_place(SendPlace, (op.ordinal, resend, layer, handover, op, op.tries))
 
     def operation_counts(self) -> dict[ParentKey, int]:
         """Operations numbered so far per parent attempt."""
@@ -295,7 +306,7 @@ class SendLedger:
         """In a forked child: forget the sends of the process it was forked from (a call
         of the child is never taken for a resend of another process's call)."""
         self._operations.clear()
-        self._open.clear()
+        self.open.clear()
         self.not_before = None
 
     def opened(
@@ -310,21 +321,17 @@ class SendLedger:
         """Register an open send that may still turn out to be a call when a send starts
         beneath it (``ordinals``: what its first send then takes over; ``call_layer``: the
         layer whose retries its sends would be)."""
-        self._open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
+        self.open[span_id] = _Open(span, parent_key, place.entry, ordinals, call_layer)
 
     def closed(self, span_id: int, failed: bool | None = None) -> _Operation | None:
         """The open send ``span_id`` ended (``failed``: without success; None: not known);
         its operation, if it was open."""
-        entry = self._open.pop(span_id, None)
+        entry = self.open.pop(span_id, None)
         if entry is None:
             return None
         if failed is not None:
             entry.operation.failed = failed
         return entry.operation
-
-    def has_open(self) -> bool:
-        """Whether any send is open (only then can a new send be part of a call)."""
-        return bool(self._open)
 
     def note_retry_after(self, at_ns: int, delay_ms: int) -> None:
         """A send received a Retry-After at ``at_ns``: no attempt should start before."""
