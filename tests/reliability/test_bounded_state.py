@@ -63,7 +63,8 @@ def test_abandoned_openai_streams_leave_no_request_behind(
     assert processor.aged == 0
     server.reply = lambda _r: Reply(
         200,
-        (("Content-Type", "text/event-stream"),),
+        # each stream on its own connection: an abandoned one is never reused half-read
+        (("Content-Type", "text/event-stream"), ("Connection", "close")),
         chunks=tuple(_chunk(f"token {i}") for i in range(20)),
     )
     client = openai.OpenAI(api_key="sk-test", base_url=f"{server.url}/v1", max_retries=0)
