@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+from retryscope.instrumentation._settings import meta, positive_float, positive_int, read_env
 
 ENV_PREFIX: Final = "RETRYSCOPE_INGEST_"
 RATIO_GRACE_BYTES: Final = 64 << 20
@@ -39,22 +41,8 @@ def parse_size(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a positive integer")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError("must be a positive number")
-    return value
-
-
 def _meta(doc: str, parse: Any, flag: str) -> dict[str, Any]:
-    return {"doc": doc, "parse": parse, "flag": flag}
+    return {**meta(doc, parse), "flag": flag}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +63,7 @@ class IngestLimits:
         metadata=_meta(
             "Most decompressed bytes per compressed byte, checked once a source has given "
             f"{RATIO_GRACE_BYTES >> 20} MiB (OTLP JSON compresses about 15-25 times).",
-            _positive_float,
+            positive_float,
             "--max-ratio",
         ),
     )
@@ -95,7 +83,7 @@ class IngestLimits:
         metadata=_meta(
             "Deepest nesting of arrays and objects in a JSON line or document (OTLP needs "
             "13, plus 4 per nested attribute value); a deeper one is skipped.",
-            _positive_int,
+            positive_int,
             "--max-json-depth",
         ),
     )
@@ -135,15 +123,7 @@ class IngestLimits:
         """The bounds the ``RETRYSCOPE_INGEST_*`` variables describe, with ``overrides``
         (non-None keyword values, e.g. from flags) on top. A malformed value raises
         ``ValueError`` naming the variable."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            text = env.get(cls.variable(f.name), "").strip()
-            if text:
-                try:
-                    values[f.name] = f.metadata["parse"](text)
-                except ValueError as exc:
-                    raise ValueError(f"{cls.variable(f.name)}={text!r}: {exc}") from None
+        values = read_env(cls, os.environ if environ is None else environ, cls.variable)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
