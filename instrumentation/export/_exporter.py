@@ -637,7 +637,7 @@ class ParquetSpanExporter(SpanExporter):
             )
         except WriteError as exc:
             self._relock(unlocked)
-            self._note_written(exc.written)
+            self.files_written.extend(exc.written)
             self._done(spans_written, keep=exc.remaining)
             self._keep_unwritten(exc.remaining, oldest)
             if isinstance(exc.cause, TimeoutError):
@@ -654,7 +654,7 @@ class ParquetSpanExporter(SpanExporter):
             self._relock(unlocked)
             raise
         self._relock(unlocked)
-        self._note_written(written)
+        self.files_written.extend(written)
         self._done(spans_written)
         if self._failing:
             self._failing = False
@@ -686,9 +686,6 @@ class ParquetSpanExporter(SpanExporter):
                 exc,
                 self.config.buffer_rows,
             )
-
-    def _note_written(self, files: list[Path]) -> None:
-        self.files_written.extend(files)
 
     def _keep_unwritten(self, remaining: pa.Table, oldest: float | None) -> None:
         """Put the rows a write left (``oldest``: when the first of them was buffered) back

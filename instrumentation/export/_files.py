@@ -117,6 +117,17 @@ def local_host_tag() -> str:
     return socket.gethostname().replace(os.sep, "_").replace(".", "_") or "host"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this host)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but is not ours to signal
+    return True
+
+
 def remove_stale_temps(directory: Path, host: str) -> list[Path]:
     """Delete temporary files in ``directory`` left by dead writers on this host.
 
@@ -135,13 +146,8 @@ def remove_stale_temps(directory: Path, host: str) -> list[Path]:
         parts = name.removesuffix(TEMP_SUFFIX).split("-")
         if len(parts) < 5 or not parts[-3].isdigit() or f"-{host}-{parts[-3]}-" not in name:
             continue
-        try:
-            os.kill(int(parts[-3]), 0)
-            continue  # the writer is alive
-        except ProcessLookupError:
-            pass
-        except OSError:
-            continue  # exists but is not ours to signal
+        if pid_alive(int(parts[-3])):
+            continue
         path = directory / name
         try:
             path.unlink()

@@ -50,11 +50,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retryscope._fs import make_dirs
+from retryscope.instrumentation._settings import plain
 from retryscope.instrumentation.export._config import ExportConfig, Partitioning
 from retryscope.instrumentation.export._files import (
     ARRIVAL,
     FileNamer,
     fsync_dir,
+    pid_alive,
     split_by_partition,
     write_partitioned,
 )
@@ -89,11 +91,6 @@ def _arrival_bounds(table: pa.Table) -> tuple[int, int]:
     """The first and last :data:`ARRIVAL` numbers of ``table`` (its rows may be in any order)."""
     arrivals = table.column(ARRIVAL).to_numpy()
     return int(arrivals.min()), int(arrivals.max())
-
-
-def _text(value: object) -> str:
-    """A setting as recorded in a segment (enum members by value, modes in decimal)."""
-    return str(getattr(value, "value", value))
 
 
 @dataclass
@@ -193,7 +190,7 @@ class SegmentLog:
             os.fchmod(fd, self.config.file_mode)  # exact mode whatever the umask
         finally:
             os.close(fd)
-        settings = {f"retryscope.{k}": _text(getattr(self.config, k)) for k in _SETTINGS}
+        settings = {f"retryscope.{k}": plain(getattr(self.config, k)) for k in _SETTINGS}
         recorded = schema.with_metadata({**(schema.metadata or {}), **settings})
         segment = _Segment(path, file=pa.OSFile(str(path), "w"))
         self._segments.append(segment)
@@ -339,17 +336,6 @@ class Recovered:
         return [f"{path}: left in place: {why}" for path, why in self.left]
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists: only for segments written without a lock file."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists but is not ours to signal
-    return True
-
-
 def _writer(name: str) -> tuple[Writer, int | None] | None:
     """The writer of segment ``name`` and the pid in its claim (None: not claimed)."""
     claimer: int | None = None
@@ -394,9 +380,9 @@ def _release(lock: Path, fd: int, writer: Writer) -> None:
 def _left_unlocked(writer: Writer, claimer: int | None) -> str | None:
     """Why a segment written without a lock file (by an older writer) stays: judged by the
     pids in its name, as such writers were."""
-    if _alive(writer[1]):
+    if pid_alive(writer[1]):
         return f"no lock file, and pid {writer[1]} is alive (--force once its writer is gone)"
-    if claimer is not None and _alive(claimer):
+    if claimer is not None and pid_alive(claimer):
         return f"claimed by pid {claimer}, alive"
     return None
 
