@@ -277,24 +277,12 @@ def _unsafe(world: World, ident: Identity, clock: VirtualClock) -> None:
             v.MAX_DATA_BOUNDARY.key: DataBoundary.PRIVATE_SERVICE.value,
         },
     ) as req:
+        primary = (PRIMARY.route_id, PRIMARY.route_release_sha256, 0, CAPABILITY, BEHAVIOR)
+        unvetted = (UNVETTED, UNVETTED_RELEASE, 1, OTHER_CAPABILITY, OTHER_BEHAVIOR)
         plan = [
-            (
-                PRIMARY.route_id,
-                PRIMARY.route_release_sha256,
-                0,
-                CAPABILITY,
-                BEHAVIOR,
-                "private_service",
-            ),
-            (
-                PRIMARY.route_id,
-                PRIMARY.route_release_sha256,
-                0,
-                CAPABILITY,
-                BEHAVIOR,
-                "private_service",
-            ),
-            (UNVETTED, UNVETTED_RELEASE, 1, OTHER_CAPABILITY, OTHER_BEHAVIOR, "external_provider"),
+            (*primary, "private_service"),
+            (*primary, "private_service"),
+            (*unvetted, "external_provider"),
         ]
         delay = 0
         for i, (route, release, priority, capability, behavior, boundary) in enumerate(plan):
