@@ -79,19 +79,16 @@ def scrub(table: pa.Table, *, keep_content: bool = False) -> tuple[pa.Table, int
         return table, 0
     no_marks = found.marked[:0]
     withheld = 0
-    for index, field in enumerate(table.schema):
-        if field.name in _UNSCANNED:
-            continue
-        if pa.types.is_string(field.type):
+    for index, kind in _layout(table.schema).items():
+        field = table.schema.field(index)
+        if kind == "text":
             convert: Callable[[pa.Array], tuple[pa.Array, int]] = functools.partial(
                 _text_column, found=found
             )
-        elif field.name in _MAPS or field.name in _LISTS:
-            marked = found.marked if field.name in ("attributes", "events") else no_marks
-            walk = _attribute_maps if field.name in _MAPS else _struct_lists
-            convert = functools.partial(walk, found=replace(found, marked=marked))
         else:
-            continue
+            marked = found.marked if field.name in ("attributes", "events") else no_marks
+            walk = _attribute_maps if kind == "map" else _struct_lists
+            convert = functools.partial(walk, found=replace(found, marked=marked))
         column = table.column(index)
         chunks = []
         for chunk in column.chunks:
