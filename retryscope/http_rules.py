@@ -395,8 +395,7 @@ def _http_date_ms(value: str) -> int | None:
             )
         except ValueError:
             return None
-        delta = when - datetime(1970, 1, 1, tzinfo=UTC)
-        return (delta.days * 86_400 + delta.seconds) * 1000
+        return int(when.timestamp()) * 1000
     return None
 
 
