@@ -7,7 +7,7 @@ import inspect
 from dataclasses import fields
 from typing import Any
 
-from retryscope.reference._markdown import code, header, table
+from retryscope.reference._markdown import code, header, settings_rows, table
 
 SOURCES = "ExportConfig and ParquetSpanExporter in retryscope.instrumentation.export"
 _NOT_SETTINGS = frozenset({"self", "config"})
@@ -52,7 +52,6 @@ def render() -> str:
 
     check_agreement()
     parameters = inspect.signature(ParquetSpanExporter.__init__).parameters
-    defaults = ExportConfig().to_env()
     lines = header(
         "Exporter settings",
         SOURCES,
@@ -68,14 +67,6 @@ def render() -> str:
     )
     lines += table(
         ("keyword argument", "variable", "default", "meaning"),
-        (
-            (
-                code(_keyword(f.name, parameters[f.name].annotation)),
-                code(ExportConfig.variable(f.name)),
-                code(defaults[ExportConfig.variable(f.name)]),
-                str(f.metadata["doc"]),
-            )
-            for f in fields(ExportConfig)
-        ),
+        settings_rows(ExportConfig, lambda f: _keyword(f.name, parameters[f.name].annotation)),
     )
     return "\n".join(lines) + "\n"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import Field, fields
+from typing import Any, Final
 
 REGENERATE: Final = "python -m retryscope.reference"
 """The command that writes the pages."""
@@ -42,3 +43,13 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
             raise ValueError(f"row {row!r} has {len(row)} cells, not {len(headers)}")
         lines.append("| " + " | ".join(cell(c) for c in row) + " |")
     return lines
+
+
+def settings_rows(settings: Any, name: Callable[[Field[Any]], str]) -> Iterator[Sequence[str]]:
+    """One row per field of the settings dataclass ``settings`` (``variable``, ``to_env``
+    and ``doc`` metadata, as :mod:`retryscope.instrumentation._settings` makes them): its
+    ``name``, variable, default and meaning."""
+    defaults = settings().to_env()
+    for f in fields(settings):
+        variable = settings.variable(f.name)
+        yield code(name(f)), code(variable), code(defaults[variable]), str(f.metadata["doc"])

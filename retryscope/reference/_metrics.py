@@ -3,9 +3,7 @@ report figure each equals) and the metrics processor's settings."""
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from retryscope.reference._markdown import code, header, table
+from retryscope.reference._markdown import code, header, settings_rows, table
 
 SOURCES = "INSTRUMENTS and MetricsConfig in retryscope.instrumentation.metrics"
 
@@ -70,17 +68,8 @@ def render() -> str:
         "a malformed one stops start-up with an error naming it.",
         "",
     ]
-    defaults = MetricsConfig().to_env()
     lines += table(
         ("field", "variable", "default", "meaning"),
-        (
-            (
-                code(f.name),
-                code(MetricsConfig.variable(f.name)),
-                code(defaults[MetricsConfig.variable(f.name)]),
-                str(f.metadata["doc"]),
-            )
-            for f in fields(MetricsConfig)
-        ),
+        settings_rows(MetricsConfig, lambda f: f.name),
     )
     return "\n".join(lines) + "\n"
