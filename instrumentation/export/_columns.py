@@ -186,45 +186,11 @@ class SpanColumns:
     def __len__(self) -> int:
         return len(self._dropped)
 
-    def append(
-        self,
-        *,
-        trace_id: str,
-        span_id: str,
-        parent_span_id: str | None,
-        name: str,
-        kind: str,
-        start_ns: int,
-        end_ns: int,
-        status_code: str,
-        status_message: str | None,
-        attributes: Mapping[str, Any] | None,
-        resource: Mapping[str, Any] | None,
-        scope_name: str | None,
-        scope_version: str | None,
-        events: Sequence[tuple[str, int, Mapping[str, Any] | None]] = (),
-        links: Sequence[tuple[str, str, Mapping[str, Any] | None]] = (),
-        dropped_attributes: int = 0,
-    ) -> None:
-        """Add one span. Ids are lowercase hex; times are unix ns."""
-        self.extend(
-            trace_id=[trace_id],
-            span_id=[span_id],
-            parent_span_id=[parent_span_id],
-            name=[name],
-            kind=[kind],
-            start_ns=[start_ns],
-            end_ns=[end_ns],
-            status_code=[status_code],
-            status_message=[status_message],
-            attributes=[attributes],
-            resource=[resource],
-            scope_name=[scope_name],
-            scope_version=[scope_version],
-            events=[events],
-            links=[links],
-            dropped_attributes=[dropped_attributes],
-        )
+    def append(self, **span: Any) -> None:
+        """Add one span, given as :meth:`extend`'s keyword arguments with one value each
+        (``events``, ``links`` and ``dropped_attributes`` may be left out). Ids are
+        lowercase hex; times are unix ns."""
+        self.extend(**{name: [value] for name, value in {**_ONE_SPAN, **span}.items()})
 
     def extend(
         self,
@@ -430,6 +396,9 @@ the current key rather than an older alias)."""
 
 
 _VALUES: Final = operator.methodcaller("values")
+
+_ONE_SPAN: Final[dict[str, Any]] = {"events": (), "links": (), "dropped_attributes": 0}
+"""What :meth:`SpanColumns.append` takes for a field it is not given."""
 
 _ROUTE_CHUNK: Final = 4096
 """Rows appended one by one (the OTLP ingest) are routed this many at a time."""
