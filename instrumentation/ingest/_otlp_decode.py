@@ -144,16 +144,11 @@ def any_value(value: Any) -> Any:
         if not isinstance(inner, str):
             raise OtlpFormatError(f"bytesValue: expected base64 text, got {inner!r}")
         return inner
-    if kind == "arrayValue":
+    if kind in ("arrayValue", "kvlistValue"):
         values = inner.get("values", []) if isinstance(inner, Mapping) else None
         if not isinstance(values, list):
-            raise OtlpFormatError(f"arrayValue: expected {{'values': [...]}}, got {inner!r}")
-        return [any_value(v) for v in values]
-    if kind == "kvlistValue":
-        values = inner.get("values", []) if isinstance(inner, Mapping) else None
-        if not isinstance(values, list):
-            raise OtlpFormatError(f"kvlistValue: expected {{'values': [...]}}, got {inner!r}")
-        return attributes(values)
+            raise OtlpFormatError(f"{kind}: expected {{'values': [...]}}, got {inner!r}")
+        return [any_value(v) for v in values] if kind == "arrayValue" else attributes(values)
     raise OtlpFormatError(f"AnyValue: unknown kind {kind!r}")
 
 
