@@ -39,8 +39,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Final
 
@@ -303,15 +303,7 @@ class Recovered:
     left: tuple[tuple[Path, str], ...] = ()
 
     def __add__(self, other: Recovered) -> Recovered:
-        return Recovered(
-            self.rows + other.rows,
-            self.duplicates + other.duplicates,
-            self.segments + other.segments,
-            self.files + other.files,
-            self.failed + other.failed,
-            self.torn + other.torn,
-            self.left + other.left,
-        )
+        return Recovered(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def summary(self) -> str:
         """One line: what was recovered."""
@@ -454,19 +446,16 @@ def _read(path: Path) -> tuple[pa.Table | None, bool]:
 
 
 def _settings(schema: pa.Schema, base: ExportConfig) -> ExportConfig:
+    """The settings a segment recorded (:data:`_SETTINGS`) over ``base``."""
     meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-    values: dict[str, object] = {}
-    for name in _SETTINGS:
-        text = meta.get(f"retryscope.{name}")
-        if text is None:
-            continue
-        if name == "partitioning":
-            values[name] = Partitioning(text)
-        elif name == "compression":
-            values[name] = text
-        else:
-            values[name] = int(text)
-    return base.with_overrides(**values)
+    parse: dict[str, Callable[[str], object]] = {"partitioning": Partitioning, "compression": str}
+    return base.with_overrides(
+        **{
+            name: parse.get(name, int)(meta[f"retryscope.{name}"])
+            for name in _SETTINGS
+            if f"retryscope.{name}" in meta
+        }
+    )
 
 
 def _already_written(
