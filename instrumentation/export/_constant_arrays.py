@@ -14,12 +14,13 @@ recognised, and sorting takes its rows as for any other column.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Hashable
 from typing import Final
 
 import pyarrow as pa
+
+from retryscope._fork import at_fork
 
 MAX_CACHED_ROWS: Final = 8192
 """Longer constant columns are built each time and not registered (bounded memory)."""
@@ -37,8 +38,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fingerprint(array: pa.Array) -> tuple[int, ...]:
