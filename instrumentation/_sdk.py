@@ -65,6 +65,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from retryscope.instrumentation._settings import boolean
+
 if TYPE_CHECKING:
     from opentelemetry.sdk._configuration import _OTelSDKConfigurator as SdkConfigurator
 
@@ -86,17 +88,16 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 PUBLIC_ONLY_ENV: Final = "RETRYSCOPE_SDK_PUBLIC_ONLY"
-_ON: Final = frozenset({"1", "true", "yes", "on"})
-_OFF: Final = frozenset({"", "0", "false", "no", "off"})
 
 
 def _public_only(value: str | None) -> bool:
     """Whether ``value`` of :data:`PUBLIC_ONLY_ENV` forces the public paths (an unknown
     value is logged and leaves the shortcuts on)."""
-    text = (value or "").strip().lower()
-    if text not in _ON and text not in _OFF:
+    try:
+        return boolean(value) if value and value.strip() else False
+    except ValueError:
         _log.warning("retryscope: %s=%r is not a boolean; ignored", PUBLIC_ONLY_ENV, value)
-    return text in _ON
+        return False
 
 
 PUBLIC_ONLY: Final = _public_only(os.environ.get(PUBLIC_ONLY_ENV))

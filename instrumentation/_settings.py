@@ -29,6 +29,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def boolean(text: str) -> bool:
+    """``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``, in any case."""
+    folded = text.strip().lower()
+    if folded not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError("must be true or false")
+    return folded in ("1", "true", "yes", "on")
+
+
 def plain(value: Any) -> str:
     return str(value.value if isinstance(value, enum.Enum) else value)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from retryscope.instrumentation._settings import boolean, read_env, write_env
 from retryscope.instrumentation._settings import meta as _meta
 from retryscope.instrumentation._settings import positive_float as _positive_float
 from retryscope.instrumentation._settings import positive_int as _positive_int
-from retryscope.instrumentation._settings import read_env, write_env
 
 ENV_PREFIX: Final = "RETRYSCOPE_PARQUET_"
 
@@ -38,15 +38,6 @@ def _mode(text: str) -> int:
     if not 0 <= value <= 0o777:
         raise ValueError("must be an octal permission between 000 and 777")
     return value
-
-
-def _boolean(text: str) -> bool:
-    folded = text.strip().lower()
-    if folded in ("1", "true", "yes", "on"):
-        return True
-    if folded in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("must be true or false")
 
 
 def _boolean_text(value: Any) -> str:
@@ -125,7 +116,7 @@ class ExportConfig:
             "`export` returns, so a crash loses no accepted span (recovered into Parquet by the "
             "next exporter on the directory or `retryscope recover`); `false`: memory only "
             "until a file is cut.",
-            _boolean,
+            boolean,
             _boolean_text,
         ),
     )
@@ -144,7 +135,7 @@ class ExportConfig:
             "event attributes (`gen_ai.input.messages`, `input.value`, `gen_ai.prompt.0.content`, "
             '...); `false`: each such value is written as `"REDACTED"`, its key kept '
             "(docs/guides/threat-model.md lists the keys).",
-            _boolean,
+            boolean,
             _boolean_text,
         ),
     )
