@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from retryscope.reference._markdown import code, header, table
 
 SOURCES = "the rule catalog retryscope.analytics.RULES"
-
-
-def rule_fields(rule: Any) -> tuple[str, str, str, str]:
-    """A rule's id, severity, meaning and action: the one place that knows the fields of a
-    catalog entry."""
-    return (str(rule.id), str(rule.severity), str(rule.meaning), str(rule.action))
 
 
 def render() -> str:
@@ -29,9 +21,8 @@ def render() -> str:
         f"{code('retryscope request PATH <logical request id>')} opens one. The report "
         f"counts them per rule under {code('violations')}.",
     )
-    rows = [rule_fields(rule) for rule in RULES]
     lines += table(
         ("rule", "severity", "what it means", "what to do"),
-        ((code(rid), severity, meaning, action) for rid, severity, meaning, action in rows),
+        ((code(str(r.id)), str(r.severity), str(r.meaning), str(r.action)) for r in RULES),
     )
     return "\n".join(lines) + "\n"
