@@ -41,6 +41,7 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
         finding_counts,
         findings,
     )
+    from retryscope.analytics._headline import headline
     from retryscope.analytics._metrics import (
         Thresholds,
         amplification,
@@ -94,6 +95,7 @@ __all__ = [
     "format_json",
     "format_markdown",
     "format_text",
+    "headline",
     "hedging",
     "ineffective_retries",
     "latency",

@@ -42,6 +42,7 @@ from retryscope.analytics import (
     fallback,
     finding_counts,
     findings,
+    headline,
     latency,
     load,
     nested_retry_requests,
@@ -201,6 +202,8 @@ def _affected(requests: pa.Table, limit: int) -> tuple[int, pa.Table]:
 
 QUERIES: dict[str, Callable[[AuditModel, Filters | None, tuple[Any, ...]], Any]] = {
     "report": lambda m, f, a: build_report(m, f),
+    # the report's headline figures, from the model's rollups where they cover the filters
+    "headline": lambda m, f, a: headline(m, f),
     "amplification": lambda m, f, a: amplification(m, by=a[0], filters=f, bucket=_bucket(a)),
     "cost": lambda m, f, a: cost(m, by=a[0], filters=f),
     "fallback": lambda m, f, a: fallback(m, by=a[0], filters=f),

@@ -29,6 +29,7 @@ import duckdb
 from retryscope.analytics._object_store import is_url
 from retryscope.analytics._queries import load, sql_string
 from retryscope.analytics.model import _partitions as request_partitions
+from retryscope.analytics.model import _rollups as rollups
 from retryscope.analytics.model import _scripts as scripts
 from retryscope.analytics.model import _temporary as temporary
 from retryscope.analytics.model._cache import (
@@ -158,6 +159,7 @@ def build_model(
             temporary.release(con)
         else:
             store.point_views(con)
+            rollups.point(con, store)
             return _finish(tracker, store.paths(), built, len(store.units), store.straddlers)
     parts = _time_partitions(con, root)
     memory = MemoryStore(
@@ -678,6 +680,8 @@ class _InDirectory:
             if table == KEYS:
                 relation = f"(SELECT h, u, {sql_string(self._part.key)} AS part FROM {relation})"
             self._store.copy(cur, relation, unit_file(self._staged, table, index))
+        staged = self._staged
+        rollups.write(cur, lambda name: unit_file(staged, name, index), self._store.copy)
 
     def finish(self, cur: duckdb.DuckDBPyConnection) -> None:
         assert self._staged is not None
@@ -757,6 +761,7 @@ def _write_across(
             staged / f"{STRADDLERS}.parquet",
         )
     store.straddlers = straddlers
+    rollups.write_across(con, store, staged)
 
     def keep_across(cur: duckdb.DuckDBPyConnection) -> None:
         if changes is not None:

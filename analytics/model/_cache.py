@@ -62,7 +62,7 @@ FORMAT: Final = 5
 """The layout of a model directory (bump when it changes)."""
 STRADDLERS: Final = "straddlers"
 RECONCILED: Final = "reconciled_"
-UNIT_FILES: Final = (*PER_REQUEST_TABLES, KEYS)
+UNIT_FILES: Final = (*PER_REQUEST_TABLES, KEYS, *scripts.ROLLUPS)
 """The files of a partition's folder (a partition built in request partitions has one
 file per table and request partition: ``<table>-<i>.parquet``)."""
 

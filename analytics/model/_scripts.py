@@ -48,6 +48,11 @@ REQUEST_KEYS: Final = "request_keys"
 """The requests a time partition holds spans of (to find those straddling partitions)."""
 GLOBAL: Final = "model_global"
 """Checks across requests: idempotency digests reused for different requests."""
+ROLLUPS: Final = ("rollup_requests", "rollup_cost")
+"""The headline's rollups of a build's requests (:mod:`._rollups`), each kept as a table
+of its name."""
+ROLLUP_KEYS: Final = "rollup_keys"
+"""The rollups' grain per request of a build (run before :data:`ROLLUPS`)."""
 
 PER_REQUEST: Final = (ATTEMPTS, HTTP_ATTEMPTS, REQUESTS, CHECKS, FINDINGS)
 SOURCES: Final = (
@@ -61,6 +66,8 @@ SOURCES: Final = (
     REQUEST_KEYS,
     GLOBAL,
     *SCOPE_FACTS,
+    ROLLUP_KEYS,
+    *ROLLUPS,
 )
 
 

@@ -31,6 +31,7 @@ from retryscope.analytics.model._partition import (
     PROJECTIONS,
     point_projections,
 )
+from retryscope.analytics.model._scripts import ROLLUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ class Store(abc.ABC):
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the model's views on ``con``, and tables a model built earlier left there."""
-    names = [*MODEL_TABLES, *PROJECTIONS]
+    names = [*MODEL_TABLES, *PROJECTIONS, *ROLLUPS]
     for kind, catalog, column in (
         ("VIEW", "duckdb_views()", "view_name"),
         ("TABLE", "duckdb_tables()", "table_name"),

@@ -400,7 +400,11 @@ def render() -> None:
     if before is not None and before["logical_requests"] == 0:
         before = None
     _errors(ctx, report)
-    _kpis(ctx, report, before)
+    # the headline figures as the model's rollups hold them (the report's own values)
+    figures = {**report, **ctx.source.query("headline", ctx.filters)}
+    if before is not None and prev is not None:
+        before = {**before, **ctx.source.query("headline", prev)}
+    _kpis(ctx, figures, before)
     if prev is None:
         st.caption("Set a time range in the sidebar to compare with the previous period.")
     elif before is None:

@@ -110,7 +110,7 @@ SELECT
     sum(harness)::BIGINT AS harness_attempts,
     sum(receiver * requests)::BIGINT AS receiver_attempts,
     sum(operations)::BIGINT AS operations,
-    rs_ratio(sum(receiver * requests), sum(requests)) AS sends_per_request,
+    rs_sends_per_request(sum(receiver * requests), sum(requests)) AS sends_per_request,
     rs_amplification(sum(receiver * requests), sum(operations)) AS amplification_ratio,
     rs_ratio(sum(attempts), sum(requests)) AS attempts_per_request,
     sum(excess)::BIGINT AS excess_attempts,

@@ -7,7 +7,8 @@ SELECT
     cost_currency AS currency,
     sum(cost_micros)::BIGINT AS total_micros,
     coalesce(sum(cost_micros) FILTER (WHERE accepted), 0)::BIGINT AS accepted_micros,
-    rs_ratio(sum(cost_micros), sum(cost_micros) FILTER (WHERE accepted)) AS cost_amplification,
+    rs_cost_amplification(sum(cost_micros), sum(cost_micros) FILTER (WHERE accepted))
+        AS cost_amplification,
     rs_wasted_micros(cost_micros, accepted) AS wasted_micros,
     coalesce(sum(cost_micros) FILTER (WHERE cost_is_estimate), 0)::BIGINT AS estimated_micros,
     coalesce(sum(cost_micros) FILTER (WHERE NOT cost_is_estimate), 0)::BIGINT AS measured_micros,

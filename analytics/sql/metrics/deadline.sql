@@ -7,7 +7,7 @@ SELECT
     count(*)::BIGINT AS logical_requests,
     count(*) FILTER (WHERE deadline IS NOT NULL)::BIGINT AS requests_with_deadline,
     count(*) FILTER (WHERE rs_deadline_exhausted(terminal))::BIGINT AS deadline_exhausted,
-    rs_ratio(count(*) FILTER (WHERE rs_deadline_exhausted(terminal)), count(*))
+    rs_deadline_exhausted_rate(count(*) FILTER (WHERE rs_deadline_exhausted(terminal)), count(*))
         AS deadline_exhausted_rate,
     count(*) FILTER (WHERE late_success)::BIGINT AS late_successes,
     count(*) FILTER (WHERE deadline_missed)::BIGINT AS deadline_misses,

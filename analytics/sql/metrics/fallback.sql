@@ -7,7 +7,7 @@ SELECT
         AS value,
     count(*)::BIGINT AS logical_requests,
     count(*) FILTER (WHERE has_fallback)::BIGINT AS requests_with_fallback,
-    rs_ratio(count(*) FILTER (WHERE has_fallback), count(*)) AS fallback_rate,
+    rs_fallback_rate(count(*) FILTER (WHERE has_fallback), count(*)) AS fallback_rate,
     count(*) FILTER (WHERE fallback_success)::BIGINT AS fallback_successes,
     rs_ratio(count(*) FILTER (WHERE fallback_success), count(*) FILTER (WHERE has_fallback))
         AS fallback_success_rate,

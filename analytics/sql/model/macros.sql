@@ -127,3 +127,26 @@ CREATE OR REPLACE MACRO rs_implicit_trace_key(trace_id) AS
 -- over the routes they are the request's resends (rs_resends), as the layers' are.
 CREATE OR REPLACE MACRO rs_repeat_sends(span_id, is_repeat) AS
     count(span_id) FILTER (WHERE is_repeat);
+
+-- The headline's ratios of additive parts, each the report's figure and the one the
+-- Overview reads from the rollups (sql/model/rollup_*.sql): sends per logical request;
+-- the share of requests that used a fallback, and that ran out of their deadline; cost of
+-- every attempt ÷ cost of the accepted ones.
+CREATE OR REPLACE MACRO rs_sends_per_request(sends, requests) AS rs_ratio(sends, requests);
+CREATE OR REPLACE MACRO rs_fallback_rate(fallbacks, requests) AS rs_ratio(fallbacks, requests);
+CREATE OR REPLACE MACRO rs_deadline_exhausted_rate(exhausted, requests) AS
+    rs_ratio(exhausted, requests);
+CREATE OR REPLACE MACRO rs_cost_amplification(total, accepted) AS rs_ratio(total, accepted);
+
+-- The time grain of the rollups: a request counts in the minute it started.
+CREATE OR REPLACE MACRO rs_rollup_minute(t) AS date_trunc('minute', t);
+-- Whether a rollup row's requests are those filters select (scope_filtered.sql: started
+-- in [since, until), of tenant and operation, with an attempt on route; NULL: any), for
+-- bounds on whole minutes (retryscope.analytics._headline.covered).
+CREATE OR REPLACE MACRO rs_rollup_selects(
+        minute, tenant, operation, routes, since, until, want_tenant, want_operation,
+        want_route) AS
+    (since IS NULL OR minute >= since) AND (until IS NULL OR minute < until)
+    AND (want_tenant IS NULL OR tenant = want_tenant)
+    AND (want_operation IS NULL OR operation = want_operation)
+    AND (want_route IS NULL OR list_contains(routes, want_route));

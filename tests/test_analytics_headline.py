@@ -1,0 +1,149 @@
+"""The headline read from the rollups a model cache keeps per time partition equals the
+report's figures from the full model, under every filter the rollups' grain covers; the
+filters it does not cover, and models without rollups, read the model's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retryscope.analytics import Filters, build_report, connect, headline
+from retryscope.analytics._headline import REQUEST_KEYS, covered, from_rollups
+from retryscope.analytics.model import _build, model_directory
+from retryscope.demo._run import generate
+from tests.test_analytics_incremental import FIRST_HOUR, HOUR, _traffic
+
+START = datetime.fromtimestamp(FIRST_HOUR // 10**9, UTC)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hourly_units() -> Iterator[None]:
+    """Each hour a unit of its own, so requests straddle units."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_build, "CACHE_SPAN_ROWS", 0)
+        yield
+
+
+@pytest.fixture(scope="module")
+def random_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Requests of random retry structure, the last of each hour running into the next."""
+    return _traffic(tmp_path_factory.mktemp("random") / "data", seed=31, per_hour=40, hours=3)
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "data"
+    generate(out, 400, 7, progress=False)
+    return out
+
+
+def _reported(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's figures the headline holds."""
+    return {
+        **{k: report[k] for k in REQUEST_KEYS},
+        "cost": {"by_currency": report["cost"]["by_currency"]},
+    }
+
+
+def _filters(root: Path) -> list[Filters]:
+    """No filter, whole-minute time ranges, each value of tenant, operation and route,
+    and combinations."""
+    model, _ = connect(root)
+    values = {
+        dim: [
+            v
+            for (v,) in model.build()
+            .con.execute(f"SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL")
+            .fetchall()
+        ][:3]
+        for dim, col, table in (
+            ("tenant", "tenant", "request_base"),
+            ("operation", "operation", "request_base"),
+            ("route", "route_id", "all_attempt_facts"),
+        )
+    }
+    ((first, last),) = model.con.execute(
+        "SELECT min(started_at), max(started_at) FROM request_base"
+    ).fetchall()
+    first = first.replace(second=0, microsecond=0)
+    mid = first + (last - first) / 2
+    mid = mid.replace(second=0, microsecond=0)
+    found = [Filters()]
+    found += [Filters(since=first, until=mid), Filters(since=mid), Filters(until=mid)]
+    found += [Filters(**{dim: v}) for dim, vs in values.items() for v in vs]  # type: ignore[arg-type]
+    found += [
+        Filters(since=mid, route=values["route"][0], tenant=values["tenant"][0]),
+        Filters(until=mid, operation=values["operation"][0], route=values["route"][-1]),
+        Filters(tenant="no such tenant"),
+    ]
+    return found
+
+
+@pytest.mark.parametrize("data", ["random_data", "demo_data"])
+def test_the_headline_from_rollups_is_the_reports(
+    data: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    root = request.getfixturevalue(data)
+    maintained, _ = connect(root, model_cache=tmp_path / "cache")
+    full, _ = connect(root)
+    if data == "random_data":
+        assert maintained.build().stats["straddlers"] > 0  # the corrections are exercised
+    for f in _filters(root):
+        rolled = from_rollups(maintained, f)
+        assert rolled is not None, f
+        assert rolled == _reported(build_report(full, f)), f
+        assert rolled == headline(full, f), f  # a model in memory reads its tables
+
+
+def test_a_maintained_model_keeps_its_rollups_current(tmp_path: Path) -> None:
+    """Hours added one by one (each build adds its rollups; the requests across hours are
+    corrected anew): the headline stays the report's."""
+    whole = _traffic(tmp_path / "whole", seed=32, per_hour=30, hours=3)
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    for hour in sorted({p.parent for p in whole.rglob("*.parquet")}):
+        target = root / hour.relative_to(whole)
+        target.mkdir(parents=True)
+        for f in hour.glob("*.parquet"):
+            (target / f.name).write_bytes(f.read_bytes())
+        maintained, _ = connect(root, model_cache=cache)
+        assert from_rollups(maintained, Filters()) == _reported(build_report(connect(root)[0]))
+
+
+def test_filters_within_a_minute_read_the_model(random_data: Path, tmp_path: Path) -> None:
+    """A time bound inside a minute is finer than the rollups' grain: the headline reads
+    the model's tables (and still equals the report)."""
+    maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
+    within = Filters(since=START + timedelta(minutes=59, seconds=59, milliseconds=500))
+    assert not covered(within)
+    assert covered(Filters(since=START + timedelta(minutes=1), tenant="t"))
+    assert from_rollups(maintained, within) is None
+    assert headline(maintained, within) == _reported(build_report(maintained, within))
+    assert headline(maintained, within)["logical_requests"] > 0
+
+
+def test_a_damaged_rollup_is_built_again(random_data: Path, tmp_path: Path) -> None:
+    """A unit's rollup removed: the unit no longer holds what it wrote, so it is built
+    again, rollups and all; a model in memory has none and reads its tables."""
+    cache = tmp_path / "cache"
+    connect(random_data, model_cache=cache)[0].build()
+    units = model_directory(str(random_data), cache) / "units"
+    next(units.glob("*/rollup_cost.parquet")).unlink()
+    maintained, _ = connect(random_data, model_cache=cache)
+    assert maintained.build().stats["built"] == 1
+    assert from_rollups(maintained, Filters()) == _reported(build_report(maintained))
+    in_memory, _ = connect(random_data)
+    assert from_rollups(in_memory, Filters()) is None
+
+
+def test_the_rollups_are_small(random_data: Path, tmp_path: Path) -> None:
+    """Fewer rows than requests: a minute's requests of one tenant, operation and routes
+    are one row."""
+    maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
+    con = maintained.build().con
+    ((rows,),) = con.execute("SELECT count(*) FROM rollup_requests").fetchall()
+    assert 0 < rows < headline(maintained)["logical_requests"] + maintained.stats["straddlers"] * 2
+    assert HOUR  # the traffic's hours
