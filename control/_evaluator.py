@@ -66,6 +66,7 @@ from retryscope.control._schedule import (
     next_route,
     next_step,
 )
+from retryscope.control._strict import Count
 from retryscope.vocabulary import (
     CANCELLED_KEY,
     Decision,
@@ -92,8 +93,8 @@ class ObservedAttempt:
 
     route_id: str
     route_release: str
-    route_attempt_ordinal: int
-    attempt_ordinal: int
+    route_attempt_ordinal: Count
+    attempt_ordinal: Count
     logical_request_digest: str
     idempotency_digest: str
     start_ms: int
@@ -105,7 +106,7 @@ class ObservedAttempt:
     retry_after_ms: int | None = None
     cost_reserved_micros: int | None = None
     cost_actual_micros: int | None = None
-    hedge_ordinal: int | None = None
+    hedge_ordinal: Count | None = None
     hedge_result: HedgeResult | None = None
     cancelled: bool = False
 

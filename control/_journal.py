@@ -40,10 +40,8 @@ from typing import Any, Final
 from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._evaluator import ObservedAttempt
 from retryscope.control._guards import Gate
-from retryscope.control._receipts import (
-    attempt_from_obj,
-    gate_from_obj,
-)
+from retryscope.control._receipts import gate_from_obj
+from retryscope.control._strict import from_obj
 from retryscope.vocabulary import Outcome, OutcomeKind, Terminal
 
 _GENESIS: Final = "0" * 64
@@ -376,7 +374,7 @@ class Journal:
             elif e.kind is EventKind.JOB_SUBMITTED:
                 jobs[e.body["attempt_ordinal"]] = e.body["job_id"]
             elif e.kind is EventKind.ATTEMPT_OBSERVED:
-                attempts.append(attempt_from_obj(e.body["attempt"], f"event {e.seq}"))
+                attempts.append(from_obj(ObservedAttempt, e.body["attempt"], f"event {e.seq}"))
             elif e.kind is EventKind.RETRY_DECISION_COMMITTED:
                 decided = max(decided, e.body["attempt_ordinal"])
             elif e.kind is EventKind.TERMINAL_COMMITTED:

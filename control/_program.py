@@ -58,15 +58,11 @@ from retryscope.control._journal import (
     Reconciliation,
     reconciled_attempt,
 )
-from retryscope.control._policy import Admission, RetryPolicy, admission_to_obj
-from retryscope.control._receipts import (
-    attempt_to_obj,
-    gate_to_obj,
-    receipt_json,
-    receipt_sha256,
-)
+from retryscope.control._policy import Admission, RetryPolicy
+from retryscope.control._receipts import gate_to_obj, receipt_json, receipt_sha256
 from retryscope.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
 from retryscope.control._shared import Pass, SharedState
+from retryscope.control._strict import to_obj
 from retryscope.instrumentation import (
     Attempt,
     LogicalRequest,
@@ -349,7 +345,7 @@ class RequestRun:
                 ttl_ms=s.lease_ttl_ms,
                 created={
                     "policy_sha256": s.policy_sha256,
-                    "admission": admission_to_obj(adm),
+                    "admission": to_obj(adm),
                     "logical_request_id": rid,
                 },
             )
@@ -425,7 +421,7 @@ class RequestRun:
         for a, status in settled:
             self._append(
                 EventKind.ATTEMPT_OBSERVED,
-                {"attempt": attempt_to_obj(a), "reconciled": status.value},
+                {"attempt": to_obj(a), "reconciled": status.value},
             )
             self.unsettled.discard(a.attempt_ordinal)
         self.attempts = sorted(
@@ -669,7 +665,7 @@ class RequestRun:
             )
             self._append(
                 EventKind.ATTEMPT_OBSERVED,
-                {"attempt": attempt_to_obj(observed), "reconciled": None},
+                {"attempt": to_obj(observed), "reconciled": None},
             )
             failed = None if cancelled else _ROUTE_FAILED[observed.outcome]
             self._release(plan.attempt_ordinal, hedge, failed=failed)
