@@ -39,7 +39,8 @@ from retryscope.control._strict import (
 def gate_to_obj(g: Gate) -> dict[str, Any]:
     """A gate as one flat object: its fields and its snapshot's."""
     obj: dict[str, Any] = to_obj(g)
-    return {**obj, **obj.pop("snapshot")}
+    snapshot: dict[str, Any] = obj.pop("snapshot")
+    return obj | snapshot
 
 
 def gate_from_obj(raw: Any, path: str) -> Gate:
