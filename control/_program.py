@@ -40,11 +40,9 @@ from retryscope.control._capability import capability_sha256
 from retryscope.control._commit import AttemptStream, CommitLog, StreamEvent
 from retryscope.control._evaluator import (
     ObservedAttempt,
-    PlannedAttempt,
     Receipt,
     evaluate,
     gate_key,
-    hedge_plan,
     race_results,
 )
 from retryscope.control._guards import Gate, GuardKind
@@ -60,7 +58,12 @@ from retryscope.control._journal import (
 )
 from retryscope.control._policy import Admission, RetryPolicy
 from retryscope.control._receipts import gate_to_obj, receipt_json, receipt_sha256
-from retryscope.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
+from retryscope.control._schedule import (
+    PlannedAttempt,
+    bounded_hint_ms,
+    hedge_step,
+    next_poll_ms,
+)
 from retryscope.control._shared import Pass, SharedState
 from retryscope.control._strict import to_obj
 from retryscope.instrumentation import (
@@ -749,38 +752,38 @@ class RequestRun:
         reserved, hedges, hedging = plan.reserve_micros, 0, True
         try:
             while race.winner is None and len(done) < len(handles):
-                step = None
+                hedge = None
                 if hedging and race.first_start_ms is not None:
-                    step = hedge_step(
+                    hedge = hedge_step(
                         s.policy,
                         self.r.admission,
                         first_start_ms=race.first_start_ms,
                         group_reserved_micros=reserved,
                         hedges_so_far=hedges,
                     )
+                due = None if hedge is None else hedge.not_before_ms
                 if race.first_start_ms is None:
                     timeout: float | None = 0.0  # let the first attempt start
-                elif step is None:
+                elif due is None:
                     timeout = None
                 else:
-                    timeout = max(0, step.not_before_ms - self._now_ms()) / 1000
+                    timeout = max(0, due - self._now_ms()) / 1000
                 running = tuple(h for h in handles if h not in done)
                 done |= set((yield WaitFirst(running, timeout)))
-                if step is None or race.winner is not None or len(done) == len(handles):
+                if hedge is None or race.winner is not None or len(done) == len(handles):
                     continue
-                if self._now_ms() < step.not_before_ms:
+                if due is None or self._now_ms() < due:
                     continue
-                hplan = hedge_plan(step)
                 verdict: bool | None = True
                 while verdict:
-                    verdict = self._consult(hplan, self._now_ms(), step.hedge_ordinal)
+                    verdict = self._consult(hedge, self._now_ms(), hedge.hedge_ordinal)
                 if verdict is None:
                     hedging = False
                     continue
                 race.members += 1
-                handles.append((yield Spawn(self._attempt(hplan, step.hedge_ordinal, race))))
+                handles.append((yield Spawn(self._attempt(hedge, hedge.hedge_ordinal, race))))
                 hedges += 1
-                reserved += step.reserve_micros
+                reserved += hedge.reserve_micros
             losers = tuple(h for h in handles if h not in done)
             if losers:
                 yield Cancel(losers)

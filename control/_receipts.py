@@ -19,13 +19,12 @@ from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._evaluator import (
     AttemptRejected,
     ObservedAttempt,
-    PlannedAttempt,
     Receipt,
     evaluate,
 )
 from retryscope.control._guards import Gate, GuardKind, GuardSnapshot
 from retryscope.control._policy import Admission, PolicyError, RetryPolicy, policy_from_obj
-from retryscope.control._schedule import ArithmeticOverflow
+from retryscope.control._schedule import ArithmeticOverflow, PlannedAttempt
 from retryscope.control._strict import (
     UINT32_MAX,
     DecodeError,
