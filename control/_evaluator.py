@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retryscope.control._guards import Gate, GuardKind
@@ -695,9 +695,7 @@ def _ms(value: Any, field: str) -> int | None:
         return ns // _NS_PER_MS
     if isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return micros // 1000
+        return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
     raise ValueError(f"{field}: expected a timestamp, got {type(value).__name__}")
 
 

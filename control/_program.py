@@ -56,7 +56,7 @@ from retryscope.control._journal import (
     Reconciliation,
     reconciled_attempt,
 )
-from retryscope.control._policy import Admission, RetryPolicy
+from retryscope.control._policy import Admission, FallbackRoute, RetryPolicy
 from retryscope.control._receipts import gate_to_obj, receipt_json, receipt_sha256
 from retryscope.control._schedule import (
     PlannedAttempt,
@@ -530,6 +530,15 @@ class RequestRun:
         for granted in self.passes.pop((ordinal, hedge), []):
             self.s.shared.release(granted, failed=failed, now_ms=self._now_ms())
 
+    def _route_attributes(self, route: FallbackRoute) -> dict[str, AttributeValue]:
+        """What an attempt span records of its route and of the contract it must meet."""
+        return {
+            v.ROUTE_CAPABILITY_DIGEST.key: self.s.capability_sha256,
+            v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
+            v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
+            v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
+        }
+
     def _guard_attributes(self, ordinal: int, hedge: int | None) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {}
         for granted in self.passes.get((ordinal, hedge), []):
@@ -559,13 +568,7 @@ class RequestRun:
                 "hedge_ordinal": hedge,
             },
         )
-        attrs: dict[str, AttributeValue] = {
-            v.ROUTE_CAPABILITY_DIGEST.key: s.capability_sha256,
-            v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
-            v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
-            v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
-            **self._guard_attributes(plan.attempt_ordinal, hedge),
-        }
+        attrs = self._route_attributes(route) | self._guard_attributes(plan.attempt_ordinal, hedge)
         cancel: BaseException | None = None
         with (
             _EndsAt() as ends,
@@ -729,19 +732,26 @@ class RequestRun:
                 return CallResult(kind=OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE, error="job_pending")
             if (wait := at - self._now_ms()) > 0:
                 yield Sleep(wait / 1000)
-            try:
-                answer = yield Call(s.poll, job)
-            except AttemptFailed as exc:
-                answer = exc.result
-            except Exception as exc:  # a failed poll says nothing about the job
-                record_exception(att.span, exc)
-                answer = Pending()
+            answer = yield from self._poll(job, att)
             polls, last = polls + 1, self._now_ms()
             att.set_attributes({v.JOB_POLLS_KEY: polls})
-            if isinstance(answer, Pending):
-                hint = answer.retry_after_ms
-                continue
-            return answer if isinstance(answer, CallResult) else CallResult(value=answer)
+            if not isinstance(answer, Pending):
+                return answer
+            hint = answer.retry_after_ms
+
+    def _poll(self, job: Job, att: Attempt | None) -> Program[CallResult | Pending]:
+        """One poll of a provider job: its result, or :class:`Pending` (also when the poll
+        itself failed: that says nothing about the job)."""
+        assert self.s.poll is not None
+        try:
+            answer = yield Call(self.s.poll, job)
+        except AttemptFailed as exc:
+            return exc.result
+        except Exception as exc:
+            if att is not None:
+                record_exception(att.span, exc)
+            return Pending()
+        return answer if isinstance(answer, (CallResult, Pending)) else CallResult(value=answer)
 
     # -- hedging ----------------------------------------------------------------------------
     def _race(self, plan: PlannedAttempt) -> Program[None]:
@@ -818,13 +828,8 @@ class RequestRun:
                 route_release=route.route_release_sha256,
                 route_priority=route.priority,
                 name=f"reconcile {route.route_id}",
-                attributes={
-                    v.ROUTE_CAPABILITY_DIGEST.key: s.capability_sha256,
-                    v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
-                    v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
-                    v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
-                    v.RECONCILIATION_METHOD_KEY: method.value,
-                },
+                attributes=self._route_attributes(route)
+                | {v.RECONCILIATION_METHOD_KEY: method.value},
                 hedge_ordinal=pending.reserved.get("hedge_ordinal"),
             ) as att,
         ):
@@ -879,17 +884,10 @@ class RequestRun:
             if not isinstance(answer, Reconciliation):
                 raise TypeError(f"reconcile returned {type(answer).__name__}, not Reconciliation")
             return answer
-        assert s.poll is not None
         job = Job(pending.job_id, pending.route_id, pending.attempt_ordinal, self.r.idempotency_key)
-        try:
-            raw = yield Call(s.poll, job)
-        except AttemptFailed as exc:
-            raw = exc.result
-        except Exception:  # a failed poll says nothing about the job
-            raw = Pending()
-        if isinstance(raw, Pending):
-            return Reconciliation(ReceiverStatus.IN_PROGRESS, retry_after_ms=raw.retry_after_ms)
-        result = raw if isinstance(raw, CallResult) else CallResult(value=raw)
+        result = yield from self._poll(job, None)
+        if isinstance(result, Pending):
+            return Reconciliation(ReceiverStatus.IN_PROGRESS, retry_after_ms=result.retry_after_ms)
         if result.kind is None:
             return Reconciliation(
                 ReceiverStatus.SUCCEEDED,
