@@ -168,17 +168,3 @@ def capability_gaps(
 def capability_sha256(c: CapabilityContract) -> str:
     """SHA-256 of the contract's canonical JSON."""
     return sha256_hex(canonical_json(to_obj(c), integers_only=True))
-
-
-__all__ = [
-    "OUTPUT_CONTRACT_FIELDS",
-    "RESIDENCY_FIELDS",
-    "RULES",
-    "CapabilityContract",
-    "CapabilityGap",
-    "Modality",
-    "OutputMode",
-    "ToolFeature",
-    "capability_gaps",
-    "capability_sha256",
-]

@@ -35,7 +35,6 @@ from retryscope.control._capability import (
 from retryscope.control._strict import (
     UINT32_MAX,
     Count,
-    DecodeError,
     InvalidValue,
     from_obj,
     load_json,
@@ -446,41 +445,3 @@ def policy_from_toml(
     """Strictly decode a TOML policy (routes as ``[[routes]]`` tables); validate unless
     ``validate=False``."""
     return policy_from_obj(load_toml(text), validate=validate, accepted_owners=accepted_owners)
-
-
-__all__ = [
-    "Admission",
-    "BehaviorEvidence",
-    "BehaviorMismatch",
-    "BoundaryExceeded",
-    "CapabilityMismatch",
-    "CircuitBreakerPolicy",
-    "DecodeError",
-    "DuplicateRouteId",
-    "DuplicateRouteRelease",
-    "EvidenceExpired",
-    "FallbackRoute",
-    "FreshnessExceeded",
-    "HedgePolicy",
-    "IdempotencyUnsupported",
-    "InvalidAttemptLimit",
-    "InvalidBackoff",
-    "InvalidDigest",
-    "InvalidProtection",
-    "Jitter",
-    "NoRoutes",
-    "OutputContractMismatch",
-    "OwnerNotAccepted",
-    "PolicyError",
-    "PollPolicy",
-    "PriorityGap",
-    "ResidencyViolation",
-    "RetryBudgetPolicy",
-    "RetryPolicy",
-    "policy_from_json",
-    "policy_from_obj",
-    "policy_from_toml",
-    "policy_to_obj",
-    "validate_admission",
-    "validate_policy",
-]

@@ -945,20 +945,3 @@ def _record_outcome(
     elif hedge_result is HedgeResult.LATE:
         att.set_attributes({v.HEDGE_RESULT_KEY: HedgeResult.LATE.value})
     att.set_cost(reserved=reserved, actual=result.cost_actual_micros, currency=currency)
-
-
-__all__ = [
-    "Call",
-    "Cancel",
-    "DriverError",
-    "Effect",
-    "Program",
-    "Request",
-    "RequestRun",
-    "Setup",
-    "Sleep",
-    "Spawn",
-    "WaitFirst",
-    "adrive",
-    "drive",
-]

@@ -27,7 +27,6 @@ from retryscope.control._policy import Admission, PolicyError, RetryPolicy, poli
 from retryscope.control._schedule import ArithmeticOverflow, PlannedAttempt
 from retryscope.control._strict import (
     UINT32_MAX,
-    DecodeError,
     Fields,
     from_obj,
     load_json,
@@ -179,18 +178,3 @@ def replay(receipt_bytes: str | bytes) -> ReplayReport:
     drift: list[Drift] = []
     _diff(recorded, recomputed, "$", drift)
     return ReplayReport(tuple(drift), None, recorded_sha, receipt_sha256(receipt))
-
-
-__all__ = [
-    "DecodeError",
-    "Drift",
-    "ReplayReport",
-    "attempts_sha256",
-    "gate_from_obj",
-    "gate_to_obj",
-    "policy_sha256",
-    "receipt_json",
-    "receipt_sha256",
-    "receipt_to_obj",
-    "replay",
-]
