@@ -61,7 +61,6 @@ from retryscope.control._evaluator import (
     JitterOutOfRange,
     ObservedAttempt,
     OrdinalMismatch,
-    PlannedAttempt,
     PostTerminalAttempt,
     Receipt,
     ReleaseMismatch,
@@ -127,6 +126,7 @@ from retryscope.control._receipts import (
     receipt_sha256,
     replay,
 )
+from retryscope.control._schedule import PlannedAttempt
 from retryscope.control._shared import SharedState
 from retryscope.control._strict import DecodeError
 

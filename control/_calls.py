@@ -103,14 +103,3 @@ class RunResult:
     receipt: Receipt
     receipt_json: bytes
     logical_request_id: str
-
-
-__all__ = [
-    "AttemptFailed",
-    "CallResult",
-    "Dispatch",
-    "Job",
-    "Pending",
-    "RunResult",
-    "Submitted",
-]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from retryscope.canonical import canonical_json, sha256_hex
-from retryscope.control._strict import Fields
+from retryscope.control._strict import to_obj
 
 
 class Modality(enum.StrEnum):
@@ -161,59 +161,10 @@ def capability_gaps(
         want, have = getattr(needed, name), getattr(offered, name)
         problem = rule(want, have)
         if problem is not None:
-            gaps.append(CapabilityGap(name, _plain(want), _plain(have), problem))
+            gaps.append(CapabilityGap(name, to_obj(want), to_obj(have), problem))
     return tuple(gaps)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, frozenset):
-        return sorted(str(v) for v in value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value
-
-
-def capability_to_obj(c: CapabilityContract) -> dict[str, Any]:
-    """The contract as a JSON object (sets as sorted arrays)."""
-    return {name: _plain(getattr(c, name)) for name, _ in RULES}
-
-
-def capability_from_obj(raw: Any, path: str) -> CapabilityContract:
-    """Strictly decode a contract object (every field required, no unknown field)."""
-    f = Fields(raw, path)
-    contract = CapabilityContract(
-        input_modalities=f.enum_set("input_modalities", Modality),
-        output_modalities=f.enum_set("output_modalities", Modality),
-        context_tokens=f.integer("context_tokens"),
-        output_tokens=f.integer("output_tokens"),
-        output_mode=f.enum("output_mode", OutputMode),
-        output_schema_sha256=f.opt_string("output_schema_sha256"),
-        tools=f.enum_set("tools", ToolFeature),
-        stream_terminal_event=f.boolean("stream_terminal_event"),
-        stream_usage_event=f.boolean("stream_usage_event"),
-        regions=f.string_set("regions"),
-        retention_days=f.integer("retention_days"),
-    )
-    f.done()
-    return contract
 
 
 def capability_sha256(c: CapabilityContract) -> str:
     """SHA-256 of the contract's canonical JSON."""
-    return sha256_hex(canonical_json(capability_to_obj(c), integers_only=True))
-
-
-__all__ = [
-    "OUTPUT_CONTRACT_FIELDS",
-    "RESIDENCY_FIELDS",
-    "RULES",
-    "CapabilityContract",
-    "CapabilityGap",
-    "Modality",
-    "OutputMode",
-    "ToolFeature",
-    "capability_from_obj",
-    "capability_gaps",
-    "capability_sha256",
-    "capability_to_obj",
-]
+    return sha256_hex(canonical_json(to_obj(c), integers_only=True))

@@ -294,6 +294,3 @@ class AsyncRetryController(_Controller):
     ) -> RunResult:
         """The async :meth:`RetryController.run` (same arguments, same receipts)."""
         return await adrive(self._request(call, request).program(), self._perform)
-
-
-__all__ = ["AsyncRetryController", "RetryController", "RunArguments"]

@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from retryscope.control._guards import Gate, GuardKind
@@ -59,13 +59,13 @@ from retryscope.control._policy import (
     validate_policy,
 )
 from retryscope.control._schedule import (
-    HedgeStep,
-    Step,
+    PlannedAttempt,
     checked_add,
     hedge_step,
     next_route,
     next_step,
 )
+from retryscope.control._strict import Count
 from retryscope.vocabulary import (
     CANCELLED_KEY,
     Decision,
@@ -92,8 +92,8 @@ class ObservedAttempt:
 
     route_id: str
     route_release: str
-    route_attempt_ordinal: int
-    attempt_ordinal: int
+    route_attempt_ordinal: Count
+    attempt_ordinal: Count
     logical_request_digest: str
     idempotency_digest: str
     start_ms: int
@@ -105,26 +105,9 @@ class ObservedAttempt:
     retry_after_ms: int | None = None
     cost_reserved_micros: int | None = None
     cost_actual_micros: int | None = None
-    hedge_ordinal: int | None = None
+    hedge_ordinal: Count | None = None
     hedge_result: HedgeResult | None = None
     cancelled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedAttempt:
-    """The attempt the policy allows next; ``delay``/``not_before`` are None for the first."""
-
-    route: FallbackRoute
-    attempt_ordinal: int
-    route_attempt_ordinal: int
-    decision: Decision | None
-    retry_after_ms: int | None
-    delay_low_ms: int | None
-    delay_high_ms: int | None
-    delay_ms: int | None
-    not_before_ms: int | None
-    reserve_micros: int
-    hedge_ordinal: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,59 +213,8 @@ class GateMismatch(AttemptRejected):
 
 
 # --- the evaluator -------------------------------------------------------------------------------
-def _plan_of(step: Step) -> PlannedAttempt:
-    return PlannedAttempt(
-        route=step.route,
-        attempt_ordinal=step.attempt_ordinal,
-        route_attempt_ordinal=step.route_attempt_ordinal,
-        decision=step.decision,
-        retry_after_ms=step.retry_after_ms,
-        delay_low_ms=step.delay_low_ms,
-        delay_high_ms=step.delay_high_ms,
-        delay_ms=step.delay_ms,
-        not_before_ms=step.not_before_ms,
-        reserve_micros=step.route.max_attempt_cost_micros,
-    )
-
-
-def _unscheduled(
-    route: FallbackRoute,
-    attempt_ordinal: int,
-    route_attempt_ordinal: int,
-    *,
-    decision: Decision | None = None,
-    not_before_ms: int | None = None,
-    hedge_ordinal: int | None = None,
-) -> PlannedAttempt:
-    """A planned attempt with no backoff before it: a first attempt or a hedge."""
-    return PlannedAttempt(
-        route=route,
-        attempt_ordinal=attempt_ordinal,
-        route_attempt_ordinal=route_attempt_ordinal,
-        decision=decision,
-        retry_after_ms=None,
-        delay_low_ms=None,
-        delay_high_ms=None,
-        delay_ms=None,
-        not_before_ms=not_before_ms,
-        reserve_micros=route.max_attempt_cost_micros,
-        hedge_ordinal=hedge_ordinal,
-    )
-
-
 def _first_plan(route: FallbackRoute, decision: Decision | None) -> PlannedAttempt:
-    return _unscheduled(route, 1, 1, decision=decision)
-
-
-def hedge_plan(step: HedgeStep) -> PlannedAttempt:
-    """The planned attempt of a hedge: no backoff, no earlier than its latency threshold."""
-    return _unscheduled(
-        step.route,
-        step.attempt_ordinal,
-        step.route_attempt_ordinal,
-        not_before_ms=step.not_before_ms,
-        hedge_ordinal=step.hedge_ordinal,
-    )
+    return PlannedAttempt(route, 1, 1, route.max_attempt_cost_micros, decision)
 
 
 GateKey = tuple[int, int, str, str]
@@ -461,7 +393,7 @@ class _Walk:
             later = next_route(self.policy, plan.route, self.used)
             return None if later is None else _first_plan(later, Decision.FALLBACK)
         completed, hint = self.failure
-        step = next_step(
+        return next_step(
             self.policy,
             self.admission,
             failed_route=plan.route,
@@ -471,7 +403,6 @@ class _Walk:
             retry_after_ms=hint,
             skip_failed_route=True,
         )
-        return None if step is None else _plan_of(step)
 
     def after_failure(
         self, route_id: str, last_ordinal: int, completed: int, hint: int | None
@@ -493,7 +424,7 @@ class _Walk:
             self.terminal, self.plan = Terminal.STOP_ROUTE_EXHAUSTED, None
             return
         self.failure = (completed, hint)
-        self.admit(_plan_of(step))
+        self.admit(step)
 
     # -- one attempt or hedge group ------------------------------------------------------
     def hedges(
@@ -525,8 +456,7 @@ class _Walk:
                 gate = self._gate(step.attempt_ordinal, guard, step.route.route_id, k)
                 if gate is not None and not gate.admitted:
                     raise HedgeRejected(f"{at}.hedge_ordinal", f"{guard.value} refused it")
-            plan = hedge_plan(step)
-            _match(self.admission, plan, h, at)
+            _match(self.admission, step, h, at)
             # on a ms clock an attempt ending in the ms the hedge started may have ended
             # after it: only an earlier ms is before it
             racing = [first, *(g for _, g in group)]
@@ -536,7 +466,7 @@ class _Walk:
                 raise HedgeRejected(
                     f"{at}.start_ms", "nothing it would race was still in flight: a retry"
                 )
-            reserved = checked_add(reserved, plan.reserve_micros, "reserved")
+            reserved = checked_add(reserved, step.reserve_micros, "reserved")
             group.append((i, h))
             i += 1
 
@@ -765,9 +695,7 @@ def _ms(value: Any, field: str) -> int | None:
         return ns // _NS_PER_MS
     if isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        delta = aware - datetime(1970, 1, 1, tzinfo=UTC)
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return micros // 1000
+        return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
     raise ValueError(f"{field}: expected a timestamp, got {type(value).__name__}")
 
 

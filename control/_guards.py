@@ -211,23 +211,3 @@ def breaker_record(
     if total >= cfg.minimum_throughput and failures * 100 >= cfg.failure_percent * total:
         return _move(s, _OPEN, now_ms)
     return replace(s, buckets=tuple(buckets))
-
-
-__all__ = [
-    "BudgetLevel",
-    "BudgetLimits",
-    "BudgetState",
-    "CircuitState",
-    "Gate",
-    "GuardKind",
-    "GuardSnapshot",
-    "Ticket",
-    "breaker_admit",
-    "breaker_record",
-    "breaker_snapshot",
-    "budget_admit",
-    "budget_limit",
-    "budget_release",
-    "budget_request",
-    "budget_snapshot",
-]

@@ -29,10 +29,12 @@ older generation (a stale worker's late result), or any append after the termina
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -40,10 +42,8 @@ from typing import Any, Final
 from retryscope.canonical import canonical_json, sha256_hex
 from retryscope.control._evaluator import ObservedAttempt
 from retryscope.control._guards import Gate
-from retryscope.control._receipts import (
-    attempt_from_obj,
-    gate_from_obj,
-)
+from retryscope.control._receipts import gate_from_obj
+from retryscope.control._strict import from_obj
 from retryscope.vocabulary import Outcome, OutcomeKind, Terminal
 
 _GENESIS: Final = "0" * 64
@@ -210,12 +210,22 @@ class Journal:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, its lock taken before the first read (``BEGIN
+        IMMEDIATE``); rolled back if anything in it raises."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     # -- leases ---------------------------------------------------------------------------
     def acquire(self, request_key: str, holder: str, *, now_ms: int, ttl_ms: int) -> Lease:
         """Take the request with a new generation, unless another holder's lease is live."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._immediate() as db:
             row = db.execute(
                 "SELECT generation, holder, expires_at_ms FROM leases WHERE request_key = ?",
                 (request_key,),
@@ -229,32 +239,19 @@ class Journal:
                 "expires_at_ms = excluded.expires_at_ms",
                 (request_key, lease.generation, holder, lease.expires_at_ms),
             )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         return lease
 
     def renew(self, lease: Lease, *, now_ms: int, ttl_ms: int) -> Lease:
         """Extend a lease that is still current; :class:`LeaseFenced` if it was taken over."""
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._immediate() as db:
             current = self._generation(lease.request_key)
             if current != lease.generation:
-                db.execute("ROLLBACK")
                 raise LeaseFenced(f"generation {lease.generation} superseded by {current}", -1)
             renewed = Lease(lease.request_key, lease.holder, lease.generation, now_ms + ttl_ms)
             db.execute(
                 "UPDATE leases SET expires_at_ms = ? WHERE request_key = ?",
                 (renewed.expires_at_ms, lease.request_key),
             )
-            db.execute("COMMIT")
-        except LeaseFenced:
-            raise
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         return renewed
 
     def _generation(self, request_key: str) -> int:
@@ -267,9 +264,7 @@ class Journal:
     def append(self, lease: Lease, kind: EventKind, body: dict[str, Any]) -> Event:
         """Append durably under ``lease``; a stale or post-terminal write is fenced."""
         body_json = canonical_json(body, integers_only=True).decode("utf-8")
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._immediate() as db:
             key = lease.request_key
             current = self._generation(key)
             last = db.execute(
@@ -290,10 +285,6 @@ class Journal:
                 (key, lease.generation, kind.value, body_json, sha, int(reason is not None)),
             )
             seq = int(cur.lastrowid or 0)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         if reason is not None:
             raise LeaseFenced(f"{key}: {kind.value} kept as evidence only: {reason}", seq)
         return Event(seq, key, lease.generation, kind, body, sha, fenced=False)
@@ -376,7 +367,7 @@ class Journal:
             elif e.kind is EventKind.JOB_SUBMITTED:
                 jobs[e.body["attempt_ordinal"]] = e.body["job_id"]
             elif e.kind is EventKind.ATTEMPT_OBSERVED:
-                attempts.append(attempt_from_obj(e.body["attempt"], f"event {e.seq}"))
+                attempts.append(from_obj(ObservedAttempt, e.body["attempt"], f"event {e.seq}"))
             elif e.kind is EventKind.RETRY_DECISION_COMMITTED:
                 decided = max(decided, e.body["attempt_ordinal"])
             elif e.kind is EventKind.TERMINAL_COMMITTED:

@@ -120,6 +120,7 @@ REQUEST_ARGUMENTS: Final[dict[str, Any]] = {
 DEADLINE_MS: Final = 5_000
 EVIDENCE_EXPIRES_MS: Final = 4_102_444_800_000
 """2100-01-01T00:00:00Z: the routes' behavior evidence outlives any deadline here."""
+
 PRIMARY: Final = FallbackRoute(
     route_id="private-primary",
     route_release_sha256=_label("release:private-primary/model-a/2026-10-01"),
@@ -202,7 +203,7 @@ def reference_admission(deadline_ms: int = DEADLINE_MS) -> Admission:
     return Admission(REQUEST, IDEMPOTENCY, deadline_ms)
 
 
-def _attempt(route: FallbackRoute, ordinal: int, route_ordinal: int, **kw: Any) -> ObservedAttempt:
+def _observed(route: FallbackRoute, ordinal: int, route_ordinal: int, **kw: Any) -> ObservedAttempt:
     return ObservedAttempt(
         route_id=route.route_id,
         route_release=route.route_release_sha256,
@@ -218,16 +219,16 @@ def _attempt(route: FallbackRoute, ordinal: int, route_ordinal: int, **kw: Any) 
 def reference_attempts() -> tuple[ObservedAttempt, ...]:
     """Rate limited → unavailable (primary exhausted) → success on the fallback."""
     return (
-        _attempt(
+        _observed(
             PRIMARY, 1, 1, start_ms=1_000, end_ms=1_100, outcome=Outcome.RETRYABLE,
             outcome_kind=OutcomeKind.RATE_LIMITED, retry_after_ms=250,
             cost_actual_micros=150_000,
         ),
-        _attempt(
+        _observed(
             PRIMARY, 2, 2, start_ms=1_350, end_ms=1_450, outcome=Outcome.RETRYABLE,
             outcome_kind=OutcomeKind.UNAVAILABLE, not_before_ms=1_350, backoff_delay_ms=250,
         ),
-        _attempt(
+        _observed(
             FALLBACK, 3, 1, start_ms=1_650, end_ms=1_900, outcome=Outcome.SUCCESS,
             not_before_ms=1_650, backoff_delay_ms=200, cost_actual_micros=250_000,
         ),
@@ -289,21 +290,34 @@ def _mutation(change: Callable[[Inputs], Inputs]) -> Callable[[], str]:
     return lambda: _verdict(change(reference_inputs()))
 
 
-def _route(index: int, **changes: Any) -> Callable[[RetryPolicy], RetryPolicy]:
-    def apply(p: RetryPolicy) -> RetryPolicy:
-        routes = list(p.routes)
+def _route(index: int, **changes: Any) -> Callable[[Inputs], Inputs]:
+    """Change the policy's route at ``index``, keeping the others."""
+
+    def apply(i: Inputs) -> Inputs:
+        routes = list(i.policy.routes)
         routes[index] = replace(routes[index], **changes)
-        return replace(p, routes=tuple(routes))
+        return replace(i, policy=replace(i.policy, routes=tuple(routes)))
+
+    return apply
+
+
+def _policy(**changes: Any) -> Callable[[Inputs], Inputs]:
+    return lambda i: replace(i, policy=replace(i.policy, **changes))
+
+
+def _attempt(index: int, **changes: Any) -> Callable[[Inputs], Inputs]:
+    """Change the reference attempt at ``index``, keeping the others."""
+
+    def apply(i: Inputs) -> Inputs:
+        attempts = list(i.attempts)
+        attempts[index] = replace(attempts[index], **changes)
+        return replace(i, attempts=tuple(attempts))
 
     return apply
 
 
 def _fallback_capability(**changes: Any) -> Callable[[Inputs], Inputs]:
-    def apply(i: Inputs) -> Inputs:
-        cap = replace(FALLBACK.capability, **changes)
-        return replace(i, policy=_route(1, capability=cap)(i.policy))
-
-    return apply
+    return _route(1, capability=replace(FALLBACK.capability, **changes))
 
 
 def _fail_first(kind: OutcomeKind) -> Callable[[Inputs], Inputs]:
@@ -389,8 +403,8 @@ HEDGING: Final = HedgePolicy(
 
 def _race(hedge_start: int, primary: dict[str, Any]) -> Inputs:
     """The primary races a hedge on the fallback route, started at ``hedge_start``."""
-    first = _attempt(PRIMARY, 1, 1, start_ms=1_000, hedge_ordinal=0, **primary)
-    hedge = _attempt(
+    first = _observed(PRIMARY, 1, 1, start_ms=1_000, hedge_ordinal=0, **primary)
+    hedge = _observed(
         FALLBACK,
         2,
         1,
@@ -493,9 +507,7 @@ def _cases() -> tuple[Case, ...]:
         Case(
             "opaque retry ownership",
             "OwnerNotAccepted at retry_owner",
-            _mutation(
-                lambda i: replace(i, policy=replace(i.policy, retry_owner=RetryOwner.ADAPTER))
-            ),
+            _mutation(_policy(retry_owner=RetryOwner.ADAPTER)),
         ),
         Case(
             "contract drift",
@@ -505,25 +517,12 @@ def _cases() -> tuple[Case, ...]:
         Case(
             "boundary drift",
             "BoundaryExceeded at routes[1].data_boundary",
-            _mutation(
-                lambda i: replace(
-                    i, policy=replace(i.policy, max_data_boundary=DataBoundary.PRIVATE_SERVICE)
-                )
-            ),
+            _mutation(_policy(max_data_boundary=DataBoundary.PRIVATE_SERVICE)),
         ),
         Case(
             "logical request drift",
             "RequestDrift at attempts[1].logical_request_digest",
-            _mutation(
-                lambda i: replace(
-                    i,
-                    attempts=(
-                        i.attempts[0],
-                        replace(i.attempts[1], logical_request_digest=_label("other")),
-                        i.attempts[2],
-                    ),
-                )
-            ),
+            _mutation(_attempt(1, logical_request_digest=_label("other"))),
         ),
         Case(
             "premature fallback",
@@ -585,31 +584,15 @@ def _cases() -> tuple[Case, ...]:
         Case(
             "route exhaustion",
             "terminal stop_route_exhausted on external-fallback",
-            _mutation(
-                lambda i: replace(
-                    i,
-                    attempts=(
-                        *i.attempts[:2],
-                        replace(
-                            i.attempts[2],
-                            outcome=Outcome.RETRYABLE,
-                            outcome_kind=OutcomeKind.UNAVAILABLE,
-                        ),
-                    ),
-                )
-            ),
+            _mutation(_attempt(2, outcome=Outcome.RETRYABLE, outcome_kind=OutcomeKind.UNAVAILABLE)),
         ),
         Case(
             "text-only route for an image-grounded request",
             "CapabilityMismatch at routes[2].capability.input_modalities",
             _mutation(
-                lambda i: replace(
-                    i,
-                    policy=replace(
-                        i.policy,
-                        capability=replace(REQUIRED, input_modalities=MULTIMODAL),
-                        routes=(*i.policy.routes, TEXT_ONLY),
-                    ),
+                _policy(
+                    capability=replace(REQUIRED, input_modalities=MULTIMODAL),
+                    routes=(PRIMARY, FALLBACK, TEXT_ONLY),
                 )
             ),
         ),
@@ -631,20 +614,15 @@ def _cases() -> tuple[Case, ...]:
         Case(
             "stale fallback",
             "FreshnessExceeded at routes[1].staleness_ms",
-            _mutation(lambda i: replace(i, policy=_route(1, staleness_ms=86_400_000)(i.policy))),
+            _mutation(_route(1, staleness_ms=86_400_000)),
         ),
         Case(
             "expired behavior evidence",
             "EvidenceExpired at routes[1].behavior_evidence.expires_at_ms",
             _mutation(
-                lambda i: replace(
-                    i,
-                    policy=_route(
-                        1,
-                        behavior_evidence=BehaviorEvidence(
-                            FALLBACK.behavior_evidence.evaluation_sha256, 4_999
-                        ),
-                    )(i.policy),
+                _route(
+                    1,
+                    behavior_evidence=replace(FALLBACK.behavior_evidence, expires_at_ms=4_999),
                 )
             ),
         ),

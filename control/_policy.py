@@ -30,17 +30,16 @@ from retryscope.control._capability import (
     RESIDENCY_FIELDS,
     CapabilityContract,
     CapabilityGap,
-    capability_from_obj,
     capability_gaps,
-    capability_to_obj,
 )
 from retryscope.control._strict import (
     UINT32_MAX,
-    DecodeError,
-    Fields,
+    Count,
     InvalidValue,
+    from_obj,
     load_json,
     load_toml,
+    to_obj,
 )
 from retryscope.vocabulary import BOUNDARY_RANK, DataBoundary, RetryOwner
 
@@ -77,8 +76,8 @@ class FallbackRoute:
     behavior_class_sha256: str
     behavior_evidence: BehaviorEvidence
     data_boundary: DataBoundary
-    priority: int
-    max_attempts: int
+    priority: Count
+    max_attempts: Count
     supports_idempotency: bool
     max_attempt_cost_micros: int
     staleness_ms: int = 0
@@ -152,7 +151,7 @@ class RetryPolicy:
     base_backoff_ms: int
     max_backoff_ms: int
     max_retry_after_ms: int
-    max_total_attempts: int
+    max_total_attempts: Count
     max_total_cost_micros: int
     routes: tuple[FallbackRoute, ...]
     freshness_bound_ms: int | None = None
@@ -404,101 +403,10 @@ def validate_admission(policy: RetryPolicy, admission: Admission) -> Admission:
 
 
 # --- encoding and strict decoding ------------------------------------------------------------
-def _opt(value: Any, encode: Any) -> Any:
-    return None if value is None else encode(value)
-
-
-def route_to_obj(route: FallbackRoute) -> dict[str, Any]:
-    return {
-        "route_id": route.route_id,
-        "route_release_sha256": route.route_release_sha256,
-        "capability": capability_to_obj(route.capability),
-        "behavior_class_sha256": route.behavior_class_sha256,
-        "behavior_evidence": {
-            "evaluation_sha256": route.behavior_evidence.evaluation_sha256,
-            "expires_at_ms": route.behavior_evidence.expires_at_ms,
-        },
-        "data_boundary": route.data_boundary.value,
-        "priority": route.priority,
-        "max_attempts": route.max_attempts,
-        "supports_idempotency": route.supports_idempotency,
-        "max_attempt_cost_micros": route.max_attempt_cost_micros,
-        "staleness_ms": route.staleness_ms,
-    }
-
-
-def _fields_obj(value: Any) -> dict[str, Any]:
-    return {name: getattr(value, name) for name in value.__dataclass_fields__}
-
-
 def policy_to_obj(policy: RetryPolicy) -> dict[str, Any]:
     """The policy as a JSON object (integers only), the input of its canonical digest."""
-    return {
-        "retry_owner": policy.retry_owner.value,
-        "capability": capability_to_obj(policy.capability),
-        "behavior_class_sha256": policy.behavior_class_sha256,
-        "max_data_boundary": policy.max_data_boundary.value,
-        "base_backoff_ms": policy.base_backoff_ms,
-        "max_backoff_ms": policy.max_backoff_ms,
-        "max_retry_after_ms": policy.max_retry_after_ms,
-        "max_total_attempts": policy.max_total_attempts,
-        "max_total_cost_micros": policy.max_total_cost_micros,
-        "routes": [route_to_obj(r) for r in policy.routes],
-        "freshness_bound_ms": policy.freshness_bound_ms,
-        "jitter": _opt(policy.jitter, _fields_obj),
-        "retry_budget": _opt(policy.retry_budget, _fields_obj),
-        "circuit_breaker": _opt(policy.circuit_breaker, _fields_obj),
-        "hedging": _opt(policy.hedging, _fields_obj),
-        "polling": _fields_obj(policy.polling),
-    }
-
-
-def admission_to_obj(admission: Admission) -> dict[str, Any]:
-    return _fields_obj(admission)
-
-
-def admission_from_obj(raw: Any, path: str = "admission") -> Admission:
-    f = Fields(raw, path)
-    admission = Admission(
-        logical_request_sha256=f.string("logical_request_sha256"),
-        idempotency_key_sha256=f.string("idempotency_key_sha256"),
-        deadline_ms=f.integer("deadline_ms"),
-    )
-    f.done()
-    return admission
-
-
-def _route_from_obj(raw: Any, path: str) -> FallbackRoute:
-    f = Fields(raw, path)
-    e = Fields(f.raw("behavior_evidence"), f.path("behavior_evidence"))
-    evidence = BehaviorEvidence(e.string("evaluation_sha256"), e.integer("expires_at_ms"))
-    e.done()
-    route = FallbackRoute(
-        route_id=f.string("route_id"),
-        route_release_sha256=f.string("route_release_sha256"),
-        capability=capability_from_obj(f.raw("capability"), f.path("capability")),
-        behavior_class_sha256=f.string("behavior_class_sha256"),
-        behavior_evidence=evidence,
-        data_boundary=f.enum("data_boundary", DataBoundary),
-        priority=f.integer("priority", maximum=UINT32_MAX),
-        max_attempts=f.integer("max_attempts", maximum=UINT32_MAX),
-        supports_idempotency=f.boolean("supports_idempotency"),
-        max_attempt_cost_micros=f.integer("max_attempt_cost_micros"),
-        staleness_ms=f.opt_integer("staleness_ms") or 0,
-    )
-    f.done()
-    return route
-
-
-def _section(f: Fields, name: str, cls: Any, strings: frozenset[str] = frozenset()) -> Any:
-    """An optional table of integer fields (and the named string fields) decoded into ``cls``."""
-    raw = f.raw(name, required=False)
-    if raw is None:
-        return None
-    s = Fields(raw, f.path(name))
-    values = {k: (s.string(k) if k in strings else s.integer(k)) for k in cls.__dataclass_fields__}
-    s.done()
-    return cls(**values)
+    obj: dict[str, Any] = to_obj(policy)
+    return obj
 
 
 def policy_from_obj(
@@ -514,27 +422,7 @@ def policy_from_obj(
     reject them by name. Optional sections (``jitter``, ``retry_budget``,
     ``circuit_breaker``, ``hedging``, ``polling``, ``freshness_bound_ms``) may be absent.
     """
-    f = Fields(raw, "")
-    routes_raw = f.array("routes")
-    policy = RetryPolicy(
-        retry_owner=f.enum("retry_owner", RetryOwner),
-        capability=capability_from_obj(f.raw("capability"), "capability"),
-        behavior_class_sha256=f.string("behavior_class_sha256"),
-        max_data_boundary=f.enum("max_data_boundary", DataBoundary),
-        base_backoff_ms=f.integer("base_backoff_ms"),
-        max_backoff_ms=f.integer("max_backoff_ms"),
-        max_retry_after_ms=f.integer("max_retry_after_ms"),
-        max_total_attempts=f.integer("max_total_attempts", maximum=UINT32_MAX),
-        max_total_cost_micros=f.integer("max_total_cost_micros"),
-        routes=tuple(_route_from_obj(r, f"routes[{i}]") for i, r in enumerate(routes_raw)),
-        freshness_bound_ms=f.opt_integer("freshness_bound_ms"),
-        jitter=_section(f, "jitter", Jitter, frozenset({"scheduler_release"})),
-        retry_budget=_section(f, "retry_budget", RetryBudgetPolicy),
-        circuit_breaker=_section(f, "circuit_breaker", CircuitBreakerPolicy),
-        hedging=_section(f, "hedging", HedgePolicy, frozenset({"route_id"})),
-        polling=_section(f, "polling", PollPolicy) or DEFAULT_POLLING,
-    )
-    f.done()
+    policy = from_obj(RetryPolicy, raw, "")
     return validate_policy(policy, accepted_owners=accepted_owners) if validate else policy
 
 
@@ -557,43 +445,3 @@ def policy_from_toml(
     """Strictly decode a TOML policy (routes as ``[[routes]]`` tables); validate unless
     ``validate=False``."""
     return policy_from_obj(load_toml(text), validate=validate, accepted_owners=accepted_owners)
-
-
-__all__ = [
-    "Admission",
-    "BehaviorEvidence",
-    "BehaviorMismatch",
-    "BoundaryExceeded",
-    "CapabilityMismatch",
-    "CircuitBreakerPolicy",
-    "DecodeError",
-    "DuplicateRouteId",
-    "DuplicateRouteRelease",
-    "EvidenceExpired",
-    "FallbackRoute",
-    "FreshnessExceeded",
-    "HedgePolicy",
-    "IdempotencyUnsupported",
-    "InvalidAttemptLimit",
-    "InvalidBackoff",
-    "InvalidDigest",
-    "InvalidProtection",
-    "Jitter",
-    "NoRoutes",
-    "OutputContractMismatch",
-    "OwnerNotAccepted",
-    "PolicyError",
-    "PollPolicy",
-    "PriorityGap",
-    "ResidencyViolation",
-    "RetryBudgetPolicy",
-    "RetryPolicy",
-    "admission_from_obj",
-    "admission_to_obj",
-    "policy_from_json",
-    "policy_from_obj",
-    "policy_from_toml",
-    "policy_to_obj",
-    "validate_admission",
-    "validate_policy",
-]

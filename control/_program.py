@@ -40,11 +40,9 @@ from retryscope.control._capability import capability_sha256
 from retryscope.control._commit import AttemptStream, CommitLog, StreamEvent
 from retryscope.control._evaluator import (
     ObservedAttempt,
-    PlannedAttempt,
     Receipt,
     evaluate,
     gate_key,
-    hedge_plan,
     race_results,
 )
 from retryscope.control._guards import Gate, GuardKind
@@ -58,15 +56,16 @@ from retryscope.control._journal import (
     Reconciliation,
     reconciled_attempt,
 )
-from retryscope.control._policy import Admission, RetryPolicy, admission_to_obj
-from retryscope.control._receipts import (
-    attempt_to_obj,
-    gate_to_obj,
-    receipt_json,
-    receipt_sha256,
+from retryscope.control._policy import Admission, FallbackRoute, RetryPolicy
+from retryscope.control._receipts import gate_to_obj, receipt_json, receipt_sha256
+from retryscope.control._schedule import (
+    PlannedAttempt,
+    bounded_hint_ms,
+    hedge_step,
+    next_poll_ms,
 )
-from retryscope.control._schedule import bounded_hint_ms, hedge_step, next_poll_ms
 from retryscope.control._shared import Pass, SharedState
+from retryscope.control._strict import to_obj
 from retryscope.instrumentation import (
     Attempt,
     LogicalRequest,
@@ -349,7 +348,7 @@ class RequestRun:
                 ttl_ms=s.lease_ttl_ms,
                 created={
                     "policy_sha256": s.policy_sha256,
-                    "admission": admission_to_obj(adm),
+                    "admission": to_obj(adm),
                     "logical_request_id": rid,
                 },
             )
@@ -425,7 +424,7 @@ class RequestRun:
         for a, status in settled:
             self._append(
                 EventKind.ATTEMPT_OBSERVED,
-                {"attempt": attempt_to_obj(a), "reconciled": status.value},
+                {"attempt": to_obj(a), "reconciled": status.value},
             )
             self.unsettled.discard(a.attempt_ordinal)
         self.attempts = sorted(
@@ -531,6 +530,15 @@ class RequestRun:
         for granted in self.passes.pop((ordinal, hedge), []):
             self.s.shared.release(granted, failed=failed, now_ms=self._now_ms())
 
+    def _route_attributes(self, route: FallbackRoute) -> dict[str, AttributeValue]:
+        """What an attempt span records of its route and of the contract it must meet."""
+        return {
+            v.ROUTE_CAPABILITY_DIGEST.key: self.s.capability_sha256,
+            v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
+            v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
+            v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
+        }
+
     def _guard_attributes(self, ordinal: int, hedge: int | None) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {}
         for granted in self.passes.get((ordinal, hedge), []):
@@ -560,13 +568,7 @@ class RequestRun:
                 "hedge_ordinal": hedge,
             },
         )
-        attrs: dict[str, AttributeValue] = {
-            v.ROUTE_CAPABILITY_DIGEST.key: s.capability_sha256,
-            v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
-            v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
-            v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
-            **self._guard_attributes(plan.attempt_ordinal, hedge),
-        }
+        attrs = self._route_attributes(route) | self._guard_attributes(plan.attempt_ordinal, hedge)
         cancel: BaseException | None = None
         with (
             _EndsAt() as ends,
@@ -669,7 +671,7 @@ class RequestRun:
             )
             self._append(
                 EventKind.ATTEMPT_OBSERVED,
-                {"attempt": attempt_to_obj(observed), "reconciled": None},
+                {"attempt": to_obj(observed), "reconciled": None},
             )
             failed = None if cancelled else _ROUTE_FAILED[observed.outcome]
             self._release(plan.attempt_ordinal, hedge, failed=failed)
@@ -730,19 +732,26 @@ class RequestRun:
                 return CallResult(kind=OutcomeKind.UNKNOWN_PROVIDER_ACCEPTANCE, error="job_pending")
             if (wait := at - self._now_ms()) > 0:
                 yield Sleep(wait / 1000)
-            try:
-                answer = yield Call(s.poll, job)
-            except AttemptFailed as exc:
-                answer = exc.result
-            except Exception as exc:  # a failed poll says nothing about the job
-                record_exception(att.span, exc)
-                answer = Pending()
+            answer = yield from self._poll(job, att)
             polls, last = polls + 1, self._now_ms()
             att.set_attributes({v.JOB_POLLS_KEY: polls})
-            if isinstance(answer, Pending):
-                hint = answer.retry_after_ms
-                continue
-            return answer if isinstance(answer, CallResult) else CallResult(value=answer)
+            if not isinstance(answer, Pending):
+                return answer
+            hint = answer.retry_after_ms
+
+    def _poll(self, job: Job, att: Attempt | None) -> Program[CallResult | Pending]:
+        """One poll of a provider job: its result, or :class:`Pending` (also when the poll
+        itself failed: that says nothing about the job)."""
+        assert self.s.poll is not None
+        try:
+            answer = yield Call(self.s.poll, job)
+        except AttemptFailed as exc:
+            return exc.result
+        except Exception as exc:
+            if att is not None:
+                record_exception(att.span, exc)
+            return Pending()
+        return answer if isinstance(answer, (CallResult, Pending)) else CallResult(value=answer)
 
     # -- hedging ----------------------------------------------------------------------------
     def _race(self, plan: PlannedAttempt) -> Program[None]:
@@ -753,38 +762,38 @@ class RequestRun:
         reserved, hedges, hedging = plan.reserve_micros, 0, True
         try:
             while race.winner is None and len(done) < len(handles):
-                step = None
+                hedge = None
                 if hedging and race.first_start_ms is not None:
-                    step = hedge_step(
+                    hedge = hedge_step(
                         s.policy,
                         self.r.admission,
                         first_start_ms=race.first_start_ms,
                         group_reserved_micros=reserved,
                         hedges_so_far=hedges,
                     )
+                due = None if hedge is None else hedge.not_before_ms
                 if race.first_start_ms is None:
                     timeout: float | None = 0.0  # let the first attempt start
-                elif step is None:
+                elif due is None:
                     timeout = None
                 else:
-                    timeout = max(0, step.not_before_ms - self._now_ms()) / 1000
+                    timeout = max(0, due - self._now_ms()) / 1000
                 running = tuple(h for h in handles if h not in done)
                 done |= set((yield WaitFirst(running, timeout)))
-                if step is None or race.winner is not None or len(done) == len(handles):
+                if hedge is None or race.winner is not None or len(done) == len(handles):
                     continue
-                if self._now_ms() < step.not_before_ms:
+                if due is None or self._now_ms() < due:
                     continue
-                hplan = hedge_plan(step)
                 verdict: bool | None = True
                 while verdict:
-                    verdict = self._consult(hplan, self._now_ms(), step.hedge_ordinal)
+                    verdict = self._consult(hedge, self._now_ms(), hedge.hedge_ordinal)
                 if verdict is None:
                     hedging = False
                     continue
                 race.members += 1
-                handles.append((yield Spawn(self._attempt(hplan, step.hedge_ordinal, race))))
+                handles.append((yield Spawn(self._attempt(hedge, hedge.hedge_ordinal, race))))
                 hedges += 1
-                reserved += step.reserve_micros
+                reserved += hedge.reserve_micros
             losers = tuple(h for h in handles if h not in done)
             if losers:
                 yield Cancel(losers)
@@ -819,13 +828,8 @@ class RequestRun:
                 route_release=route.route_release_sha256,
                 route_priority=route.priority,
                 name=f"reconcile {route.route_id}",
-                attributes={
-                    v.ROUTE_CAPABILITY_DIGEST.key: s.capability_sha256,
-                    v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
-                    v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
-                    v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
-                    v.RECONCILIATION_METHOD_KEY: method.value,
-                },
+                attributes=self._route_attributes(route)
+                | {v.RECONCILIATION_METHOD_KEY: method.value},
                 hedge_ordinal=pending.reserved.get("hedge_ordinal"),
             ) as att,
         ):
@@ -880,17 +884,10 @@ class RequestRun:
             if not isinstance(answer, Reconciliation):
                 raise TypeError(f"reconcile returned {type(answer).__name__}, not Reconciliation")
             return answer
-        assert s.poll is not None
         job = Job(pending.job_id, pending.route_id, pending.attempt_ordinal, self.r.idempotency_key)
-        try:
-            raw = yield Call(s.poll, job)
-        except AttemptFailed as exc:
-            raw = exc.result
-        except Exception:  # a failed poll says nothing about the job
-            raw = Pending()
-        if isinstance(raw, Pending):
-            return Reconciliation(ReceiverStatus.IN_PROGRESS, retry_after_ms=raw.retry_after_ms)
-        result = raw if isinstance(raw, CallResult) else CallResult(value=raw)
+        result = yield from self._poll(job, None)
+        if isinstance(result, Pending):
+            return Reconciliation(ReceiverStatus.IN_PROGRESS, retry_after_ms=result.retry_after_ms)
         if result.kind is None:
             return Reconciliation(
                 ReceiverStatus.SUCCEEDED,
@@ -948,20 +945,3 @@ def _record_outcome(
     elif hedge_result is HedgeResult.LATE:
         att.set_attributes({v.HEDGE_RESULT_KEY: HedgeResult.LATE.value})
     att.set_cost(reserved=reserved, actual=result.cost_actual_micros, currency=currency)
-
-
-__all__ = [
-    "Call",
-    "Cancel",
-    "DriverError",
-    "Effect",
-    "Program",
-    "Request",
-    "RequestRun",
-    "Setup",
-    "Sleep",
-    "Spawn",
-    "WaitFirst",
-    "adrive",
-    "drive",
-]

@@ -102,22 +102,23 @@ def jitter_draw(
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
-    """The next planned attempt.
+class PlannedAttempt:
+    """The attempt the policy allows next, reserving ``reserve_micros`` (the route's worst
+    case). ``delay_low_ms``/``delay_high_ms`` is the allowed window of the backoff before
+    it (equal without jitter) and ``delay_ms`` the scheduled value; all three, like
+    ``not_before_ms``, are None for an attempt without backoff (a first attempt)."""
 
-    ``delay_low``/``delay_high`` is the allowed window (equal without jitter); ``delay_ms``
-    is the scheduled value (the seeded draw with jitter).
-    """
-
-    decision: Decision
     route: FallbackRoute
-    route_attempt_ordinal: int
     attempt_ordinal: int
-    retry_after_ms: int | None
-    delay_low_ms: int
-    delay_high_ms: int
-    delay_ms: int
-    not_before_ms: int
+    route_attempt_ordinal: int
+    reserve_micros: int
+    decision: Decision | None = None
+    retry_after_ms: int | None = None
+    delay_low_ms: int | None = None
+    delay_high_ms: int | None = None
+    delay_ms: int | None = None
+    not_before_ms: int | None = None
+    hedge_ordinal: int | None = None
 
 
 def next_route(
@@ -140,7 +141,7 @@ def next_step(
     completed_at_ms: int,
     retry_after_ms: int | None,
     skip_failed_route: bool = False,
-) -> Step | None:
+) -> PlannedAttempt | None:
     """Where and when to try next after a retryable failure on ``failed_route``, or None
     when no route is left (route exhaustion). ``used`` counts attempts per route so far;
     ``skip_failed_route`` moves on even if it has attempts left (its breaker rejected it).
@@ -168,29 +169,18 @@ def next_step(
             low=low,
             high=high,
         )
-    return Step(
-        decision=decision,
+    return PlannedAttempt(
         route=route,
-        route_attempt_ordinal=used.get(route.route_id, 0) + 1,
         attempt_ordinal=next_attempt_ordinal,
+        route_attempt_ordinal=used.get(route.route_id, 0) + 1,
+        reserve_micros=route.max_attempt_cost_micros,
+        decision=decision,
         retry_after_ms=recorded_hint,
         delay_low_ms=low,
         delay_high_ms=high,
         delay_ms=delay,
         not_before_ms=checked_add(completed_at_ms, delay, "not_before_ms"),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class HedgeStep:
-    """Hedge ``hedge_ordinal`` of the first attempt: where, as which attempt, from when."""
-
-    route: FallbackRoute
-    hedge_ordinal: int
-    attempt_ordinal: int
-    route_attempt_ordinal: int
-    not_before_ms: int
-    reserve_micros: int
 
 
 def hedge_step(
@@ -200,8 +190,9 @@ def hedge_step(
     first_start_ms: int,
     group_reserved_micros: int,
     hedges_so_far: int,
-) -> HedgeStep | None:
-    """The next hedge of the first attempt, or None when the policy allows no more.
+) -> PlannedAttempt | None:
+    """The next hedge of the first attempt (no backoff, no earlier than its latency
+    threshold), or None when the policy allows no more.
 
     A hedge counts against every budget the attempt it races does: the total attempts, the
     hedge route's attempts, and the cost budget (the reservations of every attempt of the
@@ -220,13 +211,13 @@ def hedge_step(
     not_before = checked_add(first_start_ms, k * h.delay_ms, "hedge not_before_ms")
     if not_before >= admission.deadline_ms:
         return None
-    return HedgeStep(
+    return PlannedAttempt(
         route=route,
-        hedge_ordinal=k,
         attempt_ordinal=1 + k,
         route_attempt_ordinal=k,
-        not_before_ms=not_before,
         reserve_micros=route.max_attempt_cost_micros,
+        not_before_ms=not_before,
+        hedge_ordinal=k,
     )
 
 

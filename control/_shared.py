@@ -143,6 +143,3 @@ class SharedState:
             if limits is None:
                 return None
             return budget_snapshot(limits, self._budgets[guard], guard, now_ms)
-
-
-__all__ = ["Pass", "SharedState"]

@@ -1,25 +1,43 @@
-"""Strict decoding of JSON/TOML mappings into typed fields.
+"""The control plane's JSON codec: dataclasses to plain JSON, and strictly back.
 
 The control plane decodes policies and receipts from untrusted text. Every reader here
 names the field it was decoding when it fails: unknown fields, missing fields, wrong types
 (a float where an integer belongs, a bool where a number belongs), negative or overflowing
 integers, duplicate JSON keys and non-finite numbers are all errors, never coerced.
+:func:`to_obj` and :func:`from_obj` map a dataclass to its JSON object and back by its
+fields' types, so a format is written once, as the dataclass.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import json
 import tomllib
-from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+import types
+from collections.abc import Hashable, Mapping
+from typing import (
+    Annotated,
+    Any,
+    Final,
+    TypeAlias,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 INT64_MAX: Final = 2**63 - 1
 """Largest ms / micro-unit value (fits a Parquet int64 column)."""
 UINT32_MAX: Final = 2**32 - 1
 """Largest count (attempts, priorities, ordinals)."""
+Count: TypeAlias = Annotated[int, UINT32_MAX]
+"""An integer field decoded with the bound :data:`UINT32_MAX` (others: :data:`INT64_MAX`)."""
 
 E = TypeVar("E", bound=enum.Enum)
+D = TypeVar("D", bound=Hashable)
 
 
 class DecodeError(ValueError):
@@ -119,14 +137,6 @@ class Fields:
     def enum(self, name: str, cls: type[E]) -> E:
         return read_enum(self._get(name, True), self.path(name), cls)
 
-    def opt_enum(self, name: str, cls: type[E]) -> E | None:
-        raw = self._get(name, False)
-        return None if raw is None else read_enum(raw, self.path(name), cls)
-
-    def opt_string(self, name: str) -> str | None:
-        raw = self._get(name, False)
-        return None if raw is None else read_str(raw, self.path(name))
-
     def string_set(self, name: str) -> frozenset[str]:
         """An array of distinct strings, read as a set (a repeated member is an error)."""
         path = self.path(name)
@@ -184,3 +194,59 @@ def read_enum(raw: Any, path: str, cls: type[E]) -> E:
     except ValueError:
         allowed = ", ".join(str(m.value) for m in cls)
         raise InvalidValue(path, f"{raw!r} is not one of: {allowed}") from None
+
+
+def to_obj(value: Any) -> Any:
+    """``value`` as plain JSON: a dataclass as the object of its fields, an enum as its
+    value, a set as a sorted array, a tuple as an array."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_obj(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, frozenset):
+        return sorted(to_obj(item) for item in value)
+    if isinstance(value, tuple):
+        return [to_obj(item) for item in value]
+    return value
+
+
+@functools.cache
+def _types(cls: Any) -> dict[str, Any]:
+    return get_type_hints(cls, include_extras=True)
+
+
+def from_obj(cls: type[D], raw: Any, path: str) -> D:
+    """Strictly decode the object ``raw`` into the dataclass ``cls`` by its fields' types
+    (the inverse of :func:`to_obj`); a field with a default may be absent or null."""
+    f = Fields(raw, path)
+    values = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        has_default = field.default is not dataclasses.MISSING
+        if not has_default or f.raw(field.name, required=False) is not None:
+            values[field.name] = _read(f, field.name, _types(cls)[field.name])
+    f.done()
+    return cls(**values)
+
+
+def _read(f: Fields, name: str, tp: Any) -> Any:
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):  # X | None
+        inner = next(a for a in args if a is not type(None))
+        return None if f.raw(name, required=False) is None else _read(f, name, inner)
+    if origin is Annotated:
+        return f.integer(name, maximum=args[1])
+    if origin is frozenset:
+        item = args[0]
+        return f.enum_set(name, item) if issubclass(item, enum.Enum) else f.string_set(name)
+    if origin is tuple:
+        path = f.path(name)
+        return tuple(from_obj(args[0], x, f"{path}[{i}]") for i, x in enumerate(f.array(name)))
+    if tp is bool:
+        return f.boolean(name)
+    if tp is int:
+        return f.integer(name)
+    if tp is str:
+        return f.string(name)
+    if issubclass(tp, enum.Enum):
+        return f.enum(name, tp)
+    return from_obj(tp, f.raw(name), f.path(name))

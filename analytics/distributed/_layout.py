@@ -27,7 +27,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -170,17 +170,7 @@ class Manifest:
     inputs: dict[str, int] | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "build": self.build,
-            "partitions": self.partitions,
-            "tables": self.tables,
-            "model": self.model,
-            "engine": self.engine,
-            "root": self.root,
-            "span_rows": self.span_rows,
-            "inputs": self.inputs,
-        }
+        return {"format": FORMAT, **asdict(self)}
 
     @classmethod
     def from_json(cls, data: Any) -> Manifest:

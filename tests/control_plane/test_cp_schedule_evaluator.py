@@ -19,7 +19,6 @@ from retryscope.control._lab import (
 )
 from retryscope.control._policy import Admission, Jitter, RetryPolicy
 from retryscope.control._receipts import (
-    attempt_to_obj,
     attempts_sha256,
     policy_sha256,
     receipt_json,
@@ -32,6 +31,7 @@ from retryscope.control._schedule import (
     next_step,
     retry_delay_ms,
 )
+from retryscope.control._strict import to_obj
 from retryscope.vocabulary import Decision, Outcome, OutcomeKind, Terminal
 
 ATTEMPTS = reference_attempts()
@@ -353,7 +353,7 @@ def test_replay_reports_a_spliced_attempt_as_an_evaluation_error() -> None:
 def test_attempts_convert_from_parquet_rows() -> None:
     def row(a: ev.ObservedAttempt, retry_after: int | None) -> dict[str, object]:
         """The ``attempts`` view's columns: timestamps in ns, the hint one row later."""
-        obj = attempt_to_obj(a)
+        obj = to_obj(a)
         nb = obj.pop("not_before_ms")
         obj.update(
             start_time=obj.pop("start_ms") * 1_000_000 + 999_999,  # floors to the ms
