@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
+from retryscope._safe_text import echoed
 from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
@@ -64,6 +65,20 @@ ATTEMPT_COLUMNS = (
     fmt.Column("release_short", "Release", help="Route release (first 12 characters)"),
     fmt.Column("span_id", "Span"),
 )
+# a waterfall row's tooltip: (column, field of _fields); no docstring (Streamlit would
+# show it: a page script's bare strings are drawn)
+WATERFALL_TOOLTIP = tuple(
+    (f"tip{i}", field)
+    for i, field in enumerate(
+        (
+            "Span", "Role", "Layer / attempt", "Status", "Error type", "Outcome", "Decision",
+            "Terminal", "HTTP", "Route", "Route release", "Fallback", "Start", "Duration",
+            "Critical path", "Backoff before it", "Retry-After", "Deadline left at dispatch",
+            "Cost", "Hedge", "Breaker", "GenAI model", "Tokens in / out", "Service",
+        )
+    )
+)  # fmt: skip
+TOOLTIP_MAX_CHARS = 160
 FINDING_COLUMNS = (
     fmt.Column("severity", "Severity"),
     fmt.Column("rule_id", "Rule", width="medium"),
@@ -123,12 +138,17 @@ def timeline_frames(
     ordered = a.sort_values([*group, "attempt_ordinal"])
     prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
     gaps = pd.DataFrame(
-        {"lane": ordered["lane"], "from_ms": prev_end, "to_ms": ordered["start_ms"]}
+        {
+            "lane": ordered["lane"],
+            "span_id": ordered["span_id"],
+            "from_ms": prev_end,
+            "to_ms": ordered["start_ms"],
+        }
     ).dropna()
     gaps = gaps[gaps["to_ms"] > gaps["from_ms"]]
     gaps["gap_ms"] = gaps["to_ms"] - gaps["from_ms"]
     gaps["gap_text"] = gaps["gap_ms"].map(fmt.ms)
-    marks = a.loc[a["not_before_ms"].notna(), ["lane", "not_before_ms"]].copy()
+    marks = a.loc[a["not_before_ms"].notna(), ["lane", "span_id", "not_before_ms"]].copy()
     marks["not_before_text"] = marks["not_before_ms"].map(lambda v: f"{fmt.ms(v)} after start")
     keep = [
         "lane", "label", "layer", "attempt_ordinal", "route_id", "route_release", "start_ms",
@@ -262,17 +282,21 @@ def _visible(spans: pd.DataFrame, collapsed: set[str]) -> pd.DataFrame:
     return spans[keep]
 
 
+def _what(spans: pd.DataFrame) -> pd.Series:
+    """A span as a row names it: ``layer #ordinal · name`` for an attempt, else its name."""
+    attempt = spans["layer"] + " #" + spans["attempt_ordinal"].astype("Int64").astype(str)
+    return spans["name"].where(spans["layer"].isna(), attempt + " · " + spans["name"])
+
+
 def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) -> pd.DataFrame:
     s = spans.copy()
     s["start_ms"] = _since(s["start_time"], started)
     s["end_ms"] = _since(s["end_time"], started)
+    tips = _tooltips(s)  # (before ``kind`` turns from the span's kind to its colour's)
     s["kind"] = _kind(s).where(
         s["span_role"] == "attempt", s["status_code"].map(charts.STATUS_KINDS).fillna("unknown")
     )
-    what = s["name"].where(
-        s["layer"].isna(),
-        s["layer"] + " #" + s["attempt_ordinal"].astype("Int64").astype(str) + " · " + s["name"],
-    )
+    what = _what(s)
     # visible guides (SVG text drops leading and repeated spaces)
     marker = (
         s["children"]
@@ -284,15 +308,64 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
     row = s["depth"].map(lambda d: "│ " * int(d)) + marker + what
     dupes = row.groupby(row).cumcount()
     s["row"] = row.where(dupes == 0, row + " (" + (dupes + 1).astype(str) + ")")
-    s["outcome_text"] = s["kind"] + " / " + s["status_code"].fillna(fmt.DASH)
-    s["start_text"] = s["start_ms"].map(fmt.ms)
-    s["duration_text"] = s["duration_ms"].map(fmt.ms)
-    return s
+    s["label"] = s["duration_ms"].map(fmt.ms)
+    return pd.concat([s, tips], axis=1)
 
 
-def _detail(span: pd.Series) -> list[tuple[str, str]]:
-    """The detail panel of one span: (field, shown value as markdown), recorded fields
-    only."""
+def _on_rows(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The marks of ``frame`` (by ``span_id``) on the rows of the spans shown."""
+    return frame.drop(columns="lane").merge(rows[["span_id", "row"]], on="span_id")
+
+
+def _waits(rows: pd.DataFrame) -> pd.DataFrame:
+    """The Retry-After each answer asked for: from its end, as long as it asked."""
+    asked = rows[rows["retry_after_ms"].notna()]
+    return pd.DataFrame(
+        {
+            "row": asked["row"],
+            "from_ms": asked["end_ms"],
+            "to_ms": asked["end_ms"] + asked["retry_after_ms"],
+            "gap_text": asked["retry_after_ms"].map(fmt.ms),
+        }
+    )
+
+
+def waterfall_chart(
+    summary: dict[str, Any],
+    spans: pd.DataFrame,
+    attempts: pd.DataFrame,
+    collapsed: set[str],
+    upper: float | None = None,
+) -> charts.Figure:
+    """The waterfall of one request: its spans shown (those beneath ``collapsed`` spans
+    hidden), backoff gaps, Retry-After waits, not_before marks and the deadline, on an x
+    axis ending at ``upper`` (None: past the last span and a near deadline)."""
+    started = pd.Timestamp(summary["started_at"])
+    rows = _tree_rows(_visible(spans, collapsed), collapsed, started)
+    _, gaps, marks = timeline_frames(attempts, started)
+    return charts.waterfall(
+        rows,
+        WATERFALL_TOOLTIP,
+        gaps=_on_rows(gaps, rows),
+        waits=_waits(rows),
+        not_before=_on_rows(marks, rows),
+        deadline_ms=_deadline_ms(summary),
+        upper=upper,
+    )
+
+
+def _deadline_ms(summary: dict[str, Any]) -> float | None:
+    """The request's deadline in ms after its start (None: it had none)."""
+    deadline = summary["deadline"]
+    if deadline is None:
+        return None
+    return (pd.Timestamp(deadline) - pd.Timestamp(summary["started_at"])).total_seconds() * 1e3
+
+
+def _fields(span: pd.Series) -> list[tuple[str, str]]:
+    """What is recorded of one span, as (field, text): its retryscope attributes, status,
+    HTTP, GenAI model and tokens, its place on the critical path. The detail panel and the
+    waterfall's tooltips show it."""
 
     def value(name: str, show: Any = str) -> str | None:
         v = span.get(name)
@@ -338,7 +411,15 @@ def _detail(span: pd.Series) -> list[tuple[str, str]]:
         ("Route data boundary", value("route_data_boundary")),
         ("Route behavior class", value("route_behavior_class")),
         ("Fallback", "yes" if span.get("is_fallback") is True else None),
+        ("Start", value("start_ms", lambda v: f"{fmt.ms(v)} after the request started")),
         ("Duration", value("duration_ms", fmt.ms)),
+        (
+            "Critical path",
+            value(
+                "critical_ms",
+                lambda v: f"{fmt.ms(v)} of it ({fmt.pct(span.get('critical_share'))})",
+            ),
+        ),
         ("Backoff before it", value("backoff_delay_ms", fmt.ms)),
         ("Retry-After", value("retry_after_ms", fmt.ms)),
         ("Deadline left at dispatch", value("deadline_remaining_ms", fmt.ms)),
@@ -358,8 +439,27 @@ def _detail(span: pd.Series) -> list[tuple[str, str]]:
         ("Service", value("service_name")),
         ("Instrumentation", value("scope_name")),
     ]
-    # st.table renders its cells as markdown: the recorded values are escaped
-    return [(k, fmt.plain(v)) for k, v in fields if v is not None]
+    return [(k, v) for k, v in fields if v is not None]
+
+
+def _detail(span: pd.Series) -> list[tuple[str, str]]:
+    """The detail panel of one span: (field, shown value as markdown), recorded fields
+    only (st.table renders its cells as markdown: the recorded values are escaped)."""
+    return [(k, fmt.plain(v)) for k, v in _fields(span)]
+
+
+def _tooltips(spans: pd.DataFrame) -> pd.DataFrame:
+    """The waterfall's tooltip of each span, one column per field of
+    :data:`WATERFALL_TOOLTIP` (as :func:`_fields` says it; ``–`` where nothing was
+    recorded), cut and with its controls escaped: a tooltip shows text, never markup."""
+    rows = [dict(_fields(span)) for _, span in spans.iterrows()]
+    return pd.DataFrame(
+        {
+            column: [echoed(r.get(field, fmt.DASH), TOOLTIP_MAX_CHARS) for r in rows]
+            for column, field in WATERFALL_TOOLTIP
+        },
+        index=spans.index,
+    )
 
 
 def _events(span: pd.Series) -> pd.DataFrame:
@@ -385,9 +485,9 @@ def _json_value(text: Any) -> Any:
         return text
 
 
-def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
+def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFrame) -> None:
     rid = summary["logical_request_id"]
-    started = pd.Timestamp(summary["started_at"])
+    spans = spans.assign(start_ms=_since(spans["start_time"], pd.Timestamp(summary["started_at"])))
     key = f"{_COLLAPSED}:{rid}"
     if key not in st.session_state:
         deep = spans[(spans["depth"] >= 1) & (spans["span_role"] == "attempt")]
@@ -409,17 +509,22 @@ def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
             collapsed.update(
                 spans["span_id"][(spans["span_role"] == "attempt") & (spans["children"] > 0)]
             )
-        rows = _tree_rows(_visible(spans, collapsed), collapsed, started)
         event = st.altair_chart(
-            charts.waterfall(rows), width="stretch", key=f"tree:{rid}", on_select="rerun"
+            waterfall_chart(summary, spans, attempts, collapsed),
+            width="stretch",
+            key=f"tree:{rid}",
+            on_select="rerun",
         )
         clicked = charts.picked(event, "span_id")
         if clicked is not None and clicked != st.session_state.get(_SPAN):
             st.session_state[_SPAN] = clicked
             _url.publish(PARAMS)
         st.caption(
-            "Click a span for its details. ▾: the spans beneath it are shown; ▸: they are "
-            "collapsed; ·: nothing beneath it."
+            "One row per span, its duration after its bar; outlined: the critical path. "
+            "Dashed grey: the backoff before an attempt; dashed orange (below a bar): the "
+            "Retry-After its answer asked for; black ticks: not_before; red line: the "
+            "deadline. Click a span for its details. ▾: the spans beneath it are shown; ▸: "
+            "they are collapsed; ·: nothing beneath it."
         )
     with right:
         chosen = st.session_state.get(_SPAN)
@@ -439,6 +544,31 @@ def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
             if not events.empty:
                 st.markdown("**Events**")
                 st.dataframe(events, hide_index=True, width="stretch")
+    _critical_path(spans)
+
+
+def _critical_path(spans: pd.DataFrame) -> None:
+    """The critical path's total and each span's share of it (critical_path.sql)."""
+    path = spans[spans["critical_ms"].notna()].copy()
+    if path.empty:
+        return
+    total = float(path["critical_total_ms"].iloc[0])
+    st.markdown(
+        f"**Critical path: {fmt.ms(total)}**, {len(path):,} span(s): from the end of the "
+        "request, the span that finished last, before it started the one that finished "
+        "last by then, and so on, within every span on the path. Each span's share is the "
+        "time it alone accounts for."
+    )
+    shown = pd.DataFrame(
+        {
+            "Span": _what(path).map(lambda v: fmt.plain(v, 200)),
+            "On the path": path["critical_ms"].map(fmt.ms),
+            "Share": path["critical_share"].map(fmt.pct),
+            "Duration": path["duration_ms"].map(fmt.ms),
+        }
+    )
+    # st.table renders its cells as markdown: the span names are escaped
+    st.table(shown.set_index("Span"))
 
 
 def _findings(findings: pd.DataFrame) -> None:
@@ -497,7 +627,7 @@ def render() -> None:
     else:
         bars = _timeline(summary, attempts)
     if not spans.empty:
-        _span_tree(summary, spans)
+        _waterfall(summary, spans, attempts)
     _findings(findings)
     if not attempts.empty:
         st.subheader("Attempts")
