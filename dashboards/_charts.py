@@ -500,23 +500,23 @@ def waterfall(
     waits: pd.DataFrame | None = None,
     not_before: pd.DataFrame | None = None,
     deadline_ms: float | None = None,
-    upper: float | None = None,
+    domain: tuple[float, float] | None = None,
+    label_chars: int | None = None,
 ) -> Figure:
     """A request as a waterfall: one row per span (``row``: its indented name, in tree
     order), a bar from ``start_ms`` to ``end_ms`` (ms since the request started) coloured
     by ``kind``, its ``label`` (the duration) just after it; a span on the critical path
-    (``critical_ms`` recorded) outlined. On a row: the backoff gap before an attempt
+    (``critical_ms`` recorded) outlined. On an attempt's row: the backoff gap before it
     (``gaps``: ``row``, ``from_ms``..``to_ms``, ``gap_text``; dashed, ending where its bar
-    starts), the Retry-After an answer asked for (``waits``: the same columns, below the
-    bar that received it) and ``not_before`` ticks (``row``, ``not_before_ms``,
+    starts), the Retry-After the answer before it asked for (``waits``: the same columns,
+    below the gap) and ``not_before`` ticks (``row``, ``not_before_ms``,
     ``not_before_text``); the deadline a red rule. ``tooltip``: (column, title) of display
-    text. ``upper`` fixes the x axis's end (two waterfalls on one axis). A click selects
-    ``pick`` (the span's ``span_id``)."""
+    text. ``domain`` fixes the x axis (:func:`waterfall_domain`) and ``label_chars`` the
+    room for the row names: waterfalls drawn with the same ones share one time axis. A
+    click selects ``pick`` (the span's ``span_id``)."""
     rows = list(spans["row"])
-    if upper is None:
-        upper = waterfall_upper(float(spans["end_ms"].max()), deadline_ms)
-    # a span of the trace may start before the request did
-    lower = min(0.0, float(spans["start_ms"].min()))
+    lower, upper = domain or waterfall_domain(spans, deadline_ms)
+    label_chars = label_chars or max((len(r) for r in rows), default=0)
     pick = alt.selection_point(name=PICK, fields=["span_id"], on="click", empty=False)
     x = alt.X(
         "start_ms:Q",
@@ -534,7 +534,7 @@ def waterfall(
             labelFont="monospace",
             labelColor="#212121",
             labelAlign="left",
-            labelPadding=8 + 7.3 * max((len(r) for r in rows), default=0),
+            labelPadding=8 + 7.3 * label_chars,
         ),
     )
     tips = [alt.Tooltip(f"{column}:N", title=title) for column, title in tooltip]
@@ -595,16 +595,18 @@ def waterfall(
         layers.append(_not_before(not_before, y, size=18))
     if deadline_ms is not None and deadline_ms <= upper:
         layers += _deadline(deadline_ms)
-    chart: Figure = alt.layer(*layers).properties(
-        height=alt.Step(ROW_PX),
-        padding={"top": 18},
+    chart: Figure = (
+        alt.layer(*layers)
+        .properties(height=alt.Step(ROW_PX), padding={"top": 18})
+        .configure_legend(symbolStrokeWidth=0)  # the outline marks the path, not a kind
     )
     return chart
 
 
-def waterfall_upper(last_ms: float, deadline_ms: float | None) -> float:
-    """The end of a waterfall's x axis: past the last span's end with room for its label,
+def waterfall_domain(spans: pd.DataFrame, deadline_ms: float | None) -> tuple[float, float]:
+    """A waterfall's x axis (ms since the request started): from its start (or a span of
+    the trace that started before it) past the last span's end with room for its label,
     and past the deadline when it lies within twice that (one farther is left out)."""
-    last = last_ms or 1.0
+    last = float(spans["end_ms"].max()) or 1.0
     shown = deadline_ms if deadline_ms is not None and deadline_ms <= 2 * last else 0.0
-    return max(last, shown) * 1.15
+    return min(0.0, float(spans["start_ms"].min())), max(last, shown) * 1.15

@@ -31,7 +31,12 @@ from retryscope.dashboards.views.common import table
 _SEARCH = "request_search"
 _SPAN = "request_span"
 _COLLAPSED = "request_collapsed"
-PARAMS = (_url.Param("id", _SEARCH, ""), _url.Param("span", _SPAN, None))
+_VS = "request_vs"
+PARAMS = (
+    _url.Param("id", _SEARCH, ""),
+    _url.Param("span", _SPAN, None),
+    _url.Param("vs", _VS, ""),
+)
 # a span tree of more spans starts with the spans beneath attempts collapsed
 TREE_EXPANDED_UP_TO = 80
 
@@ -137,6 +142,7 @@ def timeline_frames(
     group = ["layer", "parent_continuation", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
     prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
+    a["prev_end_ms"] = prev_end  # the end of the attempt before it (aligned by index)
     gaps = pd.DataFrame(
         {
             "lane": ordered["lane"],
@@ -156,7 +162,8 @@ def timeline_frames(
         "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
         "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
         "parent_attempt_ordinal", "operation_ordinal", "hedge_ordinal", "breaker_state",
-        "release_short", "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
+        "release_short", "span_id", "prev_end_ms",
+        *(column for column, _ in charts.TIMELINE_TOOLTIP),
     ]  # fmt: skip
     return a[keep], gaps, marks
 
@@ -173,12 +180,8 @@ def _trace_link(trace_id: str) -> None:
 
 
 def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
-    deadline = summary["deadline"]
-    after = (
-        fmt.ms((pd.Timestamp(deadline) - started).total_seconds() * 1000.0) + " after the start"
-        if deadline is not None
-        else fmt.DASH
-    )
+    deadline = _deadline_ms(summary)
+    after = fmt.DASH if deadline is None else fmt.ms(deadline) + " after the start"
     entry = summary.get("entry_route") or fmt.DASH
     boundary = summary.get("entry_boundary")
     parts = [
@@ -194,23 +197,48 @@ def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
     return " · ".join(f"{k}: **{fmt.DASH if v is None else fmt.plain(v)}**" for k, v in parts)
 
 
-def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
+def key_figures(summary: dict[str, Any], attempts: pd.DataFrame) -> dict[str, str]:
+    """A request's key figures as the page shows them (the cards, the side-by-side table),
+    as text: values from the data are not escaped."""
     started = pd.Timestamp(summary["started_at"])
-    ended = pd.Timestamp(summary["ended_at"])
-    layers = list(summary["retried_layers"] or [])
+    duration = (pd.Timestamp(summary["ended_at"]) - started).total_seconds() * 1000.0
     currency = attempts["cost_currency"].dropna()
     costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
-    receiver = int(summary["receiver_attempts"])
+    operations = int(summary["operations"])
+    amplification = fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH
+    deadline = _deadline_ms(summary)
+    late = (
+        ""
+        if deadline is None or duration <= deadline
+        else f", ended {fmt.ms(duration - deadline)} after it"
+    )
+    return {
+        "Terminal": summary["terminal"] or "unknown",
+        "Attempts": fmt.count(len(attempts)),
+        "Receiver attempts": fmt.count(int(summary["receiver_attempts"])),
+        "Retry amplification": amplification,
+        "Distinct operations": fmt.count(operations),
+        "Retry product": f"{int(summary['multiplication'])}×",
+        "Retried layers": " × ".join(summary["retried_layers"] or []) or fmt.DASH,
+        "Duration": fmt.ms(duration),
+        "Deadline": fmt.DASH if deadline is None else f"{fmt.ms(deadline)} after the start{late}",
+        "Cost": fmt.money(costs.sum(), currency.iloc[0] if len(currency) else None)
+        if costs.notna().any()
+        else fmt.DASH,
+    }
+
+
+def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
+    figures = key_figures(summary, attempts)
     operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
-        terminal = fmt.plain(summary["terminal"] or "unknown")
-        st.metric("Terminal", terminal, width="content", border=True)
-        st.metric("Attempts", fmt.count(len(attempts)), width="content", border=True)
-        st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
+        st.metric("Terminal", fmt.plain(figures["Terminal"]), width="content", border=True)
+        st.metric("Attempts", figures["Attempts"], width="content", border=True)
+        st.metric("Receiver attempts", figures["Receiver attempts"], width="content", border=True)
         st.metric(
             "Retry amplification",
-            fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH,
+            figures["Retry amplification"],
             f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
             delta_color="off",
             delta_arrow="off",
@@ -219,40 +247,24 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
             help="Receiver attempts ÷ distinct operations (the most distinct calls any one "
             "attempt made), as the report's `amplification_ratio`",
         )
+        layers = summary["retried_layers"]
         st.metric(
             "Retry product",
-            f"{int(summary['multiplication'])}×",
-            fmt.plain(" × ".join(layers)) or None,
+            figures["Retry product"],
+            fmt.plain(figures["Retried layers"]) if layers else None,
             delta_color="off",
             delta_arrow="off",
             width="content",
             border=True,
         )
-        st.metric(
-            "Duration",
-            fmt.ms((ended - started).total_seconds() * 1000.0),
-            width="content",
-            border=True,
-        )
-        st.metric(
-            "Cost",
-            fmt.money(costs.sum(), currency.iloc[0] if len(currency) else None)
-            if costs.notna().any()
-            else fmt.DASH,
-            width="content",
-            border=True,
-        )
+        st.metric("Duration", figures["Duration"], width="content", border=True)
+        st.metric("Cost", figures["Cost"], width="content", border=True)
         st.metric("Findings", fmt.count(findings), width="content", border=True)
 
 
 def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
-    started = pd.Timestamp(summary["started_at"])
-    deadline = summary["deadline"]
-    deadline_at = pd.Timestamp(deadline) if deadline is not None else None
-    bars, gaps, marks = timeline_frames(attempts, started)
-    deadline_ms = (
-        (deadline_at - started).total_seconds() * 1000.0 if deadline_at is not None else None
-    )
+    bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
+    deadline_ms = _deadline_ms(summary)
     st.subheader("Attempt timeline")
     st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
     beyond = (
@@ -317,40 +329,55 @@ def _on_rows(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns="lane").merge(rows[["span_id", "row"]], on="span_id")
 
 
-def _waits(rows: pd.DataFrame) -> pd.DataFrame:
-    """The Retry-After each answer asked for: from its end, as long as it asked."""
+def _waits(rows: pd.DataFrame, bars: pd.DataFrame) -> pd.DataFrame:
+    """The Retry-After an attempt's predecessor's answer asked for (recorded on the
+    attempt), from that predecessor's end (none: ending where the attempt starts)."""
     asked = rows[rows["retry_after_ms"].notna()]
+    prior = asked["span_id"].map(bars.set_index("span_id")["prev_end_ms"])
+    start = prior.fillna(asked["start_ms"] - asked["retry_after_ms"])
     return pd.DataFrame(
         {
             "row": asked["row"],
-            "from_ms": asked["end_ms"],
-            "to_ms": asked["end_ms"] + asked["retry_after_ms"],
+            "from_ms": start,
+            "to_ms": start + asked["retry_after_ms"],
             "gap_text": asked["retry_after_ms"].map(fmt.ms),
         }
     )
 
 
+def waterfall_rows(
+    summary: dict[str, Any], spans: pd.DataFrame, collapsed: set[str] | None = None
+) -> pd.DataFrame:
+    """The waterfall's rows of one request: its spans shown (those beneath ``collapsed``
+    spans hidden) in ms since it started, with their names, colours, labels and tooltips."""
+    collapsed = collapsed or set()
+    return _tree_rows(_visible(spans, collapsed), collapsed, pd.Timestamp(summary["started_at"]))
+
+
 def waterfall_chart(
     summary: dict[str, Any],
-    spans: pd.DataFrame,
+    rows: pd.DataFrame,
     attempts: pd.DataFrame,
-    collapsed: set[str],
-    upper: float | None = None,
+    *,
+    domain: tuple[float, float] | None = None,
+    label_chars: int | None = None,
 ) -> charts.Figure:
-    """The waterfall of one request: its spans shown (those beneath ``collapsed`` spans
-    hidden), backoff gaps, Retry-After waits, not_before marks and the deadline, on an x
-    axis ending at ``upper`` (None: past the last span and a near deadline)."""
-    started = pd.Timestamp(summary["started_at"])
-    rows = _tree_rows(_visible(spans, collapsed), collapsed, started)
-    _, gaps, marks = timeline_frames(attempts, started)
+    """The waterfall of one request's ``rows`` (:func:`waterfall_rows`): backoff gaps,
+    Retry-After waits, not_before marks and the deadline on them; ``domain`` and
+    ``label_chars`` as :func:`charts.waterfall` takes them."""
+    gaps = waits = marks = None
+    if not attempts.empty:
+        bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
+        gaps, waits, marks = _on_rows(gaps, rows), _waits(rows, bars), _on_rows(marks, rows)
     return charts.waterfall(
         rows,
         WATERFALL_TOOLTIP,
-        gaps=_on_rows(gaps, rows),
-        waits=_waits(rows),
-        not_before=_on_rows(marks, rows),
+        gaps=gaps,
+        waits=waits,
+        not_before=marks,
         deadline_ms=_deadline_ms(summary),
-        upper=upper,
+        domain=domain,
+        label_chars=label_chars,
     )
 
 
@@ -510,7 +537,7 @@ def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFr
                 spans["span_id"][(spans["span_role"] == "attempt") & (spans["children"] > 0)]
             )
         event = st.altair_chart(
-            waterfall_chart(summary, spans, attempts, collapsed),
+            waterfall_chart(summary, waterfall_rows(summary, spans, collapsed), attempts),
             width="stretch",
             key=f"tree:{rid}",
             on_select="rerun",
@@ -521,8 +548,9 @@ def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFr
             _url.publish(PARAMS)
         st.caption(
             "One row per span, its duration after its bar; outlined: the critical path. "
-            "Dashed grey: the backoff before an attempt; dashed orange (below a bar): the "
-            "Retry-After its answer asked for; black ticks: not_before; red line: the "
+            "Dashed grey: the backoff before an attempt; dashed orange (below it): the "
+            "Retry-After the answer before it asked for, from that answer's end; black "
+            "ticks: not_before; red line: the "
             "deadline. Click a span for its details. ▾: the spans beneath it are shown; ▸: "
             "they are collapsed; ·: nothing beneath it."
         )
@@ -586,16 +614,85 @@ def _findings(findings: pd.DataFrame) -> None:
                 st.markdown(f"**{r.id}** ({r.severity.value}): {r.meaning} *{r.action}*")
 
 
+def _lookup(ctx: Context, ident: str) -> list[dict[str, Any]]:
+    """The logical requests ``ident`` names (an idempotency digest may name several)."""
+    rows: list[dict[str, Any]] = ctx.source.query("request_summary", None, ident).to_pylist()
+    return rows
+
+
+def _request(ctx: Context, rid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The attempts and the span tree (with its critical path) of request ``rid``."""
+    attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
+    spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
+    return attempts, spans
+
+
+def _side_by_side(ctx: Context, pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Two requests' key figures in two columns and their waterfalls on one time axis,
+    each from its own start."""
+    shown = []
+    for summary in pair:
+        attempts, spans = _request(ctx, summary["logical_request_id"])
+        rows = waterfall_rows(summary, spans) if not spans.empty else None
+        shown.append((summary, attempts, spans, rows))
+    figures = {}
+    for name, (summary, attempts, spans, _) in zip("AB", shown, strict=True):
+        column = f"{name}: {echoed(summary['logical_request_id'], 40)}"
+        on_path = spans[spans["critical_ms"].notna()] if not spans.empty else spans
+        figures[column] = {
+            **key_figures(summary, attempts),
+            "Spans": fmt.count(len(spans)),
+            "Critical path": f"{fmt.ms(on_path['critical_total_ms'].iloc[0])} over "
+            f"{len(on_path):,} span(s)"
+            if len(on_path)
+            else fmt.DASH,
+        }
+    st.subheader("Side by side")
+    st.dataframe(pd.DataFrame(figures), width="stretch")
+    drawn = [(s, a, r) for s, a, _, r in shown if r is not None]
+    domains = [charts.waterfall_domain(r, _deadline_ms(s)) for s, _, r in drawn]
+    domain = (min(d[0] for d in domains), max(d[1] for d in domains)) if domains else None
+    chars = max((len(row) for _, _, r in drawn for row in r["row"]), default=0)
+    for name, (summary, attempts, _, rows) in zip("AB", shown, strict=True):
+        figures_ = key_figures(summary, attempts)
+        st.markdown(
+            f"**{name}**: {fmt.literal(summary['logical_request_id'])} — "
+            f"{fmt.plain(figures_['Terminal'])}, {figures_['Duration']}"
+        )
+        if rows is None:
+            st.info("This request recorded no spans.")
+            continue
+        st.altair_chart(
+            waterfall_chart(summary, rows, attempts, domain=domain, label_chars=chars),
+            width="stretch",
+            key=f"vs:{name}",
+        )
+    st.caption(
+        "Both waterfalls on one time axis, each from its request's start; outlined: the "
+        "critical path."
+    )
+    st.button(
+        "Show A alone", key="request_vs_close", on_click=lambda: st.session_state.update({_VS: ""})
+    )
+
+
 def render() -> None:
     ctx: Context = current()
     st.header("Request drill-down")
     problems = _url.seed(PARAMS, entered=ctx.entered)
     for problem in problems:
         st.warning(problem)
-    ident = st.text_input(
+    search, versus = st.columns(2)
+    ident = search.text_input(
         "Logical request id, trace id or idempotency digest",
         key=_SEARCH,
         placeholder="e.g. 4bf92f3577b34da6a3ce929d0e0e4736",
+    ).strip()
+    vs = versus.text_input(
+        "Compare with another request (optional)",
+        key=_VS,
+        placeholder="its id, trace id or idempotency digest",
+        help="Both requests' key figures side by side and their waterfalls on one time axis",
     ).strip()
     _url.publish(PARAMS)
     if not ident:
@@ -604,7 +701,7 @@ def render() -> None:
             "from the Requests explorer (or any table of requests)."
         )
         return
-    summaries = ctx.source.query("request_summary", None, ident).to_pylist()
+    summaries = _lookup(ctx, ident)
     if not summaries:
         st.warning(f"No logical request, trace or idempotency digest matches {fmt.literal(ident)}.")
         return
@@ -613,10 +710,23 @@ def render() -> None:
         ids = [s["logical_request_id"] for s in summaries]
         picked = st.selectbox(f"{len(ids)} requests share this key", ids, key="request_pick")
         summary = summaries[ids.index(picked)]
+    if vs:
+        others = _lookup(ctx, vs)
+        if others:
+            if len(others) > 1:
+                st.info(
+                    f"{len(others)} requests share {fmt.literal(vs)}: compared with the "
+                    f"first, {fmt.literal(others[0]['logical_request_id'])}."
+                )
+            _side_by_side(ctx, (summary, others[0]))
+            return
+        st.warning(
+            f"No logical request, trace or idempotency digest matches {fmt.literal(vs)}: "
+            "nothing to compare with."
+        )
     rid = summary["logical_request_id"]
-    attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
+    attempts, spans = _request(ctx, rid)
     findings = ctx.source.query("request_findings", None, rid).to_pandas()
-    spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
     started = pd.Timestamp(summary["started_at"])
 
     _figures(summary, attempts, len(findings))
