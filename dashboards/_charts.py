@@ -459,7 +459,7 @@ GAP_OFFSET_PX = 16
 
 def _not_before(marks: pd.DataFrame, y: alt.Y, *, size: int) -> alt.Chart:
     """not_before ticks (``not_before_ms``, ``not_before_text``) on the rows ``y`` names."""
-    return (
+    ticks: alt.Chart = (
         alt.Chart(marks)
         .mark_tick(color="black", thickness=3, size=size)
         .encode(
@@ -468,6 +468,7 @@ def _not_before(marks: pd.DataFrame, y: alt.Y, *, size: int) -> alt.Chart:
             tooltip=[alt.Tooltip("not_before_text:N", title="not before")],
         )
     )
+    return ticks
 
 
 def _deadline(deadline_ms: float) -> list[Any]:

@@ -1,12 +1,14 @@
 """Request drill-down: one logical request found by its id, trace id or idempotency digest,
 as an investigator reads it — its figures and contract, the attempt timeline (lanes per
 layer · route, one colour per outcome kind, backoff gaps, not_before marks, fallback,
-deadline and late-success markers), the span tree (every span beneath the request, a
-collapsible waterfall whose spans open a detail panel), its findings, and a compact
-attempts table; a link to the trace in a tracing backend.
+deadline and late-success markers), the span tree as one waterfall (every span beneath
+the request and its trace's spans of no request, with durations, backoff gaps, Retry-After,
+the deadline and the critical path; collapsible, a span opens a detail panel), its
+findings, and a compact attempts table; a link to the trace in a tracing backend. Two
+requests side by side: their key figures in two columns, their waterfalls on one time axis.
 
-``?id=`` names the request and ``?span=`` the span whose details are shown, so a view of
-one span can be shared.
+``?id=`` names the request, ``?span=`` the span whose details are shown and ``?vs=`` the
+request to compare it with, so each view can be shared.
 """
 
 from __future__ import annotations
@@ -386,7 +388,8 @@ def _deadline_ms(summary: dict[str, Any]) -> float | None:
     deadline = summary["deadline"]
     if deadline is None:
         return None
-    return (pd.Timestamp(deadline) - pd.Timestamp(summary["started_at"])).total_seconds() * 1e3
+    after = pd.Timestamp(deadline) - pd.Timestamp(summary["started_at"])
+    return float(after.total_seconds()) * 1000.0
 
 
 def _fields(span: pd.Series) -> list[tuple[str, str]]:
@@ -648,7 +651,9 @@ def _side_by_side(ctx: Context, pair: tuple[dict[str, Any], dict[str, Any]]) -> 
             else fmt.DASH,
         }
     st.subheader("Side by side")
-    st.dataframe(pd.DataFrame(figures), width="stretch")
+    shown_figures = pd.DataFrame(figures)
+    # every row in view (35 px a row and the header)
+    st.dataframe(shown_figures, width="stretch", height=35 * (len(shown_figures) + 1) + 3)
     drawn = [(s, a, r) for s, a, _, r in shown if r is not None]
     domains = [charts.waterfall_domain(r, _deadline_ms(s)) for s, _, r in drawn]
     domain = (min(d[0] for d in domains), max(d[1] for d in domains)) if domains else None
