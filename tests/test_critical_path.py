@@ -4,6 +4,7 @@ parent, one wholly outside it, parallel hedges, several roots, spans of no durat
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 import duckdb
@@ -118,3 +119,20 @@ def test_deep_nesting_and_shares_add_up() -> None:
     got = critical(spans)
     assert all(v is not None for v in got.values())
     assert sum(v for v in got.values() if v is not None) == pytest.approx(64.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_on_random_trees_the_path_accounts_for_the_whole_request(seed: int) -> None:
+    """Under one root, the spans on the path account for all of its time, each for none
+    less than nothing; children may overlap, run past their parent or tie."""
+    rng = random.Random(seed)
+    spans: list[Span] = [("s0", None, 0.0, 1000.0)]
+    for i in range(1, 300):
+        parent = spans[rng.randrange(len(spans))]
+        start = float(rng.randrange(int(parent[2]), int(parent[3]) + 1))
+        spans.append((f"s{i}", parent[0], start, float(rng.randrange(int(start), 1100))))
+    got = critical(spans)
+    on_path = [v for v in got.values() if v is not None]
+    assert sum(on_path) == pytest.approx(1000.0)
+    assert min(on_path) >= 0
+    assert got["s0"] is not None
