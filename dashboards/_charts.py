@@ -515,6 +515,8 @@ def waterfall(
     text. ``domain`` fixes the x axis (:func:`waterfall_domain`) and ``label_chars`` the
     room for the row names: waterfalls drawn with the same ones share one time axis. A
     click selects ``pick`` (the span's ``span_id``)."""
+    drawn = ["row", "depth", "span_id", "start_ms", "end_ms", "kind", "label", "critical_ms"]
+    spans = spans[drawn + [column for column, _ in tooltip]]  # only what it draws is sent
     rows = list(spans["row"])
     lower, upper = domain or waterfall_domain(spans, deadline_ms)
     label_chars = label_chars or max((len(r) for r in rows), default=0)

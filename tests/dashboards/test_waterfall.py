@@ -235,3 +235,11 @@ def test_a_hostile_id_to_compare_with_is_named_not_rendered(app: AppTest) -> Non
     assert app.metric  # the request alone
     follow(app, "request", {"id": "nested", "vs": "z" * 5_000})
     assert any("longer than 1,000 characters" in rendered(w.value) for w in app.warning)
+
+
+def test_the_waterfall_sends_only_what_it_draws(app: AppTest) -> None:
+    follow(app, "request", {"id": "deadline"})
+    _, data = charts(app)[1]
+    bars = next(t for t in data.values() if "row" in t.column_names and "label" in t.column_names)
+    assert "events" not in bars.column_names  # the exception's text stays on the server
+    assert "status_message" not in bars.column_names
