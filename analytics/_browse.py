@@ -181,10 +181,13 @@ def request_span_tree(model: AuditModel, ident: str) -> pa.Table:
     """Every span of the logical requests ``ident`` names (request span, attempts and the
     spans beneath them) in tree order with its ``depth`` and number of ``children``, and
     what an investigator reads per span: status, error, HTTP, outcome, backoff,
-    Retry-After, deadline, cost, GenAI model and tokens, events."""
+    Retry-After, deadline, cost, GenAI model and tokens, events; the spans of no request
+    in their traces too; and the critical path (``critical_ms``, ``critical_share``:
+    critical_path.sql)."""
     with request_scope(model, ident) as cur:
         ids = [
             str(row["logical_request_id"])
             for row in arrow(cur, "request_summary", {"id": ident}).to_pylist()
         ]
-        return arrow(cur, "request_span_tree", {"ids": ids})
+        cur.execute(load("request_span_tree"), {"ids": ids})
+        return arrow(cur, "critical_path")

@@ -429,7 +429,8 @@ def timeline(
     if not gaps.empty:
         layers.append(
             alt.Chart(gaps)
-            .mark_rule(strokeDash=[4, 3], color="#616161", strokeWidth=2)
+            # below the bars' middle: the line never strikes an ordinal label
+            .mark_rule(strokeDash=[4, 3], color="#616161", strokeWidth=2, yOffset=GAP_OFFSET_PX)
             .encode(
                 x="from_ms:Q",
                 x2="to_ms:Q",
@@ -438,28 +439,9 @@ def timeline(
             )
         )
     if not not_before.empty:
-        layers.append(
-            alt.Chart(not_before)
-            .mark_tick(color="black", thickness=3, size=30)
-            .encode(
-                x="not_before_ms:Q",
-                y=y,
-                tooltip=[alt.Tooltip("not_before_text:N", title="not before")],
-            )
-        )
-    if show_deadline:
-        marker = pd.DataFrame({"deadline_ms": [deadline_ms], "label": ["deadline"]})
-        rule = (
-            alt.Chart(marker)
-            .mark_rule(color="#d50000", strokeWidth=2)
-            .encode(x="deadline_ms:Q", tooltip=[alt.Tooltip("deadline_ms:Q", title="deadline, ms")])
-        )
-        text = (
-            alt.Chart(marker)
-            .mark_text(color="#d50000", baseline="bottom", dy=-4, fontWeight="bold")
-            .encode(x="deadline_ms:Q", y=alt.value(0), text="label:N")
-        )
-        layers += [rule, text]
+        layers.append(_not_before(not_before, y, size=30))
+    if show_deadline and deadline_ms is not None:
+        layers += _deadline(deadline_ms)
     chart: Figure = alt.layer(*layers).properties(
         height=LANE_PX * len(lanes),
         padding={"top": 18},
@@ -471,14 +453,80 @@ def timeline(
 
 LANE_PX = 46
 """Height of one timeline lane."""
+GAP_OFFSET_PX = 16
+"""How far below a lane's middle the timeline draws a backoff gap (bars are 22 px tall)."""
 
 
-def waterfall(spans: pd.DataFrame) -> Figure:
-    """The span tree as a waterfall: one row per span (``row``: its indented name, in tree
-    order; ``what``: the name alone), a bar from ``start_ms`` to ``end_ms`` coloured by
-    ``kind``; a click selects ``pick`` (the span's ``span_id``)."""
+def _not_before(marks: pd.DataFrame, y: alt.Y, *, size: int) -> alt.Chart:
+    """not_before ticks (``not_before_ms``, ``not_before_text``) on the rows ``y`` names."""
+    ticks: alt.Chart = (
+        alt.Chart(marks)
+        .mark_tick(color="black", thickness=3, size=size)
+        .encode(
+            x="not_before_ms:Q",
+            y=y,
+            tooltip=[alt.Tooltip("not_before_text:N", title="not before")],
+        )
+    )
+    return ticks
+
+
+def _deadline(deadline_ms: float) -> list[Any]:
+    """The deadline as a red rule across the plot, labelled above it."""
+    marker = pd.DataFrame({"deadline_ms": [deadline_ms], "label": ["deadline"]})
+    rule = (
+        alt.Chart(marker)
+        .mark_rule(color="#d50000", strokeWidth=2)
+        .encode(x="deadline_ms:Q", tooltip=[alt.Tooltip("deadline_ms:Q", title="deadline, ms")])
+    )
+    text = (
+        alt.Chart(marker)
+        .mark_text(color="#d50000", baseline="bottom", dy=-4, fontWeight="bold")
+        .encode(x="deadline_ms:Q", y=alt.value(0), text="label:N")
+    )
+    return [rule, text]
+
+
+CRITICAL_COLOUR = "#1a237e"
+"""The outline of a span on the critical path."""
+ROW_PX = 24
+"""Height of one waterfall row."""
+
+
+def waterfall(
+    spans: pd.DataFrame,
+    tooltip: Sequence[tuple[str, str]],
+    *,
+    gaps: pd.DataFrame | None = None,
+    waits: pd.DataFrame | None = None,
+    not_before: pd.DataFrame | None = None,
+    deadline_ms: float | None = None,
+    domain: tuple[float, float] | None = None,
+    label_chars: int | None = None,
+) -> Figure:
+    """A request as a waterfall: one row per span (``row``: its indented name, in tree
+    order), a bar from ``start_ms`` to ``end_ms`` (ms since the request started) coloured
+    by ``kind``, its ``label`` (the duration) just after it; a span on the critical path
+    (``critical_ms`` recorded) outlined. On an attempt's row: the backoff gap before it
+    (``gaps``: ``row``, ``from_ms``..``to_ms``, ``gap_text``; dashed, ending where its bar
+    starts), the Retry-After the answer before it asked for (``waits``: the same columns,
+    below the gap) and ``not_before`` ticks (``row``, ``not_before_ms``,
+    ``not_before_text``); the deadline a red rule. ``tooltip``: (column, title) of display
+    text. ``domain`` fixes the x axis (:func:`waterfall_domain`) and ``label_chars`` the
+    room for the row names: waterfalls drawn with the same ones share one time axis. A
+    click selects ``pick`` (the span's ``span_id``)."""
+    drawn = ["row", "depth", "span_id", "start_ms", "end_ms", "kind", "label", "critical_ms"]
+    spans = spans[drawn + [column for column, _ in tooltip]]  # only what it draws is sent
     rows = list(spans["row"])
+    lower, upper = domain or waterfall_domain(spans, deadline_ms)
+    label_chars = label_chars or max((len(r) for r in rows), default=0)
     pick = alt.selection_point(name=PICK, fields=["span_id"], on="click", empty=False)
+    x = alt.X(
+        "start_ms:Q",
+        title="ms since the request started",
+        scale=alt.Scale(domain=[lower, upper], nice=False),
+        axis=alt.Axis(tickCount=12, labelFlush=False),
+    )
     y = alt.Y(
         "row:N",
         title=None,
@@ -489,28 +537,79 @@ def waterfall(spans: pd.DataFrame) -> Figure:
             labelFont="monospace",
             labelColor="#212121",
             labelAlign="left",
-            labelPadding=8 + 7.3 * max(len(r) for r in rows),
+            labelPadding=8 + 7.3 * label_chars,
         ),
     )
-    tooltip = [
-        alt.Tooltip("what:N", title="span"),
-        alt.Tooltip("outcome_text:N", title="outcome / status"),
-        alt.Tooltip("start_text:N", title="start"),
-        alt.Tooltip("duration_text:N", title="duration"),
-    ]
-    chart: Figure = (
-        alt.Chart(spans)
-        .mark_bar(height=14, cursor="pointer")
+    tips = [alt.Tooltip(f"{column}:N", title=title) for column, title in tooltip]
+    base = alt.Chart(spans)
+    on_path = "datum.critical_ms != null"
+    bars_ = (
+        base.mark_bar(height=14, cursor="pointer")
         .encode(
-            x=alt.X("start_ms:Q", title="ms since the request started"),
+            x=x,
             x2="end_ms:Q",
             y=y,
             color=_kind_colour(spans["kind"], columns=3),
-            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.75)),
-            stroke=alt.condition(pick, alt.value("black"), alt.value(None)),
-            tooltip=tooltip,
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.8)),
+            stroke={
+                "condition": [{"param": PICK, "empty": False, "value": "black"}],
+                "value": CRITICAL_COLOUR,
+            },
+            strokeWidth={
+                "condition": [
+                    {"param": PICK, "empty": False, "value": 2},
+                    {"test": on_path, "value": 2.5},
+                ],
+                "value": 0,
+            },
+            tooltip=tips,
         )
         .add_params(pick)
-        .properties(height=alt.Step(22))
+    )
+    labels = base.mark_text(align="left", dx=5, fontSize=11).encode(
+        x="end_ms:Q",
+        y=y,
+        text="label:N",
+        color=alt.condition(on_path, alt.value(CRITICAL_COLOUR), alt.value("#424242")),
+        tooltip=tips,
+    )
+    layers: list[Any] = [bars_, labels]
+    for frame, colour, title in (
+        (gaps, "#616161", "backoff gap"),
+        (waits, "#ef6c00", "Retry-After asked for"),
+    ):
+        if frame is not None and not frame.empty:
+            layers.append(
+                alt.Chart(frame)
+                .mark_rule(
+                    strokeDash=[4, 3],
+                    color=colour,
+                    strokeWidth=2,
+                    yOffset=0 if frame is gaps else 9,
+                )
+                .encode(
+                    x="from_ms:Q",
+                    x2="to_ms:Q",
+                    y=y,
+                    tooltip=[alt.Tooltip("gap_text:N", title=title)],
+                )
+            )
+    if not_before is not None and not not_before.empty:
+        layers.append(_not_before(not_before, y, size=18))
+    if deadline_ms is not None and deadline_ms <= upper:
+        layers += _deadline(deadline_ms)
+    chart: Figure = (
+        alt.layer(*layers)
+        .properties(height=alt.Step(ROW_PX), padding={"top": 18})
+        .configure_legend(symbolStrokeWidth=0)  # the outline marks the path, not a kind
     )
     return chart
+
+
+def waterfall_domain(spans: pd.DataFrame, deadline_ms: float | None) -> tuple[float, float]:
+    """A waterfall's x axis (ms since the request started): from its start (or a span of
+    the trace that started before it) past the last span's end with room for its label,
+    and past the deadline when it lies within twice that (one farther is left out)."""
+    last = float(spans["end_ms"].max()) or 1.0
+    shown = deadline_ms if deadline_ms is not None and deadline_ms <= 2 * last else 0.0
+    return min(0.0, float(spans["start_ms"].min())), max(last, shown) * 1.15

@@ -1,12 +1,14 @@
 """Request drill-down: one logical request found by its id, trace id or idempotency digest,
 as an investigator reads it — its figures and contract, the attempt timeline (lanes per
 layer · route, one colour per outcome kind, backoff gaps, not_before marks, fallback,
-deadline and late-success markers), the span tree (every span beneath the request, a
-collapsible waterfall whose spans open a detail panel), its findings, and a compact
-attempts table; a link to the trace in a tracing backend.
+deadline and late-success markers), the span tree as one waterfall (every span beneath
+the request and its trace's spans of no request, with durations, backoff gaps, Retry-After,
+the deadline and the critical path; collapsible, a span opens a detail panel), its
+findings, and a compact attempts table; a link to the trace in a tracing backend. Two
+requests side by side: their key figures in two columns, their waterfalls on one time axis.
 
-``?id=`` names the request and ``?span=`` the span whose details are shown, so a view of
-one span can be shared.
+``?id=`` names the request, ``?span=`` the span whose details are shown and ``?vs=`` the
+request to compare it with, so each view can be shared.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
+from retryscope._safe_text import echoed
 from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
@@ -30,7 +33,12 @@ from retryscope.dashboards.views.common import table
 _SEARCH = "request_search"
 _SPAN = "request_span"
 _COLLAPSED = "request_collapsed"
-PARAMS = (_url.Param("id", _SEARCH, ""), _url.Param("span", _SPAN, None))
+_VS = "request_vs"
+PARAMS = (
+    _url.Param("id", _SEARCH, ""),
+    _url.Param("span", _SPAN, None),
+    _url.Param("vs", _VS, ""),
+)
 # a span tree of more spans starts with the spans beneath attempts collapsed
 TREE_EXPANDED_UP_TO = 80
 
@@ -64,6 +72,20 @@ ATTEMPT_COLUMNS = (
     fmt.Column("release_short", "Release", help="Route release (first 12 characters)"),
     fmt.Column("span_id", "Span"),
 )
+# a waterfall row's tooltip: (column, field of _fields); no docstring (Streamlit would
+# show it: a page script's bare strings are drawn)
+WATERFALL_TOOLTIP = tuple(
+    (f"tip{i}", field)
+    for i, field in enumerate(
+        (
+            "Span", "Role", "Layer / attempt", "Status", "Error type", "Outcome", "Decision",
+            "Terminal", "HTTP", "Route", "Route release", "Fallback", "Start", "Duration",
+            "Critical path", "Backoff before it", "Retry-After", "Deadline left at dispatch",
+            "Cost", "Hedge", "Breaker", "GenAI model", "Tokens in / out", "Service",
+        )
+    )
+)  # fmt: skip
+TOOLTIP_MAX_CHARS = 160
 FINDING_COLUMNS = (
     fmt.Column("severity", "Severity"),
     fmt.Column("rule_id", "Rule", width="medium"),
@@ -122,13 +144,19 @@ def timeline_frames(
     group = ["layer", "parent_continuation", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
     prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
+    a["prev_end_ms"] = prev_end  # the end of the attempt before it (aligned by index)
     gaps = pd.DataFrame(
-        {"lane": ordered["lane"], "from_ms": prev_end, "to_ms": ordered["start_ms"]}
+        {
+            "lane": ordered["lane"],
+            "span_id": ordered["span_id"],
+            "from_ms": prev_end,
+            "to_ms": ordered["start_ms"],
+        }
     ).dropna()
     gaps = gaps[gaps["to_ms"] > gaps["from_ms"]]
     gaps["gap_ms"] = gaps["to_ms"] - gaps["from_ms"]
     gaps["gap_text"] = gaps["gap_ms"].map(fmt.ms)
-    marks = a.loc[a["not_before_ms"].notna(), ["lane", "not_before_ms"]].copy()
+    marks = a.loc[a["not_before_ms"].notna(), ["lane", "span_id", "not_before_ms"]].copy()
     marks["not_before_text"] = marks["not_before_ms"].map(lambda v: f"{fmt.ms(v)} after start")
     keep = [
         "lane", "label", "layer", "attempt_ordinal", "route_id", "route_release", "start_ms",
@@ -136,7 +164,8 @@ def timeline_frames(
         "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
         "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
         "parent_attempt_ordinal", "operation_ordinal", "hedge_ordinal", "breaker_state",
-        "release_short", "span_id", *(column for column, _ in charts.TIMELINE_TOOLTIP),
+        "release_short", "span_id", "prev_end_ms",
+        *(column for column, _ in charts.TIMELINE_TOOLTIP),
     ]  # fmt: skip
     return a[keep], gaps, marks
 
@@ -153,12 +182,8 @@ def _trace_link(trace_id: str) -> None:
 
 
 def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
-    deadline = summary["deadline"]
-    after = (
-        fmt.ms((pd.Timestamp(deadline) - started).total_seconds() * 1000.0) + " after the start"
-        if deadline is not None
-        else fmt.DASH
-    )
+    deadline = _deadline_ms(summary)
+    after = fmt.DASH if deadline is None else fmt.ms(deadline) + " after the start"
     entry = summary.get("entry_route") or fmt.DASH
     boundary = summary.get("entry_boundary")
     parts = [
@@ -174,23 +199,48 @@ def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
     return " · ".join(f"{k}: **{fmt.DASH if v is None else fmt.plain(v)}**" for k, v in parts)
 
 
-def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
+def key_figures(summary: dict[str, Any], attempts: pd.DataFrame) -> dict[str, str]:
+    """A request's key figures as the page shows them (the cards, the side-by-side table),
+    as text: values from the data are not escaped."""
     started = pd.Timestamp(summary["started_at"])
-    ended = pd.Timestamp(summary["ended_at"])
-    layers = list(summary["retried_layers"] or [])
+    duration = (pd.Timestamp(summary["ended_at"]) - started).total_seconds() * 1000.0
     currency = attempts["cost_currency"].dropna()
     costs = attempts["cost_micros"].where(attempts["cost_currency"].notna())
-    receiver = int(summary["receiver_attempts"])
+    operations = int(summary["operations"])
+    amplification = fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH
+    deadline = _deadline_ms(summary)
+    late = (
+        ""
+        if deadline is None or duration <= deadline
+        else f", ended {fmt.ms(duration - deadline)} after it"
+    )
+    return {
+        "Terminal": summary["terminal"] or "unknown",
+        "Attempts": fmt.count(len(attempts)),
+        "Receiver attempts": fmt.count(int(summary["receiver_attempts"])),
+        "Retry amplification": amplification,
+        "Distinct operations": fmt.count(operations),
+        "Retry product": f"{int(summary['multiplication'])}×",
+        "Retried layers": " × ".join(summary["retried_layers"] or []) or fmt.DASH,
+        "Duration": fmt.ms(duration),
+        "Deadline": fmt.DASH if deadline is None else f"{fmt.ms(deadline)} after the start{late}",
+        "Cost": fmt.money(costs.sum(), currency.iloc[0] if len(currency) else None)
+        if costs.notna().any()
+        else fmt.DASH,
+    }
+
+
+def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> None:
+    figures = key_figures(summary, attempts)
     operations = int(summary["operations"])
     row = st.container(horizontal=True, gap="medium")
     with row:
-        terminal = fmt.plain(summary["terminal"] or "unknown")
-        st.metric("Terminal", terminal, width="content", border=True)
-        st.metric("Attempts", fmt.count(len(attempts)), width="content", border=True)
-        st.metric("Receiver attempts", fmt.count(receiver), width="content", border=True)
+        st.metric("Terminal", fmt.plain(figures["Terminal"]), width="content", border=True)
+        st.metric("Attempts", figures["Attempts"], width="content", border=True)
+        st.metric("Receiver attempts", figures["Receiver attempts"], width="content", border=True)
         st.metric(
             "Retry amplification",
-            fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH,
+            figures["Retry amplification"],
             f"{operations:,} distinct operation{'s' if operations != 1 else ''}",
             delta_color="off",
             delta_arrow="off",
@@ -199,40 +249,24 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
             help="Receiver attempts ÷ distinct operations (the most distinct calls any one "
             "attempt made), as the report's `amplification_ratio`",
         )
+        layers = summary["retried_layers"]
         st.metric(
             "Retry product",
-            f"{int(summary['multiplication'])}×",
-            fmt.plain(" × ".join(layers)) or None,
+            figures["Retry product"],
+            fmt.plain(figures["Retried layers"]) if layers else None,
             delta_color="off",
             delta_arrow="off",
             width="content",
             border=True,
         )
-        st.metric(
-            "Duration",
-            fmt.ms((ended - started).total_seconds() * 1000.0),
-            width="content",
-            border=True,
-        )
-        st.metric(
-            "Cost",
-            fmt.money(costs.sum(), currency.iloc[0] if len(currency) else None)
-            if costs.notna().any()
-            else fmt.DASH,
-            width="content",
-            border=True,
-        )
+        st.metric("Duration", figures["Duration"], width="content", border=True)
+        st.metric("Cost", figures["Cost"], width="content", border=True)
         st.metric("Findings", fmt.count(findings), width="content", border=True)
 
 
 def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
-    started = pd.Timestamp(summary["started_at"])
-    deadline = summary["deadline"]
-    deadline_at = pd.Timestamp(deadline) if deadline is not None else None
-    bars, gaps, marks = timeline_frames(attempts, started)
-    deadline_ms = (
-        (deadline_at - started).total_seconds() * 1000.0 if deadline_at is not None else None
-    )
+    bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
+    deadline_ms = _deadline_ms(summary)
     st.subheader("Attempt timeline")
     st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
     beyond = (
@@ -262,17 +296,21 @@ def _visible(spans: pd.DataFrame, collapsed: set[str]) -> pd.DataFrame:
     return spans[keep]
 
 
+def _what(spans: pd.DataFrame) -> pd.Series:
+    """A span as a row names it: ``layer #ordinal · name`` for an attempt, else its name."""
+    attempt = spans["layer"] + " #" + spans["attempt_ordinal"].astype("Int64").astype(str)
+    return spans["name"].where(spans["layer"].isna(), attempt + " · " + spans["name"])
+
+
 def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) -> pd.DataFrame:
     s = spans.copy()
     s["start_ms"] = _since(s["start_time"], started)
     s["end_ms"] = _since(s["end_time"], started)
+    tips = _tooltips(s)  # (before ``kind`` turns from the span's kind to its colour's)
     s["kind"] = _kind(s).where(
         s["span_role"] == "attempt", s["status_code"].map(charts.STATUS_KINDS).fillna("unknown")
     )
-    what = s["name"].where(
-        s["layer"].isna(),
-        s["layer"] + " #" + s["attempt_ordinal"].astype("Int64").astype(str) + " · " + s["name"],
-    )
+    what = _what(s)
     # visible guides (SVG text drops leading and repeated spaces)
     marker = (
         s["children"]
@@ -284,15 +322,80 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
     row = s["depth"].map(lambda d: "│ " * int(d)) + marker + what
     dupes = row.groupby(row).cumcount()
     s["row"] = row.where(dupes == 0, row + " (" + (dupes + 1).astype(str) + ")")
-    s["outcome_text"] = s["kind"] + " / " + s["status_code"].fillna(fmt.DASH)
-    s["start_text"] = s["start_ms"].map(fmt.ms)
-    s["duration_text"] = s["duration_ms"].map(fmt.ms)
-    return s
+    s["label"] = s["duration_ms"].map(fmt.ms)
+    return pd.concat([s, tips], axis=1)
 
 
-def _detail(span: pd.Series) -> list[tuple[str, str]]:
-    """The detail panel of one span: (field, shown value as markdown), recorded fields
-    only."""
+def _on_rows(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The marks of ``frame`` (by ``span_id``) on the rows of the spans shown."""
+    return frame.drop(columns="lane").merge(rows[["span_id", "row"]], on="span_id")
+
+
+def _waits(rows: pd.DataFrame, bars: pd.DataFrame) -> pd.DataFrame:
+    """The Retry-After an attempt's predecessor's answer asked for (recorded on the
+    attempt), from that predecessor's end (none: ending where the attempt starts)."""
+    asked = rows[rows["retry_after_ms"].notna()]
+    prior = asked["span_id"].map(bars.set_index("span_id")["prev_end_ms"])
+    start = prior.fillna(asked["start_ms"] - asked["retry_after_ms"])
+    return pd.DataFrame(
+        {
+            "row": asked["row"],
+            "from_ms": start,
+            "to_ms": start + asked["retry_after_ms"],
+            "gap_text": asked["retry_after_ms"].map(fmt.ms),
+        }
+    )
+
+
+def waterfall_rows(
+    summary: dict[str, Any], spans: pd.DataFrame, collapsed: set[str] | None = None
+) -> pd.DataFrame:
+    """The waterfall's rows of one request: its spans shown (those beneath ``collapsed``
+    spans hidden) in ms since it started, with their names, colours, labels and tooltips."""
+    collapsed = collapsed or set()
+    return _tree_rows(_visible(spans, collapsed), collapsed, pd.Timestamp(summary["started_at"]))
+
+
+def waterfall_chart(
+    summary: dict[str, Any],
+    rows: pd.DataFrame,
+    attempts: pd.DataFrame,
+    *,
+    domain: tuple[float, float] | None = None,
+    label_chars: int | None = None,
+) -> charts.Figure:
+    """The waterfall of one request's ``rows`` (:func:`waterfall_rows`): backoff gaps,
+    Retry-After waits, not_before marks and the deadline on them; ``domain`` and
+    ``label_chars`` as :func:`charts.waterfall` takes them."""
+    gaps = waits = marks = None
+    if not attempts.empty:
+        bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
+        gaps, waits, marks = _on_rows(gaps, rows), _waits(rows, bars), _on_rows(marks, rows)
+    return charts.waterfall(
+        rows,
+        WATERFALL_TOOLTIP,
+        gaps=gaps,
+        waits=waits,
+        not_before=marks,
+        deadline_ms=_deadline_ms(summary),
+        domain=domain,
+        label_chars=label_chars,
+    )
+
+
+def _deadline_ms(summary: dict[str, Any]) -> float | None:
+    """The request's deadline in ms after its start (None: it had none)."""
+    deadline = summary["deadline"]
+    if deadline is None:
+        return None
+    after = pd.Timestamp(deadline) - pd.Timestamp(summary["started_at"])
+    return float(after.total_seconds()) * 1000.0
+
+
+def _fields(span: pd.Series) -> list[tuple[str, str]]:
+    """What is recorded of one span, as (field, text): its retryscope attributes, status,
+    HTTP, GenAI model and tokens, its place on the critical path. The detail panel and the
+    waterfall's tooltips show it."""
 
     def value(name: str, show: Any = str) -> str | None:
         v = span.get(name)
@@ -338,7 +441,15 @@ def _detail(span: pd.Series) -> list[tuple[str, str]]:
         ("Route data boundary", value("route_data_boundary")),
         ("Route behavior class", value("route_behavior_class")),
         ("Fallback", "yes" if span.get("is_fallback") is True else None),
+        ("Start", value("start_ms", lambda v: f"{fmt.ms(v)} after the request started")),
         ("Duration", value("duration_ms", fmt.ms)),
+        (
+            "Critical path",
+            value(
+                "critical_ms",
+                lambda v: f"{fmt.ms(v)} of it ({fmt.pct(span.get('critical_share'))})",
+            ),
+        ),
         ("Backoff before it", value("backoff_delay_ms", fmt.ms)),
         ("Retry-After", value("retry_after_ms", fmt.ms)),
         ("Deadline left at dispatch", value("deadline_remaining_ms", fmt.ms)),
@@ -358,8 +469,27 @@ def _detail(span: pd.Series) -> list[tuple[str, str]]:
         ("Service", value("service_name")),
         ("Instrumentation", value("scope_name")),
     ]
-    # st.table renders its cells as markdown: the recorded values are escaped
-    return [(k, fmt.plain(v)) for k, v in fields if v is not None]
+    return [(k, v) for k, v in fields if v is not None]
+
+
+def _detail(span: pd.Series) -> list[tuple[str, str]]:
+    """The detail panel of one span: (field, shown value as markdown), recorded fields
+    only (st.table renders its cells as markdown: the recorded values are escaped)."""
+    return [(k, fmt.plain(v)) for k, v in _fields(span)]
+
+
+def _tooltips(spans: pd.DataFrame) -> pd.DataFrame:
+    """The waterfall's tooltip of each span, one column per field of
+    :data:`WATERFALL_TOOLTIP` (as :func:`_fields` says it; ``–`` where nothing was
+    recorded), cut and with its controls escaped: a tooltip shows text, never markup."""
+    rows = [dict(_fields(span)) for _, span in spans.iterrows()]
+    return pd.DataFrame(
+        {
+            column: [echoed(r.get(field, fmt.DASH), TOOLTIP_MAX_CHARS) for r in rows]
+            for column, field in WATERFALL_TOOLTIP
+        },
+        index=spans.index,
+    )
 
 
 def _events(span: pd.Series) -> pd.DataFrame:
@@ -385,9 +515,9 @@ def _json_value(text: Any) -> Any:
         return text
 
 
-def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
+def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFrame) -> None:
     rid = summary["logical_request_id"]
-    started = pd.Timestamp(summary["started_at"])
+    spans = spans.assign(start_ms=_since(spans["start_time"], pd.Timestamp(summary["started_at"])))
     key = f"{_COLLAPSED}:{rid}"
     if key not in st.session_state:
         deep = spans[(spans["depth"] >= 1) & (spans["span_role"] == "attempt")]
@@ -409,17 +539,23 @@ def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
             collapsed.update(
                 spans["span_id"][(spans["span_role"] == "attempt") & (spans["children"] > 0)]
             )
-        rows = _tree_rows(_visible(spans, collapsed), collapsed, started)
         event = st.altair_chart(
-            charts.waterfall(rows), width="stretch", key=f"tree:{rid}", on_select="rerun"
+            waterfall_chart(summary, waterfall_rows(summary, spans, collapsed), attempts),
+            width="stretch",
+            key=f"tree:{rid}",
+            on_select="rerun",
         )
         clicked = charts.picked(event, "span_id")
         if clicked is not None and clicked != st.session_state.get(_SPAN):
             st.session_state[_SPAN] = clicked
             _url.publish(PARAMS)
         st.caption(
-            "Click a span for its details. ▾: the spans beneath it are shown; ▸: they are "
-            "collapsed; ·: nothing beneath it."
+            "One row per span, its duration after its bar; outlined: the critical path. "
+            "Dashed grey: the backoff before an attempt; dashed orange (below it): the "
+            "Retry-After the answer before it asked for, from that answer's end; black "
+            "ticks: not_before; red line: the "
+            "deadline. Click a span for its details. ▾: the spans beneath it are shown; ▸: "
+            "they are collapsed; ·: nothing beneath it."
         )
     with right:
         chosen = st.session_state.get(_SPAN)
@@ -439,6 +575,31 @@ def _span_tree(summary: dict[str, Any], spans: pd.DataFrame) -> None:
             if not events.empty:
                 st.markdown("**Events**")
                 st.dataframe(events, hide_index=True, width="stretch")
+    _critical_path(spans)
+
+
+def _critical_path(spans: pd.DataFrame) -> None:
+    """The critical path's total and each span's share of it (critical_path.sql)."""
+    path = spans[spans["critical_ms"].notna()].copy()
+    if path.empty:
+        return
+    total = float(path["critical_total_ms"].iloc[0])
+    st.markdown(
+        f"**Critical path: {fmt.ms(total)}**, {len(path):,} span(s): from the end of the "
+        "request, the span that finished last, before it started the one that finished "
+        "last by then, and so on, within every span on the path. Each span's share is the "
+        "time it alone accounts for."
+    )
+    shown = pd.DataFrame(
+        {
+            "Span": _what(path).map(lambda v: fmt.plain(v, 200)),
+            "On the path": path["critical_ms"].map(fmt.ms),
+            "Share": path["critical_share"].map(fmt.pct),
+            "Duration": path["duration_ms"].map(fmt.ms),
+        }
+    )
+    # st.table renders its cells as markdown: the span names are escaped
+    st.table(shown.set_index("Span"))
 
 
 def _findings(findings: pd.DataFrame) -> None:
@@ -456,16 +617,87 @@ def _findings(findings: pd.DataFrame) -> None:
                 st.markdown(f"**{r.id}** ({r.severity.value}): {r.meaning} *{r.action}*")
 
 
+def _lookup(ctx: Context, ident: str) -> list[dict[str, Any]]:
+    """The logical requests ``ident`` names (an idempotency digest may name several)."""
+    rows: list[dict[str, Any]] = ctx.source.query("request_summary", None, ident).to_pylist()
+    return rows
+
+
+def _request(ctx: Context, rid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The attempts and the span tree (with its critical path) of request ``rid``."""
+    attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
+    spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
+    return attempts, spans
+
+
+def _side_by_side(ctx: Context, pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Two requests' key figures in two columns and their waterfalls on one time axis,
+    each from its own start."""
+    shown = []
+    for summary in pair:
+        attempts, spans = _request(ctx, summary["logical_request_id"])
+        rows = waterfall_rows(summary, spans) if not spans.empty else None
+        shown.append((summary, attempts, spans, rows))
+    figures = {}
+    for name, (summary, attempts, spans, _) in zip("AB", shown, strict=True):
+        column = f"{name}: {echoed(summary['logical_request_id'], 40)}"
+        on_path = spans[spans["critical_ms"].notna()] if not spans.empty else spans
+        figures[column] = {
+            **key_figures(summary, attempts),
+            "Spans": fmt.count(len(spans)),
+            "Critical path": f"{fmt.ms(on_path['critical_total_ms'].iloc[0])} over "
+            f"{len(on_path):,} span(s)"
+            if len(on_path)
+            else fmt.DASH,
+        }
+    st.subheader("Side by side")
+    shown_figures = pd.DataFrame(figures)
+    # every row in view (35 px a row and the header)
+    st.dataframe(shown_figures, width="stretch", height=35 * (len(shown_figures) + 1) + 3)
+    drawn = [(s, a, r) for s, a, _, r in shown if r is not None]
+    domains = [charts.waterfall_domain(r, _deadline_ms(s)) for s, _, r in drawn]
+    domain = (min(d[0] for d in domains), max(d[1] for d in domains)) if domains else None
+    chars = max((len(row) for _, _, r in drawn for row in r["row"]), default=0)
+    for name, (summary, attempts, _, rows) in zip("AB", shown, strict=True):
+        figures_ = key_figures(summary, attempts)
+        st.markdown(
+            f"**{name}**: {fmt.literal(summary['logical_request_id'])} — "
+            f"{fmt.plain(figures_['Terminal'])}, {figures_['Duration']}"
+        )
+        if rows is None:
+            st.info("This request recorded no spans.")
+            continue
+        st.altair_chart(
+            waterfall_chart(summary, rows, attempts, domain=domain, label_chars=chars),
+            width="stretch",
+            key=f"vs:{name}",
+        )
+    st.caption(
+        "Both waterfalls on one time axis, each from its request's start; outlined: the "
+        "critical path."
+    )
+    st.button(
+        "Show A alone", key="request_vs_close", on_click=lambda: st.session_state.update({_VS: ""})
+    )
+
+
 def render() -> None:
     ctx: Context = current()
     st.header("Request drill-down")
     problems = _url.seed(PARAMS, entered=ctx.entered)
     for problem in problems:
         st.warning(problem)
-    ident = st.text_input(
+    search, versus = st.columns(2)
+    ident = search.text_input(
         "Logical request id, trace id or idempotency digest",
         key=_SEARCH,
         placeholder="e.g. 4bf92f3577b34da6a3ce929d0e0e4736",
+    ).strip()
+    vs = versus.text_input(
+        "Compare with another request (optional)",
+        key=_VS,
+        placeholder="its id, trace id or idempotency digest",
+        help="Both requests' key figures side by side and their waterfalls on one time axis",
     ).strip()
     _url.publish(PARAMS)
     if not ident:
@@ -474,7 +706,7 @@ def render() -> None:
             "from the Requests explorer (or any table of requests)."
         )
         return
-    summaries = ctx.source.query("request_summary", None, ident).to_pylist()
+    summaries = _lookup(ctx, ident)
     if not summaries:
         st.warning(f"No logical request, trace or idempotency digest matches {fmt.literal(ident)}.")
         return
@@ -483,10 +715,23 @@ def render() -> None:
         ids = [s["logical_request_id"] for s in summaries]
         picked = st.selectbox(f"{len(ids)} requests share this key", ids, key="request_pick")
         summary = summaries[ids.index(picked)]
+    if vs:
+        others = _lookup(ctx, vs)
+        if others:
+            if len(others) > 1:
+                st.info(
+                    f"{len(others)} requests share {fmt.literal(vs)}: compared with the "
+                    f"first, {fmt.literal(others[0]['logical_request_id'])}."
+                )
+            _side_by_side(ctx, (summary, others[0]))
+            return
+        st.warning(
+            f"No logical request, trace or idempotency digest matches {fmt.literal(vs)}: "
+            "nothing to compare with."
+        )
     rid = summary["logical_request_id"]
-    attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
+    attempts, spans = _request(ctx, rid)
     findings = ctx.source.query("request_findings", None, rid).to_pandas()
-    spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
     started = pd.Timestamp(summary["started_at"])
 
     _figures(summary, attempts, len(findings))
@@ -497,7 +742,7 @@ def render() -> None:
     else:
         bars = _timeline(summary, attempts)
     if not spans.empty:
-        _span_tree(summary, spans)
+        _waterfall(summary, spans, attempts)
     _findings(findings)
     if not attempts.empty:
         st.subheader("Attempts")

@@ -2,10 +2,12 @@
 Debian's headless Chromium through playwright (never a browser download). Every page is
 screenshotted (into ``$RETRYSCOPE_SCREENSHOTS`` too when set) and checked for cut labels;
 an on-call engineer's path — the Overview's amplification figure, the requests behind it,
-one request's span tree — takes three clicks."""
+one request's span tree (its waterfall, two clicks from the Overview, checked drawn) — takes
+three clicks; two requests side by side share one time axis."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -195,7 +198,9 @@ def test_every_page_renders_legibly(
     assert shot.stat().st_size > 20_000
 
 
-def test_from_the_amplification_figure_to_a_span_in_three_clicks(served: str, page: Any) -> None:
+def test_from_the_amplification_figure_to_a_span_in_three_clicks(
+    served: str, page: Any, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
     clicks = 0
@@ -227,6 +232,17 @@ def test_from_the_amplification_figure_to_a_span_in_three_clicks(served: str, pa
     _settled(page, {"stVegaLiteChart": 2})
     assert "retried" not in page.url
     tree = page.get_by_test_id("stVegaLiteChart").nth(1)
+    # the waterfall, two clicks from the Overview: drawn, its durations after the bars,
+    # every span on the critical path here (retries one after another)
+    tree.scroll_into_view_if_needed()
+    expect(tree).to_be_visible()
+    _drawn(tree)
+    drawn = tree.locator("svg text").all_text_contents()
+    assert "290 ms" in drawn
+    assert drawn.count("10 ms") == 9
+    assert all("Critical path: " in label for label in _bar_labels(tree))
+    expect(page.get_by_text(re.compile(r"^Critical path: 290 ms"))).to_have_count(1)
+    assert _shoot(page, "request-waterfall", tmp_path).stat().st_size > 20_000
     bars = tree.locator("[aria-roledescription='bar']")
     expect(bars).to_have_count(13)  # the request span, 3 harness attempts, 9 sends
     labels = bars.evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
@@ -294,6 +310,53 @@ def test_drill_down_timeline_and_trace_link(served: str, page: Any) -> None:
     expect(page.get_by_role("link", name="Open trace")).to_have_attribute(
         "href", re.compile(r"^http://localhost:16686/trace/[0-9a-f]{32}$")
     )
+
+
+def _drawn(chart: Any) -> Image.Image:
+    """A screenshot of one chart, checked not blank: most of it white, but a good share
+    drawn in several colours (bars of outcome colours, labels, axes)."""
+    shot = Image.open(io.BytesIO(chart.screenshot())).convert("RGB")
+    pixels = list(shot.getdata())
+    inked = [p for p in pixels if p != (255, 255, 255)]
+    assert len(inked) > 0.03 * len(pixels)
+    assert len(set(inked)) > 20
+    return shot
+
+
+def _bar_labels(chart: Any) -> list[str]:
+    bars = chart.locator("[aria-roledescription='bar']")
+    labels: list[str] = bars.evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
+    return labels
+
+
+def test_two_requests_side_by_side(served: str, page: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{served}/request?id=nested&vs=deadline", wait_until="domcontentloaded")
+    _settled(page, {"stVegaLiteChart": 2, "stDataFrame": 1})
+    assert not page.get_by_test_id("stException").count()
+    expect(page.get_by_test_id("stHeading").filter(has_text="Side by side")).to_have_count(1)
+    first, second = page.get_by_test_id("stVegaLiteChart").all()
+    assert len(_bar_labels(first)) == 13
+    assert len(_bar_labels(second)) == 6
+    for chart in (first, second):
+        chart.scroll_into_view_if_needed()
+        _drawn(chart)
+    # one time axis: the same tick sits at the same place in both
+    ticks = []
+    for chart in (first, second):
+        zero = chart.locator("svg text", has_text=re.compile(r"^1,000$")).first
+        box = zero.bounding_box()
+        assert box is not None
+        ticks.append(box["x"])
+    assert abs(ticks[0] - ticks[1]) < 1.5
+    grid = page.get_by_test_id("stDataFrame").first
+    expect(grid).to_be_visible()
+    assert "vs=deadline" in page.url
+    assert "id=nested" in page.url
+    assert _cut_labels(page) == []
+    shot = _shoot(page, "request-side-by-side", tmp_path)
+    assert shot.stat().st_size > 20_000
 
 
 def test_navigation_keeps_the_filters_in_the_tab(served: str, page: Any) -> None:

@@ -74,7 +74,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "fallbacks": GLOBAL,
     "deadlines": GLOBAL,
     "findings": (*GLOBAL, "rules", "severity"),
-    "request": (*GLOBAL, "id", "span"),
+    "request": (*GLOBAL, "id", "span", "vs"),
     "whatif": GLOBAL,
 }
 ECHO_BOUND = 4_000

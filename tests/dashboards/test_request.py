@@ -171,8 +171,8 @@ def test_a_fallback_attempt_is_marked(app: AppTest) -> None:
 
 
 def _tree(at: AppTest) -> list[dict[str, Any]]:
-    ((_, rows),) = _layers(at, 1)
-    return rows
+    """The waterfall's rows: the data of its bars."""
+    return next(rows for layer, rows in _layers(at, 1) if layer["mark"]["type"] == "bar")
 
 
 def test_span_tree_shows_every_span_beneath_the_request(app: AppTest) -> None:

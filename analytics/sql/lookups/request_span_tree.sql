@@ -1,15 +1,25 @@
 -- Every span of the logical requests $ids (the request span, its attempts and whatever ran
--- beneath them: third-party instrumentations' spans too) as a tree in display order:
--- `depth` below the request's root, `path` the start-ordered ancestry, `children` the
--- number of spans directly beneath. A span whose parent is not among them is a root; a
--- span no root reaches (a parent cycle in foreign data) is listed as a root too. Reads
--- the cursor-local `spans` of one drill-down (retryscope.analytics._requests).
-WITH RECURSIVE s AS (
+-- beneath them: third-party instrumentations' spans too) and their traces' spans of no
+-- request, as a tree in display order (`position`): `depth` below the request's root,
+-- `path` the start-ordered ancestry, `children` the number of spans directly beneath. A
+-- span whose parent is not among them is a root; a span no root reaches (a parent cycle in
+-- foreign data) is listed as a root too. Reads the cursor-local `spans` of one drill-down
+-- (retryscope.analytics._requests) into `span_tree`, which critical_path.sql completes.
+CREATE OR REPLACE TEMP TABLE span_tree AS
+WITH RECURSIVE traces AS (
+    SELECT trace_id FROM spans WHERE list_contains($ids, logical_request_id)
+    UNION
+    SELECT rs_implicit_trace(unnest($ids))
+),
+s AS (
     SELECT *,
            strftime(start_time, '%Y%m%d%H%M%S.%f') || span_id AS sort_key,
            coalesce(cost_actual_micros, cost_reserved_micros) AS cost_micros
     FROM spans
-    WHERE list_contains($ids, logical_request_id) AND span_role IS DISTINCT FROM 'telemetry_gap'
+    WHERE (
+        list_contains($ids, logical_request_id)
+        OR (logical_request_id IS NULL AND trace_id IN (SELECT trace_id FROM traces))
+    ) AND span_role IS DISTINCT FROM 'telemetry_gap'
 ),
 roots AS (
     SELECT span_id FROM s
@@ -32,6 +42,7 @@ children AS (
     FROM s WHERE parent_span_id IS NOT NULL GROUP BY parent_span_id
 )
 SELECT
+    row_number() OVER (ORDER BY coalesce(p.path, [s.sort_key]), s.sort_key) AS position,
     s.span_id, s.parent_span_id, s.trace_id, s.logical_request_id,
     coalesce(p.depth, 0) AS depth,
     coalesce(c.children, 0) AS children,
