@@ -9,7 +9,8 @@
 WITH picked AS (
     SELECT hash(logical_request_id) AS h
     FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
-                               $fallback, $deadline_missed, $nested, $wasted, $violations)
+                               $fallback, $deadline_missed, $nested, $wasted, $violations,
+                               $where_dimension, $where_value)
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ),
 sizes AS (

@@ -3,7 +3,8 @@
 -- rows, most excess attempts first, then latest; at most $limit, each with how many match.
 SELECT m.*, count(*) OVER () AS matching
 FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
-                           $fallback, $deadline_missed, $nested, $wasted, $violations) m
+                           $fallback, $deadline_missed, $nested, $wasted, $violations,
+                           $where_dimension, $where_value) m
 SEMI JOIN (
     SELECT h FROM memo_compare_values WHERE dimension = $dimension AND value = $value
 ) v ON v.h = hash(m.logical_request_id)

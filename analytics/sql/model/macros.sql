@@ -127,3 +127,23 @@ CREATE OR REPLACE MACRO rs_implicit_trace_key(trace_id) AS
 -- over the routes they are the request's resends (rs_resends), as the layers' are.
 CREATE OR REPLACE MACRO rs_repeat_sends(span_id, is_repeat) AS
     count(span_id) FILTER (WHERE is_repeat);
+
+-- The request-level figures aggregated over any set of requests (the report's whole scope,
+-- a slice, a breakdown's value and time bucket): requests that fell back and their share
+-- (has_fallback: request_facts.sql), requests the deadline stopped (rs_deadline_exhausted)
+-- and their share.
+CREATE OR REPLACE MACRO rs_fallback_requests(has_fallback) AS
+    count(*) FILTER (WHERE has_fallback);
+CREATE OR REPLACE MACRO rs_fallback_rate(has_fallback) AS
+    rs_ratio(rs_fallback_requests(has_fallback), count(*));
+CREATE OR REPLACE MACRO rs_exhausted_requests(terminal) AS
+    count(*) FILTER (WHERE rs_deadline_exhausted(terminal));
+CREATE OR REPLACE MACRO rs_exhausted_rate(terminal) AS
+    rs_ratio(rs_exhausted_requests(terminal), count(*));
+
+-- Work after the deadline: how long past its deadline a request ended (NULL: within it,
+-- or no deadline), and the cost of its attempts that ended at or after it (rs_late).
+CREATE OR REPLACE MACRO rs_past_deadline_ms(ended_at, deadline) AS
+    CASE WHEN ended_at > deadline THEN rs_ms(ended_at) - rs_ms(deadline) END;
+CREATE OR REPLACE MACRO rs_cost_after_deadline(cost_micros, end_time, deadline) AS
+    coalesce(sum(cost_micros) FILTER (WHERE rs_late(end_time, deadline)), 0)::BIGINT;
