@@ -53,29 +53,53 @@ HOSTILE = (
     "1e9",
     "nested",
     "acme",
+    "route:primary",
+    "http_status:",
+    "on",
+    "50",
 )
 VALUES = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40))
 GLOBAL = ("since", "until", "tenant", "route", "operation")
 PAGES: dict[str, tuple[str, ...]] = {
     "overview": GLOBAL,
-    "requests": (*GLOBAL, "terminal", "rule", "layer", "min_attempts", "has", "sort", "order"),
+    "requests": (
+        *GLOBAL,
+        "terminal",
+        "rule",
+        "layer",
+        "min_attempts",
+        "has",
+        "where",
+        "sort",
+        "order",
+    ),
     "compare": (
         *GLOBAL,
         "terminal",
         "rule",
         "layer",
         "has",
+        "where",
         "from",
         "to",
         "dim",
         "value",
     ),
+    "breakdown": (*GLOBAL, "figure", "by", "top"),
     "amplification": GLOBAL,
     "fallbacks": GLOBAL,
     "deadlines": GLOBAL,
     "findings": (*GLOBAL, "rules", "severity"),
     "request": (*GLOBAL, "id", "span"),
-    "whatif": GLOBAL,
+    "whatif": (
+        *GLOBAL,
+        "max_attempts",
+        "fallback",
+        "max_backoff_ms",
+        "budget",
+        "budget_pct",
+        "window_s",
+    ),
 }
 ECHO_BOUND = 4_000
 """No text the page shows is longer: a 60,000-character value is cut."""
@@ -160,10 +184,14 @@ def test_hostile_url_values_are_named_and_bounded(
 def test_each_hostile_value_at_each_parameter(
     ui_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every listed hostile value at every parameter of the Requests and request pages
-    (whose parameters include the global ones), not only the ones hypothesis draws."""
-    for page in ("requests", "request", "compare"):
-        for name in PAGES[page]:
+    """Every listed hostile value at every parameter of every page (the global ones
+    through the Requests, request and Compare pages), not only the ones hypothesis
+    draws."""
+    # the global parameters through three pages; each other page's own ones
+    names = {page: PAGES[page] for page in ("requests", "request", "compare")}
+    names |= {page: PAGES[page][len(GLOBAL) :] for page in ("breakdown", "whatif", "findings")}
+    for page, parameters in names.items():
+        for name in parameters:
             for value in (*HOSTILE[:16], "t" * 60_000):
                 at = _run(ui_data, monkeypatch, page, {name: value})
                 assert not at.exception, (page, name, value[:80], [e.value for e in at.exception])
