@@ -39,12 +39,12 @@ class Figure:
 
     column: str
     unit: fmt.Unit
-    weight: str
-    """The count the values are ranked by (the SQL's ranking, for the table's order)."""
+    weight: str  # the count the values are ranked by (as the SQL ranks them)
     opens: dict[str, str] = field(default_factory=dict)
     beside: tuple[fmt.Column, ...] = ()
 
 
+# Each of BREAKDOWN_FIGURES as the page shows and links it.
 FIGURES: dict[str, Figure] = {
     "requests": Figure("requests", fmt.Unit.COUNT, "requests"),
     "amplification": Figure(
@@ -88,7 +88,6 @@ FIGURES: dict[str, Figure] = {
         explorer.params(has=("violation",), sort=RequestSort.FINDINGS),
     ),
 }
-"""Each of :data:`BREAKDOWN_FIGURES` as the page shows and links it."""
 VALUE_FORMATS = {
     fmt.Unit.COUNT: ",.0f",
     fmt.Unit.RATIO: ",.2f",
@@ -282,7 +281,7 @@ def _table(
         bucket = _bucket_label(start)
         rows[bucket] = per_bucket[bucket].to_numpy() if bucket in per_bucket else None
         columns.append(fmt.Column(bucket, bucket.removesuffix("Z").replace("T", " "), shown.unit))
-    shown_rows, config = fmt.shown(rows, columns, currency=currency)
+    shown_rows, config = fmt.shown(rows, columns, currency=currency, as_text=True)
     event = st.dataframe(
         shown_rows,
         hide_index=True,

@@ -97,6 +97,7 @@ TRIGGER_COLUMNS = (
 )
 
 
+# The dimensions that say why fallbacks fired: their column's header and caption.
 WHY = (
     (
         "fallback_trigger",
@@ -110,7 +111,6 @@ WHY = (
         "followed.",
     ),
 )
-"""The dimensions that say why fallbacks fired: their column's header and caption."""
 
 
 def _triggers(ctx: Context) -> None:

@@ -107,6 +107,7 @@ def _on_off(value: Any) -> str:
     return "on" if value else "off"
 
 
+# The alternative policy's inputs in the URL (defaults left out).
 PARAMS = (
     _url.Param("max_attempts", MAX_ATTEMPTS, None, _within(1, 1000)),
     _url.Param("fallback", FALLBACK, True, _switch, _on_off),
@@ -115,7 +116,6 @@ PARAMS = (
     _url.Param("budget_pct", BUDGET, 10, _within(0, 100)),
     _url.Param("window_s", WINDOW, DEFAULT_WINDOW_MS // 1000, _within(1, 86_400)),
 )
-"""The alternative policy's inputs in the URL (defaults left out)."""
 
 
 def _policy() -> WhatIf | None:
