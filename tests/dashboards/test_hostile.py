@@ -181,21 +181,35 @@ def test_hostile_url_values_are_named_and_bounded(
     check()
 
 
-def test_each_hostile_value_at_each_parameter(
-    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+def _each_value_at_each_parameter(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, tuple[str, ...]]
 ) -> None:
-    """Every listed hostile value at every parameter of every page (the global ones
-    through the Requests, request and Compare pages), not only the ones hypothesis
-    draws."""
-    # the global parameters through three pages; each other page's own ones
-    names = {page: PAGES[page] for page in ("requests", "request", "compare")}
-    names |= {page: PAGES[page][len(GLOBAL) :] for page in ("breakdown", "whatif", "findings")}
     for page, parameters in names.items():
         for name in parameters:
             for value in (*HOSTILE[:16], "t" * 60_000):
                 at = _run(ui_data, monkeypatch, page, {name: value})
                 assert not at.exception, (page, name, value[:80], [e.value for e in at.exception])
                 _assert_safe(_texts(at.main) + _texts(at.sidebar))
+
+
+# some 600 page runs: minutes on two shared cores
+@pytest.mark.timeout(900)
+def test_each_hostile_value_at_each_parameter(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every listed hostile value at every parameter of the Requests, request and Compare
+    pages (whose parameters include the global ones), not only the ones hypothesis
+    draws."""
+    names = {page: PAGES[page] for page in ("requests", "request", "compare")}
+    _each_value_at_each_parameter(ui_data, monkeypatch, names)
+
+
+def test_each_hostile_value_at_each_page_s_own_parameters(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same at the parameters of the other pages that have their own."""
+    names = {page: PAGES[page][len(GLOBAL) :] for page in ("breakdown", "whatif", "findings")}
+    _each_value_at_each_parameter(ui_data, monkeypatch, names)
 
 
 def test_the_named_defects_are_gone(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
