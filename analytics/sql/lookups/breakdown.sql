@@ -17,7 +17,7 @@
 -- Rows: series (all | value | other), value (NULL but for a value), start (NULL: the whole
 -- time range), then the figures.
 WITH rows AS (
-    SELECT hash(logical_request_id) AS h,
+    SELECT h,
            time_bucket(to_microseconds($bucket_us), started_at::TIMESTAMP) AS start,
            receiver_attempts, operations, excess_attempts, has_fallback, terminal,
            coalesce(wasted_micros, 0) AS wasted_micros,

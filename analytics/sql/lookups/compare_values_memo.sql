@@ -55,3 +55,10 @@ UNION ALL
 SELECT h, dimension, value FROM attempts
 UNION ALL
 SELECT h, 'deadline_left', value FROM deadline_left;
+
+-- How many requests take each value: a comparison's whole (its baseline is the whole less
+-- its slice, so a slice aggregates only its own requests' values).
+CREATE OR REPLACE TEMP TABLE memo_compare_totals AS
+SELECT dimension, value, count(*) AS requests
+FROM memo_compare_values
+GROUP BY dimension, value;

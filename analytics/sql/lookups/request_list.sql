@@ -27,7 +27,7 @@ WITH keyed AS (
                                $fallback, $deadline_missed, $nested, $wasted, $violations,
                                $where_dimension, $where_value)
 )
-SELECT * EXCLUDE (number_key, text_key)
+SELECT * EXCLUDE (number_key, text_key, h)
 FROM keyed
 ORDER BY
     CASE WHEN $descending THEN -number_key ELSE number_key END NULLS LAST,

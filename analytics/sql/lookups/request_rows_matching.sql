@@ -19,7 +19,7 @@ WHERE (terminal IS NULL OR memo_request_rows.terminal = terminal)
   AND (nested IS NULL OR memo_request_rows.nested = nested)
   AND (wasted IS NULL OR (coalesce(wasted_micros, 0) > 0) = wasted)
   AND (violations IS NULL OR (memo_request_rows.violations > 0) = violations)
-  AND (where_dimension IS NULL OR hash(logical_request_id) IN (
+  AND (where_dimension IS NULL OR h IN (
       SELECT v.h FROM memo_compare_values v
       WHERE v.dimension = where_dimension AND v.value = where_value
   ));

@@ -56,6 +56,7 @@ nesting AS (
     SELECT h, retried_layers FROM request_nesting
 )
 SELECT
+    r.h,  -- the request key (rs_request_key): what the lookups join on
     r.logical_request_id,
     r.trace_id,
     r.started_at,
@@ -86,7 +87,7 @@ SELECT
     coalesce(f.violations, 0) AS violations,
     coalesce(f.rules, []) AS rules
 FROM request_facts r
-LEFT JOIN path p ON p.h = hash(r.logical_request_id)
-LEFT JOIN spend s ON s.h = hash(r.logical_request_id)
-LEFT JOIN found f ON f.h = hash(r.logical_request_id)
-LEFT JOIN nesting n ON n.h = hash(r.logical_request_id);
+LEFT JOIN path p ON p.h = r.h
+LEFT JOIN spend s ON s.h = r.h
+LEFT JOIN found f ON f.h = r.h
+LEFT JOIN nesting n ON n.h = r.h;
