@@ -17,7 +17,9 @@ from retryscope._extras import extra_needed
 
 with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
     from retryscope.analytics._audit_model import AuditModel, connect
+    from retryscope.analytics._breakdown import BREAKDOWN_FIGURES, breakdown
     from retryscope.analytics._browse import (
+        COMPARE_DIMENSIONS,
         RequestQuery,
         RequestSort,
         dimension_values,
@@ -29,7 +31,7 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
         scope_time_range,
         time_range,
     )
-    from retryscope.analytics._compare import COMPARE_DIMENSIONS, compare, compare_requests
+    from retryscope.analytics._compare import compare, compare_requests
     from retryscope.analytics._dataset import DataSet, SkippedFile, discover, new_connection
     from retryscope.analytics._figures import FigureStore, Fingerprint, fingerprint, trend_bucket
     from retryscope.analytics._filters import Dimension, Filters, parse_time
@@ -61,6 +63,7 @@ with extra_needed(__name__, "analytics"):  # DuckDB, xxhash
     from retryscope.analytics._requests import request_attempts, request_detail, request_summary
 
 __all__ = [
+    "BREAKDOWN_FIGURES",
     "COMPARE_DIMENSIONS",
     "DYNAMIC_REPORT_KEYS",
     "REPORT_KEYS",
@@ -80,6 +83,7 @@ __all__ = [
     "SkippedFile",
     "Thresholds",
     "amplification",
+    "breakdown",
     "build_report",
     "compare",
     "compare_requests",

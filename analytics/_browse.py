@@ -67,11 +67,33 @@ class RequestSort(enum.StrEnum):
     RETRY_PRODUCT = "retry_product"
     COST = "cost_micros"
     WASTED = "wasted_micros"
+    PAST_DEADLINE = "past_deadline_ms"
     FINDINGS = "findings"
     TERMINAL = "terminal"
     TENANT = "tenant"
     OPERATION = "operation"
     ROUTE_PATH = "route_path"
+
+
+COMPARE_DIMENSIONS: dict[str, str] = {
+    "route": "route (any attempt's)",
+    "release": "route release",
+    "tenant": "tenant",
+    "operation": "operation",
+    "layer": "layer",
+    "outcome_kind": "outcome kind",
+    "http_status": "HTTP status",
+    "retry_owner": "retry owner",
+    "fallback_trigger": "what a fallback followed",
+    "route_hop": "fallback hop (from → to, after what)",
+    "attempt_ordinal": "attempt ordinal",
+    "deadline_left": "least deadline left at dispatch",
+    "terminal": "terminal",
+    "entry_route": "entry route",
+}
+"""The dimensions a request takes values in (``compare_values_memo.sql``), with their
+labels: what a comparison ranks, a breakdown groups by and an explorer query may require
+(``where_dimension``/``where_value``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +103,9 @@ class RequestQuery:
     ``min_receiver_attempts`` receiver attempts; with(out) sends beyond one per distinct
     operation (``retried``: a retry or resend at any layer), a fallback, a missed deadline,
     nested retries (≥ 2 layers retried), wasted cost, a violation (an error or warning
-    finding); sorted by ``sort``, at most ``limit`` rows."""
+    finding); taking ``where_value`` in ``where_dimension`` (one of
+    :data:`COMPARE_DIMENSIONS`; an attempt-level one: any of its attempts); sorted by
+    ``sort``, at most ``limit`` rows."""
 
     terminal: str | None = None
     rule: str | None = None
@@ -96,8 +120,17 @@ class RequestQuery:
     sort: RequestSort = RequestSort.RECEIVER_ATTEMPTS
     descending: bool = True
     limit: int = 200
+    where_dimension: str | None = None
+    where_value: str | None = None
 
     def __post_init__(self) -> None:
+        if self.where_dimension is not None and self.where_dimension not in COMPARE_DIMENSIONS:
+            raise ValueError(
+                f"no dimension {self.where_dimension!r} "
+                f"(dimensions: {', '.join(COMPARE_DIMENSIONS)})"
+            )
+        if (self.where_dimension is None) != (self.where_value is None):
+            raise ValueError("where_dimension and where_value go together")
         if self.rule is not None and self.rule not in RULES_BY_ID:
             raise ValueError(f"unknown rule {self.rule!r}")
         if self.min_receiver_attempts is not None and self.min_receiver_attempts < 0:
@@ -119,17 +152,30 @@ class RequestQuery:
             "nested": self.nested,
             "wasted": self.wasted,
             "violations": self.violations,
+            "where_dimension": self.where_dimension,
+            "where_value": self.where_value,
         }
 
 
-def ensure_request_rows(model: AuditModel, thresholds: Thresholds) -> None:
+def ensure_request_rows(
+    model: AuditModel, thresholds: Thresholds, query: RequestQuery | None = None
+) -> None:
     """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
     there (one pass over the scope's requests, attempts and findings; every explorer page
-    of that scope then reads it)."""
+    of that scope then reads it), and the values its requests take per dimension
+    (``memo_compare_values``) when ``query`` requires one."""
     params = finding_params(thresholds)
     if ensure_memo(model, "request_rows_memo", params, lambda: install(model, thresholds)):
         # a table macro binds its table when created
         model.con.execute(load("request_rows_matching"))
+    if query is not None and query.where_dimension is not None:
+        ensure_compare_values(model)
+
+
+def ensure_compare_values(model: AuditModel) -> None:
+    """Build ``memo_compare_values`` (every in-scope request's value per dimension of
+    :data:`COMPARE_DIMENSIONS`) for the current scope unless it is there."""
+    ensure_memo(model, "compare_values_memo", {})
 
 
 def request_list(
@@ -145,9 +191,10 @@ def request_list(
     attempts, distinct operations, excess attempts (receiver attempts beyond one per
     operation), retry amplification (receiver attempts ÷ operations, as the report's),
     retry product, retried layers, nested, fallback, deadline missed, late
-    success, cost and wasted cost (micros, currency), findings, violations, rule ids."""
+    success, cost and wasted cost (micros, currency), how long past its deadline it ended
+    and the cost of its attempts ending after it, findings, violations, rule ids."""
     con = model.scoped(filters)
-    ensure_request_rows(model, thresholds)
+    ensure_request_rows(model, thresholds, query)
     params = query.params()
     ((total,),) = con.execute(load("request_list_count"), params).fetchall()
     page = arrow(

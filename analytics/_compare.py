@@ -11,31 +11,20 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from retryscope.analytics._browse import RequestQuery, ensure_request_rows
+from retryscope.analytics._browse import (
+    COMPARE_DIMENSIONS,
+    RequestQuery,
+    ensure_compare_values,
+    ensure_request_rows,
+)
 from retryscope.analytics._filters import Filters, naive_utc
-from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds, ensure_memo
+from retryscope.analytics._metrics import DEFAULT_THRESHOLDS, Thresholds
 from retryscope.analytics._queries import arrow
 
 if TYPE_CHECKING:
     from retryscope.analytics._audit_model import AuditModel
 
 _EVERY = RequestQuery()
-COMPARE_DIMENSIONS: dict[str, str] = {
-    "route": "route (any attempt's)",
-    "release": "route release",
-    "tenant": "tenant",
-    "operation": "operation",
-    "layer": "layer",
-    "outcome_kind": "outcome kind",
-    "http_status": "HTTP status",
-    "retry_owner": "retry owner",
-    "fallback_trigger": "what a fallback followed",
-    "attempt_ordinal": "attempt ordinal",
-    "deadline_left": "least deadline left at dispatch",
-    "terminal": "terminal",
-    "entry_route": "entry route",
-}
-"""The dimensions a comparison ranks (``compare_values_memo.sql``), with their labels."""
 
 
 def _params(
@@ -50,7 +39,7 @@ def _params(
         raise ValueError("the slice's start must be before its end")
     model.scoped(filters)
     ensure_request_rows(model, thresholds)
-    ensure_memo(model, "compare_values_memo", {})
+    ensure_compare_values(model)
     return {
         **query.params(),
         "since": None if since is None else naive_utc(since),

@@ -46,6 +46,20 @@ KIND_COLOURS: dict[str, str] = {
 }
 """One colour per outcome kind (an attempt without a kind: its outcome family's)."""
 
+_SERIES_COLOURS = (
+    "#1e88e5",
+    "#e53935",
+    "#43a047",
+    "#fb8c00",
+    "#8e24aa",
+    "#00acc1",
+    "#6d4c41",
+    "#c0ca33",
+    "#d81b60",
+    "#3949ab",
+)
+"""Colours of a breakdown's series (beyond ten they repeat)."""
+
 SERIES = ("recorded", "replayed (low)", "replayed (high)")
 """The series of :func:`comparison`, in order."""
 
@@ -165,6 +179,71 @@ def over_time(
     return chart
 
 
+def series_over_time(
+    frame: pd.DataFrame,
+    field: str,
+    title: str,
+    domain: tuple[datetime, datetime],
+    names: Sequence[str],
+    *,
+    value_format: str = ",.2f",
+) -> Figure:
+    """``field`` per time slot (``start``, ``label``) and series (``name``, in the order of
+    ``names``; the first drawn dashed grey: the total the others break down), a line with
+    points per series on the shared time axis; a click on a point selects ``pick`` (its
+    ``name`` and ``label``), brushing the x axis ``zoom``."""
+    palette = ["#616161", *(_SERIES_COLOURS[i % len(_SERIES_COLOURS)] for i in range(len(names)))]
+    colour = alt.Color(
+        "name:N",
+        title=None,
+        scale=alt.Scale(domain=list(names), range=palette[: len(names)]),
+        sort=list(names),
+        legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0),
+    )
+    x = _time_axis(domain)
+    y = alt.Y(f"{field}:Q", title=title, axis=alt.Axis(minExtent=44))
+    dash = (
+        alt.condition(alt.datum.name == names[0], alt.value([6, 4]), alt.value([1, 0]))
+        if names
+        else alt.value([1, 0])
+    )
+    base = alt.Chart(frame)
+    line = base.mark_line().encode(x=x, y=y, color=colour, strokeDash=dash, detail="name:N")
+    points = (
+        base.mark_point(filled=True, size=50, cursor="pointer")
+        .encode(
+            x=x,
+            y=y,
+            color=colour,
+            tooltip=[
+                alt.Tooltip("name:N", title="series"),
+                alt.Tooltip("label:N", title="from (UTC)"),
+                alt.Tooltip(f"{field}:Q", title=title, format=value_format),
+                alt.Tooltip("requests:Q", title="requests", format=",.0f"),
+            ],
+        )
+        .add_params(
+            alt.selection_point(name=PICK, fields=["name", "label"], on="click"),
+            alt.selection_interval(name=ZOOM, encodings=["x"]),
+        )
+    )
+    chart: Figure = alt.layer(line, points).properties(height=300)
+    return chart
+
+
+def picked_point(event: Any, fields: Sequence[str]) -> tuple[str, ...] | None:
+    """The ``fields`` of the mark a click selected (``pick``), if it names them all."""
+    if event is None:
+        return None
+    rows = event.get("selection", {}).get(PICK) or []
+    if isinstance(rows, Mapping):  # a single selected point as a mapping of fields
+        rows = [rows]
+    for row in rows:
+        if isinstance(row, Mapping) and all(row.get(f) is not None for f in fields):
+            return tuple(str(row[f]) for f in fields)
+    return None
+
+
 def bars(
     frame: pd.DataFrame,
     category: str,
@@ -211,15 +290,8 @@ def bars(
 
 def picked(event: Any, field: str) -> str | None:
     """The ``field`` value of the mark a click selected (``pick``), if any."""
-    if event is None:
-        return None
-    rows = event.get("selection", {}).get(PICK) or []
-    if isinstance(rows, Mapping):  # a single selected point as a mapping of fields
-        rows = [rows]
-    for row in rows:
-        if isinstance(row, Mapping) and row.get(field) is not None:
-            return str(row[field])
-    return None
+    hit = picked_point(event, (field,))
+    return None if hit is None else hit[0]
 
 
 def brushed(event: Any, field: str = "start") -> tuple[datetime, datetime] | None:

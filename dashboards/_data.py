@@ -32,6 +32,7 @@ from retryscope.analytics import (
     RequestQuery,
     SkippedFile,
     amplification,
+    breakdown,
     build_report,
     compare,
     compare_requests,
@@ -230,6 +231,10 @@ QUERIES: dict[str, Callable[[AuditModel, Filters | None, tuple[Any, ...]], Any]]
         whatif_requests(m, WhatIf(*a[1:]), filters=f), a[0]
     ),
     "policy_drift": lambda m, f, a: policy_drift(m, filters=f),
+    # breakdown arguments: (dimension, figure, bucket seconds, top)
+    "breakdown": lambda m, f, a: breakdown(
+        m, a[0], a[1], bucket=timedelta(seconds=a[2]), top=a[3], filters=f
+    ),
     # compare arguments: (since, until, *the fields of a RequestQuery): a slice
     "compare": lambda m, f, a: compare(m, RequestQuery(*a[2:]), filters=f, since=a[0], until=a[1]),
     # compare_requests arguments: (dimension, value, limit, since, until, *RequestQuery)

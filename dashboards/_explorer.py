@@ -4,8 +4,9 @@ the list of the requests it counts.
 
 Parameters: ``terminal``, ``rule`` (a finding rule they have), ``layer`` (a layer that
 retried), ``min_attempts`` (receiver attempts), ``has`` (comma-separated flags of
-:data:`FLAGS`), ``sort`` (a :class:`~retryscope.analytics.RequestSort` value) and
-``order`` (``asc``/``desc``).
+:data:`FLAGS`), ``where`` (``dimension:value``: a value the requests take in a dimension of
+:data:`~retryscope.analytics.COMPARE_DIMENSIONS`, as a breakdown's series), ``sort`` (a
+:class:`~retryscope.analytics.RequestSort` value) and ``order`` (``asc``/``desc``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics import RULES_BY_ID, RequestQuery, RequestSort
+from retryscope.analytics import COMPARE_DIMENSIONS, RULES_BY_ID, RequestQuery, RequestSort
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
 from retryscope.vocabulary import Layer, Terminal
@@ -54,6 +55,7 @@ SORT_LABELS: dict[RequestSort, str] = {
     RequestSort.DURATION: "duration",
     RequestSort.COST: "cost",
     RequestSort.WASTED: "wasted cost",
+    RequestSort.PAST_DEADLINE: "time past the deadline",
     RequestSort.FINDINGS: "findings",
     RequestSort.STARTED: "start time",
     RequestSort.TERMINAL: "terminal",
@@ -64,6 +66,7 @@ SORT_LABELS: dict[RequestSort, str] = {
 
 TERMINAL, RULE, LAYER = "req_terminal", "req_rule", "req_layer"
 MIN_ATTEMPTS, HAS, SORT, ORDER = "req_min_attempts", "req_has", "req_sort", "req_order"
+WHERE = "req_where"
 
 
 def _rule(text: str) -> str:
@@ -88,12 +91,24 @@ def _min_attempts(text: str) -> int:
     return value
 
 
-def _flags(text: str) -> list[str]:
-    flags = [f for f in text.split(",") if f]
-    unknown = [f for f in flags if f not in FLAGS]
-    if unknown:
-        raise ValueError(f"unknown flag {unknown[0]!r} (flags: {', '.join(FLAGS)})")
-    return flags
+def where_text(dimension: str, value: str) -> str:
+    """``where=`` of the requests taking ``value`` in ``dimension``."""
+    return f"{dimension}:{value}"
+
+
+def where(text: str) -> tuple[str, str]:
+    """``dimension:value`` → (dimension, value); ``ValueError`` names what is wrong."""
+    dimension, colon, value = text.partition(":")
+    if not colon:
+        raise ValueError("must be dimension:value")
+    if dimension not in COMPARE_DIMENSIONS:
+        raise ValueError(f"no such dimension (dimensions: {', '.join(COMPARE_DIMENSIONS)})")
+    return dimension, value
+
+
+def _where(text: str) -> str:
+    where(text)
+    return text
 
 
 def _order(text: str) -> str:
@@ -110,7 +125,8 @@ PARAMS: tuple[_url.Param, ...] = (
     _url.Param("rule", RULE, ANY, _rule),
     _url.Param("layer", LAYER, ANY, _member(Layer)),
     _url.Param("min_attempts", MIN_ATTEMPTS, None, _min_attempts),
-    _url.Param("has", HAS, [], _flags, ",".join),
+    _url.Param("has", HAS, [], _url.comma_list(FLAGS, "flag"), ",".join),
+    _url.Param("where", WHERE, None, _where),
     _url.Param(
         "sort", SORT, RequestSort.RECEIVER_ATTEMPTS, lambda t: RequestSort(t), lambda s: s.value
     ),
@@ -127,6 +143,10 @@ def query_from_state(limit: int) -> RequestQuery:
     state = st.session_state
     flags = set(state.get(HAS) or [])
     minimum = state.get(MIN_ATTEMPTS)
+    try:
+        dimension, value = where(state[WHERE]) if state.get(WHERE) else (None, None)
+    except ValueError:  # typed into the explorer's box: the page names it
+        dimension = value = None
     return RequestQuery(
         terminal=_chosen(state.get(TERMINAL)),
         rule=_chosen(state.get(RULE)),
@@ -135,6 +155,8 @@ def query_from_state(limit: int) -> RequestQuery:
         sort=RequestSort(state.get(SORT) or RequestSort.RECEIVER_ATTEMPTS),
         descending=state.get(ORDER, "desc") != "asc",
         limit=limit,
+        where_dimension=dimension,
+        where_value=value,
         **{field: True for flag, field in FLAG_FIELDS.items() if flag in flags},
     )
 
@@ -146,6 +168,7 @@ def params(
     layer: str | None = None,
     min_attempts: int | None = None,
     has: tuple[str, ...] = (),
+    where: tuple[str, str] | None = None,
     sort: RequestSort = RequestSort.RECEIVER_ATTEMPTS,
     descending: bool = True,
 ) -> dict[str, str]:
@@ -159,6 +182,7 @@ def params(
         "layer": layer,
         "min_attempts": None if min_attempts is None else str(min_attempts),
         "has": ",".join(has) or None,
+        "where": None if where is None else where_text(*where),
         "sort": None if sort is RequestSort.RECEIVER_ATTEMPTS else RequestSort(sort).value,
         "order": None if descending else "asc",
     }
@@ -178,6 +202,9 @@ def selects(query: RequestQuery) -> str:
     if query.min_receiver_attempts:
         parts.append(f"{query.min_receiver_attempts:,}+ receiver attempts")
     parts += [FLAGS[flag] for flag, field in FLAG_FIELDS.items() if getattr(query, field)]
+    if query.where_dimension is not None:
+        label = COMPARE_DIMENSIONS[query.where_dimension]
+        parts.append(f"{label} {fmt.literal(query.where_value or '')}")
     return "Requests with " + ", ".join(parts) if parts else "All requests"
 
 

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -73,6 +74,16 @@ def money(micros: Any, currency: str | None) -> str:
     if symbol:
         return f"{sign}{symbol}{text}"
     return f"{sign}{code or '?'} {text}"
+
+
+def width(span: timedelta) -> str:
+    """A time bucket's width in words: ``15 min``, ``1 hour``, ``2 days``, ``45 s``."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86_400), ("hour", 3600), ("min", 60)):
+        if seconds % size == 0 and seconds >= size:
+            n = seconds // size
+            return f"{n} {unit}" if unit == "min" else f"{n} {unit}{'s' if n > 1 else ''}"
+    return f"{seconds} s"
 
 
 def _signed(change: float, text: str) -> str:

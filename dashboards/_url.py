@@ -17,7 +17,7 @@ code, so nothing in them renders as a link or markup.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,8 @@ _SEEN = "retryscope_url_seen"
 _READ = "retryscope_url_read"
 MAX_VALUE_CHARS = 1_000
 """The longest URL value a widget takes: longer ones are ignored (and named)."""
+LISTED_NAMES = 10
+"""A list parameter's error names the known names when there are at most this many."""
 
 
 def _text(value: Any) -> str:
@@ -46,6 +48,34 @@ class Param:
     """URL text → widget value; ``ValueError`` names a value the widget cannot take."""
     text: Callable[[Any], str] = field(default=_text)
     """Widget value → URL text."""
+
+
+def comma_list(known: Collection[str], what: str) -> Callable[[str], list[str]]:
+    """A :attr:`Param.parse` of a comma-separated list of names in ``known`` (empty ones
+    skipped): a name outside it is a ``ValueError`` naming it (and the names, when few)."""
+
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            listed = f" ({what}s: {', '.join(known)})" if len(known) <= LISTED_NAMES else ""
+            raise ValueError(f"unknown {what} {unknown[0]!r}{listed}")
+        return names
+
+    return parse
+
+
+def one_of(known: Collection[str], what: str) -> Callable[[str], str]:
+    """A :attr:`Param.parse` of one name in ``known``: another is a ``ValueError`` naming
+    the names (when few)."""
+
+    def parse(text: str) -> str:
+        if text not in known:
+            listed = f" ({what}s: {', '.join(known)})" if len(known) <= LISTED_NAMES else ""
+            raise ValueError(f"no such {what}{listed}")
+        return text
+
+    return parse
 
 
 def new_session() -> bool:

@@ -30,6 +30,7 @@ PAGES = (
     ("views/overview.py", "Overview", "overview"),
     ("views/requests.py", "Requests", "requests"),
     ("views/compare.py", "Compare", "compare"),
+    ("views/breakdown.py", "Breakdown", "breakdown"),
     ("views/amplification.py", "Amplification", "amplification"),
     ("views/fallbacks.py", "Fallbacks", "fallbacks"),
     ("views/deadlines.py", "Deadlines & latency", "deadlines"),

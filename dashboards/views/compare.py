@@ -35,16 +35,10 @@ def _time(text: str) -> str:
     return text
 
 
-def _dimension(text: str) -> str:
-    if text not in COMPARE_DIMENSIONS:
-        raise ValueError("no such dimension")
-    return text
-
-
 PARAMS = (
     _url.Param("from", FROM, "", _time),
     _url.Param("to", TO, "", _time),
-    _url.Param("dim", DIM, None, _dimension),
+    _url.Param("dim", DIM, None, _url.one_of(COMPARE_DIMENSIONS, "dimension")),
     _url.Param("value", VALUE, None),
 )
 COLUMNS = (

@@ -26,6 +26,22 @@ from retryscope.dashboards.views.common import (
 from retryscope.dashboards.views.requests import COLUMNS as REQUEST_COLUMNS
 
 MISSED_LISTED = 10
+MISSED_COLUMNS = (
+    *REQUEST_COLUMNS[:4],
+    fmt.Column(
+        "past_deadline_ms",
+        "Past the deadline",
+        fmt.Unit.MS,
+        help="How long after its deadline the request ended",
+    ),
+    fmt.Column(
+        "after_deadline_micros",
+        "Cost after the deadline",
+        fmt.Unit.MONEY,
+        help="Cost of its attempts that ended at or after the deadline",
+    ),
+    *(c for c in REQUEST_COLUMNS[4:] if c.name != "cost_micros"),
+)
 
 ROUTE_COLUMNS = (
     fmt.Column("value", "Entry route", width="medium"),
@@ -118,18 +134,31 @@ def render() -> None:
     )
     table(by_route, ROUTE_COLUMNS)
 
-    query = RequestQuery(deadline_missed=True, sort=RequestSort.DURATION, limit=MISSED_LISTED)
+    query = RequestQuery(deadline_missed=True, sort=RequestSort.PAST_DEADLINE, limit=MISSED_LISTED)
     total, page = ctx.source.query("request_list", ctx.filters, *astuple(query))
     st.subheader(f"Requests that missed their deadline: {total:,}")
     if total == 0:
         st.success("Every request with a deadline finished within it.")
         return
     st.caption(
-        f"Longest first{f'; the first {MISSED_LISTED}' if total > MISSED_LISTED else ''}. "
-        "Select a row to open its drill-down."
+        "Latest past the deadline first"
+        f"{f'; the first {MISSED_LISTED}' if total > MISSED_LISTED else ''}. Past the "
+        "deadline: how long after it the request ended; cost after the deadline: what its "
+        "attempts that ended at or after it cost. Select a row to open its drill-down."
     )
-    request_table(ctx, frame(page), REQUEST_COLUMNS, "missed_table")
-    explorer.link(f"All {total:,} in the Requests explorer", ctx.params, missed)
+    request_table(ctx, frame(page), MISSED_COLUMNS, "missed_table")
+    with st.container(horizontal=True, gap="small"):
+        explorer.link(
+            f"All {total:,} in the Requests explorer",
+            ctx.params,
+            explorer.params(has=("missed_deadline",), sort=RequestSort.PAST_DEADLINE),
+        )
+        st.page_link(
+            "views/breakdown.py",
+            label="Cost after the deadline by entry route, over time",
+            icon=":material/stacked_line_chart:",
+            query_params=ctx.link(figure="after_deadline", by="entry_route"),
+        )
 
 
 if __name__ == "__main__":

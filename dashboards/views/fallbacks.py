@@ -92,35 +92,57 @@ def _cases(ctx: Context) -> pd.DataFrame:
 
 
 TRIGGER_COLUMNS = (
-    fmt.Column("value", "Outcome before the fallback", width="medium"),
     fmt.Column("selected_requests", "Requests", fmt.Unit.COUNT),
     fmt.Column("selected_share", "Of the fallbacks", fmt.Unit.PCT),
 )
 
 
+# The dimensions that say why fallbacks fired: their column's header and caption.
+WHY = (
+    (
+        "fallback_trigger",
+        "Outcome before the fallback",
+        "The outcome of the attempt each fallback followed (a request counts once per outcome).",
+    ),
+    (
+        "route_hop",
+        "Route hop, after",
+        "Per route hop: the route a fallback left, the one it went to, and the outcome it "
+        "followed.",
+    ),
+)
+
+
 def _triggers(ctx: Context) -> None:
-    """Why fallbacks fired: the outcome kind of the attempt each fallback followed, from
-    the comparison of the requests that fell back with the others (the Compare page's
-    figures); a row opens the Compare page listing those requests."""
+    """Why fallbacks fired: the outcome kind of the attempt each fallback followed, and
+    each route hop with it, from the comparison of the requests that fell back with the
+    others (the Compare page's figures); a row opens the Compare page listing those
+    requests."""
     query = RequestQuery(fallback=True, limit=1)  # as the Compare page asks it
-    rows = frame(ctx.source.query("compare", ctx.filters, None, None, *astuple(query)))
-    rows = rows[rows["dimension"] == "fallback_trigger"].sort_values(
-        ["selected_requests", "value"], ascending=[False, True]
-    )
-    if rows.empty:
+    compared = frame(ctx.source.query("compare", ctx.filters, None, None, *astuple(query)))
+    if not (compared["dimension"] == "fallback_trigger").any():
         return
     st.subheader("Why fallbacks fired")
-    st.caption(
-        "The outcome of the attempt each fallback followed (a request counts once per "
-        "outcome). Select a row to list its requests and compare them with the others."
-    )
-    picked = picked_row(rows, TRIGGER_COLUMNS, "fallback_triggers")
-    if picked is not None:
-        value = str(rows["value"].iloc[picked])
-        st.switch_page(
-            explorer.COMPARE_PAGE,
-            query_params=ctx.link(has="fallback", dim="fallback_trigger", value=value),
+    for dimension, header, what in WHY:
+        rows = compared[compared["dimension"] == dimension].sort_values(
+            ["selected_requests", "value"], ascending=[False, True]
         )
+        st.caption(what + " Select a row to list its requests and compare them with the others.")
+        key = "fallback_triggers" if dimension == "fallback_trigger" else f"fallback_{dimension}"
+        columns = (fmt.Column("value", header, width="large"), *TRIGGER_COLUMNS)
+        picked = picked_row(rows, columns, key)
+        if picked is not None:
+            value = str(rows["value"].iloc[picked])
+            st.switch_page(
+                explorer.COMPARE_PAGE,
+                query_params=ctx.link(has="fallback", dim=dimension, value=value),
+            )
+    st.page_link(
+        "views/breakdown.py",
+        label="Fallback rate by what a fallback followed, over time",
+        icon=":material/stacked_line_chart:",
+        query_params=ctx.link(figure="fallback_rate", by="fallback_trigger"),
+    )
 
 
 def render() -> None:

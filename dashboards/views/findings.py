@@ -4,7 +4,6 @@ requests of that rule in the explorer, a row opens the drill-down of its request
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
 
 import pandas as pd
 import streamlit as st
@@ -60,21 +59,14 @@ def _by_severity(counts: dict[str, int]) -> str:
     )
 
 
-def _names(known: Collection[str], what: str) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        names = [n for n in text.split(",") if n]
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(f"no such {what} {unknown[0]!r}")
-        return names
-
-    return parse
-
-
 PARAMS = (
-    _url.Param("rules", RULES_KEY, [], _names(RULES_BY_ID, "rule"), ",".join),
+    _url.Param("rules", RULES_KEY, [], _url.comma_list(RULES_BY_ID, "rule"), ",".join),
     _url.Param(
-        "severity", SEVERITY_KEY, [], _names([s.value for s in Severity], "severity"), ",".join
+        "severity",
+        SEVERITY_KEY,
+        [],
+        _url.comma_list([s.value for s in Severity], "severity"),
+        ",".join,
     ),
 )
 

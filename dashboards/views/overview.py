@@ -300,8 +300,8 @@ def _trends(ctx: Context) -> None:
 
     st.subheader("Trends")
     st.caption(
-        f"Per {_width_text(width)} of the requests in scope (UTC). Red bands: storm windows "
-        f"({_width_text(window)}) where repeats exceeded the "
+        f"Per {fmt.width(width)} of the requests in scope (UTC). Red bands: storm windows "
+        f"({fmt.width(window)}) where repeats exceeded the "
         f"{fmt.pct(THRESHOLDS.retry_budget, 0)} retry budget and "
         f"{THRESHOLDS.retry_budget_min_retries} repeats ({len(storms):,} of "
         f"{len(loads):,} with traffic). Click a bar or a point to list its requests; drag across a "
@@ -378,15 +378,6 @@ def _compare_period(ctx: Context) -> None:
         help="What sets the requests of this time range apart from the others",
         query_params=_url.merged(scope, period),
     )
-
-
-def _width_text(width: timedelta) -> str:
-    seconds = int(width.total_seconds())
-    for unit, size in (("day", 86_400), ("hour", 3600), ("min", 60)):
-        if seconds % size == 0 and seconds >= size:
-            n = seconds // size
-            return f"{n} {unit}" if unit == "min" else f"{n} {unit}{'s' if n > 1 else ''}"
-    return f"{seconds} s"
 
 
 def render() -> None:

@@ -1,7 +1,8 @@
 """Requests: the explorer every other page links into — a sortable, filterable list of the
-logical requests in scope (start, tenant, terminal, route path, receiver and excess
-attempts, retry amplification, duration, cost, findings first; operation, attempts, retry
-product, distinct operations, trace after them); selecting one opens its drill-down.
+logical requests in scope (start, tenant, terminal, excess attempts, cost, wasted cost,
+findings first, so they show without scrolling; receiver attempts, retry amplification,
+duration, route path, then operation, attempts, retry product, distinct operations,
+trace); selecting one opens its drill-down.
 
 Its query lives in the URL (``retryscope.dashboards._explorer``), so a KPI, a chart mark
 or a table row elsewhere opens exactly the requests it counts, and a list can be shared.
@@ -16,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from retryscope.analytics import RequestQuery, RequestSort
+from retryscope.analytics import COMPARE_DIMENSIONS, RequestQuery, RequestSort
 from retryscope.dashboards import _explorer as explorer
 from retryscope.dashboards import _format as fmt
 from retryscope.dashboards import _url
@@ -38,22 +39,24 @@ COLUMNS = (
     fmt.Column("tenant", "Tenant"),
     fmt.Column("terminal", "Terminal"),
     fmt.Column(
-        "route_path",
-        "Route path",
-        width="large",
-        help="Routes of the outermost attempts, in the order first tried",
+        "excess_attempts",
+        "Excess attempts",
+        fmt.Unit.COUNT,
+        help="Receiver attempts beyond one per distinct operation: retries and resends",
     ),
+    fmt.Column("cost_micros", "Cost", fmt.Unit.MONEY),
+    fmt.Column(
+        "wasted_micros",
+        "Wasted",
+        fmt.Unit.MONEY,
+        help="Cost of attempts whose result was not accepted",
+    ),
+    fmt.Column("findings", "Findings", fmt.Unit.COUNT),
     fmt.Column(
         "receiver_attempts",
         "Receiver attempts",
         fmt.Unit.COUNT,
         help="Attempts with nothing beneath them: what the providers saw",
-    ),
-    fmt.Column(
-        "excess_attempts",
-        "Excess attempts",
-        fmt.Unit.COUNT,
-        help="Receiver attempts beyond one per distinct operation: retries and resends",
     ),
     fmt.Column(
         "amplification_ratio",
@@ -63,14 +66,12 @@ COLUMNS = (
         "many distinct calls)",
     ),
     fmt.Column("duration_ms", "Duration", fmt.Unit.MS),
-    fmt.Column("cost_micros", "Cost", fmt.Unit.MONEY),
     fmt.Column(
-        "wasted_micros",
-        "Wasted",
-        fmt.Unit.MONEY,
-        help="Cost of attempts whose result was not accepted",
+        "route_path",
+        "Route path",
+        width="medium",
+        help="Routes of the outermost attempts, in the order first tried",
     ),
-    fmt.Column("findings", "Findings", fmt.Unit.COUNT),
     fmt.Column("rules", "Finding rules", fmt.Unit.LIST, width="large"),
     fmt.Column("operation", "Operation"),
     fmt.Column("attempts", "Attempts", fmt.Unit.COUNT, help="Attempts at every layer"),
@@ -141,20 +142,29 @@ def _widgets(ctx: Context, report: dict[str, Any]) -> None:
         key=explorer.HAS,
         format_func=lambda f: explorer.FLAGS[f],
     )
-    bottom = st.columns([4, 2, 2])
-    bottom[0].selectbox(
+    bottom = st.columns([3, 3, 2, 2])
+    bottom[0].text_input(
+        "Where",
+        key=explorer.WHERE,
+        placeholder="dimension:value, e.g. http_status:503",
+        help="Requests taking this value in this dimension (an attempt-level one: any of "
+        "their attempts), as a breakdown's series. Dimensions: "
+        + ", ".join(COMPARE_DIMENSIONS)
+        + ".",
+    )
+    bottom[1].selectbox(
         "Sort by",
         list(explorer.SORT_LABELS),
         key=explorer.SORT,
         format_func=lambda s: explorer.SORT_LABELS[RequestSort(s)],
     )
-    bottom[1].segmented_control(
+    bottom[2].segmented_control(
         "Order",
         ["desc", "asc"],
         key=explorer.ORDER,
         format_func=lambda o: "↓ most first" if o == "desc" else "↑ least first",
     )
-    bottom[2].selectbox("Rows", LIMITS, key=LIMIT_KEY)
+    bottom[3].selectbox("Rows", LIMITS, key=LIMIT_KEY)
 
 
 def describe(query: RequestQuery) -> str:
@@ -180,6 +190,12 @@ def render() -> None:
     st.session_state.setdefault(LIMIT_KEY, LIMITS[1])
     _widgets(ctx, report)
     _url.publish(explorer.PARAMS)
+    typed = st.session_state.get(explorer.WHERE)
+    if typed:
+        try:
+            explorer.where(typed)
+        except ValueError as exc:
+            st.error(f"Where {fmt.literal(typed)}: {fmt.plain(exc)}. It is ignored.")
     query = explorer.query_from_state(int(st.session_state[LIMIT_KEY]))
     total, page = ctx.source.query("request_list", ctx.filters, *astuple(query))
     st.subheader(f"{total:,} of {report['logical_requests']:,} requests")

@@ -1,6 +1,8 @@
 """What-if: replay the recorded requests under another retry policy (attempt limit, fallback
-on/off, backoff cap, retry budget) and show the estimated effect next to what was recorded,
-then the policy drift of requests whose policy document is in the data set.
+on/off, backoff cap, retry budget; in the URL: ``max_attempts``, ``fallback``,
+``max_backoff_ms``, ``budget``, ``budget_pct``, ``window_s``) and show the estimated effect
+next to what was recorded, then the policy drift of requests whose policy document is in the
+data set.
 
 The replay reuses recorded outcomes (``retryscope.analytics.replay``): figures are
 estimates, and requests the new policy would retry beyond the recording have an unknown outcome, so
@@ -18,6 +20,7 @@ import streamlit as st
 from retryscope.analytics.replay import DEFAULT_WINDOW_MS, WhatIf
 from retryscope.dashboards import _charts as charts
 from retryscope.dashboards import _format as fmt
+from retryscope.dashboards import _url
 from retryscope.dashboards._context import Context, current
 from retryscope.dashboards.views.common import frame, request_table, scope_report
 
@@ -76,41 +79,81 @@ MEANING = {
 }
 
 
+MAX_ATTEMPTS, FALLBACK, MAX_BACKOFF = (
+    "whatif_max_attempts",
+    "whatif_fallback",
+    "whatif_max_backoff_ms",
+)
+BUDGET_ON, BUDGET, WINDOW = "whatif_budget_on", "whatif_budget", "whatif_window_s"
+
+
+def _within(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be within {low}..{high}")
+        return value
+
+    return parse
+
+
+def _switch(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ValueError("must be on or off")
+    return text == "on"
+
+
+def _on_off(value: Any) -> str:
+    return "on" if value else "off"
+
+
+# The alternative policy's inputs in the URL (defaults left out).
+PARAMS = (
+    _url.Param("max_attempts", MAX_ATTEMPTS, None, _within(1, 1000)),
+    _url.Param("fallback", FALLBACK, True, _switch, _on_off),
+    _url.Param("max_backoff_ms", MAX_BACKOFF, None, _within(0, 86_400_000)),
+    _url.Param("budget", BUDGET_ON, False, _switch, _on_off),
+    _url.Param("budget_pct", BUDGET, 10, _within(0, 100)),
+    _url.Param("window_s", WINDOW, DEFAULT_WINDOW_MS // 1000, _within(1, 86_400)),
+)
+
+
 def _policy() -> WhatIf | None:
     """The alternative policy from the widgets, or None (after saying why) when a value is
     out of range."""
     st.subheader("Alternative policy")
+    for p in PARAMS:  # a session that has not seeded them (the defaults)
+        st.session_state.setdefault(p.key, p.default)
     left, mid, right = st.columns(3)
     max_attempts = left.number_input(
         "Max attempts",
         min_value=1,
         max_value=1000,
-        value=None,
+        value=None,  # empty allowed: as recorded
         step=1,
-        key="whatif_max_attempts",
+        key=MAX_ATTEMPTS,
         placeholder="as recorded",
         help="Total attempts of the retry owner per request; empty = as recorded.",
     )
-    fallback = left.toggle("Allow fallback", value=True, key="whatif_fallback")
+    fallback = left.toggle("Allow fallback", key=FALLBACK)
     max_backoff_ms = mid.number_input(
         "Backoff cap (ms)",
         min_value=0,
         max_value=86_400_000,
         value=None,
         step=100,
-        key="whatif_max_backoff_ms",
+        key=MAX_BACKOFF,
         placeholder="as recorded",
         help="Longest wait between attempts (a server's Retry-After still wins); "
         "empty = as recorded.",
     )
-    budget_on = right.toggle("Retry budget", value=False, key="whatif_budget_on")
+    budget_on = right.toggle("Retry budget", key=BUDGET_ON)
     budget = right.slider(
         "Retries per first attempt (%)",
         min_value=0,
         max_value=100,
-        value=10,
         step=1,
-        key="whatif_budget",
+        key=BUDGET,
         disabled=not budget_on,
         help="Share of first attempts per window that may be retried (10 % = Envoy's default).",
     )
@@ -118,9 +161,8 @@ def _policy() -> WhatIf | None:
         "Budget window (s)",
         min_value=1,
         max_value=86_400,
-        value=DEFAULT_WINDOW_MS // 1000,
         step=1,
-        key="whatif_window_s",
+        key=WINDOW,
         disabled=not budget_on,
     )
     try:
@@ -295,10 +337,13 @@ def _drift(ctx: Context) -> None:
 def render() -> None:
     ctx = current()
     st.header("What-if")
+    for problem in _url.seed(PARAMS, entered=ctx.entered):
+        st.warning(problem)
     report = scope_report(ctx)
     if report is None:
         return
     policy = _policy()
+    _url.publish(PARAMS)
     if policy is not None:
         summary = ctx.source.query("whatif", ctx.filters, *astuple(policy))
         rows = {r["metric"]: r for r in summary.to_pylist()}

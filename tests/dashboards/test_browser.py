@@ -40,6 +40,11 @@ PAGES = (
     ("overview", "", {"stVegaLiteChart": 3, "stDataFrame": 4}),
     ("requests", "requests", {"stDataFrame": 1}),
     ("compare", "compare?has=fallback&dim=fallback_trigger&value=unavailable", {"stDataFrame": 2}),
+    (
+        "breakdown",
+        "breakdown?figure=fallback_rate&by=route_hop",
+        {"stVegaLiteChart": 1, "stDataFrame": 1},
+    ),
     ("amplification", "amplification", {"stVegaLiteChart": 3, "stDataFrame": 3}),
     ("fallbacks", "fallbacks", {"stDataFrame": 2}),
     ("deadlines", "deadlines", {"stVegaLiteChart": 1, "stDataFrame": 2}),
@@ -428,5 +433,38 @@ def test_from_a_kpi_to_why_and_one_request_in_three_clicks(
     assert box is not None
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # its first request
     page.wait_for_url(re.compile(r"/request\?.*id=mismatch"), timeout=TIMEOUT_MS)
+    _settled(page, {"stVegaLiteChart": 2})
+    assert not page.get_by_test_id("stException").count()
+
+
+def test_from_a_breakdown_point_to_its_requests_and_one_request(
+    served: str, page: Any, tmp_path: Path
+) -> None:
+    """Breakdown → a point of one value's line (its bucket's requests behind the figure,
+    in the explorer) → one request's drill-down."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{served}/breakdown?figure=fallback_rate&by=tenant", wait_until="domcontentloaded")
+    _settled(page, {"stVegaLiteChart": 1, "stDataFrame": 1})
+    _shoot(page, "breakdown-walk", tmp_path)
+    points = page.get_by_test_id("stVegaLiteChart").first.locator("[aria-roledescription='point']")
+    labels = points.evaluate_all("els => els.map(e => e.getAttribute('aria-label') || '')")
+    # the acme bucket where one of its requests fell back
+    fell_back = re.compile(r"fallback rate: (?!0;)[^;]+; name: acme;")
+    hit = next(i for i, label in enumerate(labels) if fell_back.search(label))
+    points.nth(hit).click()
+    page.wait_for_url(
+        re.compile(r"/requests\?.*has=fallback.*where=tenant%3Aacme"), timeout=TIMEOUT_MS
+    )
+    assert "since=" in page.url
+    assert "until=" in page.url
+    _settled(page, {"stDataFrame": 1})
+    heading = page.get_by_test_id("stHeading").filter(has_text=re.compile(r"^1 of \d+ requests"))
+    expect(heading).to_have_count(1)
+    grid = page.get_by_test_id("stDataFrame").first
+    box = grid.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # its request
+    page.wait_for_url(re.compile(r"/request\?.*id=(widening|degraded)"), timeout=TIMEOUT_MS)
     _settled(page, {"stVegaLiteChart": 2})
     assert not page.get_by_test_id("stException").count()

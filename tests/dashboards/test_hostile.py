@@ -53,29 +53,53 @@ HOSTILE = (
     "1e9",
     "nested",
     "acme",
+    "route:primary",
+    "http_status:",
+    "on",
+    "50",
 )
 VALUES = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40))
 GLOBAL = ("since", "until", "tenant", "route", "operation")
 PAGES: dict[str, tuple[str, ...]] = {
     "overview": GLOBAL,
-    "requests": (*GLOBAL, "terminal", "rule", "layer", "min_attempts", "has", "sort", "order"),
+    "requests": (
+        *GLOBAL,
+        "terminal",
+        "rule",
+        "layer",
+        "min_attempts",
+        "has",
+        "where",
+        "sort",
+        "order",
+    ),
     "compare": (
         *GLOBAL,
         "terminal",
         "rule",
         "layer",
         "has",
+        "where",
         "from",
         "to",
         "dim",
         "value",
     ),
+    "breakdown": (*GLOBAL, "figure", "by", "top"),
     "amplification": GLOBAL,
     "fallbacks": GLOBAL,
     "deadlines": GLOBAL,
     "findings": (*GLOBAL, "rules", "severity"),
     "request": (*GLOBAL, "id", "span", "vs"),
-    "whatif": GLOBAL,
+    "whatif": (
+        *GLOBAL,
+        "max_attempts",
+        "fallback",
+        "max_backoff_ms",
+        "budget",
+        "budget_pct",
+        "window_s",
+    ),
 }
 ECHO_BOUND = 4_000
 """No text the page shows is longer: a 60,000-character value is cut."""
@@ -157,17 +181,35 @@ def test_hostile_url_values_are_named_and_bounded(
     check()
 
 
-def test_each_hostile_value_at_each_parameter(
-    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+def _each_value_at_each_parameter(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch, names: dict[str, tuple[str, ...]]
 ) -> None:
-    """Every listed hostile value at every parameter of the Requests and request pages
-    (whose parameters include the global ones), not only the ones hypothesis draws."""
-    for page in ("requests", "request", "compare"):
-        for name in PAGES[page]:
+    for page, parameters in names.items():
+        for name in parameters:
             for value in (*HOSTILE[:16], "t" * 60_000):
                 at = _run(ui_data, monkeypatch, page, {name: value})
                 assert not at.exception, (page, name, value[:80], [e.value for e in at.exception])
                 _assert_safe(_texts(at.main) + _texts(at.sidebar))
+
+
+# some 600 page runs: minutes on two shared cores
+@pytest.mark.timeout(900)
+def test_each_hostile_value_at_each_parameter(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every listed hostile value at every parameter of the Requests, request and Compare
+    pages (whose parameters include the global ones), not only the ones hypothesis
+    draws."""
+    names = {page: PAGES[page] for page in ("requests", "request", "compare")}
+    _each_value_at_each_parameter(ui_data, monkeypatch, names)
+
+
+def test_each_hostile_value_at_each_page_s_own_parameters(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same at the parameters of the other pages that have their own."""
+    names = {page: PAGES[page][len(GLOBAL) :] for page in ("breakdown", "whatif", "findings")}
+    _each_value_at_each_parameter(ui_data, monkeypatch, names)
 
 
 def test_the_named_defects_are_gone(ui_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -118,7 +118,9 @@ def test_fallbacks_page_agrees_with_itself(app: AppTest) -> None:
         "Why fallbacks fired",
         "Cases to review: 3 request(s)",
     ]
-    by_route, _, cases = (d.value for d in app.dataframe)
+    by_route, _, hops, cases = (d.value for d in app.dataframe)
+    # why, per route hop: the route left, the one taken, the outcome it followed
+    assert all(" → " in v and " after " in v for v in hops["value"])
     # rates in percent, with a header: not 0.3333 under `fallback_rate`
     assert round(by_route["fallback_rate"].iloc[0], 1) == 33.3
     assert _config(app, 0)["fallback_rate"]["label"] == "Fallback rate"
@@ -177,6 +179,18 @@ def test_deadlines_page(app: AppTest) -> None:
     _, missed = (d.value for d in app.dataframe)
     assert _config(app, 0)["logical_p99_ms"]["type_config"]["format"] == "%,.0f ms"
     assert list(missed["logical_request_id"]) == ["deadline"]
+    # how late its work ran, and what the work after the deadline cost
+    # (the retry's send, billed $0.0025, ended 350 ms after the 1 s deadline)
+    assert round(missed["past_deadline_ms"].iloc[0]) == 350
+    assert missed["after_deadline_micros"].iloc[0] == "$0.0025"
+    assert list(missed.columns[:6]) == [
+        "logical_request_id",
+        "started_at",
+        "tenant",
+        "terminal",
+        "past_deadline_ms",
+        "after_deadline_micros",
+    ]
     assert kpi_links(app)["Late successes"] == {"rule": "late_success", "sort": "duration_ms"}
     select_row(app, "missed_table", 0)
     assert app.query_params["id"] == "deadline"

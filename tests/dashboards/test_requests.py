@@ -161,14 +161,14 @@ def test_the_columns_investigators_read_come_first(app: AppTest) -> None:
         "started_at",
         "tenant",
         "terminal",
-        "route_path",
-        "receiver_attempts",
         "excess_attempts",
-        "amplification_ratio",
-        "duration_ms",
         "cost_micros",
         "wasted_micros",
         "findings",
+        "receiver_attempts",
+        "amplification_ratio",
+        "duration_ms",
+        "route_path",
     ]
     config = app.dataframe[0].proto.columns
     assert '"label": "Receiver attempts"' in config

@@ -1,29 +1,36 @@
 -- A slice of the scope against the rest of it (its baseline), every dimension's values
--- (memo_compare_values, compare_values_memo.sql) ranked by how much more often the
--- slice's requests take them: selected_share (of the slice's requests) minus
+-- (memo_compare_values and their totals, compare_values_memo.sql) ranked by how much more
+-- often the slice's requests take them: selected_share (of the slice's requests) minus
 -- baseline_share (of the others'). Dimensions come in the order of their largest
 -- difference, values by theirs. The slice: the Requests explorer query $terminal …
 -- $violations (request_rows_matching.sql) over requests started in [$since, $until)
 -- (NULL: unbounded).
 -- (compare_requests.sql lists the slice's requests taking one value.)
 WITH picked AS (
-    SELECT hash(logical_request_id) AS h
+    SELECT h
     FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
-                               $fallback, $deadline_missed, $nested, $wasted, $violations)
+                               $fallback, $deadline_missed, $nested, $wasted, $violations,
+                               $where_dimension, $where_value)
     WHERE ($since IS NULL OR started_at >= $since) AND ($until IS NULL OR started_at < $until)
 ),
 sizes AS (
-    SELECT count(p.h) AS selected, count(*) - count(p.h) AS baseline
-    FROM request_facts r
-    LEFT JOIN picked p ON p.h = r.h
+    SELECT n AS selected, (SELECT count(*) FROM request_facts) - n AS baseline
+    FROM (SELECT count(*) AS n FROM picked)
+),
+-- the slice's values only (memo_compare_totals holds every request's): a small slice reads
+-- its own rows, not the whole scope's
+chosen AS (
+    SELECT v.dimension, v.value, count(*) AS selected_requests
+    FROM memo_compare_values v
+    SEMI JOIN picked p ON p.h = v.h
+    GROUP BY v.dimension, v.value
 ),
 counts AS (
-    SELECT v.dimension, v.value,
-           count(p.h) AS selected_requests,
-           count(*) - count(p.h) AS baseline_requests
-    FROM memo_compare_values v
-    LEFT JOIN picked p ON p.h = v.h
-    GROUP BY v.dimension, v.value
+    SELECT t.dimension, t.value,
+           coalesce(c.selected_requests, 0) AS selected_requests,
+           t.requests - coalesce(c.selected_requests, 0) AS baseline_requests
+    FROM memo_compare_totals t
+    LEFT JOIN chosen c ON c.dimension = t.dimension AND c.value = t.value
 ),
 ranked AS (
     SELECT c.dimension, c.value,

@@ -5,7 +5,8 @@
 -- is "in" each), so every value names a set of requests and shares compare across values.
 --   route, release, layer, outcome_kind, http_status, attempt_ordinal (layer #ordinal):
 --     its attempts'; fallback_trigger: the outcome kind of the attempt a fallback
---     attempt followed on another route (why the fallback fired);
+--     attempt followed on another route (why the fallback fired); route_hop: that hop,
+--     "from → to after <outcome kind>";
 --   tenant, operation, terminal, retry_owner, entry_route: the request's own;
 --   deadline_left: the least deadline left at any of its dispatches, bucketed.
 CREATE OR REPLACE TEMP TABLE memo_compare_values AS
@@ -27,10 +28,15 @@ attempts AS (
             layer || ' #' || attempt_ordinal AS attempt_ordinal,
             CASE WHEN is_fallback AND prev_route_id IS DISTINCT FROM route_id
                  THEN coalesce(prev_kind, prev_outcome, 'no attempt before') END
-                AS fallback_trigger
+                AS fallback_trigger,
+            CASE WHEN is_fallback AND prev_route_id IS DISTINCT FROM route_id
+                 THEN coalesce(prev_route_id, '(no route)') || ' → ' || coalesce(route_id, '?')
+                      || ' after ' || coalesce(prev_kind, prev_outcome, 'no attempt before') END
+                AS route_hop
         FROM attempt_facts
     ) UNPIVOT (value FOR dimension IN (
-        route, release, layer, outcome_kind, http_status, attempt_ordinal, fallback_trigger
+        route, release, layer, outcome_kind, http_status, attempt_ordinal, fallback_trigger,
+        route_hop
     ))
 ),
 deadline_left AS (
@@ -49,3 +55,10 @@ UNION ALL
 SELECT h, dimension, value FROM attempts
 UNION ALL
 SELECT h, 'deadline_left', value FROM deadline_left;
+
+-- How many requests take each value: a comparison's whole (its baseline is the whole less
+-- its slice, so a slice aggregates only its own requests' values).
+CREATE OR REPLACE TEMP TABLE memo_compare_totals AS
+SELECT dimension, value, count(*) AS requests
+FROM memo_compare_values
+GROUP BY dimension, value;

@@ -14,6 +14,7 @@ WITH keyed AS (
             WHEN 'retry_product' THEN retry_product
             WHEN 'cost_micros' THEN cost_micros
             WHEN 'wasted_micros' THEN wasted_micros
+            WHEN 'past_deadline_ms' THEN past_deadline_ms
             WHEN 'findings' THEN findings
         END AS number_key,
         CASE $sort
@@ -23,9 +24,10 @@ WITH keyed AS (
             WHEN 'route_path' THEN route_path
         END AS text_key
     FROM request_rows_matching($terminal, $rule, $layer, $min_receiver_attempts, $retried,
-                               $fallback, $deadline_missed, $nested, $wasted, $violations)
+                               $fallback, $deadline_missed, $nested, $wasted, $violations,
+                               $where_dimension, $where_value)
 )
-SELECT * EXCLUDE (number_key, text_key)
+SELECT * EXCLUDE (number_key, text_key, h)
 FROM keyed
 ORDER BY
     CASE WHEN $descending THEN -number_key ELSE number_key END NULLS LAST,

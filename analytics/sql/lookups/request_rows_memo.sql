@@ -1,7 +1,8 @@
 -- The Requests explorer's rows of the current scope: one per in-scope logical request with
 -- the figures its request_facts row holds (the model's: what the metrics count), its route
--- path (the routes of its outermost attempts, in the order first tried), its cost and its
--- findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget/
+-- path (the routes of its outermost attempts, in the order first tried), its cost (wasted,
+-- and after the deadline: rs_cost_after_deadline; how late it ended: rs_past_deadline_ms)
+-- and its findings (finding_rows, findings.sql; $gap_ms/$min_requests/$window_ms/$budget/
 -- $min_retries as in finding_list.sql). Computed once per scope and thresholds into memo_request_rows by
 -- retryscope.analytics._browse; request_list.sql and request_list_count.sql page it
 -- through the table macro of request_rows_matching.sql.
@@ -34,6 +35,8 @@ spend AS (
     SELECT hash(logical_request_id) AS h,
            sum(cost_micros)::BIGINT AS cost_micros,
            rs_wasted_micros(cost_micros, accepted) AS wasted_micros,
+           rs_cost_after_deadline(cost_micros, end_time, request_deadline)
+               AS after_deadline_micros,
            min(cost_currency) AS cost_currency
     FROM attempt_facts
     WHERE rs_has_cost(cost_actual_micros, cost_reserved_micros)
@@ -53,6 +56,7 @@ nesting AS (
     SELECT h, retried_layers FROM request_nesting
 )
 SELECT
+    r.h,  -- the request key (rs_request_key): what the lookups join on
     r.logical_request_id,
     r.trace_id,
     r.started_at,
@@ -77,11 +81,13 @@ SELECT
     s.cost_micros,
     s.wasted_micros,
     s.cost_currency,
+    rs_past_deadline_ms(r.ended_at, r.deadline) AS past_deadline_ms,
+    s.after_deadline_micros,
     coalesce(f.findings, 0) AS findings,
     coalesce(f.violations, 0) AS violations,
     coalesce(f.rules, []) AS rules
 FROM request_facts r
-LEFT JOIN path p ON p.h = hash(r.logical_request_id)
-LEFT JOIN spend s ON s.h = hash(r.logical_request_id)
-LEFT JOIN found f ON f.h = hash(r.logical_request_id)
-LEFT JOIN nesting n ON n.h = hash(r.logical_request_id);
+LEFT JOIN path p ON p.h = r.h
+LEFT JOIN spend s ON s.h = r.h
+LEFT JOIN found f ON f.h = r.h
+LEFT JOIN nesting n ON n.h = r.h;

@@ -150,3 +150,19 @@ CREATE OR REPLACE MACRO rs_rollup_selects(
     AND (want_tenant IS NULL OR tenant = want_tenant)
     AND (want_operation IS NULL OR operation = want_operation)
     AND (want_route IS NULL OR list_contains(routes, want_route));
+
+-- Over any set of requests (the report's whole scope, a slice, a breakdown's value and
+-- time bucket, a rollup row): the requests that fell back (has_fallback: request_facts.sql)
+-- and those the deadline stopped (rs_deadline_exhausted); their shares are
+-- rs_fallback_rate and rs_deadline_exhausted_rate of these counts.
+CREATE OR REPLACE MACRO rs_fallback_requests(has_fallback) AS
+    count(*) FILTER (WHERE has_fallback);
+CREATE OR REPLACE MACRO rs_exhausted_requests(terminal) AS
+    count(*) FILTER (WHERE rs_deadline_exhausted(terminal));
+
+-- Work after the deadline: how long past its deadline a request ended (NULL: within it,
+-- or no deadline), and the cost of its attempts that ended at or after it (rs_late).
+CREATE OR REPLACE MACRO rs_past_deadline_ms(ended_at, deadline) AS
+    CASE WHEN ended_at > deadline THEN rs_ms(ended_at) - rs_ms(deadline) END;
+CREATE OR REPLACE MACRO rs_cost_after_deadline(cost_micros, end_time, deadline) AS
+    coalesce(sum(cost_micros) FILTER (WHERE rs_late(end_time, deadline)), 0)::BIGINT;

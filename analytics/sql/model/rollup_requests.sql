@@ -12,8 +12,8 @@ SELECT
     sum(f.physical_attempts)::BIGINT AS physical_attempts,
     sum(f.receiver_attempts)::BIGINT AS receiver_attempts,
     sum(f.operations)::BIGINT AS operations,
-    count(*) FILTER (WHERE f.has_fallback)::BIGINT AS requests_with_fallback,
-    count(*) FILTER (WHERE rs_deadline_exhausted(f.terminal))::BIGINT AS deadline_exhausted
+    rs_fallback_requests(f.has_fallback)::BIGINT AS requests_with_fallback,
+    rs_exhausted_requests(f.terminal)::BIGINT AS deadline_exhausted
 FROM all_request_facts f
 JOIN rollup_keys k ON k.h = f.h
 GROUP BY ALL
