@@ -16,8 +16,6 @@ import contextvars
 import gc
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from retryscope import vocabulary as v
 from retryscope.instrumentation import AttemptStampingProcessor, current_scope, logical_request
 from retryscope.instrumentation._context import _OPEN_SCOPES
+from tests.reliability.support import run_script
 
 FULL = os.environ.get("RETRYSCOPE_LOAD_FULL") == "1"
 ID = v.LOGICAL_REQUEST_ID.key
@@ -85,15 +84,7 @@ print(json.dumps({
 
 def test_scopes_never_exited_keep_memory_flat_in_a_real_process() -> None:
     requests = 100_000 if FULL else 20_000
-    run = subprocess.run(
-        [sys.executable, "-c", _NEVER_CLOSED, str(requests)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout.splitlines()[-1])
+    result = json.loads(run_script(_NEVER_CLOSED, str(requests)).splitlines()[-1])
     first, *later = result["quarters"]
     # flat: no quarter above the first by more than noise; before: +12 KB per request
     assert max(later) - first < 256_000, result["quarters"]

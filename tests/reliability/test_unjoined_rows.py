@@ -11,9 +11,6 @@ attempts alone. ``unjoined_rows`` counts each, by reason, over the whole data se
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -21,6 +18,7 @@ import pyarrow.parquet as pq
 from retryscope.analytics import build_report, connect, findings
 from retryscope.analytics._report import format_text
 from retryscope.instrumentation.export._columns import SpanColumns
+from tests.reliability.support import run_script
 
 T0 = 1_800_000_000_000_000_000
 MS = 1_000_000
@@ -70,16 +68,8 @@ def _record(directory: Path) -> int:
     """Four requests of two attempts and a send each, recorded in a process whose span
     attribute count limit is 8; the last request is never exited and its sends lose their
     id to the limit. The sends the recorder counted as unjoined."""
-    run = subprocess.run(
-        [sys.executable, "-c", _RECORD, str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "8"},
-    )
-    assert run.returncode == 0, run.stderr
-    return int(run.stdout.split()[-1])
+    out = run_script(_RECORD, str(directory), env={"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "8"})
+    return int(out.split()[-1])
 
 
 def test_real_spans_under_a_limit_of_8_are_joined_or_named(tmp_path: Path) -> None:
