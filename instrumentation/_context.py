@@ -3,12 +3,13 @@
 ``logical_request(...)`` opens the logical request's span; ``req.attempt(...)`` opens one
 child span per physical attempt and numbers it. Both put themselves into the
 OpenTelemetry context under a private key (not Baggage, which propagators copy into
-outgoing HTTP headers), so the :class:`~retryscope.instrumentation._processor.
-AttemptStampingProcessor` can stamp every span started beneath them, in this thread, in
-threads that copy the context, and in asyncio tasks; :func:`current_scope` reads them as
-a :class:`Scope`. An attempt builds its stamp and ``Scope`` only when first asked (most
-attempts have no foreign span beneath them), so opening one costs the span, the ordinal
-allocation and the context switch.
+outgoing HTTP headers), held weakly (:class:`_Handle`: a scope the application can no
+longer exit is collected, not kept by the contexts it left behind), so the
+:class:`~retryscope.instrumentation._processor.AttemptStampingProcessor` can stamp every
+span started beneath them, in this thread, in threads that copy the context, and in
+asyncio tasks; :func:`current_scope` reads them as a :class:`Scope`. An attempt builds
+its stamp and ``Scope`` only when first asked (most attempts have no foreign span beneath
+them), so opening one costs the span, the ordinal allocation and the context switch.
 
 Times come from an injectable ``clock`` (unix ns) so simulations and tests are exact.
 """
