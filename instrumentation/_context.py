@@ -274,40 +274,23 @@ class _Handle(weakref.ref["Attempt | LogicalRequest"]):
     ended, so never exported: like any span never ended, its request reads as missing its
     terminal."""
 
-    __slots__ = ("open",)
-
-    open: bool
-    """Entered and not yet exited: listed in :data:`_OPEN_SCOPES`."""
+    __slots__ = ()
 
 
-_OPEN_SCOPES: Final[set[_Handle]] = set()
-"""The handles of the scopes entered and not yet exited in this process, so that a scope
-collected without exiting is counted (a weak reference that is itself garbage calls no
-callback). Bounded by the scopes alive: each leaves when it exits or is collected."""
+_OPEN_SCOPES: Final[set[_Handle | None]] = set()
+"""The handles of the scopes entered and not yet exited in this process (a scope adds its
+handle on entry and discards it on exit; None, a scope never entered, is never added), so
+that a scope collected without its exit is counted (a weak reference that is itself
+garbage calls no callback). Bounded by the scopes alive: each leaves when it exits or is
+collected."""
 _abandoned = [0]
 
 
 def _collected(handle: _Handle) -> None:
     """A scope was collected: counted when it never exited."""
-    if handle.open:
-        handle.open = False
+    if handle in _OPEN_SCOPES:
         _OPEN_SCOPES.discard(handle)
         _abandoned[0] += 1
-
-
-def _opened(owner: Attempt | LogicalRequest) -> _Handle:
-    """A handle of ``owner``, entered now, listed as open."""
-    handle = _Handle(owner, _collected)
-    handle.open = True
-    _OPEN_SCOPES.add(handle)
-    return handle
-
-
-def _exited(handle: _Handle | None) -> None:
-    """The scope of ``handle`` exited: no longer listed."""
-    if handle is not None and handle.open:
-        handle.open = False
-        _OPEN_SCOPES.discard(handle)
 
 
 def abandoned_scopes() -> int:
@@ -578,7 +561,8 @@ class Attempt:
             start_time=now,
         )
         self._written = attrs
-        self._handle = handle = _opened(self)
+        self._handle = handle = _Handle(self, _collected)
+        _OPEN_SCOPES.add(handle)
         self._token = otel_context.attach(_scope_context(parent, span, handle))
         return self
 
@@ -625,7 +609,7 @@ class Attempt:
         bookkeeping, the context restored and the span ended (each even if one before
         failed)."""
         self._ended = True
-        _exited(self._handle)
+        _OPEN_SCOPES.discard(self._handle)
         try:
             clock = self.request.clock
             self.ended_at = clock() if clock is time.time_ns else _now(clock)
@@ -1074,7 +1058,8 @@ class LogicalRequest:
         )
         self._written = attrs
         parent = self._parent_context
-        self._handle = handle = _opened(self)
+        self._handle = handle = _Handle(self, _collected)
+        _OPEN_SCOPES.add(handle)
         self._token = otel_context.attach(
             _scope_context(otel_context.get_current() if parent is None else parent, span, handle)
         )
@@ -1151,7 +1136,7 @@ class LogicalRequest:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
             self._ended = True
-            _exited(self._handle)
+            _OPEN_SCOPES.discard(self._handle)
             if self._shared is not None:
                 self._shared.end()
             try:
