@@ -119,6 +119,15 @@ RULES: tuple[Rule, ...] = (
         "the evidence gives the number of copies.",
     ),
     Rule(
+        "unjoined_span",
+        W,
+        "A span stamped by retryscope carries no logical request id, so no figure counts "
+        "it: its span attribute count limit evicted the id (`request_id_evicted`), or its "
+        "writer wrote none (`request_id_missing`). Counted in the report's `unjoined_rows`.",
+        "Raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT (or capture fewer attributes) so the id "
+        "survives; fix a writer that stamps without one. Treat the figures as lower bounds.",
+    ),
+    Rule(
         "nested_retry_owners",
         W,
         "Two or more layers retried within one request: their attempts multiply "

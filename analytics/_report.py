@@ -169,6 +169,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
     fractions = load.column("retry_fraction").to_pylist()
     digests = _numbers(arrow(con, "digest_keys").to_pylist()[0], ())
     gateway = _numbers(arrow(con, "gateway").to_pylist()[0], ())
+    unjoined = _numbers(arrow(con, "unjoined_rows").to_pylist()[0], ())
 
     return {
         "report_version": REPORT_VERSION,
@@ -237,6 +238,7 @@ def _report(model: AuditModel, filters: Filters | None, thresholds: Thresholds) 
         "hedging": _numbers(_one(metrics.hedging(model, filters=f)), _FLOATS),
         "gateway": gateway,
         "digests": digests,
+        "unjoined_rows": {"total": sum(unjoined.values()), **unjoined},
         "violations": counts,
         "findings": sum(counts.values()),
     }
@@ -375,6 +377,7 @@ def _sections(r: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
         ),
         ("terminals", [(t, f"{n:,}") for t, n in r["terminals"].items()]),
         ("digests", _digest_rows(r["digests"])),
+        ("rows not joined to their request", _unjoined_rows(r["unjoined_rows"])),
         (
             f"findings ({r['findings']:,})",
             [(rule, f"{n:,}") for rule, n in r["violations"].items() if n],
@@ -397,6 +400,18 @@ def _digest_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
     if d["key_ids"] > 1:
         rows.append(("digests do not join", "requests digested under different keys"))
     return rows
+
+
+def _unjoined_rows(u: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows the figures could not join to their request, and why (none: one row)."""
+    if not u["total"]:
+        return [("none", "every row joined its request")]
+    why = {
+        "request_id_evicted": "request id evicted by the span attribute count limit",
+        "request_id_missing": "retryscope rows written without a request id",
+        "request_span_missing": "attempts whose request span is not in the data set",
+    }
+    return [(why[k], f"{u[k]:,}") for k in why if u[k]]
 
 
 def format_text(report: dict[str, Any]) -> str:

@@ -410,6 +410,33 @@ REPORT_KEYS: Final[tuple[ReportKey, ...]] = tuple(
             INT,
             "Distinct deployment keys among them (more than 1: their digests do not join).",
         ),
+        (
+            "unjoined_rows.total",
+            INT,
+            "Rows (whole data set) the figures could not join to their logical request: "
+            "the sum of the three below. Finding `unjoined_span` lists the first two.",
+        ),
+        (
+            "unjoined_rows.request_id_evicted",
+            INT,
+            "Spans stamped by retryscope whose logical request id their span attribute count "
+            "limit (`OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`) evicted (they lost attributes): no "
+            "figure counts them.",
+        ),
+        (
+            "unjoined_rows.request_id_missing",
+            INT,
+            "Spans carrying retryscope attributes (role, layer, ordinal, operation or route) "
+            "but no logical request id, none lost to a limit: a foreign or broken writer's. "
+            "No figure counts them.",
+        ),
+        (
+            "unjoined_rows.request_span_missing",
+            INT,
+            "Attempts whose request id names no request span in the data set: counted in a "
+            "request built from its attempts alone (no terminal, deadline or tenant; finding "
+            "`missing_terminal`).",
+        ),
         ("violations.<rule id>", INT, "Findings per rule (every rule listed, 0 when none)."),
         ("findings", INT, "Total findings."),
     )

@@ -3,12 +3,13 @@
 ``logical_request(...)`` opens the logical request's span; ``req.attempt(...)`` opens one
 child span per physical attempt and numbers it. Both put themselves into the
 OpenTelemetry context under a private key (not Baggage, which propagators copy into
-outgoing HTTP headers), so the :class:`~retryscope.instrumentation._processor.
-AttemptStampingProcessor` can stamp every span started beneath them, in this thread, in
-threads that copy the context, and in asyncio tasks; :func:`current_scope` reads them as
-a :class:`Scope`. An attempt builds its stamp and ``Scope`` only when first asked (most
-attempts have no foreign span beneath them), so opening one costs the span, the ordinal
-allocation and the context switch.
+outgoing HTTP headers), held weakly (:class:`_Handle`: a scope the application can no
+longer exit is collected, not kept by the contexts it left behind), so the
+:class:`~retryscope.instrumentation._processor.AttemptStampingProcessor` can stamp every
+span started beneath them, in this thread, in threads that copy the context, and in
+asyncio tasks; :func:`current_scope` reads them as a :class:`Scope`. An attempt builds
+its stamp and ``Scope`` only when first asked (most attempts have no foreign span beneath
+them), so opening one costs the span, the ordinal allocation and the context switch.
 
 Times come from an injectable ``clock`` (unix ns) so simulations and tests are exact.
 """
@@ -80,6 +81,7 @@ CarriedParent = tuple[str, int, str | None]
 (layer value, ordinal, the continuation it was recorded in or None)."""
 
 _SCOPE_KEY: Final = otel_context.create_key("retryscope-scope")
+"""The context key of the open scope: its :class:`_Handle` (the scope held weakly)."""
 _TRACER_NAME: Final = "retryscope"
 _NS_PER_MS: Final = 1_000_000
 _CLIENT: Final = trace.SpanKind.CLIENT
@@ -260,11 +262,55 @@ def _span_id_in(ctx: otel_context.Context | None = None) -> int | None:
     return parent.span_id if parent.is_valid else None
 
 
+class _Handle(weakref.ref["Attempt | LogicalRequest"]):
+    """What a context holds of an open scope (``logical_request``/``attempt``): the scope,
+    weakly. The scope keeps the token that restores the context it was entered in, and
+    that context the scope entered before it: held strongly, scopes the application enters
+    and never exits (``__enter__`` without ``__exit__``, a generator never resumed nor
+    closed) would each keep every earlier one alive. Held weakly, a scope lives while the
+    application can still exit it; once it cannot (nothing but contexts refers to it), it
+    is collected with its token, attempts and span, it stamps and parents nothing more
+    (:func:`live_owner`), and it is counted in :func:`abandoned_scopes`. Its span is never
+    ended, so never exported: like any span never ended, its request reads as missing its
+    terminal."""
+
+    __slots__ = ()
+
+
+_OPEN_SCOPES: Final[set[_Handle | None]] = set()
+"""The handles of the scopes entered and not yet exited in this process (a scope adds its
+handle on entry and discards it on exit; None, a scope never entered, is never added), so
+that a scope collected without its exit is counted (a weak reference that is itself
+garbage calls no callback). Bounded by the scopes alive: each leaves when it exits or is
+collected."""
+_abandoned = [0]
+
+
+def _collected(handle: _Handle) -> None:
+    """A scope was collected: counted when it never exited."""
+    if handle in _OPEN_SCOPES:
+        _OPEN_SCOPES.discard(handle)
+        _abandoned[0] += 1
+
+
+def abandoned_scopes() -> int:
+    """Scopes (``logical_request``/``attempt``) this process entered and collected without
+    their exit: the application lost every reference to them (see :class:`_Handle`)."""
+    return _abandoned[0]
+
+
 def _scope_context(
-    parent: otel_context.Context, span: Span, owner: Attempt | LogicalRequest
+    parent: otel_context.Context, span: Span, handle: _Handle
 ) -> otel_context.Context:
-    """``parent`` with ``span`` as its current span and ``owner`` as its scope."""
-    return otel_context.set_value(_SCOPE_KEY, owner, trace.set_span_in_context(span, parent))
+    """``parent`` with ``span`` as its current span and ``handle`` as its scope."""
+    return otel_context.set_value(_SCOPE_KEY, handle, trace.set_span_in_context(span, parent))
+
+
+def _owner_in(ctx: otel_context.Context | None = None) -> object:
+    """The scope ``ctx`` (default: the current context) holds, None when none (or it was
+    collected)."""
+    handle = otel_context.get_value(_SCOPE_KEY, ctx)
+    return handle() if type(handle) is _Handle else None
 
 
 def open_scopes(request_id: str) -> int:
@@ -301,7 +347,7 @@ def live_owner(owner: object) -> Attempt | LogicalRequest | None:
 
 def _parent_in(request: LogicalRequest) -> Attempt | None:
     """The open attempt of ``request`` in the current scope: the parent of one opened now."""
-    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    owner = live_owner(_owner_in())
     return owner if type(owner) is Attempt and owner.request is request else None
 
 
@@ -309,7 +355,7 @@ def _parent_in(request: LogicalRequest) -> Attempt | None:
 def current_scope(ctx: otel_context.Context | None = None) -> Scope | None:
     """The scope active in ``ctx`` (default: the current context), or None (also when the
     scope ``ctx`` holds has ended: see :func:`live_owner`)."""
-    owner = live_owner(otel_context.get_value(_SCOPE_KEY, ctx))
+    owner = live_owner(_owner_in(ctx))
     return owner.scope() if owner is not None else None
 
 
@@ -438,6 +484,8 @@ class Attempt:
         self._extra = dict(attributes or {})
         self._span: Span | None = None
         self._token: object | None = None
+        self._handle: _Handle | None = None
+        """What contexts hold of it while it is open (see :class:`_Handle`)."""
         self._transport_base: _TransportBase | None = None
         self._sibling_key = _sibling_key(parent, layer)
         self._stamps: Stamps | None = None
@@ -513,7 +561,9 @@ class Attempt:
             start_time=now,
         )
         self._written = attrs
-        self._token = otel_context.attach(_scope_context(parent, span, self))
+        self._handle = handle = _Handle(self, _collected)
+        _OPEN_SCOPES.add(handle)
+        self._token = otel_context.attach(_scope_context(parent, span, handle))
         return self
 
     @contained("Attempt.__exit__")
@@ -559,6 +609,7 @@ class Attempt:
         bookkeeping, the context restored and the span ended (each even if one before
         failed)."""
         self._ended = True
+        _OPEN_SCOPES.discard(self._handle)
         try:
             clock = self.request.clock
             self.ended_at = clock() if clock is time.time_ns else _now(clock)
@@ -957,6 +1008,8 @@ class LogicalRequest:
         """Counters shared with forked children, once this request has forked."""
         self._span: Span | None = None
         self._token: object | None = None
+        self._handle: _Handle | None = None
+        """What contexts hold of it while it is open (see :class:`_Handle`)."""
         self._written: dict[str, AttributeValue] = {}
         """The attributes its span started with, and its terminal (kept against attribute
         limits)."""
@@ -1005,8 +1058,10 @@ class LogicalRequest:
         )
         self._written = attrs
         parent = self._parent_context
+        self._handle = handle = _Handle(self, _collected)
+        _OPEN_SCOPES.add(handle)
         self._token = otel_context.attach(
-            _scope_context(otel_context.get_current() if parent is None else parent, span, self)
+            _scope_context(otel_context.get_current() if parent is None else parent, span, handle)
         )
         if self.role is SpanRole.CONTINUATION and _CARRIED:
             holder = _CARRIED.get(self.id)
@@ -1081,6 +1136,7 @@ class LogicalRequest:
                 span.set_status(Status(StatusCode.ERROR, terminal.value))
         finally:  # whatever failed above: the context restored and the span ended
             self._ended = True
+            _OPEN_SCOPES.discard(self._handle)
             if self._shared is not None:
                 self._shared.end()
             try:
@@ -1154,6 +1210,8 @@ class LogicalRequest:
         if lower is not None:
             given = {**(given or {}), **field_value("lower", lower.attributes)}  # type: ignore[dict-item]
         owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
+        if type(owner) is _Handle:
+            owner = owner()
         parent = owner if type(owner) is Attempt and owner.request is self else None
         if parent is not None and parent._ended:
             parent = _parent_in(self)
@@ -1235,6 +1293,8 @@ class LogicalRequest:
         a send starting beneath it turns it into a call whose sends are resends by that
         layer. Until then it is the send."""
         owner = otel_context.get_value(_SCOPE_KEY)  # (_parent_in, inline: the hot path)
+        if type(owner) is _Handle:
+            owner = owner()
         parent = owner if type(owner) is Attempt and owner.request is self else None
         if parent is not None and parent._ended:
             parent = _parent_in(self)
@@ -1669,7 +1729,7 @@ _forking: list[LogicalRequest] = []
 
 def _share_with_child() -> None:
     """Before a fork: the request of the forking thread's scope numbers across processes."""
-    owner = live_owner(otel_context.get_value(_SCOPE_KEY))
+    owner = live_owner(_owner_in())
     if owner is not None:
         request = owner.request if isinstance(owner, Attempt) else owner
         request._share_numbering()

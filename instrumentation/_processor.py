@@ -52,6 +52,8 @@ from retryscope.instrumentation._context import (
     _SCOPE_KEY,
     Attempt,
     LogicalRequest,
+    _Handle,
+    abandoned_scopes,
     live_owner,
 )
 from retryscope.instrumentation._open_sends import OpenSends, Sent
@@ -118,6 +120,7 @@ class AttemptStampingProcessor(SpanProcessor):
         request (weakly) and the place stamped on them."""
         self._open = self._sends.entries
         self._open_limit = self._sends.limit
+        self._abandoned_before = abandoned_scopes()
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
         self._record_end: Callable[[ReadableSpan, Sent | None], None] | None = (
@@ -130,7 +133,10 @@ class AttemptStampingProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         try:
             ctx = parent_context if parent_context is not None else _get_current()
-            owner = ctx.get(_SCOPE_KEY)
+            handle = ctx.get(_SCOPE_KEY)
+            if type(handle) is not _Handle:  # no scope
+                return
+            owner = handle()  # the scope (None: collected, see _Handle)
             if type(owner) is Attempt:
                 request = owner.request
                 # ended, or shared with forked processes (it may have ended in another)
@@ -227,8 +233,11 @@ class AttemptStampingProcessor(SpanProcessor):
     @property
     def aged(self) -> int:
         """Open sends forgotten because their request was collected first (the send never
-        ended: an abandoned stream, a span never ended); see :mod:`._open_sends`."""
-        return self._sends.aged
+        ended: an abandoned stream, a span never ended; see :mod:`._open_sends`), and the
+        scopes (``logical_request``/``attempt``) of this process collected without their
+        exit since this processor was made (entered and never exited: they stamp nothing
+        more; see :func:`~._context.abandoned_scopes`)."""
+        return self._sends.aged + abandoned_scopes() - self._abandoned_before
 
     @property
     def dropped(self) -> int:

@@ -37,6 +37,7 @@ PER_REQUEST_TABLES: Final = (
     "all_request_nesting",
     "all_request_facts",
     "span_anomalies",
+    "unjoined_spans",
     "telemetry_gaps",
     "duplicate_spans",
     "ordinal_anomalies",

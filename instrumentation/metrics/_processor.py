@@ -37,7 +37,7 @@ from opentelemetry.util.types import AttributeValue
 
 from retryscope import vocabulary as v
 from retryscope._fork import reset_in_child
-from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, open_scopes
+from retryscope.instrumentation._context import _SCOPE_KEY, Attempt, _Handle, open_scopes
 from retryscope.instrumentation._open_sends import Sent
 from retryscope.instrumentation._sdk import ended_fields, finished_attributes, raw_attributes
 from retryscope.instrumentation.metrics import _instruments as i
@@ -186,6 +186,8 @@ class AttemptMetricsProcessor(SpanProcessor):
         try:
             ctx = parent_context if parent_context is not None else _get_current()
             owner = ctx.get(_SCOPE_KEY)
+            if type(owner) is _Handle:
+                owner = owner()  # (the scope, held weakly)
             if type(owner) is Attempt and self._enabled:
                 attributes = raw_attributes(span)
                 if attributes:

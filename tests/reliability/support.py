@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -118,3 +119,18 @@ def recover_cli(root: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def run_script(code: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``code`` in a fresh interpreter with ``args`` (and ``env`` added to this
+    process's environment); its standard output (it must exit 0)."""
+    run = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout

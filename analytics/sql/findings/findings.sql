@@ -69,6 +69,16 @@ CREATE OR REPLACE MACRO finding_rows(gap_ms, min_requests, window_ms, budget, mi
       AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
 
     UNION ALL
+    -- Spans stamped by retryscope that join no request: no logical request id
+    -- (model_checks.sql; report `unjoined_rows`).
+    SELECT 'unjoined_span', NULL, trace_id, span_id, start_time,
+           json_object('reason', reason, 'name', name, 'span_role', span_role)
+    FROM unjoined_spans
+    WHERE only_request IS NULL
+      AND (getvariable('rs_since') IS NULL OR start_time >= getvariable('rs_since'))
+      AND (getvariable('rs_until') IS NULL OR start_time < getvariable('rs_until'))
+
+    UNION ALL
     -- Spans no correct writer produces (malformed ids, time running backwards), also
     -- those of no logical request (a foreign writer's spans have none); model_checks.sql.
     SELECT 'telemetry_anomaly',

@@ -23,6 +23,20 @@ FROM (
 )
 WHERE problem IS NOT NULL;
 
+-- Spans stamped by retryscope (a role, layer, ordinal, operation or route) that carry no
+-- logical request id, so join no request (report `unjoined_rows`, finding `unjoined_span`):
+-- their span attribute count limit evicted it (the span lost attributes), or their writer
+-- wrote none. Telemetry gap records belong to no request by design.
+CREATE OR REPLACE TEMP TABLE unjoined_spans AS
+SELECT NULL::UBIGINT AS h, trace_id, span_id, name, span_role, start_time,
+       CASE WHEN dropped_attributes > 0 THEN 'request_id_evicted'
+            ELSE 'request_id_missing' END AS reason
+FROM spans
+WHERE logical_request_id IS NULL
+  AND span_role IS DISTINCT FROM 'telemetry_gap'
+  AND (span_role IS NOT NULL OR layer IS NOT NULL OR attempt_ordinal IS NOT NULL
+       OR operation IS NOT NULL OR route_id IS NOT NULL);
+
 -- The exporter's records of spans it lost (a time window and how many).
 CREATE OR REPLACE TEMP TABLE telemetry_gaps AS
 SELECT rs_request_key(logical_request_id) AS h,
