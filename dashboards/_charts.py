@@ -406,134 +406,11 @@ def latency_bars(frame: pd.DataFrame) -> Figure:
     return chart
 
 
-TIMELINE_TOOLTIP = (
-    ("what", "attempt"),
-    ("outcome_text", "outcome"),
-    ("http_text", "HTTP status"),
-    ("start_text", "start"),
-    ("duration_text", "duration"),
-    ("backoff_text", "backoff"),
-    ("retry_after_text", "Retry-After"),
-    ("deadline_left_text", "deadline left"),
-    ("cost_text", "cost"),
-    ("decision_text", "decision"),
-)
-"""Tooltip of a timeline bar: (column, title); the columns hold display text, ``–`` where
-nothing was recorded."""
-
-
-def timeline(
-    attempts: pd.DataFrame,
-    gaps: pd.DataFrame,
-    not_before: pd.DataFrame,
-    deadline_ms: float | None,
-) -> Figure:
-    """One bar per attempt (``lane`` = layer · route, ``start_ms``..``end_ms`` since the
-    request started, one colour per ``kind``), its ``#ordinal`` inside the bar or, when the
-    bar is too short, just after it; dashed backoff gaps, ``not_before`` ticks, a ``FB``
-    mark on fallback attempts, a star on a success after the deadline, and the deadline as
-    a red rule labelled above the plot. The x axis spans the attempts; a deadline far
-    beyond them is left out (the caller says where)."""
-    last = float(attempts["end_ms"].max()) or 1.0
-    show_deadline = deadline_ms is not None and deadline_ms <= 2 * last
-    upper = max(last, deadline_ms if show_deadline and deadline_ms else 0.0) * 1.08
-    a = attempts.copy()
-    room = (a["end_ms"] - a["start_ms"]) >= upper / 30
-    a["inside"] = a["label"].where(room, "")
-    a["outside"] = a["label"].where(~room, "")
-    lanes = list(dict.fromkeys(a["lane"]))
-    x = alt.X(
-        "start_ms:Q",
-        title="ms since the request started",
-        scale=alt.Scale(domain=[0, upper], nice=False),
-        axis=alt.Axis(tickCount=12, labelFlush=False),
-    )
-    y = alt.Y(
-        "lane:N",
-        title=None,
-        sort=lanes,
-        axis=alt.Axis(labelLimit=0, labelFontSize=12, labelColor="#212121"),
-    )
-    tooltip = [alt.Tooltip(f"{c}:N", title=t) for c, t in TIMELINE_TOOLTIP]
-    base = alt.Chart(a)
-    bars_ = base.mark_bar(height=22, stroke="white", strokeWidth=1).encode(
-        x=x,
-        x2="end_ms:Q",
-        y=y,
-        color=_kind_colour(a["kind"]),
-        tooltip=tooltip,
-    )
-    inside = (
-        base.transform_calculate(mid="(datum.start_ms + datum.end_ms) / 2")
-        .mark_text(color="white", fontSize=11, fontWeight="bold")
-        .encode(x="mid:Q", y=y, text="inside:N", tooltip=tooltip)
-    )
-    outside = base.mark_text(align="left", dx=3, fontSize=11, color="#212121").encode(
-        x="end_ms:Q", y=y, text="outside:N", tooltip=tooltip
-    )
-    layers: list[Any] = [bars_, inside, outside]
-    fallbacks = a[a["is_fallback"].eq(True)]  # (None and NaN: no fallback)
-    if not fallbacks.empty:
-        layers.append(
-            alt.Chart(fallbacks)
-            .mark_text(
-                text="fallback",
-                align="left",
-                dx=1,
-                dy=-17,
-                fontSize=11,
-                fontWeight="bold",
-                color="#1565c0",
-            )
-            .encode(x="start_ms:Q", y=y, tooltip=[alt.Tooltip("what:N", title="fallback")])
-        )
-    late = a[a["late_success"].fillna(False).astype(bool)]
-    if not late.empty:
-        layers.append(
-            alt.Chart(late)
-            .mark_point(shape="diamond", size=120, filled=True, color="#d50000")
-            .encode(
-                x="end_ms:Q",
-                y=y,
-                tooltip=[alt.Tooltip("what:N", title="success after the deadline")],
-            )
-        )
-    if not gaps.empty:
-        layers.append(
-            alt.Chart(gaps)
-            # below the bars' middle: the line never strikes an ordinal label
-            .mark_rule(strokeDash=[4, 3], color="#616161", strokeWidth=2, yOffset=GAP_OFFSET_PX)
-            .encode(
-                x="from_ms:Q",
-                x2="to_ms:Q",
-                y=y,
-                tooltip=[alt.Tooltip("gap_text:N", title="backoff gap")],
-            )
-        )
-    if not not_before.empty:
-        layers.append(_not_before(not_before, y, size=30))
-    if show_deadline and deadline_ms is not None:
-        layers += _deadline(deadline_ms)
-    chart: Figure = alt.layer(*layers).properties(
-        height=LANE_PX * len(lanes),
-        padding={"top": 18},
-        # the width fits the page; the height is the lanes' (axis and legend come on top)
-        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
-    )
-    return chart
-
-
-LANE_PX = 46
-"""Height of one timeline lane."""
-GAP_OFFSET_PX = 16
-"""How far below a lane's middle the timeline draws a backoff gap (bars are 22 px tall)."""
-
-
-def _not_before(marks: pd.DataFrame, y: alt.Y, *, size: int) -> alt.Chart:
+def _not_before(marks: pd.DataFrame, y: alt.Y) -> alt.Chart:
     """not_before ticks (``not_before_ms``, ``not_before_text``) on the rows ``y`` names."""
     ticks: alt.Chart = (
         alt.Chart(marks)
-        .mark_tick(color="black", thickness=3, size=size)
+        .mark_tick(color="black", thickness=3, size=18)
         .encode(
             x="not_before_ms:Q",
             y=y,
@@ -572,6 +449,8 @@ def waterfall(
     gaps: pd.DataFrame | None = None,
     waits: pd.DataFrame | None = None,
     not_before: pd.DataFrame | None = None,
+    fallbacks: pd.DataFrame | None = None,
+    late: pd.DataFrame | None = None,
     deadline_ms: float | None = None,
     domain: tuple[float, float] | None = None,
     label_chars: int | None = None,
@@ -582,11 +461,14 @@ def waterfall(
     (``critical_ms`` recorded) outlined. On an attempt's row: the backoff gap before it
     (``gaps``: ``row``, ``from_ms``..``to_ms``, ``gap_text``; dashed, ending where its bar
     starts), the Retry-After the answer before it asked for (``waits``: the same columns,
-    below the gap) and ``not_before`` ticks (``row``, ``not_before_ms``,
-    ``not_before_text``); the deadline a red rule. ``tooltip``: (column, title) of display
-    text. ``domain`` fixes the x axis (:func:`waterfall_domain`) and ``label_chars`` the
-    room for the row names: waterfalls drawn with the same ones share one time axis. A
-    click selects ``pick`` (the span's ``span_id``)."""
+    below the gap), ``not_before`` ticks (``row``, ``not_before_ms``,
+    ``not_before_text``), a bold ``fallback`` ending where a fallback attempt starts, above
+    its gap (``fallbacks``: ``row``, ``start_ms``, ``fallback_text``: what it followed and
+    where it went) and a red diamond where a success after the deadline ended (``late``:
+    ``row``, ``end_ms``, ``late_text``); the deadline a red rule. ``tooltip``: (column,
+    title) of display text. ``domain`` fixes the x axis (:func:`waterfall_domain`) and
+    ``label_chars`` the room for the row names: waterfalls drawn with the same ones share
+    one time axis. A click selects ``pick`` (the span's ``span_id``)."""
     drawn = ["row", "depth", "span_id", "start_ms", "end_ms", "kind", "label", "critical_ms"]
     spans = spans[drawn + [column for column, _ in tooltip]]  # only what it draws is sent
     rows = list(spans["row"])
@@ -667,7 +549,32 @@ def waterfall(
                 )
             )
     if not_before is not None and not not_before.empty:
-        layers.append(_not_before(not_before, y, size=18))
+        layers.append(_not_before(not_before, y))
+    if fallbacks is not None and not fallbacks.empty:
+        layers.append(
+            alt.Chart(fallbacks)
+            .mark_text(
+                text="fallback",
+                align="right",
+                baseline="bottom",
+                dx=-3,
+                dy=-1,  # above the backoff gap's line
+                fontSize=11,
+                fontWeight="bold",
+                color="#1565c0",
+            )
+            .encode(x="start_ms:Q", y=y, tooltip=[alt.Tooltip("fallback_text:N", title="fallback")])
+        )
+    if late is not None and not late.empty:
+        layers.append(
+            alt.Chart(late)
+            .mark_point(shape="diamond", size=50, filled=True, color="#d50000", opacity=1)
+            .encode(
+                x="end_ms:Q",
+                y=y,
+                tooltip=[alt.Tooltip("late_text:N", title="success after the deadline")],
+            )
+        )
     if deadline_ms is not None and deadline_ms <= upper:
         layers += _deadline(deadline_ms)
     chart: Figure = (

@@ -1,11 +1,11 @@
 """Request drill-down: one logical request found by its id, trace id or idempotency digest,
-as an investigator reads it — its figures and contract, the attempt timeline (lanes per
-layer · route, one colour per outcome kind, backoff gaps, not_before marks, fallback,
-deadline and late-success markers), the span tree as one waterfall (every span beneath
-the request and its trace's spans of no request, with durations, backoff gaps, Retry-After,
-the deadline and the critical path; collapsible, a span opens a detail panel), its
-findings, and a compact attempts table; a link to the trace in a tracing backend. Two
-requests side by side: their key figures in two columns, their waterfalls on one time axis.
+as an investigator reads it — its figures and contract, one waterfall of its attempts and
+span tree (every span beneath the request and its trace's spans of no request, one colour
+per outcome kind, with durations, backoff gaps, Retry-After, not_before marks, fallback
+and late-success markers, the deadline and the critical path; collapsible, a span opens a
+detail panel), its findings, and a compact attempts table; a link to the trace in a
+tracing backend. Two requests side by side: their key figures in two columns, their
+waterfalls on one time axis.
 
 ``?id=`` names the request, ``?span=`` the span whose details are shown and ``?vs=`` the
 request to compare it with, so each view can be shared.
@@ -107,17 +107,16 @@ def _kind(frame: pd.DataFrame) -> pd.Series:
     return frame["outcome_kind"].fillna(frame["outcome"]).fillna("unknown")
 
 
-def timeline_frames(
+def attempt_frames(
     attempts: pd.DataFrame, started_at: pd.Timestamp
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Bars, backoff gaps and not_before marks in ms since the request started, with the
-    display text of their tooltips (late successes: the query's ``late_success``)."""
+    """The attempts (the attempts table; ``what`` names one, ``followed`` the attempt
+    before it in its retry group, ``prev_end_ms`` that one's end), their backoff gaps and
+    their not_before marks, by ``span_id``, in ms since the request started."""
     a = attempts.copy()
     a["start_ms"] = _since(a["start_time"], started_at)
     a["end_ms"] = _since(a["end_time"], started_at)
     a["not_before_ms"] = _since(a["not_before"], started_at)
-    a["lane"] = a["layer"] + " · " + a["route_id"].fillna(fmt.DASH)
-    a["label"] = "#" + a["attempt_ordinal"].astype(str)
     a["kind"] = _kind(a)
     a["cost_micros"] = a["cost_micros"].where(a["cost_currency"].notna())  # none recorded
     a["what"] = (
@@ -127,47 +126,22 @@ def timeline_frames(
         + " on "
         + a["route_id"].fillna(fmt.DASH)
     )
-    a["outcome_text"] = a["kind"]
-    a["http_text"] = _text(a["http_status_code"], lambda v: str(int(v)))
-    a["start_text"] = _text(a["start_ms"], fmt.ms)
-    a["duration_text"] = _text(a["duration_ms"], fmt.ms)
-    a["backoff_text"] = _text(a["backoff_delay_ms"], fmt.ms)
-    a["retry_after_text"] = _text(a["retry_after_ms"], fmt.ms)
-    a["deadline_left_text"] = _text(a["deadline_remaining_ms"], fmt.ms)
-    a["cost_text"] = [
-        fmt.money(c, cur) if not pd.isna(c) and c else fmt.DASH
-        for c, cur in zip(a["cost_micros"], a["cost_currency"], strict=True)
-    ]
-    a["decision_text"] = a["decision"].fillna(fmt.DASH)
     a["release_short"] = a["route_release"].str.slice(0, 12)
     # a retry group: layer and parent attempt (in its continuation, maybe another process)
     group = ["layer", "parent_continuation", "parent_layer", "parent_attempt_ordinal"]
     ordered = a.sort_values([*group, "attempt_ordinal"])
-    prev_end = ordered.groupby(group, dropna=False)["end_ms"].shift()
-    a["prev_end_ms"] = prev_end  # the end of the attempt before it (aligned by index)
+    before = ordered.groupby(group, dropna=False)[["end_ms", "what"]].shift()
+    a["prev_end_ms"] = before["end_ms"]  # the end of the attempt before it (aligned by index)
+    a["followed"] = before["what"]
     gaps = pd.DataFrame(
-        {
-            "lane": ordered["lane"],
-            "span_id": ordered["span_id"],
-            "from_ms": prev_end,
-            "to_ms": ordered["start_ms"],
-        }
+        {"span_id": ordered["span_id"], "from_ms": before["end_ms"], "to_ms": ordered["start_ms"]}
     ).dropna()
     gaps = gaps[gaps["to_ms"] > gaps["from_ms"]]
     gaps["gap_ms"] = gaps["to_ms"] - gaps["from_ms"]
     gaps["gap_text"] = gaps["gap_ms"].map(fmt.ms)
-    marks = a.loc[a["not_before_ms"].notna(), ["lane", "span_id", "not_before_ms"]].copy()
+    marks = a.loc[a["not_before_ms"].notna(), ["span_id", "not_before_ms"]].copy()
     marks["not_before_text"] = marks["not_before_ms"].map(lambda v: f"{fmt.ms(v)} after start")
-    keep = [
-        "lane", "label", "layer", "attempt_ordinal", "route_id", "route_release", "start_ms",
-        "end_ms", "duration_ms", "kind", "is_fallback", "late_success", "is_leaf", "accepted",
-        "http_status_code", "cost_micros", "cost_currency", "backoff_delay_ms",
-        "retry_after_ms", "deadline_remaining_ms", "decision", "parent_layer",
-        "parent_attempt_ordinal", "operation_ordinal", "hedge_ordinal", "breaker_state",
-        "release_short", "span_id", "prev_end_ms",
-        *(column for column, _ in charts.TIMELINE_TOOLTIP),
-    ]  # fmt: skip
-    return a[keep], gaps, marks
+    return a, gaps, marks
 
 
 def _trace_link(trace_id: str) -> None:
@@ -264,24 +238,6 @@ def _figures(summary: dict[str, Any], attempts: pd.DataFrame, findings: int) -> 
         st.metric("Findings", fmt.count(findings), width="content", border=True)
 
 
-def _timeline(summary: dict[str, Any], attempts: pd.DataFrame) -> pd.DataFrame:
-    bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
-    deadline_ms = _deadline_ms(summary)
-    st.subheader("Attempt timeline")
-    st.altair_chart(charts.timeline(bars, gaps, marks, deadline_ms), width="stretch")
-    beyond = (
-        f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the attempts."
-        if deadline_ms is not None and deadline_ms > 2 * float(bars["end_ms"].max())
-        else ""
-    )
-    st.caption(
-        "Bars: attempts by layer · route, one colour per outcome kind, `#ordinal` inside or "
-        "just after. Dashed: backoff gaps. Black ticks: not_before. **fallback**: a fallback "
-        "route. Red diamond: a success after the deadline. Red line: the deadline." + beyond
-    )
-    return bars
-
-
 def _visible(spans: pd.DataFrame, collapsed: set[str]) -> pd.DataFrame:
     """The spans shown when those in ``collapsed`` hide what lies beneath them (the frame
     is in tree order: a span's descendants follow it with a greater depth)."""
@@ -328,7 +284,7 @@ def _tree_rows(spans: pd.DataFrame, collapsed: set[str], started: pd.Timestamp) 
 
 def _on_rows(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """The marks of ``frame`` (by ``span_id``) on the rows of the spans shown."""
-    return frame.drop(columns="lane").merge(rows[["span_id", "row"]], on="span_id")
+    return frame.merge(rows[["span_id", "row"]], on="span_id")
 
 
 def _waits(rows: pd.DataFrame, bars: pd.DataFrame) -> pd.DataFrame:
@@ -367,19 +323,57 @@ def waterfall_chart(
     """The waterfall of one request's ``rows`` (:func:`waterfall_rows`): backoff gaps,
     Retry-After waits, not_before marks and the deadline on them; ``domain`` and
     ``label_chars`` as :func:`charts.waterfall` takes them."""
-    gaps = waits = marks = None
+    deadline_ms = _deadline_ms(summary)
+    gaps = waits = marks = fallbacks = late = None
     if not attempts.empty:
-        bars, gaps, marks = timeline_frames(attempts, pd.Timestamp(summary["started_at"]))
+        bars, gaps, marks = attempt_frames(attempts, pd.Timestamp(summary["started_at"]))
         gaps, waits, marks = _on_rows(gaps, rows), _waits(rows, bars), _on_rows(marks, rows)
+        fallbacks, late = _fallbacks(bars), _late(bars, deadline_ms)
+        fallbacks, late = _on_rows(fallbacks, rows), _on_rows(late, rows)
     return charts.waterfall(
         rows,
         WATERFALL_TOOLTIP,
         gaps=gaps,
         waits=waits,
         not_before=marks,
-        deadline_ms=_deadline_ms(summary),
+        fallbacks=fallbacks,
+        late=late,
+        deadline_ms=deadline_ms,
         domain=domain,
         label_chars=label_chars,
+    )
+
+
+def _fallbacks(bars: pd.DataFrame) -> pd.DataFrame:
+    """The fallback attempts of :func:`attempt_frames`: where each starts and its mark's
+    text, the attempt it followed and the route it went to."""
+    f = bars[bars["is_fallback"].eq(True)]  # (None and NaN: no fallback)
+    after = f["followed"].map(lambda v: "" if pd.isna(v) else f"after {v}, ")
+    text = after + "to " + f["route_id"].fillna(fmt.DASH)
+    return pd.DataFrame(
+        {
+            "span_id": f["span_id"],
+            "start_ms": f["start_ms"],
+            "fallback_text": text.map(lambda v: echoed(v, TOOLTIP_MAX_CHARS)),
+        }
+    )
+
+
+def _late(bars: pd.DataFrame, deadline_ms: float | None) -> pd.DataFrame:
+    """The successes after the deadline (the query's ``late_success``): where each ended
+    and how late."""
+    f = bars[bars["late_success"].fillna(False).astype(bool)]
+    late = f["end_ms"] - (deadline_ms if deadline_ms is not None else float("nan"))
+    text = [
+        f"{what}, {fmt.DASH if pd.isna(by) else fmt.ms(by)} after the deadline"
+        for what, by in zip(f["what"], late, strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "span_id": f["span_id"],
+            "end_ms": f["end_ms"],
+            "late_text": [echoed(t, TOOLTIP_MAX_CHARS) for t in text],
+        }
     )
 
 
@@ -539,8 +533,9 @@ def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFr
             collapsed.update(
                 spans["span_id"][(spans["span_role"] == "attempt") & (spans["children"] > 0)]
             )
+        rows = waterfall_rows(summary, spans, collapsed)
         event = st.altair_chart(
-            waterfall_chart(summary, waterfall_rows(summary, spans, collapsed), attempts),
+            waterfall_chart(summary, rows, attempts),
             width="stretch",
             key=f"tree:{rid}",
             on_select="rerun",
@@ -549,13 +544,22 @@ def _waterfall(summary: dict[str, Any], spans: pd.DataFrame, attempts: pd.DataFr
         if clicked is not None and clicked != st.session_state.get(_SPAN):
             st.session_state[_SPAN] = clicked
             _url.publish(PARAMS)
+        deadline_ms = _deadline_ms(summary)
+        beyond = (
+            f" The deadline, {deadline_ms:,.0f} ms after the start, lies beyond the spans."
+            if deadline_ms is not None
+            and deadline_ms > charts.waterfall_domain(rows, deadline_ms)[1]
+            else ""
+        )
         st.caption(
-            "One row per span, its duration after its bar; outlined: the critical path. "
-            "Dashed grey: the backoff before an attempt; dashed orange (below it): the "
-            "Retry-After the answer before it asked for, from that answer's end; black "
-            "ticks: not_before; red line: the "
-            "deadline. Click a span for its details. ▾: the spans beneath it are shown; ▸: "
-            "they are collapsed; ·: nothing beneath it."
+            "One row per span, its duration after its bar, one colour per outcome kind; "
+            "outlined: the critical path. Dashed grey: the backoff before an attempt; dashed "
+            "orange (below it): the Retry-After the answer before it asked for, from that "
+            "answer's end; black ticks: not_before; **fallback**: a fallback attempt (its "
+            "tooltip: the attempt it followed and the route it went to); red diamond: a "
+            "success after the deadline; red line: the deadline. Click a span for its "
+            "details. ▾: the spans beneath it are shown; ▸: they are collapsed; ·: nothing "
+            "beneath it." + beyond
         )
     with right:
         chosen = st.session_state.get(_SPAN)
@@ -739,14 +743,12 @@ def render() -> None:
     _trace_link(str(summary["trace_id"]))
     if attempts.empty:
         st.info("This request recorded no attempts.")
-    else:
-        bars = _timeline(summary, attempts)
     if not spans.empty:
         _waterfall(summary, spans, attempts)
     _findings(findings)
     if not attempts.empty:
         st.subheader("Attempts")
-        table(bars, ATTEMPT_COLUMNS, as_text=True)
+        table(attempt_frames(attempts, started)[0], ATTEMPT_COLUMNS, as_text=True)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 Debian's headless Chromium through playwright (never a browser download). Every page is
 screenshotted (into ``$RETRYSCOPE_SCREENSHOTS`` too when set) and checked for cut labels;
 an on-call engineer's path — the Overview's amplification figure, the requests behind it,
-one request's span tree (its waterfall, two clicks from the Overview, checked drawn) — takes
-three clicks; two requests side by side share one time axis."""
+one request's waterfall of its attempts and span tree (two clicks from the Overview,
+checked drawn) — takes three clicks; two requests side by side share one time axis."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ PAGES = (
     ("fallbacks", "fallbacks", {"stDataFrame": 2}),
     ("deadlines", "deadlines", {"stVegaLiteChart": 1, "stDataFrame": 2}),
     ("findings", "findings", {"stVegaLiteChart": 1, "stDataFrame": 1}),
-    ("request-nested", "request?id=nested", {"stVegaLiteChart": 2, "stDataFrame": 2}),
-    ("request-deadline", "request?id=deadline", {"stVegaLiteChart": 2, "stDataFrame": 2}),
+    ("request-nested", "request?id=nested", {"stVegaLiteChart": 1, "stDataFrame": 2}),
+    ("request-deadline", "request?id=deadline", {"stVegaLiteChart": 1, "stDataFrame": 2}),
     ("whatif", "whatif", {"stVegaLiteChart": 1, "stDataFrame": 1}),
 )
 TIMEOUT_MS = 90_000
@@ -234,9 +234,9 @@ def test_from_the_amplification_figure_to_a_span_in_three_clicks(
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # the first row's selector
     clicks += 1
     page.wait_for_url(re.compile(r"/request\?.*id=nested"), timeout=TIMEOUT_MS)
-    _settled(page, {"stVegaLiteChart": 2})
+    _settled(page, {"stVegaLiteChart": 1})
     assert "retried" not in page.url
-    tree = page.get_by_test_id("stVegaLiteChart").nth(1)
+    tree = page.get_by_test_id("stVegaLiteChart").first
     # the waterfall, two clicks from the Overview: drawn, its durations after the bars,
     # every span on the critical path here (retries one after another)
     tree.scroll_into_view_if_needed()
@@ -255,15 +255,17 @@ def test_from_the_amplification_figure_to_a_span_in_three_clicks(
     bars.nth(last).click()
     clicks += 1
     page.wait_for_url(re.compile(r"span=[0-9a-f]{16}"), timeout=TIMEOUT_MS)
-    _settled(page, {"stVegaLiteChart": 2})
+    _settled(page, {"stVegaLiteChart": 1})
     panel = page.get_by_test_id("stTable").first
     expect(panel).to_contain_text("transport #9")
     expect(panel).to_contain_text("success")
     assert clicks <= 3
-    # nothing an investigator reads is cut: the metrics, the lanes, the tree's rows
+    # nothing an investigator reads is cut: the metrics, the tree's rows (each attempt's
+    # layer and route in its tooltip)
     assert _cut_labels(page) == []
-    lanes = page.get_by_test_id("stVegaLiteChart").first.locator("svg text").all_text_contents()
-    assert {"harness · primary", "transport · primary"} <= set(lanes)
+    shown = _bar_labels(tree)
+    for layer in ("harness", "transport"):
+        assert any(f"Layer / attempt: {layer} #" in t and "Route: primary" in t for t in shown)
     rows = tree.locator("svg text").all_text_contents()
     assert "│ ▾ harness #3 · attempt primary" in rows
     assert "│ │ · transport #9 · attempt primary" in rows
@@ -287,27 +289,30 @@ def test_a_fall_shows_a_down_arrow(served: str, page: Any) -> None:
     assert card.get_by_test_id("stMetricDeltaIcon-Up").count() == 0
 
 
-def test_drill_down_timeline_and_trace_link(served: str, page: Any) -> None:
+def test_drill_down_waterfall_and_trace_link(served: str, page: Any) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"{served}/request?id=nested", wait_until="domcontentloaded")
-    _settled(page, {"stVegaLiteChart": 2})
+    _settled(page, {"stVegaLiteChart": 1})
     svg = page.get_by_test_id("stVegaLiteChart").first.locator("svg").first
     texts = svg.locator("text")
-    expect(texts.filter(has_text="transport · primary")).to_have_count(1)
-    expect(texts.filter(has_text="harness · primary")).to_have_count(1)
-    labels = [t for t in texts.all_text_contents() if t.startswith("#")]
-    # every attempt has its ordinal, inside its bar or (10 ms sends) just after it
-    assert sorted(labels) == sorted(["#1", "#2", "#3"] * 2 + ["#4", "#5", "#6", "#7", "#8", "#9"])
-    marks = svg.locator("[aria-roledescription='bar']").evaluate_all(
-        "els => els.map(e => e.getAttribute('aria-label'))"
-    )
+    expect(texts.filter(has_text=re.compile(r"transport #\d · attempt primary$"))).to_have_count(9)
+    expect(texts.filter(has_text=re.compile(r"harness #\d · attempt primary$"))).to_have_count(3)
+    ordinals = [
+        m.group(1)
+        for t in texts.all_text_contents()
+        if (m := re.search(r" (#\d+) · attempt ", t)) is not None
+    ]
+    # every attempt has its ordinal, in its row's name beside the plot
+    assert sorted(ordinals) == sorted(["#1", "#2", "#3"] * 2 + ["#4", "#5", "#6", "#7", "#8", "#9"])
+    marks = [m for m in _bar_labels(svg) if "Role: attempt" in m]
     assert len(marks) == 12
-    last = [m for m in marks if "attempt: harness #3 on primary" in m]
+    last = [m for m in marks if "Layer / attempt: harness #3" in m]
     assert len(last) == 1
-    assert "outcome: success" in last[0]
-    assert "start: 260 ms" in last[0]
-    assert "null" not in " ".join(marks)
+    assert "Route: primary" in last[0]
+    assert re.search(r"Outcome: [^;]*success", last[0])
+    assert "Start: 260 ms" in last[0]
+    assert "null" not in " ".join(_bar_labels(svg))
     metrics = page.get_by_test_id("stMetric")
     expect(metrics.filter(has_text="Receiver attempts")).to_contain_text("9")
     expect(metrics.filter(has_text="Retry product")).to_contain_text("9×")
@@ -433,8 +438,12 @@ def test_from_a_kpi_to_why_and_one_request_in_three_clicks(
     assert box is not None
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # its first request
     page.wait_for_url(re.compile(r"/request\?.*id=mismatch"), timeout=TIMEOUT_MS)
-    _settled(page, {"stVegaLiteChart": 2})
+    _settled(page, {"stVegaLiteChart": 1})
     assert not page.get_by_test_id("stException").count()
+    # its waterfall marks the fallback that unavailable answer triggered
+    waterfall = page.get_by_test_id("stVegaLiteChart").first
+    expect(waterfall.locator("svg text", has_text=re.compile("^fallback$"))).to_have_count(1)
+    _shoot(page, "request-fallback", tmp_path)
 
 
 def test_from_a_breakdown_point_to_its_requests_and_one_request(
@@ -466,5 +475,5 @@ def test_from_a_breakdown_point_to_its_requests_and_one_request(
     assert box is not None
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # its request
     page.wait_for_url(re.compile(r"/request\?.*id=(widening|degraded)"), timeout=TIMEOUT_MS)
-    _settled(page, {"stVegaLiteChart": 2})
+    _settled(page, {"stVegaLiteChart": 1})
     assert not page.get_by_test_id("stException").count()

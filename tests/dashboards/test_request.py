@@ -1,21 +1,22 @@
-"""Request drill-down: search by logical request id, trace id or idempotency digest; the
-attempt timeline (lanes, one colour per outcome kind, ordinals on short bars, backoff gaps,
-not_before marks, fallback, deadline and late-success markers, tooltips); the span tree
-with its detail panel (GenAI model and tokens, redacted errors, events) and collapsing;
-the request's findings; the compact attempts table; the trace link."""
+"""Request drill-down: search by logical request id, trace id or idempotency digest; its
+attempts in the waterfall (one colour per outcome kind, ordinals in the row names,
+durations, backoff gaps, not_before marks, fallback, deadline and late-success markers,
+tooltips); the span tree with its detail panel (GenAI model and tokens, redacted errors,
+events) and collapsing; the request's findings; the compact attempts table; the trace
+link."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from retryscope.analytics import connect, request_summary
-from retryscope.dashboards import _charts
 from retryscope.dashboards.serve import APP, DATA_ENV, TRACE_URL_ENV
+from retryscope.dashboards.views import request as page
 from tests.dashboards.conftest import (
     charts,
     follow,
@@ -26,7 +27,9 @@ from tests.dashboards.conftest import (
     table,
     type_text,
 )
-from tests.ui_fixture import LEAKY_ERROR
+from tests.dashboards.test_waterfall import TIP
+from tests.dashboards.test_waterfall import _layers as waterfall
+from tests.ui_fixture import HOSTILE_ROUTE, LEAKY_ERROR
 
 NESTED = {
     "Terminal": "complete",
@@ -46,35 +49,13 @@ def _ids(ui_data: Path) -> dict[str, str]:
     return {"trace": row["trace_id"], "digest": row["idempotency_digest"]}
 
 
-def _layers(at: AppTest, index: int = 0) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The ``index``-th chart's layers: (layer spec, its rows)."""
-    spec, data = charts(at)[index]
-    layers = spec.get("layer", [spec])
-    return [(layer, data[layer["data"]["name"]].to_pylist()) for layer in layers]
+def _attempts(w: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The waterfall's bars of attempts."""
+    return [b for b in w["bar"] if b[TIP["Role"]] == "attempt"]
 
 
-def _timeline(at: AppTest) -> dict[str, list[dict[str, Any]]]:
-    """The timeline's data by role: bars, the ordinal texts inside and after the bars,
-    gaps (rules with an end), ticks, the deadline, the late-success and fallback marks."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for layer, rows in _layers(at):
-        mark = layer["mark"]
-        kind = mark["type"]
-        if kind == "bar":
-            out["bar"] = rows
-        elif kind == "tick":
-            out["tick"] = rows
-        elif kind == "point":
-            out["late"] = rows
-        elif kind == "rule":
-            out["gap" if "x2" in layer["encoding"] else "deadline"] = rows
-        elif kind == "text" and mark.get("text") == "fallback":
-            out["fallback"] = rows
-        elif kind == "text" and layer["encoding"]["text"]["field"] in ("inside", "outside"):
-            out[layer["encoding"]["text"]["field"]] = rows
-        elif kind == "text":
-            out["deadline_label"] = [{"layer": layer}]
-    return out
+def _row(mark: dict[str, Any]) -> str:
+    return str(mark["row"]).lstrip("│ ▾▸·")
 
 
 def test_drill_down_from_a_link(app: AppTest) -> None:
@@ -83,101 +64,133 @@ def test_drill_down_from_a_link(app: AppTest) -> None:
     assert metrics(app) == NESTED
     assert "harness × transport" in app.metric[4].delta
     assert app.metric[3].delta == "1 distinct operation"
-    marks = _timeline(app)
+    w = waterfall(app)
+    attempts = _attempts(w)
     harness = sorted(
-        (b["start_ms"], b["end_ms"], b["kind"]) for b in marks["bar"] if b["layer"] == "harness"
+        (b["start_ms"], b["end_ms"], b["kind"])
+        for b in attempts
+        if b[TIP["Layer / attempt"]].startswith("harness")
     )
     assert harness == [
         (0.0, 30.0, "unavailable"),
         (130.0, 160.0, "unavailable"),
         (260.0, 290.0, "success"),
     ]
-    assert sorted(b["lane"] for b in marks["bar"]).count("transport · primary") == 9
-    # 30 ms bars carry their ordinal inside; 10 ms bars (too short for it) just after
-    assert sorted(t["inside"] for t in marks["inside"] if t["inside"]) == ["#1", "#2", "#3"]
-    assert sorted(t["outside"] for t in marks["outside"] if t["outside"]) == [
-        f"#{n}" for n in range(1, 10)
-    ]
-    assert sorted((g["from_ms"], g["to_ms"], g["gap_text"]) for g in marks["gap"]) == [
+    sends = [b for b in attempts if b[TIP["Layer / attempt"]].startswith("transport")]
+    assert [b[TIP["Route"]] for b in sends] == ["primary"] * 9
+    # every attempt's ordinal in its row's name (beside the plot, never on a bar), its
+    # duration just after its bar: 30 ms for the harness attempts, 10 ms for the sends
+    ordinals = sorted(re.findall(r" (#\d+) · ", _row(b))[0] for b in attempts)
+    assert ordinals == sorted(["#1", "#2", "#3"] * 2 + [f"#{n}" for n in range(4, 10)])
+    assert sorted(b["label"] for b in attempts) == ["10 ms"] * 9 + ["30 ms"] * 3
+    assert sorted((g["from_ms"], g["to_ms"], g["gap_text"]) for g in w["gap"]) == [
         (30.0, 130.0, "100 ms"),
         (160.0, 260.0, "100 ms"),
     ]
-    assert sorted(t["not_before_ms"] for t in marks["tick"]) == [130.0, 260.0]
-    assert "deadline" not in marks  # 5 s away: the axis spans the attempts, a caption says
+    assert sorted(t["not_before_ms"] for t in w["tick"]) == [130.0, 260.0]
+    assert "deadline" not in w  # 5 s away: the axis spans the spans, a caption says
     assert any("deadline, 5,000 ms after the start" in c.value for c in app.caption)
-    assert "late" not in marks
-    assert "fallback" not in marks
-    attempts = table(app, 1)
-    assert len(attempts) == 12
-    assert list(attempts["backoff_delay_ms"]).count("100 ms") == 2
+    assert "late" not in w
+    assert "fallback" not in w
+    attempts_table = table(app, 1)
+    assert len(attempts_table) == 12
+    assert list(attempts_table["backoff_delay_ms"]).count("100 ms") == 2
     assert "acme" in app.markdown[0].value
 
 
-def test_timeline_colours_each_outcome_kind_and_marks_the_deadline(app: AppTest) -> None:
+def test_waterfall_colours_each_outcome_kind_and_marks_the_deadline(app: AppTest) -> None:
     follow(app, "request", {"id": "deadline"})
-    marks = _timeline(app)
-    kinds = sorted((b["layer"], b["attempt_ordinal"], b["kind"]) for b in marks["bar"])
+    w = waterfall(app)
+    kinds = sorted((b[TIP["Layer / attempt"]], b["kind"]) for b in _attempts(w))
     assert kinds == [
-        ("harness", 1, "unavailable"),
-        ("harness", 2, "success"),
-        ("transport", 1, "rate_limited"),
-        ("transport", 2, "success"),
+        ("harness #1", "unavailable"),
+        ("harness #2", "success"),
+        ("transport #1", "rate_limited"),
+        ("transport #2", "success"),
     ]
-    bar = next(layer for layer, _ in _layers(app) if layer["mark"]["type"] == "bar")
-    scale = bar["encoding"]["color"]["scale"]
+    scale = w["bar_spec"][0]["encoding"]["color"]["scale"]
     colours = dict(zip(scale["domain"], scale["range"], strict=True))
     assert colours["rate_limited"] != colours["unavailable"]  # one colour per kind
     assert len(set(colours.values())) == len(colours)
-    assert marks["deadline"] == [{"deadline_ms": 1000.0, "label": "deadline"}]
-    label = marks["deadline_label"][0]["layer"]
+    assert w["deadline"] == [{"deadline_ms": 1000.0, "label": "deadline"}]
+    label = w["deadline_label_spec"][0]
     # the label sits above the plot, not over a bar
     assert (label["encoding"]["y"], label["mark"]["baseline"]) == ({"value": 0}, "bottom")
     # both the harness attempt and its send succeeded after the deadline
-    assert sorted((m["layer"], m["end_ms"]) for m in marks["late"]) == [
-        ("harness", 1350.0),
-        ("transport", 1350.0),
+    assert sorted((_row(m), m["end_ms"], m["late_text"]) for m in w["late"]) == [
+        (
+            "harness #2 · attempt primary",
+            1350.0,
+            "harness #2 on primary, 350 ms after the deadline",
+        ),
+        (
+            "transport #2 · attempt primary",
+            1350.0,
+            "transport #2 on primary, 350 ms after the deadline",
+        ),
     ]
+    late = w["late_spec"][0]
+    assert late["encoding"]["x"]["field"] == "end_ms"  # where the answer came
+    assert late["encoding"]["tooltip"][0]["title"] == "success after the deadline"
 
 
-def test_timeline_tooltips_read_as_text(app: AppTest) -> None:
+def test_waterfall_tooltips_read_as_text(app: AppTest) -> None:
     follow(app, "request", {"id": "deadline"})
-    bar = next(layer for layer, _ in _layers(app) if layer["mark"]["type"] == "bar")
-    titles = [t["title"] for t in bar["encoding"]["tooltip"]]
-    assert titles == [t for _, t in _charts.TIMELINE_TOOLTIP]
-    assert {"backoff", "Retry-After", "HTTP status", "deadline left", "cost"} <= set(titles)
-    rows = {(b["layer"], b["attempt_ordinal"]): b for b in _timeline(app)["bar"]}
-    send = rows[("transport", 1)]
-    assert {k: send[k] for k, _ in _charts.TIMELINE_TOOLTIP} == {
-        "what": "transport #1 on primary",
-        "outcome_text": "rate_limited",
-        "http_text": "429",
-        "start_text": "0.0 ms",
-        "duration_text": "600 ms",
-        "backoff_text": "–",
-        "retry_after_text": "–",
-        "deadline_left_text": "1,000 ms",
-        "cost_text": "$0.001",
-        "decision_text": "–",
+    w = waterfall(app)
+    titles = [t["title"] for t in w["bar_spec"][0]["encoding"]["tooltip"]]
+    assert titles == [t for _, t in page.WATERFALL_TOOLTIP]
+    assert {
+        "Backoff before it",
+        "Retry-After",
+        "HTTP",
+        "Deadline left at dispatch",
+        "Cost",
+    } <= set(titles)
+    rows = {b[TIP["Layer / attempt"]]: b for b in _attempts(w)}
+    send = rows["transport #1"]
+    shown = {
+        "Layer / attempt": "transport #1",
+        "Route": "primary",
+        "Outcome": "retryable / rate_limited",
+        "HTTP": "429",
+        "Start": "0.0 ms after the request started",
+        "Duration": "600 ms",
+        "Backoff before it": "–",
+        "Retry-After": "–",
+        "Deadline left at dispatch": "1,000 ms",
+        "Cost": "$0.001 (estimate)",
+        "Decision": "–",
     }
-    assert all(b[k] is not None for b in rows.values() for k, _ in _charts.TIMELINE_TOOLTIP)
+    assert {k: send[TIP[k]] for k in shown} == shown
+    assert all(b[c] is not None for b in w["bar"] for c, _ in page.WATERFALL_TOOLTIP)
 
 
 def test_a_fallback_attempt_is_marked(app: AppTest) -> None:
     follow(app, "request", {"id": "widening"})
-    marks = _timeline(app)
-    assert [(m["attempt_ordinal"], m["route_id"]) for m in marks["fallback"]] == [
-        (2, "ext'); SELECT * FROM read_csv('/etc/passwd'); --")
-    ]
+    w = waterfall(app)
+    # which attempt it followed and the route it went to, as recorded (text, not markdown)
+    [mark] = w["fallback"]
+    assert mark["fallback_text"] == f"after harness #1 on primary, to {HOSTILE_ROUTE}"
+    fallback = next(b for b in _attempts(w) if b["row"] == mark["row"])
+    assert (fallback[TIP["Layer / attempt"]], fallback[TIP["Route"]]) == (
+        "harness #2",
+        HOSTILE_ROUTE,
+    )
+    assert mark["start_ms"] == fallback["start_ms"]
+    spec = w["fallback_spec"][0]
+    # ending where its bar starts, above the backoff gap's line
+    assert (spec["mark"]["align"], spec["mark"]["baseline"]) == ("right", "bottom")
+    assert spec["encoding"]["tooltip"][0]["title"] == "fallback"
 
 
 def _tree(at: AppTest) -> list[dict[str, Any]]:
     """The waterfall's rows: the data of its bars."""
-    return next(rows for layer, rows in _layers(at, 1) if layer["mark"]["type"] == "bar")
+    return waterfall(at)["bar"]
 
 
 def test_span_tree_shows_every_span_beneath_the_request(app: AppTest) -> None:
     follow(app, "request", {"id": "deadline"})
-    assert app.subheader[1].value == "Span tree: 6 span(s)"
+    assert app.subheader[0].value == "Span tree: 6 span(s)"
     assert [r["row"] for r in _tree(app)] == [
         "▾ logical_request chat",
         "│ ▾ harness #1 · attempt primary",
@@ -305,9 +318,10 @@ def test_without_a_template_the_trace_id_is_shown(app: AppTest, ui_data: Path) -
     assert not any(trace in c.value for c in app.caption)  # ok1 has its own trace
 
 
-def test_the_timeline_sends_only_what_it_draws(app: AppTest) -> None:
-    follow(app, "request", {"id": "nested"})
+@pytest.mark.parametrize("rid", ["nested", "deadline", "widening"])
+def test_the_waterfall_marks_send_only_what_they_draw(app: AppTest, rid: str) -> None:
+    follow(app, "request", {"id": rid})
     _, data = charts(app)[0]
-    bars: pa.Table = next(t for t in data.values() if "lane" in t.column_names)
-    assert "trace_id" not in bars.column_names
-    assert "request_terminal" not in bars.column_names
+    for drawn in data.values():
+        assert "trace_id" not in drawn.column_names
+        assert "request_terminal" not in drawn.column_names

@@ -23,25 +23,35 @@ TIP = dict((title, column) for column, title in page.WATERFALL_TOOLTIP)
 """A tooltip field → its column in the chart's data."""
 
 
-def _layers(at: AppTest, index: int) -> dict[str, list[dict[str, Any]]]:
-    """The ``index``-th chart's layers by role: bars, labels, gaps, waits, ticks, deadline."""
+def _layers(at: AppTest, index: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """The ``index``-th chart's layers by role: bars, labels, gaps, waits, ticks, the
+    deadline and its label, the fallback and late-success marks (``<role>_spec``: the
+    layer's spec, for those whose drawing a test checks)."""
     spec, data = charts(at)[index]
     out: dict[str, list[dict[str, Any]]] = {}
     for layer in spec["layer"]:
         rows = data[layer["data"]["name"]].to_pylist()
         mark, encoding = layer["mark"], layer["encoding"]
         if mark["type"] == "bar":
-            out["bar"] = rows
-            out["bar_spec"] = [layer]
-        elif mark["type"] == "text" and encoding["text"]["field"] == "label":
-            out["label"] = rows
+            role = "bar"
+        elif mark["type"] == "text" and mark.get("text") == "fallback":
+            role = "fallback"
+        elif mark["type"] == "text" and encoding["x"]["field"] == "deadline_ms":
+            role = "deadline_label"
+        elif mark["type"] == "text":
+            role = "label"
         elif mark["type"] == "rule" and "x2" in encoding:
-            role = {"backoff gap": "gap", "Retry-After asked for": "wait"}
-            out[role[encoding["tooltip"][0]["title"]]] = rows
+            role = {"backoff gap": "gap", "Retry-After asked for": "wait"}[
+                encoding["tooltip"][0]["title"]
+            ]
         elif mark["type"] == "rule":
-            out["deadline"] = rows
-        elif mark["type"] == "tick":
-            out["tick"] = rows
+            role = "deadline"
+        elif mark["type"] == "point":
+            role = "late"
+        else:
+            role = mark["type"]  # tick
+        out[role] = rows
+        out[f"{role}_spec"] = [layer]
     return out
 
 
@@ -51,7 +61,7 @@ def _by_row(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def test_one_row_per_span_with_its_duration_gaps_and_not_before(app: AppTest) -> None:
     follow(app, "request", {"id": "nested"})
-    w = _layers(app, 1)
+    w = _layers(app)
     bars = _by_row(w["bar"])
     assert len(bars) == 13
     assert [r["label"] for r in w["label"]][:3] == ["290 ms", "30 ms", "10 ms"]
@@ -73,22 +83,23 @@ def test_one_row_per_span_with_its_duration_gaps_and_not_before(app: AppTest) ->
     assert "wait" not in w
 
 
-def test_the_timeline_draws_its_backoff_line_below_the_ordinals(app: AppTest) -> None:
+def test_the_backoff_line_never_strikes_an_ordinal_or_a_label(app: AppTest) -> None:
     follow(app, "request", {"id": "nested"})
-    spec, _ = charts(app)[0]
-    gap = next(
-        layer
-        for layer in spec["layer"]
-        if "x2" in layer["encoding"] and layer["mark"]["type"] == "rule"
-    )
-    bar = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "bar")
-    # below the bar's lower edge: it crosses neither a label inside a bar nor one after it
-    assert gap["mark"]["yOffset"] > bar["mark"]["height"] / 2
+    w = _layers(app)
+    bars = _by_row(w["bar"])
+    # the ordinals are in the row names, beside the plot; a duration after its bar
+    label = w["label_spec"][0]
+    assert (label["encoding"]["x"]["field"], label["mark"]["align"]) == ("end_ms", "left")
+    assert label["mark"]["dx"] > 0
+    # a gap ends where its attempt's bar starts: it crosses neither a bar nor a label
+    assert w["gap"]
+    for g in w["gap"]:
+        assert g["to_ms"] <= bars[g["row"].lstrip("│ ▾")]["start_ms"]
 
 
 def test_the_critical_path_is_outlined_with_its_total_and_shares(app: AppTest) -> None:
     follow(app, "request", {"id": "deadline"})
-    w = _layers(app, 1)
+    w = _layers(app)
     bars = _by_row(w["bar"])
     path = {row: b["critical_ms"] for row, b in bars.items()}
     assert path == {
@@ -141,7 +152,7 @@ def test_retry_after_and_the_trace_spans_of_no_request(
 ) -> None:
     at = start_app(traced, monkeypatch)
     follow(at, "request", {"id": "ra"})
-    w = _layers(at, 1)
+    w = _layers(at)
     rows = [r["row"] for r in w["bar"]]
     assert rows == [
         "▾ logical_request chat",
@@ -167,12 +178,12 @@ def test_retry_after_and_the_trace_spans_of_no_request(
 
 def test_tooltips_show_the_recorded_values_literally(app: AppTest) -> None:
     follow(app, "request", {"id": "widening"})
-    spec, _ = charts(app)[1]
+    spec, _ = charts(app)[0]
     bar = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "bar")
     assert [t["title"] for t in bar["encoding"]["tooltip"]] == [
         f for _, f in page.WATERFALL_TOOLTIP
     ]
-    w = _layers(app, 1)
+    w = _layers(app)
     routes = {b[TIP["Route"]] for b in w["bar"]}
     assert HOSTILE_ROUTE in routes  # as recorded: a tooltip shows text, never markdown
     assert all(
@@ -239,7 +250,7 @@ def test_a_hostile_id_to_compare_with_is_named_not_rendered(app: AppTest) -> Non
 
 def test_the_waterfall_sends_only_what_it_draws(app: AppTest) -> None:
     follow(app, "request", {"id": "deadline"})
-    _, data = charts(app)[1]
+    _, data = charts(app)[0]
     bars = next(t for t in data.values() if "row" in t.column_names and "label" in t.column_names)
     assert "events" not in bars.column_names  # the exception's text stays on the server
     assert "status_message" not in bars.column_names
