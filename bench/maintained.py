@@ -78,6 +78,9 @@ def run(settings: Settings) -> list[Result]:
     def wall(what: str) -> str:
         return f"{statistics.median(x['wall_seconds'] for x in runs[what]):.2f} s"
 
+    # CPU beside the wall times: on a shared machine the ratio of CPU seconds moves less
+    update_cpu = statistics.median(float(x["model_cpu_seconds"]) for x in runs["update"])
+    hour_cpu = statistics.median(float(x["work_cpu_seconds"]) for x in runs["hour"])
     stats = runs["update"][-1]["model_stats"]
     size = f"{data.attempts:,} attempts"
     return [
@@ -91,6 +94,7 @@ def run(settings: Settings) -> list[Result]:
                 "update": f"{update:.2f} s",
                 "one pass (hour)": f"{hour:.2f} s",
                 "walls": f"{wall('update')} / {wall('hour')}",
+                "CPU": f"{update_cpu:.2f} / {hour_cpu:.2f} s ({update_cpu / hour_cpu:.1f}×)",
                 "units built": f"{stats['built']} of {stats['partitions']}",
                 "hours": str(len(hours)),
                 "rounds": str(rounds),
