@@ -3,10 +3,11 @@
 An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
-enclosing attempt, operation: a :data:`Place` handed over for a send the stamping processor
-made, else its attributes). An HTTP send that recorded no outcome is classified by its
-status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept as one
+enclosing attempt, operation: the :data:`~retryscope.instrumentation._open_sends.Sent`
+handed over for a send the stamping processor made, else its attributes). An HTTP send
+that recorded no outcome is classified by its status with
+:data:`~retryscope.http_rules.STATUS_RULES` (the table the analytics' ``rs_http_outcome``
+macro is rendered from). Each attempt is kept as one
 :data:`Row` (its group, order, key and hedge: plain values, no span); durations, time left,
 costs and samples are summed as they come. When the request span ends,
 :meth:`RequestTally.ended` sorts the rows into their groups, counts them, adds what only
@@ -34,6 +35,7 @@ in:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -47,6 +49,7 @@ from retryscope.http_rules import (
     OTHER_STATUS_KIND,
     classify_status,
 )
+from retryscope.instrumentation._open_sends import Sent
 from retryscope.instrumentation._sdk import Ended
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
@@ -87,23 +90,36 @@ _HEDGE_RESULT: Final = v.HEDGE_RESULT.key
 _DEADLINE: Final = v.DEADLINE.key
 _TRY: Final = v.OPERATION_TRY.key
 _CALLER: Final = v.CALLER_RETRY_LAYER
-_RARE: Final = frozenset(
-    (
-        _HEDGE,
-        _DECISION,
-        _HEDGE_RESULT,
-        _BACKOFF,
-        _RETRY_AFTER,
-        _NOT_BEFORE,
-        _RESERVED,
-        _ACTUAL,
-        _TRY,
-    )
+_RARE: Final = (
+    _HEDGE,
+    _DECISION,
+    _HEDGE_RESULT,
+    _BACKOFF,
+    _RETRY_AFTER,
+    _NOT_BEFORE,
+    _RESERVED,
+    _ACTUAL,
+    _TRY,
 )
-"""Values most attempts lack: read only when one of them is there."""
+"""Values most attempts lack: read only when one of them is there (a tuple: ``isdisjoint``
+walks it faster than a set's table)."""
+_SEND_OPTIONAL: Final = (
+    *_RARE,
+    _OUTCOME,
+    _KIND,
+    _REMAINING,
+    _FALLBACK,
+    _DEADLINE,
+    v.ROUTE_DATA_BOUNDARY.key,
+)
+"""Values a send the recorder placed hardly ever carries: read only when one is there."""
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
 _PARENT: Final = itemgetter(0, 1)
+_KEY: Final = itemgetter(3, 7, 8, 9, 10)
+"""A row's :data:`Key`."""
+_SEND_KEY: Final = itemgetter(3, 7, 10)
+"""A row's layer, route and retry owner (what a send is counted by)."""
 _NO_GROUP: Final[Any] = object()
 """The enclosing layer of no group: before the first row."""
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
@@ -116,9 +132,6 @@ _OPERATION: Final = v.OPERATION.key
 
 Route = tuple[Any, Any]
 """A layer and route as the spans hold them."""
-Place = tuple[Any, int, int, int]
-"""Where the recorder put a send: its enclosing attempt's layer ("": none) and ordinal
-(-1: none), its ordinal and its operation."""
 Key = tuple[Any, Any, Any, Any, Any]
 """An attempt's layer, route, outcome, kind and retry owner."""
 GroupKey = tuple[Any, int, int, Any]
@@ -251,10 +264,6 @@ class Figures:
     """The route and boundary of the accepted attempt beyond the allowed boundary."""
 
 
-def _key(row: Row) -> Key:
-    return (row[3], row[7], row[8], row[9], row[10])
-
-
 def _sortable(row: Row) -> tuple[str, int, int, str, int, int, int]:
     """A row's place in its request when its group's values do not compare (a layer
     attribute of another type than ``str``): the same groups, the same order in each."""
@@ -323,22 +332,29 @@ class RequestTally:
         attrs: Mapping[str, Any],
         ended: Ended,
         enclosing: tuple[Any, Any] | None = None,
-        place: Place | None = None,
+        sent: Sent | None = None,
+        span_id: int | None = None,
     ) -> None:
         """Count one ended attempt span: its attributes; its context, start, end and status
         (``_sdk.ended_fields``, read before the processor's lock is taken: reading a span
-        may run its class's code); and ``enclosing``, the (layer, ordinal) of the attempt
-        whose span it started in when it names none itself."""
+        may run its class's code); ``enclosing``, the (layer, ordinal) of the attempt
+        whose span it started in when it names none itself; for a send the stamping
+        processor made, ``sent`` (its place) and ``span_id``."""
         get = attrs.get  # (one read per key: cheaper than unpacking a ``map`` of them)
         layer = get(_LAYER)
         route = get(_ROUTE)
-        outcome = get(_OUTCOME)
-        kind = get(_KIND)
         owner = get(_OWNER)
-        remaining = get(_REMAINING)
-        fallback = get(_FALLBACK)
+        # the values most attempts (and nearly every send) lack, read only when one is there
+        optional = sent is None or not attrs.keys().isdisjoint(_SEND_OPTIONAL)
+        if optional:
+            outcome, kind = get(_OUTCOME), get(_KIND)
+            rare = not attrs.keys().isdisjoint(_RARE)
+        else:
+            outcome = kind = None
+            rare = False
         context, start, end, status = ended
-        span_id = context.span_id if context is not None else 0
+        if span_id is None:
+            span_id = context.span_id if context is not None else 0
         start = start or 0
         end = end or start
         if outcome is None and (  # an HTTP send says it by its status
@@ -355,7 +371,7 @@ class RequestTally:
         rows = self.rows
         if not rows:
             self.tenant, self.operation = get(_TENANT), get(_OPERATION)
-        if place is None:  # not placed by the recorder: where its attributes say
+        if sent is None:  # not placed by the recorder: where its attributes say
             ordinal = get(_ORDINAL)
             parent_layer = get(_PARENT_LAYER)
             parent_ordinal = get(_PARENT_ORDINAL)
@@ -373,14 +389,17 @@ class RequestTally:
             if type(operation) is not int:
                 operation = -1
         else:
-            parent_layer, parent_ordinal, ordinal, operation = place
+            _, parent_layer, parent_ordinal, stamped = sent
+            ordinal, operation = stamped[_ORDINAL], stamped[_OPERATION_ORDINAL]
             top = parent_layer == ""
-        # the values most attempts lack, read only when one of them is there
-        rare = not attrs.keys().isdisjoint(_RARE)
         hedged = False
         if rare:
             hedge = get(_HEDGE)
             hedged = type(hedge) is int and hedge != 0
+            caller_try = get(_TRY)
+            if type(caller_try) is int and not hedged:
+                tries = self._tries.setdefault((parent_layer, parent_ordinal, operation, layer), {})
+                tries[caller_try] = tries.get(caller_try, 0) + 1
         rows.append(
             (
                 parent_layer,
@@ -397,29 +416,26 @@ class RequestTally:
                 hedged,
             )
         )
-        if rare:
-            caller_try = get(_TRY)
-            if type(caller_try) is int and not hedged:
-                group = (parent_layer, parent_ordinal, operation, layer)
-                tries = self._tries.setdefault(group, {})
-                tries[caller_try] = tries.get(caller_try, 0) + 1
-
         route_key = (layer, route)
         durations = self.durations.get(route_key)
         if durations is None:
-            durations = self.durations[route_key] = []
-        durations.append((end - start) / 1e6)
-        if type(remaining) is int:
-            left = self.remaining.get(route_key)
-            if left is None:
-                self.remaining[route_key] = [remaining]
-            else:
-                left.append(remaining)
+            self.durations[route_key] = [(end - start) / 1e6]
+        else:
+            durations.append((end - start) / 1e6)
+        if optional:
+            remaining, fallback = get(_REMAINING), get(_FALLBACK)
+            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
+            if type(remaining) is int:
+                left = self.remaining.get(route_key)
+                if left is None:
+                    self.remaining[route_key] = [remaining]
+                else:
+                    left.append(remaining)
+        else:
+            fallback = deadline = boundary = None
 
         accepted = False
-        boundary = None
         if outcome == _SUCCESS:
-            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
             if type(deadline) is not int:
                 if self._late_end is None or end > self._late_end:
                     self._late_end = end
@@ -428,8 +444,8 @@ class RequestTally:
             accepted = not rare or _accepted(get(_DECISION), get(_HEDGE_RESULT))
             if accepted and boundary is not None:
                 self._accepted.append((_layer_rank(layer), route, boundary))
-        elif top:
-            boundary = get(_BOUNDARY)
+        elif not top:
+            boundary = None
         if top and enclosing is None and (self._entry is None or start < self._entry[0]):
             self._entry = (start, route, boundary)
         if fallback is True:
@@ -484,81 +500,53 @@ class RequestTally:
         for parent_layer, parent_ordinal in set(map(_PARENT, rows)):
             if parent_layer != "":
                 named.setdefault(parent_layer, set()).add(parent_ordinal)
-        plain: dict[Key, int] = {}
-        retried: dict[Key, int] = {}
-        firsts: dict[Key, int] = {}
-        resent: dict[Key, int] = {}
+        plain: list[Row] = []
+        retried: list[Row] = []
+        resent: list[Row] = []
         first_sends: dict[int, Row] = {}
         largest: dict[Any, int] = {}
         group: GroupKey = (_NO_GROUP, -1, -1, None)
         failed = multiple = False
-        size = sent = 0
+        size = first_of = 0
         ordinals: set[int] | None = None
         for row in rows:
-            (
-                parent,
-                parent_ordinal,
-                operation,
-                layer,
-                ordinal,
-                start,
-                span_id,
-                route,
-                outcome,
-                kind,
-                owner,
-                hedged,
-            ) = row
-            if (
-                operation != group[2]
-                or layer != group[3]
-                or parent_ordinal != group[1]
-                or parent != group[0]
-            ):
+            if row[:4] != group:
                 if multiple:  # the group before: its largest
                     self._largest(largest, group, size)
                 group = row[:4]
                 failed = multiple = False
                 size = 0
-                ordinals = named.get(layer) if named else None
-                sent = 1 if operation < 0 else operation
+                ordinals = named.get(row[3]) if named else None
+                first_of = 1 if row[2] < 0 else row[2]
             else:
                 multiple = True
-            key = (layer, route, outcome, kind, owner)
-            if hedged:
-                counted = plain
+            if row[11]:  # a hedge: no retry, not in its group's size
+                plain.append(row)
             else:
-                counted = retried if failed else plain
+                (retried if failed else plain).append(row)
                 size += 1
-            counted[key] = counted.get(key, 0) + 1
-            failed = outcome != _SUCCESS
-            if ordinals is not None and (-1 if ordinal == _NO_ORDINAL else ordinal) in ordinals:
+            failed = row[8] != _SUCCESS
+            if ordinals is not None and (-1 if row[4] == _NO_ORDINAL else row[4]) in ordinals:
                 continue  # an enclosing attempt: no send
-            first = first_sends.get(sent)
+            first = first_sends.get(first_of)
             if first is None:
-                first_sends[sent] = row
-                firsts[key] = firsts.get(key, 0) + 1
-            elif start > first[5] or (start == first[5] and span_id > first[6]):
-                resent[key] = resent.get(key, 0) + 1
+                first_sends[first_of] = row
+            elif row[5] > first[5] or (row[5] == first[5] and row[6] > first[6]):
+                resent.append(row)
             else:  # the first so far started after this one: a resend
-                was = _key(first)
-                firsts[was] -= 1
-                resent[was] = resent.get(was, 0) + 1
-                first_sends[sent] = row
-                firsts[key] = firsts.get(key, 0) + 1
+                resent.append(first)
+                first_sends[first_of] = row
         if multiple:
             self._largest(largest, group, size)
         self.operations = max(first_sends, default=0)
         attempts: Attempts = {}
         for retry, counted in ((False, plain), (True, retried)):
-            for (layer, route, outcome, kind, owner), n in counted.items():
-                attempts[layer, route, outcome, kind, owner, retry] = n
+            for key, n in Counter(map(_KEY, counted)).items():
+                attempts[(*key, retry)] = n
         sends: Sends = {}
-        for resend, counted in ((False, firsts), (True, resent)):
-            for (layer, route, _, _, owner), n in counted.items():
-                if n:
-                    key4 = (layer, route, owner, resend)
-                    sends[key4] = sends.get(key4, 0) + n
+        for resend, of in ((False, first_sends.values()), (True, resent)):
+            for key, n in Counter(map(_SEND_KEY, of)).items():
+                sends[(*key, resend)] = n
         return attempts, sends, largest
 
     def _largest(self, largest: dict[Any, int], group: GroupKey, size: int) -> None:
