@@ -35,7 +35,6 @@ in:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -116,10 +115,6 @@ _SEND_OPTIONAL: Final = (
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
 _PARENT: Final = itemgetter(0, 1)
-_KEY: Final = itemgetter(3, 7, 8, 9, 10)
-"""A row's :data:`Key`."""
-_SEND_KEY: Final = itemgetter(3, 7, 10)
-"""A row's layer, route and retry owner (what a send is counted by)."""
 _NO_GROUP: Final[Any] = object()
 """The enclosing layer of no group: before the first row."""
 _BOUNDARY: Final = v.ROUTE_DATA_BOUNDARY.key
@@ -262,6 +257,10 @@ class Figures:
     fallback: Fallback | None = None
     widened: tuple[Any, Any] | None = None
     """The route and boundary of the accepted attempt beyond the allowed boundary."""
+
+
+def _key(row: Row) -> Key:
+    return (row[3], row[7], row[8], row[9], row[10])
 
 
 def _sortable(row: Row) -> tuple[str, int, int, str, int, int, int]:
@@ -500,53 +499,81 @@ class RequestTally:
         for parent_layer, parent_ordinal in set(map(_PARENT, rows)):
             if parent_layer != "":
                 named.setdefault(parent_layer, set()).add(parent_ordinal)
-        plain: list[Row] = []
-        retried: list[Row] = []
-        resent: list[Row] = []
+        plain: dict[Key, int] = {}
+        retried: dict[Key, int] = {}
+        firsts: dict[Key, int] = {}
+        resent: dict[Key, int] = {}
         first_sends: dict[int, Row] = {}
         largest: dict[Any, int] = {}
         group: GroupKey = (_NO_GROUP, -1, -1, None)
         failed = multiple = False
-        size = first_of = 0
+        size = sent = 0
         ordinals: set[int] | None = None
         for row in rows:
-            if row[:4] != group:
+            (
+                parent,
+                parent_ordinal,
+                operation,
+                layer,
+                ordinal,
+                start,
+                span_id,
+                route,
+                outcome,
+                kind,
+                owner,
+                hedged,
+            ) = row
+            if (
+                operation != group[2]
+                or layer != group[3]
+                or parent_ordinal != group[1]
+                or parent != group[0]
+            ):
                 if multiple:  # the group before: its largest
                     self._largest(largest, group, size)
                 group = row[:4]
                 failed = multiple = False
                 size = 0
-                ordinals = named.get(row[3]) if named else None
-                first_of = 1 if row[2] < 0 else row[2]
+                ordinals = named.get(layer) if named else None
+                sent = 1 if operation < 0 else operation
             else:
                 multiple = True
-            if row[11]:  # a hedge: no retry, not in its group's size
-                plain.append(row)
+            key = (layer, route, outcome, kind, owner)
+            if hedged:
+                counted = plain
             else:
-                (retried if failed else plain).append(row)
+                counted = retried if failed else plain
                 size += 1
-            failed = row[8] != _SUCCESS
-            if ordinals is not None and (-1 if row[4] == _NO_ORDINAL else row[4]) in ordinals:
+            counted[key] = counted.get(key, 0) + 1
+            failed = outcome != _SUCCESS
+            if ordinals is not None and (-1 if ordinal == _NO_ORDINAL else ordinal) in ordinals:
                 continue  # an enclosing attempt: no send
-            first = first_sends.get(first_of)
+            first = first_sends.get(sent)
             if first is None:
-                first_sends[first_of] = row
-            elif row[5] > first[5] or (row[5] == first[5] and row[6] > first[6]):
-                resent.append(row)
+                first_sends[sent] = row
+                firsts[key] = firsts.get(key, 0) + 1
+            elif start > first[5] or (start == first[5] and span_id > first[6]):
+                resent[key] = resent.get(key, 0) + 1
             else:  # the first so far started after this one: a resend
-                resent.append(first)
-                first_sends[first_of] = row
+                was = _key(first)
+                firsts[was] -= 1
+                resent[was] = resent.get(was, 0) + 1
+                first_sends[sent] = row
+                firsts[key] = firsts.get(key, 0) + 1
         if multiple:
             self._largest(largest, group, size)
         self.operations = max(first_sends, default=0)
         attempts: Attempts = {}
         for retry, counted in ((False, plain), (True, retried)):
-            for key, n in Counter(map(_KEY, counted)).items():
-                attempts[(*key, retry)] = n
+            for (layer, route, outcome, kind, owner), n in counted.items():
+                attempts[layer, route, outcome, kind, owner, retry] = n
         sends: Sends = {}
-        for resend, of in ((False, first_sends.values()), (True, resent)):
-            for key, n in Counter(map(_SEND_KEY, of)).items():
-                sends[(*key, resend)] = n
+        for resend, counted in ((False, firsts), (True, resent)):
+            for (layer, route, _, _, owner), n in counted.items():
+                if n:
+                    key4 = (layer, route, owner, resend)
+                    sends[key4] = sends.get(key4, 0) + n
         return attempts, sends, largest
 
     def _largest(self, largest: dict[Any, int], group: GroupKey, size: int) -> None:
