@@ -30,7 +30,8 @@ application: failures are counted in :attr:`AttemptStampingProcessor.errors`.
 
 Given an :class:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor`
 (``metrics=``), its ``on_end`` also hands every ended span to the live metrics (a send it
-classified with the place it stamped: :data:`Sent`), its
+classified with the place it stamped, :data:`Sent`, its span id and the attributes it read
+at its end), its
 ``on_start`` tells them of an attempt span started in an attempt's own span without naming
 it (see :meth:`~retryscope.instrumentation.metrics.AttemptMetricsProcessor.attempt_started`),
 and its ``force_flush``/``shutdown`` reach them: the SDK calls one processor per span
@@ -41,8 +42,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -123,9 +124,9 @@ class AttemptStampingProcessor(SpanProcessor):
         self._abandoned_before = abandoned_scopes()
         self.metrics = metrics
         """The live metrics processor this one hands ended spans to, if any."""
-        self._record_end: Callable[[ReadableSpan, Sent | None], None] | None = (
-            metrics.take_span_ends() if metrics is not None else None
-        )
+        self._record_end: (
+            Callable[[ReadableSpan, Sent | None, Mapping[str, Any] | None, int], None] | None
+        ) = metrics.take_span_ends() if metrics is not None else None
         self._metrics_start = (
             metrics.attempt_started if metrics is not None and self._record_end else None
         )
@@ -195,7 +196,8 @@ class AttemptStampingProcessor(SpanProcessor):
             self._failed()
 
     def on_end(self, span: ReadableSpan) -> None:
-        sent = None
+        sent = attributes = None
+        span_id = 0
         if self._open:  # only while a span taken for a send is open
             try:
                 ctx = span.get_span_context()
@@ -214,7 +216,7 @@ class AttemptStampingProcessor(SpanProcessor):
                 self._failed()
         record = self._record_end
         if record is not None:  # (contains its own failures)
-            record(span, sent)
+            record(span, sent, attributes, span_id)
 
     def _failed(self) -> None:
         self.errors += 1

@@ -45,7 +45,7 @@ from retryscope.instrumentation.metrics._config import MetricsConfig
 from retryscope.instrumentation.metrics._instruments import Dimension, Instrument, Kind
 from retryscope.instrumentation.metrics._latency import RollingMedian
 from retryscope.instrumentation.metrics._limits import Capped, Enumerated
-from retryscope.instrumentation.metrics._tally import Figures, Place, RequestTally
+from retryscope.instrumentation.metrics._tally import Figures, RequestTally
 
 _log = logging.getLogger(__name__)
 METER_NAME: Final = "retryscope"
@@ -169,7 +169,9 @@ class AttemptMetricsProcessor(SpanProcessor):
                     explicit_bucket_boundaries_advisory=list(inst.buckets),
                 )
 
-    def take_span_ends(self) -> Callable[[ReadableSpan, Sent | None], None] | None:
+    def take_span_ends(
+        self,
+    ) -> Callable[[ReadableSpan, Sent | None, Mapping[str, Any] | None, int], None] | None:
         """Hand the recording of ended spans to a processor that sees every span end (the
         stamping processor calls the returned function from its ``on_end``, and
         :meth:`attempt_started` from its ``on_start``, so the SDK has one processor less to
@@ -250,34 +252,37 @@ class AttemptMetricsProcessor(SpanProcessor):
             return len(self._open)
 
     # -- counting ------------------------------------------------------------------------
-    def _ended(self, span: ReadableSpan, sent: Sent | None = None) -> None:
+    def _ended(
+        self,
+        span: ReadableSpan,
+        sent: Sent | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        span_id: int = 0,
+    ) -> None:
         """Count an ended attempt span into its request's tally; record an ended request.
-        ``sent``: the request id, enclosing attempt and stamped place of a send the stamping
-        processor made of it (then its place is the recorder's, not read again)."""
+        For a send the stamping processor made of it: ``sent``, its request id, enclosing
+        attempt and stamped place (then its place is the recorder's, not read again), its
+        ``attributes`` as that processor read them at its end, and its ``span_id``."""
         try:
-            found = finished_attributes(span)
+            found = attributes if attributes is not None else finished_attributes(span)
             if not found:
                 return
             role = found.get(_ROLE)
             if role is None:
                 return
             attrs = found if type(found) is dict else dict(found)
-            place: Place | None = None
-            if sent is not None and sent[3]:
-                request_id: Any
-                request_id, layer, ordinal, stamped = sent
-                place = (layer, ordinal, stamped[_ORDINAL], stamped[_OPERATION])
-            else:
-                request_id = attrs.get(_ID)
-                if type(request_id) is not str:
-                    return
             if role == _ATTEMPT:
                 ended = ended_fields(span)
-                enclosing = (
-                    self._enclosing.pop(ended[0].span_id, None)
-                    if self._enclosing and place is None
-                    else None
-                )
+                if sent is not None and sent[3]:
+                    request_id: Any = sent[0]
+                    enclosing = None
+                else:
+                    request_id = attrs.get(_ID)
+                    if type(request_id) is not str:
+                        return
+                    sent = None
+                    span_id = ended[0].span_id if ended[0] is not None else 0
+                    enclosing = self._enclosing.pop(span_id, None) if self._enclosing else None
                 evicted = None
                 lock = self._lock
                 lock.acquire()
@@ -287,7 +292,7 @@ class AttemptMetricsProcessor(SpanProcessor):
                         if len(self._open) >= self._max_open:
                             evicted = self._open.pop(next(iter(self._open)))
                         tally = self._open[request_id] = RequestTally()
-                    tally.add(attrs, ended, enclosing, place)
+                    tally.add(attrs, ended, enclosing, sent, span_id)
                 finally:
                     lock.release()
                 if evicted is not None:
@@ -297,6 +302,9 @@ class AttemptMetricsProcessor(SpanProcessor):
                     except Exception:  # the ending span was counted: only this one is lost
                         self._failed("recording an evicted request's metrics")
             elif role in (_REQUEST, _CONTINUATION):
+                request_id = attrs.get(_ID)
+                if type(request_id) is not str:
+                    return
                 with self._lock:
                     if open_scopes(request_id):  # a continuation of it still open here
                         if role == _REQUEST:

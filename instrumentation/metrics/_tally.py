@@ -3,10 +3,11 @@
 An attempt is read once, when its span ends, from what the span holds then: its own
 values (layer, route, outcome and kind, retry owner, cost, backoff, Retry-After,
 ``not_before``, time left) and the place the recorder gave it when it started (ordinal,
-enclosing attempt, operation: a :data:`Place` handed over for a send the stamping processor
-made, else its attributes). An HTTP send that recorded no outcome is classified by its
-status with :data:`~retryscope.http_rules.STATUS_RULES` (the table the
-analytics' ``rs_http_outcome`` macro is rendered from). Each attempt is kept as one
+enclosing attempt, operation: the :data:`~retryscope.instrumentation._open_sends.Sent`
+handed over for a send the stamping processor made, else its attributes). An HTTP send
+that recorded no outcome is classified by its status with
+:data:`~retryscope.http_rules.STATUS_RULES` (the table the analytics' ``rs_http_outcome``
+macro is rendered from). Each attempt is kept as one
 :data:`Row` (its group, order, key and hedge: plain values, no span); durations, time left,
 costs and samples are summed as they come. When the request span ends,
 :meth:`RequestTally.ended` sorts the rows into their groups, counts them, adds what only
@@ -47,6 +48,7 @@ from retryscope.http_rules import (
     OTHER_STATUS_KIND,
     classify_status,
 )
+from retryscope.instrumentation._open_sends import Sent
 from retryscope.instrumentation._sdk import Ended
 from retryscope.instrumentation.metrics._instruments import FallbackQuality
 from retryscope.vocabulary import BOUNDARY_RANK, Decision, HedgeResult, Layer, Outcome, Terminal
@@ -87,20 +89,29 @@ _HEDGE_RESULT: Final = v.HEDGE_RESULT.key
 _DEADLINE: Final = v.DEADLINE.key
 _TRY: Final = v.OPERATION_TRY.key
 _CALLER: Final = v.CALLER_RETRY_LAYER
-_RARE: Final = frozenset(
-    (
-        _HEDGE,
-        _DECISION,
-        _HEDGE_RESULT,
-        _BACKOFF,
-        _RETRY_AFTER,
-        _NOT_BEFORE,
-        _RESERVED,
-        _ACTUAL,
-        _TRY,
-    )
+_RARE: Final = (
+    _HEDGE,
+    _DECISION,
+    _HEDGE_RESULT,
+    _BACKOFF,
+    _RETRY_AFTER,
+    _NOT_BEFORE,
+    _RESERVED,
+    _ACTUAL,
+    _TRY,
 )
-"""Values most attempts lack: read only when one of them is there."""
+"""Values most attempts lack: read only when one of them is there (a tuple: ``isdisjoint``
+walks it faster than a set's table)."""
+_SEND_OPTIONAL: Final = (
+    *_RARE,
+    _OUTCOME,
+    _KIND,
+    _REMAINING,
+    _FALLBACK,
+    _DEADLINE,
+    v.ROUTE_DATA_BOUNDARY.key,
+)
+"""Values a send the recorder placed hardly ever carries: read only when one is there."""
 _NO_ORDINAL: Final = 1 << 64
 """What an attempt without an ordinal sorts by: after every one (the model's NULLS LAST)."""
 _PARENT: Final = itemgetter(0, 1)
@@ -116,9 +127,6 @@ _OPERATION: Final = v.OPERATION.key
 
 Route = tuple[Any, Any]
 """A layer and route as the spans hold them."""
-Place = tuple[Any, int, int, int]
-"""Where the recorder put a send: its enclosing attempt's layer ("": none) and ordinal
-(-1: none), its ordinal and its operation."""
 Key = tuple[Any, Any, Any, Any, Any]
 """An attempt's layer, route, outcome, kind and retry owner."""
 GroupKey = tuple[Any, int, int, Any]
@@ -323,22 +331,29 @@ class RequestTally:
         attrs: Mapping[str, Any],
         ended: Ended,
         enclosing: tuple[Any, Any] | None = None,
-        place: Place | None = None,
+        sent: Sent | None = None,
+        span_id: int | None = None,
     ) -> None:
         """Count one ended attempt span: its attributes; its context, start, end and status
         (``_sdk.ended_fields``, read before the processor's lock is taken: reading a span
-        may run its class's code); and ``enclosing``, the (layer, ordinal) of the attempt
-        whose span it started in when it names none itself."""
+        may run its class's code); ``enclosing``, the (layer, ordinal) of the attempt
+        whose span it started in when it names none itself; for a send the stamping
+        processor made, ``sent`` (its place) and ``span_id``."""
         get = attrs.get  # (one read per key: cheaper than unpacking a ``map`` of them)
         layer = get(_LAYER)
         route = get(_ROUTE)
-        outcome = get(_OUTCOME)
-        kind = get(_KIND)
         owner = get(_OWNER)
-        remaining = get(_REMAINING)
-        fallback = get(_FALLBACK)
+        # the values most attempts (and nearly every send) lack, read only when one is there
+        optional = sent is None or not attrs.keys().isdisjoint(_SEND_OPTIONAL)
+        if optional:
+            outcome, kind = get(_OUTCOME), get(_KIND)
+            rare = not attrs.keys().isdisjoint(_RARE)
+        else:
+            outcome = kind = None
+            rare = False
         context, start, end, status = ended
-        span_id = context.span_id if context is not None else 0
+        if span_id is None:
+            span_id = context.span_id if context is not None else 0
         start = start or 0
         end = end or start
         if outcome is None and (  # an HTTP send says it by its status
@@ -355,7 +370,7 @@ class RequestTally:
         rows = self.rows
         if not rows:
             self.tenant, self.operation = get(_TENANT), get(_OPERATION)
-        if place is None:  # not placed by the recorder: where its attributes say
+        if sent is None:  # not placed by the recorder: where its attributes say
             ordinal = get(_ORDINAL)
             parent_layer = get(_PARENT_LAYER)
             parent_ordinal = get(_PARENT_ORDINAL)
@@ -373,14 +388,17 @@ class RequestTally:
             if type(operation) is not int:
                 operation = -1
         else:
-            parent_layer, parent_ordinal, ordinal, operation = place
+            _, parent_layer, parent_ordinal, stamped = sent
+            ordinal, operation = stamped[_ORDINAL], stamped[_OPERATION_ORDINAL]
             top = parent_layer == ""
-        # the values most attempts lack, read only when one of them is there
-        rare = not attrs.keys().isdisjoint(_RARE)
         hedged = False
         if rare:
             hedge = get(_HEDGE)
             hedged = type(hedge) is int and hedge != 0
+            caller_try = get(_TRY)
+            if type(caller_try) is int and not hedged:
+                tries = self._tries.setdefault((parent_layer, parent_ordinal, operation, layer), {})
+                tries[caller_try] = tries.get(caller_try, 0) + 1
         rows.append(
             (
                 parent_layer,
@@ -397,29 +415,26 @@ class RequestTally:
                 hedged,
             )
         )
-        if rare:
-            caller_try = get(_TRY)
-            if type(caller_try) is int and not hedged:
-                group = (parent_layer, parent_ordinal, operation, layer)
-                tries = self._tries.setdefault(group, {})
-                tries[caller_try] = tries.get(caller_try, 0) + 1
-
         route_key = (layer, route)
         durations = self.durations.get(route_key)
         if durations is None:
-            durations = self.durations[route_key] = []
-        durations.append((end - start) / 1e6)
-        if type(remaining) is int:
-            left = self.remaining.get(route_key)
-            if left is None:
-                self.remaining[route_key] = [remaining]
-            else:
-                left.append(remaining)
+            self.durations[route_key] = [(end - start) / 1e6]
+        else:
+            durations.append((end - start) / 1e6)
+        if optional:
+            remaining, fallback = get(_REMAINING), get(_FALLBACK)
+            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
+            if type(remaining) is int:
+                left = self.remaining.get(route_key)
+                if left is None:
+                    self.remaining[route_key] = [remaining]
+                else:
+                    left.append(remaining)
+        else:
+            fallback = deadline = boundary = None
 
         accepted = False
-        boundary = None
         if outcome == _SUCCESS:
-            deadline, boundary = get(_DEADLINE), get(_BOUNDARY)
             if type(deadline) is not int:
                 if self._late_end is None or end > self._late_end:
                     self._late_end = end
@@ -428,8 +443,8 @@ class RequestTally:
             accepted = not rare or _accepted(get(_DECISION), get(_HEDGE_RESULT))
             if accepted and boundary is not None:
                 self._accepted.append((_layer_rank(layer), route, boundary))
-        elif top:
-            boundary = get(_BOUNDARY)
+        elif not top:
+            boundary = None
         if top and enclosing is None and (self._entry is None or start < self._entry[0]):
             self._entry = (start, route, boundary)
         if fallback is True:
