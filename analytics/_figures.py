@@ -37,6 +37,7 @@ from retryscope import analytics
 from retryscope._fs import make_dirs
 from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._browse import dimension_values, scope_time_range, time_range
+from retryscope.analytics._headline import headline
 from retryscope.analytics._report import build_report
 from retryscope.analytics.model._store import Modes
 from retryscope.analytics.replay._policy_drift import POLICY_DIR
@@ -52,6 +53,7 @@ FOLDER: Final = "figures"
 STORED: Final = frozenset(
     {
         "report",
+        "headline",
         "amplification",
         "cost",
         "fallback",
@@ -296,6 +298,7 @@ def keep_first_page(
     if report is None:
         report = build_report(model)
     store.put("report", (), report)
+    store.put("headline", (), headline(model))
     for name, dim in REPORT_SLICES:
         table = metrics.kept_slice(model, name, dim)
         if table is not None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 import pyarrow as pa
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from retryscope.analytics import RULES_BY_ID
 from retryscope.dashboards import _explorer as explorer
@@ -90,11 +91,11 @@ def rule_kpi(label: str, value: Any, rule: str, **query: Any) -> Kpi:
     )
 
 
-def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:
+def kpi_row(ctx: Context, kpis: Sequence[Kpi], row: DeltaGenerator | None = None) -> DeltaGenerator:
     """KPI cards side by side (each as wide as its label and value: nothing is cut; they
     wrap to a second row on a narrow screen), each with a link into the Requests explorer
-    when it names the requests it counts."""
-    row = st.container(horizontal=True, gap="small")
+    when it names the requests it counts; appended to ``row`` when given. The row."""
+    row = st.container(horizontal=True, gap="small") if row is None else row
     for k in kpis:
         with row.container(border=True, width="content"):
             flat = fmt.is_zero(k.delta)
@@ -120,6 +121,7 @@ def kpi_row(ctx: Context, kpis: Sequence[Kpi]) -> None:
                         icon=":material/compare_arrows:",
                         page=explorer.COMPARE_PAGE,
                     )
+    return row
 
 
 def open_request(ctx: Context, ident: str) -> None:

@@ -5,12 +5,13 @@ requests and a brush narrowing the time range."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from retryscope.analytics import RULES, RequestSort, Rule, Severity, Thresholds, trend_bucket
 from retryscope.dashboards import _charts as charts
@@ -149,21 +150,27 @@ def _errors(ctx: Context, report: dict[str, Any]) -> None:
                 )
 
 
-def _kpis(ctx: Context, report: dict[str, Any], before: dict[str, Any] | None) -> None:
-    kpis = []
-    for label, get, show, change, bad_up, help_, opens in KPIS:
-        value = get(report)
-        kpis.append(
-            Kpi(
-                label,
-                show(value),
-                change(value, get(before)) if before is not None else None,
-                bad_up=bad_up,
-                help=help_,
-                opens=opens,
-            )
+def _kpis(
+    ctx: Context,
+    figures: dict[str, Any],
+    before: dict[str, Any] | None,
+    specs: Sequence[_KpiSpec],
+    row: DeltaGenerator | None = None,
+) -> DeltaGenerator:
+    """The cards of ``specs`` over ``figures`` (changes against ``before``), appended to
+    ``row`` (a new row when None); the row, for cards drawn later."""
+    kpis = [
+        Kpi(
+            label,
+            show(get(figures)),
+            change(get(figures), get(before)) if before is not None else None,
+            bad_up=bad_up,
+            help=help_,
+            opens=opens,
         )
-    kpi_row(ctx, kpis)
+        for label, get, show, change, bad_up, help_, opens in specs
+    ]
+    return kpi_row(ctx, kpis, row)
 
 
 def _info_left_out(report: dict[str, Any]) -> None:
@@ -383,19 +390,18 @@ def _compare_period(ctx: Context) -> None:
 def render() -> None:
     ctx = current()
     st.header("Overview")
-    report = scope_report(ctx)
-    if report is None:
+    # The headline first, from the model's rollups (the report's own values): on screen
+    # before the report's findings across requests, offenders and trends are computed.
+    figures: dict[str, Any] = ctx.source.query("headline", ctx.filters)
+    if not figures["logical_requests"]:
+        scope_report(ctx)  # says why the scope is empty
         return
     prev = ctx.previous
-    before = ctx.source.query("report", prev) if prev is not None else None
+    before = ctx.source.query("headline", prev) if prev is not None else None
     if before is not None and before["logical_requests"] == 0:
         before = None
-    _errors(ctx, report)
-    # the headline figures as the model's rollups hold them (the report's own values)
-    figures = {**report, **ctx.source.query("headline", ctx.filters)}
-    if before is not None and prev is not None:
-        before = {**before, **ctx.source.query("headline", prev)}
-    _kpis(ctx, figures, before)
+    errors = st.container()  # above the cards, filled once the findings are counted
+    row = _kpis(ctx, figures, before, KPIS[:-1])
     if prev is None:
         st.caption("Set a time range in the sidebar to compare with the previous period.")
     elif before is None:
@@ -406,6 +412,11 @@ def render() -> None:
             f"{prev.until:%Y-%m-%d %H:%M:%S} UTC ({before['logical_requests']:,} requests); "
             "rates change in percentage points (pp)."
         )
+    report: dict[str, Any] = ctx.source.query("report", ctx.filters)
+    earlier = ctx.source.query("report", prev) if before is not None else None
+    with errors:
+        _errors(ctx, report)
+    _kpis(ctx, report, earlier, KPIS[-1:], row)  # Violations: findings across requests
     _info_left_out(report)
     _compare_period(ctx)
     _offenders(ctx)

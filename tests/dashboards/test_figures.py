@@ -46,11 +46,11 @@ def test_a_restarted_ui_reads_the_kept_figures(
 ) -> None:
     data, cache = started
     (kept,) = _sets(cache)
-    (report,) = kept.glob("report-*.json")
-    figures = json.loads(report.read_text())
+    (headline,) = kept.glob("headline-*.json")  # the Overview's first row
+    figures = json.loads(headline.read_text())
     assert figures["logical_requests"] == 9
     figures["logical_requests"] = 12_345  # what the restarted page shows, if it reads it
-    report.write_text(json.dumps(figures))
+    headline.write_text(json.dumps(figures))
     assert _restart(data, cache, monkeypatch)["Logical requests"] == "12,345"
 
 
@@ -68,16 +68,22 @@ def test_a_ui_started_after_the_report_reads_the_figures_it_kept(
     printed = json.loads(capsys.readouterr().out)
     (kept,) = _sets(cache)
     names = {p.name.rsplit("-", 1)[0] for p in kept.iterdir()}
-    assert names >= {"finding_counts", "load", "report", *(name for name, _ in REPORT_SLICES)}
+    assert names >= {
+        "finding_counts",
+        "load",
+        "report",
+        "headline",
+        *(name for name, _ in REPORT_SLICES),
+    }
     store = FigureStore(kept)
     assert store.get("report", ()) == printed
     con, _ = connect(data)
     assert store.get("amplification", ("route",)).equals(amplification(con, by="route"))
     assert store.get("finding_counts", ()) == build_report(con)["violations"]
-    (report,) = kept.glob("report-*.json")
-    figures = json.loads(report.read_text())
+    (headline,) = kept.glob("headline-*.json")  # the Overview's first row
+    figures = json.loads(headline.read_text())
     figures["logical_requests"] = 12_345  # what the page shows, if it reads the kept set
-    report.write_text(json.dumps(figures))
+    headline.write_text(json.dumps(figures))
     assert _restart(data, cache, monkeypatch)["Logical requests"] == "12,345"
 
 

@@ -63,6 +63,25 @@ def test_kpis_of_the_whole_data_set(app: AppTest) -> None:
     assert "Set a time range" in app.caption[0].value
 
 
+def test_the_headline_is_drawn_before_the_report_is_computed(
+    ui_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first row reads the headline (the model's rollups at scale), not the report: with
+    the report failing, every card but Violations is already on the page, with its value."""
+    from retryscope.dashboards import _data
+
+    def failing(*_: object) -> object:
+        raise RuntimeError("the report is still being computed")
+
+    monkeypatch.setitem(_data.QUERIES, "report", failing)
+    monkeypatch.setenv(DATA_ENV, str(ui_data))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    shown = metrics(at)
+    assert shown == {k: v for k, v in WHOLE.items() if k != "Violations"}
+    assert at.error  # the page's error boundary, below the cards
+
+
 def test_each_kpi_opens_the_requests_it_counts(app: AppTest) -> None:
     assert kpi_links(app) == {
         "Logical requests": {"sort": "started_at", "order": "asc"},
