@@ -31,6 +31,14 @@ def dimension_values(model: AuditModel) -> pa.Table:
     return arrow(model.build().con, "dimension_values")
 
 
+def class_names(model: AuditModel) -> dict[str, str]:
+    """The readable name of each capability and behavior class digest that any span of the
+    data set recorded one beside (``retryscope.*capability_name``, ``*behavior_class_name``):
+    the UI shows it, the rules still compare the digest."""
+    rows = arrow(model.build().con, "class_names").to_pylist()
+    return {row["digest"]: row["name"] for row in rows}
+
+
 def time_range(model: AuditModel) -> pa.Table:
     """One row: first and last logical request start, and the number of requests."""
     return arrow(model.build().con, "time_range")

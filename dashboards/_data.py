@@ -34,6 +34,7 @@ from retryscope.analytics import (
     amplification,
     breakdown,
     build_report,
+    class_names,
     compare,
     compare_requests,
     connect,
@@ -217,6 +218,7 @@ QUERIES: dict[str, Callable[[AuditModel, Filters | None, tuple[Any, ...]], Any]]
     "nested_retry_requests": lambda m, f, a: nested_retry_requests(m, filters=f, limit=a[0]),
     "retry_success_matrix": lambda m, f, a: retry_success_matrix(m, filters=f),
     "dimension_values": lambda m, f, a: dimension_values(m),
+    "class_names": lambda m, f, a: class_names(m),
     "time_range": lambda m, f, a: time_range(m),
     "scope_time_range": lambda m, f, a: scope_time_range(m, filters=f),
     # request_list arguments: the fields of a RequestQuery in order (``astuple``)

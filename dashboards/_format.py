@@ -262,6 +262,32 @@ def redacted(text: Any) -> str:
     return out if len(out) <= ERROR_MAX_CHARS else out[:ERROR_MAX_CHARS] + " …"
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+DIGEST_SHOWN = 12
+"""Hex digits of a SHA-256 digest a table shows where no name was recorded for it."""
+
+
+def class_label(value: Any, names: Mapping[str, str]) -> str | None:
+    """A capability or behavior class as a table or sentence shows it: the name recorded
+    beside it (``names``: ``retryscope.analytics.class_names``), else the value itself, a
+    SHA-256 digest cut to :data:`DIGEST_SHOWN` hex digits."""
+    if _missing(value):
+        return None
+    text = str(value)
+    if text in names:
+        return names[text]
+    return text[:DIGEST_SHOWN] if _DIGEST.fullmatch(text) else text
+
+
+def class_detail(value: Any, names: Mapping[str, str]) -> str | None:
+    """A class with everything recorded of it: ``name (digest)`` where a name was recorded
+    beside it, else the value whole."""
+    if _missing(value):
+        return None
+    text = str(value)
+    return f"{names[text]} ({text})" if text in names else text
+
+
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 _BACKTICKS = re.compile(r"`+")
 

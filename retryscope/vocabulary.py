@@ -213,11 +213,25 @@ REQUIRED_CAPABILITY_DIGEST = Attr(
     S,
     "On the logical request span: digest of the capability contract the request requires.",
 )
+REQUIRED_CAPABILITY_NAME = Attr(
+    "retryscope.capability.required_name",
+    "required_capability_name",
+    S,
+    "On the logical request span: a readable name of that capability contract (e.g. "
+    "`chat/incident-severity/v1`), shown beside its digest; rules compare the digest.",
+)
 REQUIRED_BEHAVIOR_CLASS = Attr(
     "retryscope.behavior_class.required",
     "required_behavior_class",
     S,
     "On the logical request span: behavior class (or its digest) the request requires.",
+)
+REQUIRED_BEHAVIOR_CLASS_NAME = Attr(
+    "retryscope.behavior_class.required_name",
+    "required_behavior_class_name",
+    S,
+    "On the logical request span: a readable name of that behavior class, when the class "
+    "is recorded as a digest; shown beside it, rules compare the class.",
 )
 MAX_DATA_BOUNDARY = Attr(
     "retryscope.data_boundary.max",
@@ -232,11 +246,25 @@ ROUTE_CAPABILITY_DIGEST = Attr(
     S,
     "On an attempt: digest of the capability contract the route binds.",
 )
+ROUTE_CAPABILITY_NAME = Attr(
+    "retryscope.route.capability_name",
+    "route_capability_name",
+    S,
+    "On an attempt: a readable name of that capability contract, shown beside its digest; "
+    "rules compare the digest.",
+)
 ROUTE_BEHAVIOR_CLASS = Attr(
     "retryscope.route.behavior_class",
     "route_behavior_class",
     S,
     "On an attempt: behavior class (or its digest) the route's release is evaluated for.",
+)
+ROUTE_BEHAVIOR_CLASS_NAME = Attr(
+    "retryscope.route.behavior_class_name",
+    "route_behavior_class_name",
+    S,
+    "On an attempt: a readable name of that behavior class, when the class is recorded as a "
+    "digest; shown beside it, rules compare the class.",
 )
 ROUTE_DATA_BOUNDARY = Attr(
     "retryscope.route.data_boundary",
@@ -422,10 +450,14 @@ DEDICATED: Final[tuple[Attr, ...]] = (
     GAP_DROPPED_SPANS,
     GAP_REASON,
     REQUIRED_CAPABILITY_DIGEST,
+    REQUIRED_CAPABILITY_NAME,
     REQUIRED_BEHAVIOR_CLASS,
+    REQUIRED_BEHAVIOR_CLASS_NAME,
     MAX_DATA_BOUNDARY,
     ROUTE_CAPABILITY_DIGEST,
+    ROUTE_CAPABILITY_NAME,
     ROUTE_BEHAVIOR_CLASS,
+    ROUTE_BEHAVIOR_CLASS_NAME,
     ROUTE_DATA_BOUNDARY,
     ERROR_TYPE,
     HTTP_STATUS_CODE,

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from retryscope import vocabulary as v
-from retryscope.analytics import fallback, finding_counts, findings
+from retryscope.analytics import class_names, fallback, finding_counts, findings
 from tests.recorder import MS, T0, Clock, Recorder
 
 CAP, BEHAVIOR = "cap-1", "incident-severity@v3"
@@ -135,3 +135,55 @@ def test_fallback_findings(recorder: Recorder) -> None:
         )
     ]
     assert [i for i, _, _ in ids("fallback_capability_mismatch")] == ["mismatch"]
+
+
+def test_class_names_land_in_their_columns_and_name_the_classes(recorder: Recorder) -> None:
+    """A name recorded beside a class lands in its column and names the class across the
+    data set; the rules still compare the classes (the figures of test_fallback_metrics)."""
+    _fixture(recorder)
+    required = {
+        **REQUIRED,
+        v.REQUIRED_CAPABILITY_NAME.key: "incident-severity/json",
+        v.REQUIRED_BEHAVIOR_CLASS_NAME.key: "Incident severity v3",
+    }
+    route = {
+        **_route(cap="cap-2", behavior="cheaper@v1"),
+        v.ROUTE_CAPABILITY_NAME.key: "chat/free-text",
+        v.ROUTE_BEHAVIOR_CLASS_NAME.key: "Cheaper v1",
+    }
+    clock = Clock(T0 + 200_000 * MS)
+    with recorder.request(clock, logical_request_id="named", attributes=required) as req:
+        recorder.attempt(req, "primary", outcome="unavailable", attributes=_route())
+        recorder.attempt(req, "fb-named", priority=1, attributes=route)
+    con = recorder.connect()
+    names = ", ".join(
+        a.column
+        for a in (
+            v.REQUIRED_CAPABILITY_NAME,
+            v.REQUIRED_BEHAVIOR_CLASS_NAME,
+            v.ROUTE_CAPABILITY_NAME,
+            v.ROUTE_BEHAVIOR_CLASS_NAME,
+        )
+    )
+    rows = (
+        con.build()
+        .con.execute(
+            f"SELECT {names} FROM spans WHERE logical_request_id = 'named' "
+            f"AND coalesce({names}) IS NOT NULL ORDER BY span_role"
+        )
+        .fetchall()
+    )
+    assert rows == [
+        (None, None, "chat/free-text", "Cheaper v1"),  # the fallback attempt
+        ("incident-severity/json", "Incident severity v3", None, None),  # the request
+    ]
+    assert class_names(con) == {
+        CAP: "incident-severity/json",
+        BEHAVIOR: "Incident severity v3",
+        "cap-2": "chat/free-text",
+        "cheaper@v1": "Cheaper v1",
+    }
+    # the rules compare the classes: one more incompatible fallback, nothing else moves
+    row = fallback(con).to_pylist()[0]
+    assert (row["requests_with_fallback"], row["quality_fallback_successes"]) == (6, 1)
+    assert finding_counts(con)["fallback_capability_mismatch"] == 2

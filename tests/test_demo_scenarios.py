@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from retryscope.analytics import build_report, connect, findings
+from retryscope.analytics import build_report, class_names, connect, findings
 from retryscope.analytics.replay._policy_drift import POLICY_DIR, policy_drift
+from retryscope.demo import _scenarios as demo
 from retryscope.demo._run import generate, split
 
 
@@ -102,4 +103,11 @@ def test_unsafe_fallback_is_flagged_and_drifts_from_its_reviewed_policy(tmp_path
     evidence = [json.loads(r["evidence"]) for r in findings(con, rule="policy_drift").to_pylist()]
     assert {e["observed"] for e in evidence if e["check"] == "RouteMismatch"} == {
         "external-unvetted"
+    }
+    # its classes are recorded by name beside their digests (the rules compare the digests)
+    assert class_names(con) == {
+        demo.CAPABILITY: demo.CAPABILITY_NAME,
+        demo.BEHAVIOR: demo.BEHAVIOR_NAME,
+        demo.OTHER_CAPABILITY: demo.OTHER_CAPABILITY_NAME,
+        demo.OTHER_BEHAVIOR: demo.OTHER_BEHAVIOR_NAME,
     }

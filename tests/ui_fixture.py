@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from retryscope import vocabulary as v
 from tests.recorder import MS, T0, Clock, Recorder
 from tests.test_analytics_fallback import REQUIRED, _route
 
@@ -32,6 +33,12 @@ LEAKY_ERROR = "429 from https://svc:hunter2@api.example/v1?api_key=sk-live-abcde
 """An error message carrying credentials: the drill-down shows it redacted."""
 HOSTILE_TENANT = "o'brien\"; DROP TABLE spans; --"
 HOSTILE_ROUTE = "ext'); SELECT * FROM read_csv('/etc/passwd'); --"
+CAPABILITY_NAME = "incident-severity *json* v3"
+"""The name the fallback requests record beside their required capability ``cap-1`` (with
+markdown in it: pages show it verbatim); ``cap-2`` has none."""
+BEHAVIOR_NAME = "Incident severity v3"
+"""The name their primary attempts record beside the behavior class ``incident-severity@v3``
+(the fallbacks' ``cheaper@v1`` has none)."""
 START = datetime.fromtimestamp(T0 / 1e9, UTC).replace(tzinfo=None)
 PERIOD = (START, START + timedelta(minutes=10))
 
@@ -65,8 +72,10 @@ def _nested(rec: Recorder) -> None:
 
 def _fallback(rec: Recorder, rid: str, at_s: int, tenant: str, route: str, **kw: str) -> None:
     clock = Clock(T0 + at_s * 1000 * MS)
-    with rec.request(clock, tenant=tenant, logical_request_id=rid, attributes=REQUIRED) as req:
-        rec.attempt(req, "primary", outcome="unavailable", attributes=_route(), gap_ms=200)
+    named = {**REQUIRED, v.REQUIRED_CAPABILITY_NAME.key: CAPABILITY_NAME}
+    with rec.request(clock, tenant=tenant, logical_request_id=rid, attributes=named) as req:
+        primary = {**_route(), v.ROUTE_BEHAVIOR_CLASS_NAME.key: BEHAVIOR_NAME}
+        rec.attempt(req, "primary", outcome="unavailable", attributes=primary, gap_ms=200)
         rec.attempt(req, route, priority=1, attributes=_route(**kw))
 
 

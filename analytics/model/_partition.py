@@ -31,6 +31,7 @@ PER_REQUEST_TABLES: Final = (
     "request_digest_hashes",
     "reconciliations",
     "digest_spans",
+    "class_names",
     "all_attempt_facts",
     "all_request_layers",
     "all_request_routes",

@@ -57,16 +57,24 @@ ROUTE_COLUMNS = (
     fmt.Column("degraded_fallbacks", "Degraded", fmt.Unit.COUNT),
     fmt.Column("boundary_widened_requests", "Boundary widened", fmt.Unit.COUNT),
 )
+# The evidence columns naming a capability or behavior class, shown by name.
+CLASS_COLUMNS = (
+    ("route_behavior_class", "Route behavior"),
+    ("required_behavior_class", "Required behavior"),
+    ("route_capability_digest", "Route capability"),
+    ("required_capability_digest", "Required capability"),
+)
+_CLASS_HELP = (
+    "The name recorded beside the class; where none was, the class as recorded (a digest: "
+    f"its first {fmt.DIGEST_SHOWN} hex digits). The request's page shows both."
+)
 CASE_COLUMNS = (
     fmt.Column("logical_request_id", "Request"),
     fmt.Column("cases", "Cases", width="large"),
     fmt.Column("route_id", "Answered by route", width="medium"),
     fmt.Column("route_data_boundary", "Route boundary"),
     fmt.Column("allowed_boundary", "Allowed boundary"),
-    fmt.Column("route_behavior_class", "Route behavior"),
-    fmt.Column("required_behavior_class", "Required behavior"),
-    fmt.Column("route_capability_digest", "Route capability", help="First 12 hex digits"),
-    fmt.Column("required_capability_digest", "Required capability", help="First 12 hex digits"),
+    *(fmt.Column(column, header, help=_CLASS_HELP) for column, header in CLASS_COLUMNS),
     fmt.Column("time", "Answered at (UTC)", fmt.Unit.TIME),
 )
 
@@ -85,9 +93,10 @@ def _cases(ctx: Context) -> pd.DataFrame:
     grouped = rows.sort_values("order").groupby("logical_request_id", sort=False)
     out = grouped.first()
     out["cases"] = grouped["case"].agg(", ".join)
-    for digest in ("route_capability_digest", "required_capability_digest"):
-        if digest in out.columns:
-            out[digest] = out[digest].str.slice(0, 12)
+    names: dict[str, str] = ctx.source.query("class_names")
+    for column, _ in CLASS_COLUMNS:
+        if column in out.columns:
+            out[column] = out[column].map(lambda value: fmt.class_label(value, names))
     return out.reset_index().sort_values(["time", "logical_request_id"])
 
 

@@ -155,7 +155,14 @@ def _trace_link(trace_id: str) -> None:
         )
 
 
-def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
+# The request's capability and behavior class: its contract line names them.
+_CLASSES = (
+    ("required capability", "required_capability_digest"),
+    ("required behavior", "required_behavior_class"),
+)
+
+
+def _contract(summary: dict[str, Any], started: pd.Timestamp, names: dict[str, str]) -> str:
     deadline = _deadline_ms(summary)
     after = fmt.DASH if deadline is None else fmt.ms(deadline) + " after the start"
     entry = summary.get("entry_route") or fmt.DASH
@@ -166,11 +173,21 @@ def _contract(summary: dict[str, Any], started: pd.Timestamp) -> str:
         ("retry owner", summary["retry_owner"]),
         ("entry route", f"{entry} ({boundary})" if boundary else entry),
         ("allowed boundary", summary.get("max_data_boundary")),
-        ("required behavior", summary.get("required_behavior_class")),
+        *((label, fmt.class_label(summary.get(key), names)) for label, key in _CLASSES),
         ("deadline", after),
         ("started", f"{started:%Y-%m-%d %H:%M:%S.%f}"[:-3] + " UTC"),
     ]
     return " · ".join(f"{k}: **{fmt.DASH if v is None else fmt.plain(v)}**" for k, v in parts)
+
+
+def _classes_help(summary: dict[str, Any], names: dict[str, str]) -> str | None:
+    """The tooltip of the contract line: each class with its name and digest in full."""
+    shown = [
+        f"{label}: {fmt.plain(fmt.class_detail(summary.get(key), names))}"
+        for label, key in _CLASSES
+        if summary.get(key) is not None
+    ]
+    return "  \n".join(shown) or None
 
 
 def key_figures(summary: dict[str, Any], attempts: pd.DataFrame) -> dict[str, str]:
@@ -631,6 +648,10 @@ def _request(ctx: Context, rid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The attempts and the span tree (with its critical path) of request ``rid``."""
     attempts = ctx.source.query("request_attempts", None, rid).to_pandas()
     spans = ctx.source.query("request_span_tree", None, rid).to_pandas()
+    if not spans.empty:  # the detail panel and tooltips: a class's name and digest
+        names: dict[str, str] = ctx.source.query("class_names")
+        behavior = spans["route_behavior_class"]
+        spans["route_behavior_class"] = behavior.map(lambda c: fmt.class_detail(c, names))
     return attempts, spans
 
 
@@ -739,7 +760,11 @@ def render() -> None:
     started = pd.Timestamp(summary["started_at"])
 
     _figures(summary, attempts, len(findings))
-    st.markdown(f"Logical request {fmt.literal(rid)} — " + _contract(summary, started))
+    names: dict[str, str] = ctx.source.query("class_names")
+    st.markdown(
+        f"Logical request {fmt.literal(rid)} — " + _contract(summary, started, names),
+        help=_classes_help(summary, names),
+    )
     _trace_link(str(summary["trace_id"]))
     if attempts.empty:
         st.info("This request recorded no attempts.")

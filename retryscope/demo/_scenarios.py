@@ -66,11 +66,15 @@ def _label(text: str) -> str:
 # demo's budgets: three tries on the private primary, one on the external fallback.
 LAB: Final = reference_policy()
 CAPABILITY: Final = capability_sha256(LAB.capability)
+CAPABILITY_NAME: Final = "incident-severity/json-schema/eu/v1"
 BEHAVIOR: Final = LAB.behavior_class_sha256
+BEHAVIOR_NAME: Final = "incident-severity-contract/v1"  # the lab's behavior class label
 PRIMARY: Final = replace(LAB.routes[0], max_attempts=3, max_attempt_cost_micros=2_000)
 FALLBACK: Final = replace(LAB.routes[1], max_attempts=1, max_attempt_cost_micros=12_000)
-OTHER_CAPABILITY: Final = _label("capability:chat/free-text/v0")
-OTHER_BEHAVIOR: Final = _label("behavior:generic-assistant/v0")
+OTHER_CAPABILITY_NAME: Final = "chat/free-text/v0"
+OTHER_CAPABILITY: Final = _label("capability:" + OTHER_CAPABILITY_NAME)
+OTHER_BEHAVIOR_NAME: Final = "generic-assistant/v0"
+OTHER_BEHAVIOR: Final = _label("behavior:" + OTHER_BEHAVIOR_NAME)
 UNVETTED: Final = "external-unvetted"
 """The unsafe-fallback scenario's route: external, another contract and behavior class."""
 UNVETTED_RELEASE: Final = _label("release:external-unvetted/cheap-model/2026-08")
@@ -273,28 +277,40 @@ def _unsafe(world: World, ident: Identity, clock: VirtualClock) -> None:
         clock=clock,
         attributes={
             v.REQUIRED_CAPABILITY_DIGEST.key: CAPABILITY,
+            v.REQUIRED_CAPABILITY_NAME.key: CAPABILITY_NAME,
             v.REQUIRED_BEHAVIOR_CLASS.key: BEHAVIOR,
+            v.REQUIRED_BEHAVIOR_CLASS_NAME.key: BEHAVIOR_NAME,
             v.MAX_DATA_BOUNDARY.key: DataBoundary.PRIVATE_SERVICE.value,
         },
     ) as req:
-        primary = (PRIMARY.route_id, PRIMARY.route_release_sha256, 0, CAPABILITY, BEHAVIOR)
-        unvetted = (UNVETTED, UNVETTED_RELEASE, 1, OTHER_CAPABILITY, OTHER_BEHAVIOR)
-        plan = [
-            (*primary, "private_service"),
-            (*primary, "private_service"),
-            (*unvetted, "external_provider"),
-        ]
+        primary = (
+            (PRIMARY.route_id, PRIMARY.route_release_sha256, 0),
+            {
+                v.ROUTE_CAPABILITY_DIGEST.key: CAPABILITY,
+                v.ROUTE_CAPABILITY_NAME.key: CAPABILITY_NAME,
+                v.ROUTE_BEHAVIOR_CLASS.key: BEHAVIOR,
+                v.ROUTE_BEHAVIOR_CLASS_NAME.key: BEHAVIOR_NAME,
+                v.ROUTE_DATA_BOUNDARY.key: DataBoundary.PRIVATE_SERVICE.value,
+            },
+        )
+        unvetted = (
+            (UNVETTED, UNVETTED_RELEASE, 1),
+            {
+                v.ROUTE_CAPABILITY_DIGEST.key: OTHER_CAPABILITY,
+                v.ROUTE_CAPABILITY_NAME.key: OTHER_CAPABILITY_NAME,
+                v.ROUTE_BEHAVIOR_CLASS.key: OTHER_BEHAVIOR,
+                v.ROUTE_BEHAVIOR_CLASS_NAME.key: OTHER_BEHAVIOR_NAME,
+                v.ROUTE_DATA_BOUNDARY.key: DataBoundary.EXTERNAL_PROVIDER.value,
+            },
+        )
+        plan = [primary, primary, unvetted]
         delay = 0
-        for i, (route, release, priority, capability, behavior, boundary) in enumerate(plan):
+        for i, ((route, release, priority), attributes) in enumerate(plan):
             with req.attempt(
                 route,
                 route_release=release,
                 route_priority=priority,
-                attributes={
-                    v.ROUTE_CAPABILITY_DIGEST.key: capability,
-                    v.ROUTE_BEHAVIOR_CLASS.key: behavior,
-                    v.ROUTE_DATA_BOUNDARY.key: boundary,
-                },
+                attributes=attributes,
             ) as attempt:
                 if i:
                     attempt.set_backoff(delay_ms=delay, not_before=clock.now)

@@ -119,3 +119,14 @@ def test_long_error_text_is_cut() -> None:
     shown = fmt.redacted("x" * 10_000)
     assert len(shown) == fmt.ERROR_MAX_CHARS + 2
     assert shown.endswith(" …")
+
+
+def test_a_class_by_its_name_else_as_recorded() -> None:
+    digest = "ab" * 32
+    names = {digest: "generic-assistant/v0", "cheaper@v1": "Cheaper v1"}
+    assert fmt.class_label(digest, names) == "generic-assistant/v0"
+    assert fmt.class_detail(digest, names) == f"generic-assistant/v0 ({digest})"
+    assert fmt.class_label("cd" * 32, names) == "cd" * 6  # a digest: its first 12 digits
+    assert fmt.class_label("cd" * 32 + "0", names) == "cd" * 32 + "0"  # not a digest: whole
+    assert fmt.class_label("cheaper@v2", names) == fmt.class_detail("cheaper@v2", names)
+    assert fmt.class_label(None, names) is fmt.class_detail(pd.NA, names) is None

@@ -22,7 +22,13 @@ from tests.dashboards.conftest import (
     subheaders,
     table,
 )
-from tests.ui_fixture import HOSTILE_ROUTE, HOSTILE_TENANT, LEAKY_ERROR
+from tests.ui_fixture import (
+    BEHAVIOR_NAME,
+    CAPABILITY_NAME,
+    HOSTILE_ROUTE,
+    HOSTILE_TENANT,
+    LEAKY_ERROR,
+)
 
 
 def _config(at: AppTest, index: int) -> dict[str, dict[str, object]]:
@@ -140,6 +146,10 @@ def test_fallbacks_page_agrees_with_itself(app: AppTest) -> None:
         "fb-other",
     )
     assert rows["degraded"]["route_data_boundary"] == "–"  # not "None"
+    # a class by the name recorded beside it (on any span), as recorded where none was
+    assert rows["mismatch"]["required_capability_digest"] == CAPABILITY_NAME
+    assert rows["degraded"]["required_behavior_class"] == BEHAVIOR_NAME
+    assert "digest" in _config(app, 3)["route_capability_digest"]["help"]
     assert kpi_links(app)["Degraded"] == {"rule": "degraded_fallback"}
     select_row(app, "fallback_cases", 0)
     assert app.header[0].value == "Request drill-down"

@@ -29,7 +29,7 @@ from tests.dashboards.conftest import (
 )
 from tests.dashboards.test_waterfall import TIP
 from tests.dashboards.test_waterfall import _layers as waterfall
-from tests.ui_fixture import HOSTILE_ROUTE, LEAKY_ERROR
+from tests.ui_fixture import BEHAVIOR_NAME, CAPABILITY_NAME, HOSTILE_ROUTE, LEAKY_ERROR
 
 NESTED = {
     "Terminal": "complete",
@@ -181,6 +181,31 @@ def test_a_fallback_attempt_is_marked(app: AppTest) -> None:
     # ending where its bar starts, above the backoff gap's line
     assert (spec["mark"]["align"], spec["mark"]["baseline"]) == ("right", "bottom")
     assert spec["encoding"]["tooltip"][0]["title"] == "fallback"
+
+
+def test_classes_by_name_with_their_digests_beside(app: AppTest) -> None:
+    follow(app, "request", {"id": "widening"})
+    contract = app.markdown[0]
+    # the names recorded beside the classes, verbatim (no emphasis from the `*`s)
+    assert f"required capability: **{CAPABILITY_NAME}**" in rendered(contract.value)
+    assert f"required behavior: **{BEHAVIOR_NAME}**" in rendered(contract.value)
+    assert "\\*json\\*" in contract.value
+    # the tooltip: each class's name and what the rules compare
+    assert rendered(contract.proto.help).splitlines() == [
+        f"required capability: {CAPABILITY_NAME} (cap-1)  ",
+        f"required behavior: {BEHAVIOR_NAME} (incident-severity@v3)",
+    ]
+    # the detail panel: the name and the class; a class with no name as recorded
+    details = {}
+    for rid, route in (("widening", HOSTILE_ROUTE), ("degraded", "fb-cheap")):
+        follow(app, "request", {"id": rid})
+        bar = next(b for b in _attempts(waterfall(app)) if b[TIP["Route"]] == route)
+        select_chart(app, f"tree:{rid}", {"pick": [{"span_id": bar["span_id"]}]})
+        details[rid] = {k: rendered(v) for k, v in app.table[0].value["Value"].items()}
+    assert details["widening"]["Route behavior class"] == (
+        f"{BEHAVIOR_NAME} (incident-severity@v3)"
+    )
+    assert details["degraded"]["Route behavior class"] == "cheaper@v1"
 
 
 def _tree(at: AppTest) -> list[dict[str, Any]]:

@@ -352,3 +352,20 @@ SELECT
     rs_multiplication(max_n) AS multiplication
 FROM loops
 GROUP BY h;
+
+-- The readable names recorded beside capability and behavior class digests (request and
+-- attempt spans), per request: class_names.sql names each digest of the data set by them.
+CREATE OR REPLACE TEMP TABLE class_names AS
+SELECT DISTINCT rs_request_key(logical_request_id) AS h, p.digest, p.name
+FROM (
+    SELECT logical_request_id, unnest([
+        {'digest': required_capability_digest, 'name': required_capability_name},
+        {'digest': required_behavior_class, 'name': required_behavior_class_name},
+        {'digest': route_capability_digest, 'name': route_capability_name},
+        {'digest': route_behavior_class, 'name': route_behavior_class_name}
+    ]) AS p
+    FROM unit_spans
+    WHERE coalesce(required_capability_name, required_behavior_class_name,
+                   route_capability_name, route_behavior_class_name) IS NOT NULL
+)
+WHERE p.digest IS NOT NULL AND p.name IS NOT NULL;
