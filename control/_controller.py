@@ -36,7 +36,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Required, TypedDict, Unpack
 
 from opentelemetry import trace
@@ -114,7 +114,11 @@ class _Controller:
         lease_ttl_ms: int = 30_000,
         accepted_owners: frozenset[RetryOwner] = DEFAULT_ACCEPTED_OWNERS,
         on_result: Callable[[RunResult], None] | None = None,
+        class_names: Mapping[str, str] | None = None,
     ) -> None:
+        """``class_names``: a readable name of the policy's capability contract and behavior
+        class digests (by digest), recorded beside them on the spans; the policy and its
+        digest do not change with it."""
         self.policy = validate_policy(policy, accepted_owners=accepted_owners)
         self.policy_sha256 = policy_sha256(policy)
         if shared is not None and shared.policy != policy:
@@ -138,6 +142,7 @@ class _Controller:
             reconcile=reconcile,
             poll=poll,
             on_result=on_result,
+            class_names=dict(class_names or {}),
         )
 
     def admit(

@@ -206,6 +206,12 @@ class Setup:
     reconcile: Callable[[PendingDispatch], Any] | None
     poll: Callable[[Job], Any] | None
     on_result: Callable[[RunResult], None] | None
+    class_names: dict[str, str]
+    """A readable name of a capability or behavior class digest, by digest."""
+
+    def names(self, *recorded: tuple[v.Attr, str]) -> dict[str, AttributeValue]:
+        """The name attribute of each (name attribute, digest) whose digest has a name."""
+        return {a.key: self.class_names[d] for a, d in recorded if d in self.class_names}
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +392,10 @@ class RequestRun:
                     v.REQUIRED_BEHAVIOR_CLASS.key: s.policy.behavior_class_sha256,
                     v.MAX_DATA_BOUNDARY.key: s.policy.max_data_boundary.value,
                     v.POLICY_DOCUMENT.key: s.policy_document,
+                    **s.names(
+                        (v.REQUIRED_CAPABILITY_NAME, s.capability_sha256),
+                        (v.REQUIRED_BEHAVIOR_CLASS_NAME, s.policy.behavior_class_sha256),
+                    ),
                 },
             ) as req:
                 self.req = req
@@ -537,6 +547,10 @@ class RequestRun:
             v.CAPABILITY_OFFERED_DIGEST_KEY: capability_sha256(route.capability),
             v.ROUTE_BEHAVIOR_CLASS.key: route.behavior_class_sha256,
             v.ROUTE_DATA_BOUNDARY.key: route.data_boundary.value,
+            **self.s.names(
+                (v.ROUTE_CAPABILITY_NAME, self.s.capability_sha256),
+                (v.ROUTE_BEHAVIOR_CLASS_NAME, route.behavior_class_sha256),
+            ),
         }
 
     def _guard_attributes(self, ordinal: int, hedge: int | None) -> dict[str, AttributeValue]:

@@ -71,6 +71,8 @@ BEHAVIOR: Final = LAB.behavior_class_sha256
 BEHAVIOR_NAME: Final = "incident-severity-contract/v1"  # the lab's behavior class label
 PRIMARY: Final = replace(LAB.routes[0], max_attempts=3, max_attempt_cost_micros=2_000)
 FALLBACK: Final = replace(LAB.routes[1], max_attempts=1, max_attempt_cost_micros=12_000)
+CLASS_NAMES: Final = {CAPABILITY: CAPABILITY_NAME, BEHAVIOR: BEHAVIOR_NAME}
+"""The names the lab's routes record beside their capability and behavior class digests."""
 OTHER_CAPABILITY_NAME: Final = "chat/free-text/v0"
 OTHER_CAPABILITY: Final = _label("capability:" + OTHER_CAPABILITY_NAME)
 OTHER_BEHAVIOR_NAME: Final = "generic-assistant/v0"
@@ -211,7 +213,11 @@ def _controlled(
     call: Callable[[Dispatch], CallResult],
 ) -> Terminal:
     controller = RetryController(
-        policy, clock=clock, sleep=clock.sleep, tracer_provider=world.tracer_provider
+        policy,
+        clock=clock,
+        sleep=clock.sleep,
+        tracer_provider=world.tracer_provider,
+        class_names=CLASS_NAMES,
     )
     return controller.run(
         call,

@@ -352,3 +352,23 @@ def test_stream_interrupted_after_output_stops_for_reconciliation(spans: Any, cl
     ]
     assert attempt.attributes[v.OUTCOME_KIND.key] == "stream_interrupted_after_output"
     assert attempt.attributes[v.STREAM_EVENTS.key] == 2
+
+
+def test_class_names_are_recorded_beside_their_digests(spans: Any, clock: Any) -> None:
+    """The names given by digest land beside the digests; a digest with none gets none, and
+    the policy's digest does not change with them."""
+    policy = reference_policy()
+    names = {policy.behavior_class_sha256: "incident-severity-contract/v1"}
+    controller = _controller(clock, spans, class_names=names)
+    assert controller.policy_sha256 == policy_sha256(policy)
+    result = controller.run(lambda d: CallResult(value="answer"), **RUN)
+    assert result.terminal is Terminal.COMPLETE
+    finished = spans.exporter.get_finished_spans()
+    request = next(s for s in finished if s.attributes[v.SPAN_ROLE.key] == "logical_request")
+    attempt = next(s for s in finished if s.attributes[v.SPAN_ROLE.key] == "attempt")
+    assert request.attributes[v.REQUIRED_BEHAVIOR_CLASS_NAME.key] == (
+        "incident-severity-contract/v1"
+    )
+    assert attempt.attributes[v.ROUTE_BEHAVIOR_CLASS_NAME.key] == "incident-severity-contract/v1"
+    assert v.REQUIRED_CAPABILITY_NAME.key not in request.attributes  # no name given for it
+    assert v.ROUTE_CAPABILITY_NAME.key not in attempt.attributes
