@@ -13,11 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import pandas as pd
 import streamlit as st
 
+from retryscope import vocabulary as v
 from retryscope._safe_text import ECHO_MAX_CHARS, echoed
 
 DASH = "–"
@@ -223,11 +224,14 @@ def shown(
     return out, config
 
 
-def evidence_text(evidence: Mapping[str, Any]) -> str:
-    """A finding's evidence as ``key: value`` pairs on one line (numbers rounded)."""
+def evidence_text(evidence: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """A finding's evidence as ``key: value`` pairs on one line (numbers rounded; a class
+    with the name ``names`` gives it, :func:`class_detail`)."""
     parts = []
     for key, value in evidence.items():
-        if isinstance(value, float) and math.isfinite(value):
+        if key in CLASS_COLUMNS and names:
+            value = class_detail(value, names)
+        elif isinstance(value, float) and math.isfinite(value):
             value = f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value)
@@ -262,6 +266,16 @@ def redacted(text: Any) -> str:
     return out if len(out) <= ERROR_MAX_CHARS else out[:ERROR_MAX_CHARS] + " …"
 
 
+CLASS_COLUMNS: Final = tuple(
+    a.column
+    for a in (
+        v.ROUTE_BEHAVIOR_CLASS,
+        v.REQUIRED_BEHAVIOR_CLASS,
+        v.ROUTE_CAPABILITY_DIGEST,
+        v.REQUIRED_CAPABILITY_DIGEST,
+    )
+)
+"""The columns (and evidence keys) holding a capability or behavior class."""
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 DIGEST_SHOWN = 12
 """Hex digits of a SHA-256 digest a table shows where no name was recorded for it."""

@@ -57,13 +57,8 @@ ROUTE_COLUMNS = (
     fmt.Column("degraded_fallbacks", "Degraded", fmt.Unit.COUNT),
     fmt.Column("boundary_widened_requests", "Boundary widened", fmt.Unit.COUNT),
 )
-# The evidence columns naming a capability or behavior class, shown by name.
-CLASS_COLUMNS = (
-    ("route_behavior_class", "Route behavior"),
-    ("required_behavior_class", "Required behavior"),
-    ("route_capability_digest", "Route capability"),
-    ("required_capability_digest", "Required capability"),
-)
+# The headers of the evidence columns naming a capability or behavior class (by name).
+CLASS_HEADERS = ("Route behavior", "Required behavior", "Route capability", "Required capability")
 _CLASS_HELP = (
     "The name recorded beside the class; where none was, the class as recorded (a digest: "
     f"its first {fmt.DIGEST_SHOWN} hex digits). The request's page shows both."
@@ -74,7 +69,10 @@ CASE_COLUMNS = (
     fmt.Column("route_id", "Answered by route", width="medium"),
     fmt.Column("route_data_boundary", "Route boundary"),
     fmt.Column("allowed_boundary", "Allowed boundary"),
-    *(fmt.Column(column, header, help=_CLASS_HELP) for column, header in CLASS_COLUMNS),
+    *(
+        fmt.Column(column, header, help=_CLASS_HELP)
+        for column, header in zip(fmt.CLASS_COLUMNS, CLASS_HEADERS, strict=True)
+    ),
     fmt.Column("time", "Answered at (UTC)", fmt.Unit.TIME),
 )
 
@@ -94,7 +92,7 @@ def _cases(ctx: Context) -> pd.DataFrame:
     out = grouped.first()
     out["cases"] = grouped["case"].agg(", ".join)
     names: dict[str, str] = ctx.source.query("class_names")
-    for column, _ in CLASS_COLUMNS:
+    for column in fmt.CLASS_COLUMNS:
         if column in out.columns:
             out[column] = out[column].map(lambda value: fmt.class_label(value, names))
     return out.reset_index().sort_values(["time", "logical_request_id"])

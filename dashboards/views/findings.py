@@ -137,7 +137,8 @@ def render() -> None:
     if shown.empty:
         st.info("No findings of the chosen rules and severities.")
         return
-    shown["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in shown["evidence"]]
+    names: dict[str, str] = ctx.source.query("class_names")
+    shown["evidence_text"] = [fmt.evidence_text(json.loads(e), names) for e in shown["evidence"]]
     shown["action"] = [RULES_BY_ID[r].action for r in shown["rule_id"]]
     request_table(ctx, shown, COLUMNS, "findings_table", as_text=True)
     with st.expander("What the rules mean"):

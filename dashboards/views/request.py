@@ -623,13 +623,13 @@ def _critical_path(spans: pd.DataFrame) -> None:
     st.table(shown.set_index("Span"))
 
 
-def _findings(findings: pd.DataFrame) -> None:
+def _findings(findings: pd.DataFrame, names: dict[str, str]) -> None:
     st.subheader(f"Findings: {len(findings):,}")
     if findings.empty:
         st.success("No finding names this request.")
         return
     f = findings.copy()
-    f["evidence_text"] = [fmt.evidence_text(json.loads(e)) for e in f["evidence"]]
+    f["evidence_text"] = [fmt.evidence_text(json.loads(e), names) for e in f["evidence"]]
     table(f, FINDING_COLUMNS, as_text=True)
     with st.expander("What these rules mean"):
         for rule in dict.fromkeys(f["rule_id"]):
@@ -770,7 +770,7 @@ def render() -> None:
         st.info("This request recorded no attempts.")
     if not spans.empty:
         _waterfall(summary, spans, attempts)
-    _findings(findings)
+    _findings(findings, names)
     if not attempts.empty:
         st.subheader("Attempts")
         table(attempt_frames(attempts, started)[0], ATTEMPT_COLUMNS, as_text=True)

@@ -130,3 +130,9 @@ def test_a_class_by_its_name_else_as_recorded() -> None:
     assert fmt.class_label("cd" * 32 + "0", names) == "cd" * 32 + "0"  # not a digest: whole
     assert fmt.class_label("cheaper@v2", names) == fmt.class_detail("cheaper@v2", names)
     assert fmt.class_label(None, names) is fmt.class_detail(pd.NA, names) is None
+    evidence = {"route_id": digest, "route_behavior_class": digest, "required_behavior_class": 1}
+    assert fmt.evidence_text(evidence, names) == (
+        f"route id: {digest} · route behavior class: generic-assistant/v0 ({digest}) · "
+        "required behavior class: 1"
+    )
+    assert fmt.evidence_text(evidence) == fmt.evidence_text(evidence, {})  # no names: as is

@@ -206,6 +206,12 @@ def test_classes_by_name_with_their_digests_beside(app: AppTest) -> None:
         f"{BEHAVIOR_NAME} (incident-severity@v3)"
     )
     assert details["degraded"]["Route behavior class"] == "cheaper@v1"
+    # the findings' evidence: a named class with its name, the other as recorded
+    [evidence] = table(app, 0)["evidence_text"]
+    assert evidence == (
+        "route id: fb-cheap · route behavior class: cheaper@v1 · required behavior class: "
+        f"{BEHAVIOR_NAME} (incident-severity@v3)"
+    )
 
 
 def _tree(at: AppTest) -> list[dict[str, Any]]:
