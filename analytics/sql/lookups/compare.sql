@@ -18,19 +18,27 @@ sizes AS (
     SELECT n AS selected, (SELECT count(*) FROM memo_request_rows) - n AS baseline
     FROM (SELECT count(*) AS n FROM picked)
 ),
--- the slice's values only (memo_compare_totals holds every request's): the slice reads its
--- own requests' rows of memo_compare_keys and counts their values' integer keys
+-- one side's values only (memo_compare_totals holds every request's, the other side is the
+-- rest): the smaller side's rows of memo_compare_keys, their values' integer keys counted
 chosen AS (
-    SELECT k, count(*) AS selected_requests
-    FROM (SELECT unnest(v.keys) AS k FROM memo_compare_keys v SEMI JOIN picked p ON p.h = v.h)
+    SELECT k, count(*) AS requests
+    FROM (
+        SELECT unnest(v.keys) AS k
+        FROM memo_compare_keys v
+        WHERE (v.h IN (SELECT h FROM picked)) = (SELECT selected <= baseline FROM sizes)
+    )
     GROUP BY k
 ),
-counts AS (
-    SELECT t.dimension, t.value,
-           coalesce(c.selected_requests, 0) AS selected_requests,
-           t.requests - coalesce(c.selected_requests, 0) AS baseline_requests
+selected AS (
+    SELECT t.dimension, t.value, t.requests,
+           CASE WHEN (SELECT selected <= baseline FROM sizes) THEN coalesce(c.requests, 0)
+                ELSE t.requests - coalesce(c.requests, 0) END AS selected_requests
     FROM memo_compare_totals t
     LEFT JOIN chosen c ON c.k = t.k
+),
+counts AS (
+    SELECT dimension, value, selected_requests, requests - selected_requests AS baseline_requests
+    FROM selected
 ),
 ranked AS (
     SELECT c.dimension, c.value,
