@@ -4,6 +4,7 @@ the figures checked against the explorer's rows (the model's) over the demo data
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -70,6 +71,36 @@ def test_the_shares_are_the_explorers_requests(demo: Path) -> None:
     assert set(listed.column("logical_request_id").to_pylist()) <= fell_back
     with pytest.raises(ValueError, match="no dimension"):
         compare_requests(model, RequestQuery(), "colour", "red")
+
+
+@pytest.mark.parametrize("seed", [3, 23])
+def test_a_slices_counts_are_its_requests_values(tmp_path: Path, seed: int) -> None:
+    """A slice's counts (its requests' value keys, one row per request) are those of the
+    rows of each request's value per dimension: random slices of a random demo run, each
+    side of each value counted from those rows."""
+    data = tmp_path / "spans"
+    generate(data, 120, seed, progress=False)
+    model, _ = connect(data)
+    compare(model, RequestQuery(fallback=True))
+    con = model.con
+    reference = con.execute("SELECT h, dimension, value FROM memo_compare_values").fetchall()
+    totals = Counter((d, v) for _, d, v in reference)
+    rng = random.Random(seed)
+    flags = ("retried", "fallback", "deadline_missed", "nested", "wasted", "violations")
+    for _ in range(6):
+        query = RequestQuery(**{f: rng.choice([True, False]) for f in rng.sample(flags, 2)})
+        picked = {
+            h for (h,) in con.execute(
+                "SELECT h FROM request_rows_matching($terminal, $rule, $layer, "
+                "$min_receiver_attempts, $retried, $fallback, $deadline_missed, $nested, "
+                "$wasted, $violations, $where_dimension, $where_value)",
+                query.params(),
+            ).fetchall()
+        }  # fmt: skip
+        inside = Counter((d, v) for h, d, v in reference if h in picked)
+        got = {(r["dimension"], r["value"]): (r["selected_requests"], r["baseline_requests"])
+               for r in compare(model, query).to_pylist()}  # fmt: skip
+        assert got == {k: (inside[k], n - inside[k]) for k, n in totals.items()}, query
 
 
 def test_a_time_slice_against_the_rest(demo: Path) -> None:

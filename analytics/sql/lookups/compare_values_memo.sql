@@ -1,6 +1,6 @@
 -- The value each in-scope logical request takes in every dimension a comparison ranks
 -- (compare.sql): one row per request, dimension and value, computed once per scope into
--- memo_compare_values by retryscope.analytics._compare. Request-level dimensions hold one
+-- memo_compare_values by retryscope.analytics._compare (and per request as keys below). Request-level dimensions hold one
 -- value per request; attempt-level ones every distinct value among its attempts (a request
 -- is "in" each), so every value names a set of requests and shares compare across values.
 --   route, release, layer, outcome_kind, http_status, attempt_ordinal (layer #ordinal):
@@ -56,9 +56,18 @@ SELECT h, dimension, value FROM attempts
 UNION ALL
 SELECT h, 'deadline_left', value FROM deadline_left;
 
--- How many requests take each value: a comparison's whole (its baseline is the whole less
--- its slice, so a slice aggregates only its own requests' values).
+-- How many requests take each value, under a key k: a comparison's whole (its baseline is
+-- the whole less its slice, so a slice aggregates only its own requests' values).
 CREATE OR REPLACE TEMP TABLE memo_compare_totals AS
-SELECT dimension, value, count(*) AS requests
+SELECT (row_number() OVER (ORDER BY dimension, value))::INTEGER AS k, dimension, value,
+       count(*) AS requests
 FROM memo_compare_values
 GROUP BY dimension, value;
+
+-- The same values as one row per request, a list of their keys k: a slice's comparison
+-- reads only its own requests' rows and counts narrow integers, not the scope's strings.
+CREATE OR REPLACE TEMP TABLE memo_compare_keys AS
+SELECT v.h, list(t.k) AS keys
+FROM memo_compare_values v
+JOIN memo_compare_totals t ON t.dimension = v.dimension AND t.value = v.value
+GROUP BY v.h;
