@@ -200,11 +200,8 @@ def key_figures(summary: dict[str, Any], attempts: pd.DataFrame) -> dict[str, st
     operations = int(summary["operations"])
     amplification = fmt.ratio(summary["amplification_ratio"]) if operations else fmt.DASH
     deadline = _deadline_ms(summary)
-    late = (
-        ""
-        if deadline is None or duration <= deadline
-        else f", ended {fmt.ms(duration - deadline)} after it"
-    )
+    past = summary["past_deadline_ms"]
+    late = "" if past is None else f", ended {fmt.ms(past)} after it"
     return {
         "Terminal": summary["terminal"] or "unknown",
         "Attempts": fmt.count(len(attempts)),
