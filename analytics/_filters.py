@@ -51,6 +51,16 @@ class Filters:
         if self.since and self.until and naive_utc(self.since) >= naive_utc(self.until):
             raise ValueError(f"since ({self.since.isoformat()}) must be before until")
 
+    def values(self) -> dict[str, datetime | str | None]:
+        """The filters as the queries bind them (times naive UTC), by name."""
+        return {
+            "since": naive_utc(self.since) if self.since else None,
+            "until": naive_utc(self.until) if self.until else None,
+            "route": self.route,
+            "tenant": self.tenant,
+            "operation": self.operation,
+        }
+
 
 def naive_utc(value: datetime) -> datetime:
     """Naive datetimes are taken as UTC; aware ones converted to UTC (and made naive, as
@@ -119,13 +129,7 @@ def apply(
     f = filters or Filters()
     if bucket <= timedelta(0):
         raise ValueError(f"time bucket must be positive, got {bucket}")
-    values = {
-        "rs_since": naive_utc(f.since) if f.since else None,
-        "rs_until": naive_utc(f.until) if f.until else None,
-        "rs_route": f.route,
-        "rs_tenant": f.tenant,
-        "rs_operation": f.operation,
-    }
+    values = {f"rs_{name}": value for name, value in f.values().items()}
     con.execute("SET VARIABLE rs_bucket = to_microseconds(?)", [_micros(bucket)])
     key = repr(sorted(values.items()))
     if scope.key == key:

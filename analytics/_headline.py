@@ -68,13 +68,7 @@ def from_rollups(model: AuditModel, filters: Filters) -> dict[str, Any] | None:
     con = model.build().con
     if not covered(filters) or not present(con):
         return None
-    params = {
-        "since": naive_utc(filters.since) if filters.since else None,
-        "until": naive_utc(filters.until) if filters.until else None,
-        "tenant": filters.tenant,
-        "operation": filters.operation,
-        "route": filters.route,
-    }
+    params = filters.values()
     # the filters are bound to these queries alone: the model's scope stays as it is
     row = arrow(con, "headline_requests", params).to_pylist()[0]
     return _shaped(row, arrow(con, "headline_cost", params))
