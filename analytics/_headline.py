@@ -2,12 +2,12 @@
 same keys, read from the model's rollups when they cover the filters.
 
 A model kept in a model cache holds, per time partition, small rollups of its requests
-(:mod:`retryscope.analytics.model._rollups`: per minute of a request's start, tenant,
+(:mod:`retryscope.analytics.model._rollups`: per hour of a request's start, tenant,
 operation and the routes it made an attempt on, the additive parts of each figure). The
 headline sums the parts of the rows the filters select and divides them with the report's
 macros (``sql/metrics/headline_*.sql``), so it equals the report's figures exactly while
-reading a few rows per minute instead of every request. Filters the grain does not cover
-(a time bound within a minute) and a model without rollups (in memory, attached) read the
+reading a few rows per hour instead of every request. Filters the grain does not cover
+(a time bound within an hour) and a model without rollups (in memory, attached) read the
 model's tables through the report's own metrics.
 """
 
@@ -52,14 +52,13 @@ def headline(model: AuditModel, filters: Filters | None = None) -> dict[str, Any
 
 
 def covered(filters: Filters) -> bool:
-    """Whether the rollups' grain covers ``filters``: time bounds on whole minutes (tenant,
+    """Whether the rollups' grain covers ``filters``: time bounds on whole hours (tenant,
     operation and route are keys of every rollup row)."""
-    return all(t is None or _whole_minute(t) for t in (filters.since, filters.until))
+    return all(t is None or _whole_hour(t) for t in (filters.since, filters.until))
 
 
-def _whole_minute(t: datetime) -> bool:
-    t = naive_utc(t)
-    return t.second == 0 and t.microsecond == 0
+def _whole_hour(t: datetime) -> bool:
+    return naive_utc(t).replace(minute=0, second=0, microsecond=0) == naive_utc(t)
 
 
 def from_rollups(model: AuditModel, filters: Filters) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ filters it does not cover, and models without rollups, read the model's tables."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ def _reported(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _filters(root: Path) -> list[Filters]:
-    """No filter, whole-minute time ranges, each value of tenant, operation and route,
+    """No filter, whole-hour time ranges, each value of tenant, operation and route,
     and combinations."""
     model, _ = connect(root)
     values = {
@@ -69,9 +69,10 @@ def _filters(root: Path) -> list[Filters]:
     ((first, last),) = model.con.execute(
         "SELECT min(started_at), max(started_at) FROM request_base"
     ).fetchall()
-    first = first.replace(second=0, microsecond=0)
+    first = first.replace(minute=0, second=0, microsecond=0)
     mid = first + (last - first) / 2
-    mid = mid.replace(second=0, microsecond=0)
+    mid = mid.replace(minute=0, second=0, microsecond=0)
+    assert first < mid < last
     found = [Filters()]
     found += [Filters(since=first, until=mid), Filters(since=mid), Filters(until=mid)]
     found += [Filters(**{dim: v}) for dim, vs in values.items() for v in vs]  # type: ignore[arg-type]
@@ -113,13 +114,17 @@ def test_a_maintained_model_keeps_its_rollups_current(tmp_path: Path) -> None:
         assert from_rollups(maintained, Filters()) == _reported(build_report(connect(root)[0]))
 
 
-def test_filters_within_a_minute_read_the_model(random_data: Path, tmp_path: Path) -> None:
-    """A time bound inside a minute is finer than the rollups' grain: the headline reads
+def test_filters_within_an_hour_read_the_model(random_data: Path, tmp_path: Path) -> None:
+    """A time bound inside an hour is finer than the rollups' grain: the headline reads
     the model's tables (and still equals the report)."""
     maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
     within = Filters(since=START + timedelta(minutes=59, seconds=59, milliseconds=500))
     assert not covered(within)
-    assert covered(Filters(since=START + timedelta(minutes=1), tenant="t"))
+    assert not covered(Filters(until=START + timedelta(hours=1, minutes=1)))
+    assert not covered(Filters(until=START + timedelta(hours=1, microseconds=1)))
+    assert covered(Filters(since=START + timedelta(hours=1), tenant="t"))
+    aware = datetime(2026, 9, 21, 15, 0, tzinfo=timezone(timedelta(minutes=30)))
+    assert not covered(Filters(since=aware))  # 14:30 UTC
     assert from_rollups(maintained, within) is None
     assert headline(maintained, within) == _reported(build_report(maintained, within))
     assert headline(maintained, within)["logical_requests"] > 0
@@ -140,7 +145,7 @@ def test_a_damaged_rollup_is_built_again(random_data: Path, tmp_path: Path) -> N
 
 
 def test_the_rollups_are_small(random_data: Path, tmp_path: Path) -> None:
-    """Fewer rows than requests: a minute's requests of one tenant, operation and routes
+    """Fewer rows than requests: an hour's requests of one tenant, operation and routes
     are one row."""
     maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
     con = maintained.build().con

@@ -15,7 +15,7 @@ from retryscope.analytics import REPORT_KEYS, _macros
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "analytics.md"
 MACROS = ROOT / "analytics" / "sql" / "model" / "macros.sql"
-HELPERS = {"rs_ratio", "rs_ms", "rs_request_key", "rs_dim", "rs_rollup_minute", "rs_rollup_selects"}
+HELPERS = {"rs_ratio", "rs_ms", "rs_request_key", "rs_dim", "rs_rollup_hour", "rs_rollup_selects"}
 """Macros that decide no figure (arithmetic, keys, slices, the rollups' grain)."""
 
 

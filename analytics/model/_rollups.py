@@ -2,7 +2,7 @@
 figures read instead of the per-request tables (:mod:`retryscope.analytics._headline`).
 
 Each build of a time partition (each request partition of it) writes the rollups of its
-requests (:data:`ROLLUPS`: ``sql/model/rollup_*.sql``, per minute of a request's start,
+requests (:data:`ROLLUPS`: ``sql/model/rollup_*.sql``, per hour of a request's start,
 tenant, operation and the routes it made an attempt on, the additive parts of the
 figures) beside its per-request tables, as it writes them: the rollups of a maintained
 model are there as soon as its partitions are. A request whose spans fall in more than
@@ -24,7 +24,7 @@ from retryscope.analytics._queries import load, sql_string
 from retryscope.analytics.model._cache import RECONCILED, STRADDLERS, DirectoryStore, parquet
 from retryscope.analytics.model._scripts import ROLLUP_KEYS, ROLLUPS
 
-KEYS: Final = ("minute", "tenant", "operation", "routes")
+KEYS: Final = ("hour", "tenant", "operation", "routes")
 """The grain every rollup shares (``rollup_cost`` adds the currency)."""
 _FACTS: Final = ("all_request_facts", "all_attempt_facts")
 """What the rollups' queries read (the views of one build's tables)."""

@@ -11,7 +11,7 @@ SELECT
     sum(estimated_attempts)::BIGINT AS estimated_attempts,
     sum(measured_attempts)::BIGINT AS measured_attempts
 FROM rollup_cost
-WHERE rs_rollup_selects(minute, tenant, operation, routes, $since, $until, $tenant,
+WHERE rs_rollup_selects(hour, tenant, operation, routes, $since, $until, $tenant,
                         $operation, $route)
 GROUP BY currency
 -- a currency whose rows cancel out (a request's rows replaced: model._rollups) holds none

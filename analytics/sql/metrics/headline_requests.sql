@@ -1,5 +1,5 @@
 -- The headline's request figures from the rollups (sql/model/rollup_requests.sql) of the
--- requests the filters select ($since, $until on whole minutes, $tenant, $operation,
+-- requests the filters select ($since, $until on whole hours, $tenant, $operation,
 -- $route; NULL: any): the additive parts summed, the ratios by the report's macros
 -- (amplification.sql, fallback.sql, deadline.sql).
 SELECT
@@ -15,5 +15,5 @@ SELECT
     rs_deadline_exhausted_rate(sum(deadline_exhausted), sum(logical_requests))
         AS deadline_exhausted_rate
 FROM rollup_requests
-WHERE rs_rollup_selects(minute, tenant, operation, routes, $since, $until, $tenant,
+WHERE rs_rollup_selects(hour, tenant, operation, routes, $since, $until, $tenant,
                         $operation, $route)

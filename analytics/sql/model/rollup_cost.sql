@@ -1,11 +1,11 @@
--- The cost rollup of one build (retryscope.analytics.model._rollups): per minute of the
+-- The cost rollup of one build (retryscope.analytics.model._rollups): per hour of the
 -- request's start, tenant, operation, the routes it made an attempt on (rollup_keys.sql)
 -- and currency, the additive parts of the cost figures of
 -- sql/metrics/cost.sql over the attempts that recorded a cost (rs_has_cost,
 -- rs_wasted_micros: macros.sql). An attempt of no request counts with NULL keys, as it
 -- counts in the report only without filters.
 SELECT
-    k.minute,
+    k.hour,
     k.tenant,
     k.operation,
     k.routes,

@@ -1,10 +1,10 @@
 -- The grain of the rollups of one build (retryscope.analytics.model._rollups), per
--- request: the minute it started (rs_rollup_minute), its tenant and operation, and the
+-- request: the hour it started (rs_rollup_hour), its tenant and operation, and the
 -- routes it made an attempt on; rollup_requests.sql and rollup_cost.sql group on these.
 CREATE OR REPLACE TEMP TABLE rollup_keys AS
 SELECT
     f.h,
-    rs_rollup_minute(f.started_at) AS minute,
+    rs_rollup_hour(f.started_at) AS hour,
     f.tenant,
     f.operation,
     r.routes

@@ -4,7 +4,7 @@
 -- headline (sql/metrics/headline_requests.sql) sums them under the filters the grain
 -- covers and divides them with the report's macros.
 SELECT
-    k.minute,
+    k.hour,
     k.tenant,
     k.operation,
     k.routes,
