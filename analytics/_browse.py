@@ -165,25 +165,33 @@ class RequestQuery:
         }
 
 
+_COMPARE_VALUES_MEMO = "compare_values_memo"
+"""The memo of the values each request takes (``sql/lookups/compare_values_memo.sql``)."""
+
+
 def ensure_request_rows(
     model: AuditModel, thresholds: Thresholds, query: RequestQuery | None = None
 ) -> None:
     """Build ``memo_request_rows`` for the current scope and ``thresholds`` unless it is
     there (one pass over the scope's requests, attempts and findings; every explorer page
     of that scope then reads it), and the values its requests take per dimension
-    (``memo_compare_values``) when ``query`` requires one."""
+    (:func:`ensure_compare_values`) when ``query`` requires one."""
     params = finding_params(thresholds)
     if ensure_memo(model, "request_rows_memo", params, lambda: install(model, thresholds)):
         # a table macro binds its table when created
         model.con.execute(load("request_rows_matching"))
+        # the values' table holds these rows' figures for a breakdown: rebuilt with them
+        model.scope.memos.pop(_COMPARE_VALUES_MEMO, None)
     if query is not None and query.where_dimension is not None:
         ensure_compare_values(model)
 
 
 def ensure_compare_values(model: AuditModel) -> None:
-    """Build ``memo_compare_values`` (every in-scope request's value per dimension of
-    :data:`COMPARE_DIMENSIONS`) for the current scope unless it is there."""
-    ensure_memo(model, "compare_values_memo", {})
+    """Build ``memo_compare_totals`` and ``memo_compare_keys`` (every in-scope request's
+    values per dimension of :data:`COMPARE_DIMENSIONS` as integer keys, with its explorer
+    row's figures) for the current scope and explorer rows (:func:`ensure_request_rows`
+    first) unless they are there."""
+    ensure_memo(model, _COMPARE_VALUES_MEMO, {})
 
 
 def request_list(

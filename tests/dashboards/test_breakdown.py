@@ -5,6 +5,7 @@ inputs in the URL too."""
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from retryscope.analytics import (
     BREAKDOWN_FIGURES,
     COMPARE_DIMENSIONS,
     RequestQuery,
+    Thresholds,
     breakdown,
     build_report,
     connect,
@@ -114,6 +116,121 @@ def test_the_top_values_are_those_of_most_weight(demo: Path) -> None:
     assert min(weights[v] for v in kept) >= max(w for v, w in weights.items() if v not in kept)
     (other,) = [r for r in narrow if r["series"] == "other" and r["start"] is None]
     assert other["violations"] == sum(w for v, w in weights.items() if v not in kept)
+
+
+# The breakdown as one row per request, dimension and value joined to the explorer's rows
+# (its first form): what the breakdown from per-request value keys must equal.
+ROW_PER_VALUE = """
+WITH rows AS (
+    SELECT h,
+           time_bucket(to_microseconds($bucket_us), started_at::TIMESTAMP) AS start,
+           receiver_attempts, operations, excess_attempts, has_fallback, terminal,
+           coalesce(wasted_micros, 0) AS wasted_micros,
+           coalesce(after_deadline_micros, 0) AS after_deadline_micros, past_deadline_ms,
+           violations
+    FROM memo_request_rows
+),
+taken AS (
+    SELECT v.h, v.value, r.* EXCLUDE (h)
+    FROM reference_values v
+    JOIN rows r ON r.h = v.h
+    WHERE v.dimension = $dimension
+),
+ranked AS (
+    SELECT value
+    FROM taken
+    GROUP BY value
+    ORDER BY CASE $figure
+                 WHEN 'amplification' THEN sum(excess_attempts)
+                 WHEN 'fallback_rate' THEN rs_fallback_requests(has_fallback)
+                 WHEN 'deadline_exhausted' THEN rs_exhausted_requests(terminal)
+                 WHEN 'wasted' THEN sum(wasted_micros)
+                 WHEN 'after_deadline' THEN sum(after_deadline_micros)
+                 WHEN 'violations' THEN sum(violations)
+                 ELSE count(*)
+             END DESC,
+             count(*) DESC,
+             value
+    LIMIT $top
+),
+series AS (
+    SELECT 'value' AS series, t.value, t.* EXCLUDE (value)
+    FROM taken t
+    SEMI JOIN ranked k ON k.value = t.value
+    UNION ALL
+    SELECT DISTINCT ON (t.h) 'other', NULL, t.* EXCLUDE (value)
+    FROM taken t
+    ANTI JOIN ranked k ON k.value = t.value
+    UNION ALL
+    SELECT 'all', NULL, r.*
+    FROM rows r
+)
+SELECT
+    series,
+    value,
+    start,
+    count(*)::BIGINT AS requests,
+    rs_amplification(sum(receiver_attempts), sum(operations)) AS amplification,
+    sum(excess_attempts)::BIGINT AS excess_attempts,
+    rs_fallback_requests(has_fallback)::BIGINT AS fallback_requests,
+    rs_fallback_rate(rs_fallback_requests(has_fallback), count(*)) AS fallback_rate,
+    rs_exhausted_requests(terminal)::BIGINT AS deadline_exhausted,
+    rs_deadline_exhausted_rate(rs_exhausted_requests(terminal), count(*))
+        AS deadline_exhausted_rate,
+    sum(wasted_micros)::BIGINT AS wasted,
+    sum(after_deadline_micros)::BIGINT AS after_deadline,
+    max(past_deadline_ms) AS max_past_deadline_ms,
+    sum(violations)::BIGINT AS violations
+FROM series
+GROUP BY GROUPING SETS ((series, value, start), (series, value))
+ORDER BY start NULLS FIRST, series, value
+"""
+
+
+@pytest.mark.parametrize("seed", [5, 31])
+def test_every_figure_equals_its_rows_per_value(tmp_path: Path, seed: int) -> None:
+    """Every figure by request-level (tenant, deadline left) and attempt-level (HTTP status,
+    attempt ordinal, fallback hop) dimensions, with random top counts and buckets over a
+    random demo run, equals the breakdown read from one row per request and value."""
+    data = tmp_path / "spans"
+    generate(data, 150, seed, progress=False)
+    model, _ = connect(data)
+    rng = random.Random(seed)
+    breakdown(model, "tenant")
+    con = model.con
+    con.execute(
+        "CREATE TEMP VIEW reference_values AS "
+        "SELECT c.h, t.dimension, t.value FROM memo_compare_keys c, unnest(c.keys) AS u(k) "
+        "JOIN memo_compare_totals t ON t.k = u.k"
+    )
+    for dimension in ("tenant", "deadline_left", "http_status", "attempt_ordinal", "route_hop"):
+        for figure in BREAKDOWN_FIGURES:
+            top = rng.choice([1, 2, 3, 50])
+            bucket = timedelta(minutes=rng.choice([1, 5, 60]))
+            got = breakdown(model, dimension, figure, bucket=bucket, top=top).to_pylist()
+            params = {
+                "dimension": dimension,
+                "figure": figure,
+                "top": top,
+                "bucket_us": bucket // timedelta(microseconds=1),
+            }
+            want = con.sql(ROW_PER_VALUE, params=params).to_arrow_table().to_pylist()
+            assert got == want, (dimension, figure, top, bucket)
+
+
+def test_the_figures_follow_the_thresholds(demo: Path) -> None:
+    """The breakdown's violations are the explorer's under the same thresholds, when they
+    change and when they change back (the per-request values carry the explorer's rows)."""
+    model, _ = connect(demo)
+    strict = Thresholds(retry_budget=0.0, retry_budget_min_retries=0, sync_min_requests=2)
+    seen = []
+    for thresholds in (Thresholds(), strict, Thresholds()):
+        rows = breakdown(model, "http_status", "violations", thresholds=thresholds).to_pylist()
+        (whole,) = [r for r in rows if r["series"] == "all" and r["start"] is None]
+        _, listed = request_list(model, RequestQuery(limit=100_000), thresholds=thresholds)
+        assert whole["violations"] == sum(listed.column("violations").to_pylist())
+        seen.append(whole["violations"])
+    assert seen[0] == seen[2] != seen[1]
 
 
 def test_bad_arguments_are_named(demo: Path) -> None:
