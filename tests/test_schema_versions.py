@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from retryscope.analytics import build_report, connect, findings, request_detail
+from retryscope.analytics.model import _build
 from retryscope.schema import SCHEMA_VERSION_KEY, SPAN_SCHEMA, schema_version_of
 from retryscope.vocabulary import SCHEMA_VERSION, Layer
 from tests.recorder import Recorder
@@ -83,3 +84,25 @@ def test_old_and_new_files_read_as_one_data_set(spans: pa.Table, tmp_path: Path)
     want_summary, want_attempts = request_detail(connect(current)[0], rid.as_py())
     assert summary.to_pylist() == want_summary.to_pylist()
     assert attempts.to_pylist() == want_attempts.to_pylist()
+
+
+def test_units_built_from_files_of_two_schemas_read_as_one_model(
+    spans: pa.Table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model cache's units are read as one table of the first unit's columns (no union
+    by name): a unit built while the data set held only schema-1 files (their extra
+    columns visible in ``spans``) and one built after current files arrived have the same
+    columns, so the model read from the cache is the one built in one pass."""
+    monkeypatch.setattr(_build, "CACHE_SPAN_ROWS", 0)  # each hour a unit of its own
+    half = spans.num_rows // 2
+    root, current, cache = tmp_path / "data", tmp_path / "current", tmp_path / "cache"
+    old_hour, new_hour = root / "date=2026-01-01" / "hour=00", root / "date=2026-01-01" / "hour=01"
+    for d in (old_hour, new_hour, current):
+        d.mkdir(parents=True)
+    pq.write_table(_as_schema_1(spans.slice(0, half)), old_hour / "spans-v1.parquet")
+    assert _report(root, cache)  # the schema-1 hour built alone
+    pq.write_table(spans.slice(half), new_hour / "spans-v2.parquet")
+    pq.write_table(spans, current / "spans.parquet")
+    model, _ = connect(root, model_cache=cache)
+    assert model.build().stats["built"] == 1  # the new hour only
+    assert _report(root, cache) == _report(current)
