@@ -50,6 +50,9 @@ class AuditModel:
         self.paths: tuple[str, ...] = ()
         """The files the model's views read (a cached or attached model's; none in memory)."""
         self.stats: dict[str, int] = {}
+        self.rollups: dict[str, str] = {}
+        """A cached model's rollups and the facts they are computed from, by table (SQL
+        naming their rows; none for a model in memory or attached): the headline's."""
         """What the build did: time partitions ``built`` now of ``partitions``, the most
         ``request_partitions`` one took, ``straddlers`` (requests across partitions)."""
         self.scope = Scope()
@@ -61,12 +64,19 @@ class AuditModel:
         it); later calls return at once. A lookup of one request needs none."""
         if not self.built:
             done = build_model(self.con, self.dataset.root, self.cache, self.progress)
-            self.use(done.paths, done.stats)
+            self.use(done.paths, done.stats, done.rollups)
         return self
 
-    def use(self, paths: Sequence[str], stats: dict[str, int] | None = None) -> None:
-        """Take the model the views now read as built (``paths``: its files)."""
+    def use(
+        self,
+        paths: Sequence[str],
+        stats: dict[str, int] | None = None,
+        rollups: dict[str, str] | None = None,
+    ) -> None:
+        """Take the model the views now read as built (``paths``: its files; ``rollups``:
+        its rollups' relations, if it keeps any)."""
         self.built, self.paths, self.stats = True, tuple(paths), dict(stats or {})
+        self.rollups = dict(rollups or {})
 
     def forget(self) -> None:
         """Build the model again on next use, without the model cache: files were skipped

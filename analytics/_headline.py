@@ -1,19 +1,20 @@
 """The headline figures: what the Overview's first row shows, the report's figures of the
-same keys, read from the model's rollups when they cover the filters.
+same keys, read from the model's rollups when it keeps them.
 
 A model kept in a model cache holds, per time partition, small rollups of its requests
 (:mod:`retryscope.analytics.model._rollups`: per hour of a request's start, tenant,
 operation and the routes it made an attempt on, the additive parts of each figure). The
 headline sums the parts of the rows the filters select and divides them with the report's
 macros (``sql/metrics/headline_*.sql``), so it equals the report's figures exactly while
-reading a few rows per hour instead of every request. Filters the grain does not cover
-(a time bound within an hour) and a model without rollups (in memory, attached) read the
-model's tables through the report's own metrics.
+reading a few rows per hour instead of every request. A time bound within an hour adds
+the rollups of the requests started in that part of the hour, computed from the model's
+facts as a build computes them. A model without rollups (in memory, attached) is read
+through the report's own metrics.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from retryscope.analytics import _metrics as metrics
 from retryscope.analytics._filters import Filters, naive_utc
 from retryscope.analytics._queries import arrow
 from retryscope.analytics._report import _FLOATS, _numbers, _one
-from retryscope.analytics.model._rollups import present
+from retryscope.analytics.model._rollups import sum_over
 
 if TYPE_CHECKING:
     from retryscope.analytics._audit_model import AuditModel
@@ -44,33 +45,62 @@ REQUEST_KEYS: Final = (
 
 def headline(model: AuditModel, filters: Filters | None = None) -> dict[str, Any]:
     """The report's :data:`REQUEST_KEYS` and ``cost`` (``{"by_currency": [...]}``) over the
-    requests ``filters`` select: from the rollups when they cover the filters, else from
-    the model's tables. Either way the values equal ``build_report``'s."""
+    requests ``filters`` select: from the rollups when the model keeps them, else from the
+    model's tables. Either way the values equal ``build_report``'s."""
     f = filters or Filters()
     found = from_rollups(model, f)
     return found if found is not None else from_model(model, f)
 
 
-def covered(filters: Filters) -> bool:
-    """Whether the rollups' grain covers ``filters``: time bounds on whole hours (tenant,
-    operation and route are keys of every rollup row)."""
-    return all(t is None or _whole_hour(t) for t in (filters.since, filters.until))
-
-
-def _whole_hour(t: datetime) -> bool:
-    return naive_utc(t).replace(minute=0, second=0, microsecond=0) == naive_utc(t)
-
-
 def from_rollups(model: AuditModel, filters: Filters) -> dict[str, Any] | None:
-    """The headline from the rollups, or None when the model has none or their grain does
-    not cover ``filters``."""
-    con = model.build().con
-    if not covered(filters) or not present(con):
+    """The headline from the rollups, or None when the model keeps none. The whole hours
+    within the time bounds are read from the rollups; the requests started in the rest of
+    the range (a bound within an hour) are rolled up from the model's facts as a build
+    rolls them up, and added."""
+    rollups = model.build().rollups
+    if not rollups:
         return None
-    params = filters.values()
-    # the filters are bound to these queries alone: the model's scope stays as it is
-    row = arrow(con, "headline_requests", params).to_pylist()[0]
-    return _shaped(row, arrow(con, "headline_cost", params))
+    since, until = (None if t is None else naive_utc(t) for t in (filters.since, filters.until))
+    whole, edges = split_hours(since, until)
+    # the filters are bound to these queries alone, on a cursor of their own: the model's
+    # scope stays as it is
+    cur = model.con.cursor()
+    try:
+        sum_over(cur, rollups, whole, edges)
+        # the tables hold the rows of the time range: the other filters select among them
+        params = {**filters.values(), "since": None, "until": None}
+        row = arrow(cur, "headline_requests", params).to_pylist()[0]
+        return _shaped(row, arrow(cur, "headline_cost", params))
+    finally:
+        cur.close()
+
+
+def split_hours(
+    since: datetime | None, until: datetime | None
+) -> tuple[tuple[datetime | None, datetime | None], list[tuple[datetime, datetime]]]:
+    """[``since``, ``until``) (None: unbounded; since < until) as the whole hours within
+    it, [first, last) (first ≥ last: none), and the parts of hours left at its ends."""
+    if since is not None and until is not None:
+        first, last = _hour_at_or_after(since), _hour(until)
+        if first >= last:  # within an hour, or across one hour's end: no whole hour
+            return (first, last), [(since, until)]
+        return (first, last), [(a, b) for a, b in ((since, first), (last, until)) if a < b]
+    if since is not None:
+        first = _hour_at_or_after(since)
+        return (first, None), [(since, first)] if since < first else []
+    if until is not None:
+        last = _hour(until)
+        return (None, last), [(last, until)] if last < until else []
+    return (None, None), []
+
+
+def _hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_at_or_after(t: datetime) -> datetime:
+    start = _hour(t)
+    return start if start == t else start + timedelta(hours=1)
 
 
 def from_model(model: AuditModel, filters: Filters) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from retryscope.analytics import Filters, build_report, connect, headline
-from retryscope.analytics._headline import REQUEST_KEYS, covered, from_rollups
+from retryscope.analytics._headline import REQUEST_KEYS, from_rollups, split_hours
 from retryscope.analytics.model import _build, model_directory
 from retryscope.demo._run import generate
 from tests.test_analytics_incremental import FIRST_HOUR, HOUR, _traffic
@@ -50,8 +50,8 @@ def _reported(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _filters(root: Path) -> list[Filters]:
-    """No filter, whole-hour time ranges, each value of tenant, operation and route,
-    and combinations."""
+    """No filter, time ranges on whole hours and within them, each value of tenant,
+    operation and route, and combinations."""
     model, _ = connect(root)
     values = {
         dim: [
@@ -73,8 +73,12 @@ def _filters(root: Path) -> list[Filters]:
     mid = first + (last - first) / 2
     mid = mid.replace(minute=0, second=0, microsecond=0)
     assert first < mid < last
+    odd = mid + timedelta(minutes=17, seconds=3, microseconds=500)  # within an hour
     found = [Filters()]
     found += [Filters(since=first, until=mid), Filters(since=mid), Filters(until=mid)]
+    found += [Filters(since=odd), Filters(until=odd), Filters(since=first, until=odd)]
+    found += [Filters(since=odd - timedelta(hours=1), until=odd)]  # no whole hour within
+    found += [Filters(since=odd, until=odd + timedelta(minutes=5), tenant=values["tenant"][0])]
     found += [Filters(**{dim: v}) for dim, vs in values.items() for v in vs]  # type: ignore[arg-type]
     found += [
         Filters(since=mid, route=values["route"][0], tenant=values["tenant"][0]),
@@ -114,20 +118,50 @@ def test_a_maintained_model_keeps_its_rollups_current(tmp_path: Path) -> None:
         assert from_rollups(maintained, Filters()) == _reported(build_report(connect(root)[0]))
 
 
-def test_filters_within_an_hour_read_the_model(random_data: Path, tmp_path: Path) -> None:
-    """A time bound inside an hour is finer than the rollups' grain: the headline reads
-    the model's tables (and still equals the report)."""
+def test_a_range_is_split_into_whole_hours_and_the_parts_left() -> None:
+    """The rollups are read for the whole hours within a time range; the parts of hours
+    at its ends are rolled up from the model's facts (at each boundary: a bound on the
+    hour leaves no part; one a microsecond off leaves one)."""
+    h = START.replace(tzinfo=None)
+    hour, us = timedelta(hours=1), timedelta(microseconds=1)
+    assert split_hours(None, None) == ((None, None), [])
+    assert split_hours(h, h + 2 * hour) == ((h, h + 2 * hour), [])
+    assert split_hours(h + us, None) == ((h + hour, None), [(h + us, h + hour)])
+    assert split_hours(h - us, None) == ((h, None), [(h - us, h)])
+    assert split_hours(None, h + us) == ((None, h), [(h, h + us)])
+    assert split_hours(None, h - us) == ((None, h - hour), [(h - hour, h - us)])
+    half = timedelta(minutes=30)
+    assert split_hours(h + half, h + 2 * hour + half) == (
+        (h + hour, h + 2 * hour),
+        [(h + half, h + hour), (h + 2 * hour, h + 2 * hour + half)],
+    )
+    # no whole hour within: one part, the range itself
+    assert split_hours(h + half, h + hour + half) == (
+        (h + hour, h + hour),
+        [(h + half, h + hour + half)],
+    )
+    assert split_hours(h + us, h + hour) == ((h + hour, h + hour), [(h + us, h + hour)])
+
+
+def test_bounds_within_an_hour_add_the_requests_of_their_part(
+    random_data: Path, tmp_path: Path
+) -> None:
+    """A time bound inside an hour: the whole hours from the rollups, the requests
+    started in the rest rolled up from the model's facts; the headline equals the report
+    (a bound a moment later or earlier moves requests between the parts, not the sum)."""
     maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
-    within = Filters(since=START + timedelta(minutes=59, seconds=59, milliseconds=500))
-    assert not covered(within)
-    assert not covered(Filters(until=START + timedelta(hours=1, minutes=1)))
-    assert not covered(Filters(until=START + timedelta(hours=1, microseconds=1)))
-    assert covered(Filters(since=START + timedelta(hours=1), tenant="t"))
-    aware = datetime(2026, 9, 21, 15, 0, tzinfo=timezone(timedelta(minutes=30)))
-    assert not covered(Filters(since=aware))  # 14:30 UTC
-    assert from_rollups(maintained, within) is None
-    assert headline(maintained, within) == _reported(build_report(maintained, within))
-    assert headline(maintained, within)["logical_requests"] > 0
+    for since in (
+        START + timedelta(minutes=59, seconds=59, milliseconds=500),
+        START + timedelta(hours=1, microseconds=1),
+        START + timedelta(hours=1) - timedelta(microseconds=1),
+        # 14:30 UTC given at +00:30: the hour split in UTC
+        (START + timedelta(minutes=30)).astimezone(timezone(timedelta(minutes=30))),
+    ):
+        within = Filters(since=since)
+        rolled = from_rollups(maintained, within)
+        assert rolled is not None
+        assert rolled == _reported(build_report(maintained, within))
+        assert rolled["logical_requests"] > 0
 
 
 def test_a_damaged_rollup_is_built_again(random_data: Path, tmp_path: Path) -> None:
@@ -148,7 +182,7 @@ def test_the_rollups_are_small(random_data: Path, tmp_path: Path) -> None:
     """Fewer rows than requests: an hour's requests of one tenant, operation and routes
     are one row."""
     maintained, _ = connect(random_data, model_cache=tmp_path / "cache")
-    con = maintained.build().con
-    ((rows,),) = con.execute("SELECT count(*) FROM rollup_requests").fetchall()
+    rollup = maintained.build().rollups["rollup_requests"]
+    ((rows,),) = maintained.con.execute(f"SELECT count(*) FROM {rollup}").fetchall()
     assert 0 < rows < headline(maintained)["logical_requests"] + maintained.stats["straddlers"] * 2
     assert HOUR  # the traffic's hours

@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -123,6 +123,8 @@ class Built:
 
     paths: tuple[str, ...]
     stats: dict[str, int]
+    rollups: dict[str, str] = field(default_factory=dict)
+    """A cached model's rollups and their facts (:func:`._rollups.relations`)."""
 
 
 def build_model(
@@ -159,8 +161,8 @@ def build_model(
             temporary.release(con)
         else:
             store.point_views(con)
-            rollups.point(con, store)
-            return _finish(tracker, store.paths(), built, len(store.units), store.straddlers)
+            done = _finish(tracker, store.paths(), built, len(store.units), store.straddlers)
+            return Built(done.paths, done.stats, rollups.relations(store))
     parts = _time_partitions(con, root)
     memory = MemoryStore(
         con,

@@ -15,6 +15,7 @@ the rollups of the partitions' rows of the same requests with every part negated
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
@@ -94,33 +95,82 @@ def _list(files: Sequence[str]) -> str:
     return "[" + ", ".join(sql_string(f) for f in files) + "]"
 
 
-def point(con: duckdb.DuckDBPyConnection, store: DirectoryStore) -> None:
-    """Views on ``con`` named as :data:`ROLLUPS` over the rollups of the model ``store``
-    names (its partitions' and the corrections of its ``across`` folder), when every
-    partition holds them; otherwise none (the headline reads the model's tables)."""
-    drop(con)
+def relations(store: DirectoryStore) -> dict[str, str]:
+    """SQL naming the rows of each of :data:`ROLLUPS` (its partitions' and the corrections
+    of the ``across`` folder) and of the facts they are computed from (:data:`_FACTS`) in
+    the model ``store`` names, when every partition holds its rollups; otherwise none
+    (the headline reads the model's tables)."""
+    found = {table: store.relation(table) for table in _FACTS}
     for name in ROLLUPS:
         files = store.unit_files(name)
         if len(files) < len(store.unit_files("all_request_facts")) or store.across is None:
-            return
+            return {}
         across = store.across / f"{name}.parquet"
         if not across.exists():
-            return
-        con.execute(
-            f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {parquet([*files, str(across)])}"
+            return {}
+        found[name] = parquet([*files, str(across)])
+    return found
+
+
+def sum_over(
+    cur: duckdb.DuckDBPyConnection,
+    rollups: dict[str, str],
+    whole: tuple[datetime | None, datetime | None],
+    edges: Sequence[tuple[datetime, datetime]],
+) -> None:
+    """Views on the cursor ``cur`` named as :data:`ROLLUPS`: the rollup rows of the
+    requests started within the ``whole`` hours [since, until) (None: unbounded), and the
+    rollups of the requests started within the ``edges`` (parts of hours), computed now
+    from the model's facts by the scripts a build writes them with."""
+    since, until = whole
+    cur.execute(
+        "CREATE TEMP TABLE rs_whole_hours AS SELECT $since::TIMESTAMP AS since, "
+        "$until::TIMESTAMP AS until",
+        {"since": since, "until": until},
+    )
+    if edges:
+        _edge_facts(cur, rollups, edges)
+        cur.execute(load(ROLLUP_KEYS))
+    for name in ROLLUPS:
+        computed = ""
+        if edges:
+            cur.execute(f"CREATE TEMP TABLE rs_edge_{name} AS {load(name)}")
+            computed = f" UNION ALL BY NAME SELECT * FROM rs_edge_{name}"
+        cur.execute(
+            f"CREATE TEMP VIEW {name} AS SELECT r.* FROM {rollups[name]} r, rs_whole_hours w "
+            "WHERE rs_rollup_selects(r.hour, NULL, NULL, NULL, w.since, w.until, NULL, NULL, "
+            f"NULL){computed}"
         )
 
 
-def drop(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the rollups' views on ``con`` (a model without them is read next)."""
-    for name in ROLLUPS:
-        con.execute(f"DROP VIEW IF EXISTS temp.main.{name}")
-
-
-def present(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``con``'s model has its rollups' views."""
-    ((n,),) = con.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name IN ?",
-        [list(ROLLUPS)],
+def _edge_facts(
+    cur: duckdb.DuckDBPyConnection,
+    rollups: dict[str, str],
+    edges: Sequence[tuple[datetime, datetime]],
+) -> None:
+    """Tables on ``cur`` named as :data:`_FACTS` holding the model's rows of the requests
+    started within ``edges``. Their attempts are found among those whose request ended
+    when one of them did (each attempt carries its request's end): the files of other
+    hours are skipped by their statistics, not read (at 100 M attempts 0.1 s against
+    1.5 s for every attempt's key)."""
+    within = " OR ".join("(started_at >= ? AND started_at < ?)" for _ in edges)
+    cur.execute(
+        f"CREATE TEMP TABLE all_request_facts AS "
+        f"SELECT * FROM {rollups['all_request_facts']} WHERE {within}",
+        [t for edge in edges for t in edge],
+    )
+    ((first, last),) = cur.execute(
+        "SELECT min(ended_at), max(ended_at) FROM all_request_facts"
     ).fetchall()
-    return int(n) == len(ROLLUPS)
+    # the ends are read to the microsecond (nanoseconds are cut): widened by one each way
+    tick = timedelta(microseconds=1)
+    cur.execute(
+        f"CREATE TEMP TABLE all_attempt_facts AS SELECT a.* "
+        f"FROM {rollups['all_attempt_facts']} a "
+        "WHERE (a.request_ended_at BETWEEN $first AND $last OR a.request_ended_at IS NULL) "
+        "AND a.h IN (SELECT h FROM all_request_facts)",
+        {
+            "first": None if first is None else first - tick,
+            "last": None if last is None else last + tick,
+        },
+    )

@@ -31,7 +31,6 @@ from retryscope.analytics.model._partition import (
     PROJECTIONS,
     point_projections,
 )
-from retryscope.analytics.model._scripts import ROLLUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ class Store(abc.ABC):
 
 def drop_views(con: duckdb.DuckDBPyConnection) -> None:
     """Drop the model's views on ``con``, and tables a model built earlier left there."""
-    names = [*MODEL_TABLES, *PROJECTIONS, *ROLLUPS]
+    names = [*MODEL_TABLES, *PROJECTIONS]
     for kind, catalog, column in (
         ("VIEW", "duckdb_views()", "view_name"),
         ("TABLE", "duckdb_tables()", "table_name"),

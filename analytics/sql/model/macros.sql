@@ -144,7 +144,7 @@ CREATE OR REPLACE MACRO rs_cost_amplification(total, accepted) AS rs_ratio(total
 CREATE OR REPLACE MACRO rs_rollup_hour(t) AS date_trunc('hour', t);
 -- Whether a rollup row's requests are those filters select (scope_filtered.sql: started
 -- in [since, until), of tenant and operation, with an attempt on route; NULL: any), for
--- bounds on whole hours (retryscope.analytics._headline.covered).
+-- bounds on whole hours (retryscope.analytics._headline.split_hours).
 CREATE OR REPLACE MACRO rs_rollup_selects(
         hour, tenant, operation, routes, since, until, want_tenant, want_operation,
         want_route) AS
