@@ -132,10 +132,7 @@ def sum_over(
         _edge_facts(cur, rollups, edges)
         cur.execute(load(ROLLUP_KEYS))
     for name in ROLLUPS:
-        computed = ""
-        if edges:
-            cur.execute(f"CREATE TEMP TABLE rs_edge_{name} AS {load(name)}")
-            computed = f" UNION ALL BY NAME SELECT * FROM rs_edge_{name}"
+        computed = f"\nUNION ALL BY NAME SELECT * FROM (\n{load(name)}\n)" if edges else ""
         cur.execute(
             f"CREATE TEMP VIEW {name} AS SELECT r.* FROM {rollups[name]} r, rs_whole_hours w "
             "WHERE rs_rollup_selects(r.hour, NULL, NULL, NULL, w.since, w.until, NULL, NULL, "
